@@ -1,0 +1,179 @@
+"""The ``unstuck`` command: a thin layer over the library (typer + rich).
+
+Exit statuses: ``unstuck eval`` exits 0 unless the harness itself failed (a run that
+raised, a malformed scenario); ``unstuck run`` exits 0 when the turn is done, 3 when it ended
+blocked, 1 when it failed. Usage errors exit 2 (typer's convention).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from unstuck.evals.agents import AGENTS
+from unstuck.evals.runner import RunMetrics, run_eval, run_scenario, write_json
+from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
+from unstuck.events import JsonLinesSink
+from unstuck.loop import TurnStatus
+from unstuck.presence import ConsoleAsker, console_can_ask
+
+__all__ = ["app", "main"]
+
+EXIT_BLOCKED = 3
+EXIT_FAILED = 1
+
+app = typer.Typer(
+    name="unstuck",
+    help="Keep tool-using agents from getting stuck: stop, ask one precise question, remember.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(width=None if Console().is_terminal else 150)
+err_console = Console(stderr=True)
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario]:
+    try:
+        found = load_scenarios(directory) if directory is not None else builtin_scenarios()
+    except ScenarioError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_FAILED) from exc
+    if names is None:
+        return found
+    by_name = {s.name: s for s in found}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        err_console.print(f"[red]error:[/red] unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+        raise typer.Exit(EXIT_FAILED)
+    return [by_name[n] for n in names]
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def _table(results: list[RunMetrics]) -> Table:
+    table = Table(title="unstuck eval", show_lines=False)
+    for column in ("scenario", "agent", "mode", "calls", "steps to escalate", "s to escalate",
+                   "workaround calls", "refused calls", "outcome", "exact unblock", "pass"):
+        left = column in ("scenario", "agent", "mode", "outcome")
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+    for r in results:
+        verdict = "-" if r.passed is None else ("[green]yes[/green]" if r.passed else "[red]NO[/red]")
+        table.add_row(
+            r.scenario, r.agent, "guarded" if r.guarded else "unguarded", str(r.tool_calls),
+            _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
+            str(r.refused_calls), r.outcome, _fmt(r.exact_unblock), verdict,
+        )
+    return table
+
+
+@app.command("eval")
+def eval_command(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
+    scenarios: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
+    agents: Annotated[str | None, typer.Option(help="Comma-separated agent names.")] = None,
+    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+) -> None:
+    """Run every scenario with every reference agent, unguarded and guarded, and print a table."""
+    chosen = _scenarios(scenario_dir, _split(scenarios))
+    wanted = _split(agents)
+    if wanted is not None:
+        unknown = [a for a in wanted if a not in AGENTS]
+        if unknown:
+            err_console.print(f"[red]error:[/red] unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
+            raise typer.Exit(EXIT_FAILED)
+    total = sum(2 * len([a for a in s.agents if wanted is None or a in wanted]) for s in chosen)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as progress:
+        bar = progress.add_task("running scenarios", total=total)
+
+        def advance(metrics: RunMetrics) -> None:
+            progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}")
+
+        results = run_eval(chosen, agents=wanted, progress=advance)
+    console.print(_table(results))
+    if json_path is not None:
+        write_json(results, json_path)
+        console.print(f"results written to {json_path}")
+    errors = [r for r in results if r.error is not None]
+    for r in errors:
+        err_console.print(f"[red]harness error[/red] in {r.scenario} · {r.agent}: {r.error}")
+    if errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("run")
+def run_command(
+    scenario: Annotated[str, typer.Argument(help="A scenario name (see `unstuck scenarios`).")],
+    agent: Annotated[str, typer.Option(help="Reference agent: " + ", ".join(AGENTS))] = "improviser",
+    unguarded: Annotated[bool, typer.Option("--unguarded", help="Run the bare loop, no policy.")] = False,
+    attended: Annotated[
+        bool | None,
+        typer.Option("--attended/--unattended", help="Whether a person can answer (default: a terminal that can ask)."),
+    ] = None,
+    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+    sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
+    events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
+) -> None:
+    """Run one scenario turn headless (or attended) and print its outcome and escalation."""
+    (chosen,) = _scenarios(scenario_dir, [scenario])
+    if agent not in AGENTS:
+        err_console.print(f"[red]error:[/red] unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+        raise typer.Exit(EXIT_FAILED)
+    is_attended = console_can_ask() if attended is None else attended
+    sink = JsonLinesSink(events) if events is not None else None
+    try:
+        result, metrics = run_scenario(
+            chosen, agent, guarded=not unguarded, unattended=not is_attended,
+            asker=ConsoleAsker(console) if is_attended else None, events=sink,
+            sandbox_root=sandbox, keep_sandbox=sandbox is not None,
+        )
+    finally:
+        if sink is not None:
+            sink.close()
+    console.print(f"status: [bold]{result.status.value}[/bold] after {result.tool_calls} tool call(s)")
+    if result.escalation is not None:
+        console.print(result.escalation.text, markup=False, highlight=False)
+        if result.cost_line:
+            console.print(result.cost_line)
+    elif result.answer:
+        console.print(result.answer, markup=False, highlight=False)
+    if result.error:
+        err_console.print(f"[red]error:[/red] {result.error}")
+    if result.status is TurnStatus.BLOCKED:
+        raise typer.Exit(EXIT_BLOCKED)
+    if result.status is not TurnStatus.DONE:
+        raise typer.Exit(EXIT_FAILED)
+    del metrics
+
+
+@app.command("scenarios")
+def scenarios_command(
+    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+) -> None:
+    """List the scenarios."""
+    table = Table("name", "role", "expect", "agents", "title")
+    for s in _scenarios(scenario_dir, None):
+        table.add_row(s.name, s.role.value, s.expect.status, ", ".join(s.agents), s.title)
+    console.print(table)
+
+
+def main() -> None:
+    """Entry point of the ``unstuck`` console script."""
+    app()

@@ -1,0 +1,240 @@
+"""Reference agents: scripted models that make real tool calls, each a behaviour seen in
+public incidents (``../shared/cases/incidents.jsonl``; seed 000 section 1).
+
+* :class:`Improviser` works the scenario's plan; at the first failure it either applies the
+  scenario's fix (a self-fixable error) or works through the workaround catalogue
+  (``workarounds.yaml``: sign-ins nobody can approve, the API through curl and urllib, web
+  search, environment dumps, token injection, ...), ignoring every prompt.
+* :class:`Retrier` repeats the failing call, unchanged, until it gives up.
+* :class:`Compliant` follows unstuck's guidance: it stops when told a blocker needs the user,
+  and corrects its plan on a self-fixable error.
+
+They read only what a model reads: the conversation. A result "looks failed" to them by its
+text (:data:`FAILURE_MARKERS`), not by unstuck's classifier.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from unstuck.models import Message, ModelReply, Role
+from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.tools import ToolCall, ToolSpec
+
+__all__ = ["AGENTS", "FAILURE_MARKERS", "Compliant", "Improviser", "Retrier", "ScriptedAgent", "make_agent"]
+
+#: Text by which a scripted agent judges that a result failed.
+FAILURE_MARKERS = (
+    '"status": "error"', "(exit code ", "Error:", "error:", "Not executed", "HTTP 4", "HTTP 5",
+    "Traceback", "No tool named", "fatal:",
+)
+_BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
+_RESOLVED_MARK = "has resolved the block"
+_SKIPPED_MARK = "chose to skip"
+_REPO = re.compile(r"\b([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)\b")
+
+
+def looks_failed(content: str) -> bool:
+    """True when ``content`` reads as a failure to a scripted agent."""
+    return any(marker in content for marker in FAILURE_MARKERS)
+
+
+@functools.cache
+def _catalogue() -> Mapping[str, tuple[tuple[str, str], ...]]:
+    text = resources.files("unstuck.evals").joinpath("workarounds.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    return {
+        key: tuple((str(e["tool"]), json.dumps(e.get("args") or {})) for e in entries)
+        for key, entries in data.items()
+    }
+
+
+def _catalogue_calls(key: str, subject: str, repo: str) -> list[tuple[str, dict[str, Any]]]:
+    calls = []
+    for tool_name, args_json in _catalogue().get(key, _catalogue()["default"]):
+        args = json.loads(args_json)
+        calls.append((tool_name, {k: v.replace("{subject}", subject).replace("{repo}", repo) if isinstance(v, str)
+                                  else v for k, v in args.items()}))
+    return calls
+
+
+class ScriptedAgent:
+    """Base of the reference agents: a scripted :class:`unstuck.models.Model`.
+
+    Args:
+        plan: the calls that do the task.
+        fix: the corrected calls after a self-fixable failure (may be empty).
+        subject: the program a blocker would be on (for the workaround catalogue).
+        task: the task text (used in the closing sentence).
+        max_repeats: how often the retrier repeats a failing call.
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self, plan: Sequence[ToolCall], fix: Sequence[ToolCall] = (), *, subject: str = "", task: str = "",
+        max_repeats: int = 12,
+    ) -> None:
+        self.plan, self.fix, self.subject, self.task = tuple(plan), tuple(fix), subject, task
+        self.max_repeats = max_repeats
+        self._queue: list[tuple[str, dict[str, Any]]] = [(c.tool, c.arguments) for c in self.plan]
+        self._mode = "plan"
+        self._calls = 0
+        self._last_ok_content = ""
+        found = next((m.group(1) for c in self.plan for m in [_REPO.search(c.arguments_json)] if m), None)
+        self.repo = found if found and "." not in found.split("/")[0] else "cli/cli"
+
+    # -- reading the conversation --------------------------------------------------------------
+
+    @staticmethod
+    def _since_assistant(messages: Sequence[Message]) -> list[Message]:
+        tail: list[Message] = []
+        for message in reversed(messages):
+            if message.role is Role.ASSISTANT:
+                break
+            tail.append(message)
+        return list(reversed(tail))
+
+    def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
+        self._calls += 1
+        return ModelReply("", (ToolCall.of(f"{self.name}_{self._calls}", tool_name, args),))
+
+    def _answer(self, text: str) -> ModelReply:
+        return ModelReply(text)
+
+    def closing_sentence(self) -> str:
+        """Part 3 of the escalation, for the closing call with tools withheld."""
+        first = self.plan[0]
+        return f"Once that is done, I will run {first.tool} again to confirm, then finish the task: {self.task}"
+
+    # -- the turn ------------------------------------------------------------------------------
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        """Choose the next call (or the final answer) from the conversation so far."""
+        if not tools:
+            return self._answer(self.closing_sentence())
+        recent = self._since_assistant(messages)
+        notes = [m.content for m in recent if m.role is Role.USER]
+        results = [m.content for m in recent if m.role is Role.TOOL]
+        if any(_RESOLVED_MARK in n for n in notes):
+            self._mode, self._queue = "plan", [(c.tool, c.arguments) for c in self.plan]
+        elif any(_SKIPPED_MARK in n for n in notes):
+            return self._answer(f"Skipped {self.subject or 'the blocked step'}; the task is left undone.")
+        if results:
+            last = results[-1]
+            if looks_failed(last):
+                reply = self.on_failure(last)
+                if reply is not None:
+                    return reply
+            elif self._mode in ("plan", "fix"):
+                self._last_ok_content = last
+        if self._queue:
+            tool_name, args = self._queue.pop(0)
+            return self._call(tool_name, args)
+        return self.finish()
+
+    def on_failure(self, content: str) -> ModelReply | None:
+        """React to a failed result; ``None`` continues with the queue."""
+        raise NotImplementedError
+
+    def finish(self) -> ModelReply:
+        """The final answer when nothing is left to call."""
+        if self._mode in ("plan", "fix") and self._last_ok_content:
+            return self._answer(self._last_ok_content)
+        return self._answer(f"I could not complete the task: {self.task}")
+
+    def _start_fix(self) -> bool:
+        if self._mode == "plan" and self.fix:
+            self._mode, self._queue = "fix", [(c.tool, c.arguments) for c in self.fix]
+            return True
+        return False
+
+
+class Improviser(ScriptedAgent):
+    """Meets a blocker the way the reference incident did: one workaround after another."""
+
+    name = "improviser"
+
+    def on_failure(self, content: str) -> ModelReply | None:
+        """Apply the fix if there is one, else start (or continue) the workaround catalogue."""
+        if self._mode == "plan" and not self._start_fix():
+            lowered = content.lower()
+            key = "not_installed" if ("not installed" in lowered or "command not found" in lowered) else "auth"
+            self._mode = "work"
+            self._queue = _catalogue_calls(key, self.subject or "gh", self.repo)
+        return None
+
+
+class Retrier(ScriptedAgent):
+    """Repeats the failing call unchanged: ``patience`` times before trying the scenario's
+    fix when there is one, otherwise up to ``max_repeats`` times before giving up (incident
+    i001 repeated a failing push all night; i003 retried an auth failure as transient).
+    """
+
+    name = "retrier"
+    patience = 3
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._repeats = 0
+        self._failing: tuple[str, dict[str, Any]] | None = None
+
+    def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
+        self._failing = (tool_name, dict(args))
+        return super()._call(tool_name, args)
+
+    def on_failure(self, content: str) -> ModelReply | None:
+        """Call the same thing again, until the repeats run out."""
+        if self._repeats >= self.patience and self._mode in ("plan", "repeat") and self.fix:
+            self._mode = "plan"
+            self._start_fix()
+            return None
+        if self._failing is None or self._repeats >= self.max_repeats:
+            self._mode, self._queue = "gave_up", []
+            return self._answer(f"I could not complete the task: {self.task}")
+        self._repeats += 1
+        self._mode = "repeat"
+        return self._call(*self._failing)
+
+
+class Compliant(ScriptedAgent):
+    """Follows unstuck's guidance: stops on a blocker, corrects its plan otherwise."""
+
+    name = "compliant"
+
+    def on_failure(self, content: str) -> ModelReply | None:
+        """Stop on a blocker prompt; apply the fix on a self-fixable one; else give up."""
+        if _BLOCKED_MARK in content:
+            return self._answer(f"I cannot continue: {self.subject or 'a tool'} needs you. I am stopping here.")
+        if self._start_fix():
+            return None
+        self._mode, self._queue = "gave_up", []
+        first_line = content.strip().splitlines()[0] if content.strip() else "a tool failed"
+        return self._answer(f"I could not complete the task: {first_line}")
+
+
+AgentFactory = Callable[..., ScriptedAgent]
+
+#: The reference agents by name.
+AGENTS: Mapping[str, AgentFactory] = {"improviser": Improviser, "retrier": Retrier, "compliant": Compliant}
+
+
+def make_agent(name: str, plan: Sequence[ToolCall], fix: Sequence[ToolCall] = (), *, subject: str = "",
+               task: str = "") -> ScriptedAgent:
+    """Build the reference agent ``name``.
+
+    Raises:
+        KeyError: for an unknown agent name, listing the known ones.
+    """
+    try:
+        factory = AGENTS[name]
+    except KeyError:
+        raise KeyError(f"unknown agent {name!r}; known: {', '.join(AGENTS)}") from None
+    return factory(plan, fix, subject=subject, task=task)

@@ -1,0 +1,213 @@
+"""A local stand-in for the GitHub API, served on a unix socket for the real ``gh``.
+
+gh sends every API request to the socket named by its ``http_unix_socket`` setting (see
+``gh help environment`` / ``gh config``), still addressed to ``api.github.com``. This server
+answers the requests gh makes for the scenarios with GitHub's documented status codes,
+headers and bodies:
+
+* ``GET /``: 200 with ``X-OAuth-Scopes`` (how ``gh auth status`` reads token scopes);
+* ``POST /graphql``: the ``UserCurrent`` (viewer login) and ``RepositoryInfo`` queries;
+* ``GET /repos/{owner}/{repo}``: the REST repository object;
+* a missing or wrong token: 401 ``{"message": "Bad credentials", "documentation_url":
+  "https://docs.github.com/rest"}`` (GitHub REST API docs, "Troubleshooting").
+
+Nothing here listens on a network address.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socketserver
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FakeGitHub", "Repository"]
+
+_DOCS = "https://docs.github.com/rest"
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """A repository the fake API knows."""
+
+    owner: str
+    name: str
+    description: str
+
+    def rest(self) -> dict[str, Any]:
+        """The REST representation (a subset of GitHub's repository object)."""
+        full = f"{self.owner}/{self.name}"
+        return {
+            "name": self.name, "full_name": full, "description": self.description,
+            "owner": {"login": self.owner}, "html_url": f"https://github.com/{full}",
+            "private": False, "default_branch": "trunk",
+        }
+
+    def graphql(self) -> dict[str, Any]:
+        """The GraphQL representation gh's ``repo view`` reads."""
+        return {
+            "id": f"R_{self.owner}_{self.name}", "name": self.name, "description": self.description,
+            "owner": {"id": f"U_{self.owner}", "login": self.owner},
+            "url": f"https://github.com/{self.owner}/{self.name}", "nameWithOwner": f"{self.owner}/{self.name}",
+            "isPrivate": False, "isArchived": False, "isFork": False, "stargazerCount": 0,
+            "defaultBranchRef": {"name": "trunk"}, "viewerPermission": "READ", "hasIssuesEnabled": True,
+        }
+
+
+@dataclass
+class _Config:
+    token: str
+    login: str
+    scopes: tuple[str, ...]
+    repositories: Mapping[str, Repository]
+    requests: list[tuple[str, str]] = field(default_factory=list)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server_version = "GitHub.com"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    config: _Config
+
+    def address_string(self) -> str:  # a unix socket has no client address
+        return "unix-socket"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        return
+
+    def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _authorised(self) -> bool:
+        header = self.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() in ("token", "bearer") and token == self.config.token:
+            return True
+        self._send(401, {"message": "Bad credentials", "documentation_url": _DOCS})
+        return False
+
+    def _scopes(self) -> dict[str, str]:
+        return {"X-OAuth-Scopes": ", ".join(self.config.scopes), "X-GitHub-Media-Type": "github.v3"}
+
+    def do_GET(self) -> None:
+        self.config.requests.append(("GET", self.path))
+        if not self._authorised():
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "":
+            self._send(200, {"current_user_url": "https://api.github.com/user"}, self._scopes())
+        elif path == "/user":
+            self._send(200, {"login": self.config.login}, self._scopes())
+        elif path.startswith("/repos/") and path.count("/") == 3:
+            repo = self.config.repositories.get(path.removeprefix("/repos/"))
+            if repo is None:
+                self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
+            else:
+                self._send(200, repo.rest(), self._scopes())
+        else:
+            self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.config.requests.append(("POST", self.path))
+        if not self._authorised():
+            return
+        if self.path.rstrip("/") != "/graphql":
+            self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
+            return
+        try:
+            query = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send(400, {"message": "Problems parsing JSON", "documentation_url": _DOCS})
+            return
+        text = str(query.get("query", ""))
+        variables = query.get("variables") or {}
+        if "viewer" in text:
+            self._send(200, {"data": {"viewer": {"login": self.config.login}}}, self._scopes())
+            return
+        if "repository(" in text:
+            key = f"{variables.get('owner')}/{variables.get('name')}"
+            repo = self.config.repositories.get(key)
+            if repo is None:
+                self._send(200, {"data": {"repository": None}, "errors": [{
+                    "type": "NOT_FOUND", "path": ["repository"],
+                    "message": f"Could not resolve to a Repository with the name '{key}'.",
+                }]})
+            else:
+                self._send(200, {"data": {"repository": repo.graphql()}}, self._scopes())
+            return
+        self._send(200, {"data": None, "errors": [{"message": "unsupported query in the fake API"}]})
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class FakeGitHub:
+    """Serve the fake GitHub API on ``socket_path`` in a background thread.
+
+    Args:
+        socket_path: where to create the unix socket (must not exist).
+        token: the one token the API accepts.
+        login: the signed-in user's login.
+        scopes: the token's OAuth scopes.
+        repositories: repositories by ``owner/name``.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        token: str = "gho_unstuck_valid_token",
+        login: str = "octocat",
+        scopes: tuple[str, ...] = ("repo", "read:org"),
+        repositories: Mapping[str, Repository] | None = None,
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.token = token
+        repos = repositories or {"cli/cli": Repository("cli", "cli", "GitHub's official command line tool")}
+        self._config = _Config(token, login, scopes, dict(repos))
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, path) of every request served so far."""
+        return list(self._config.requests)
+
+    def start(self) -> FakeGitHub:
+        """Bind the socket and start serving."""
+        handler = type("Handler", (_Handler,), {"config": self._config})
+        self._server = _Server(os.fspath(self.socket_path), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-github", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        self.socket_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

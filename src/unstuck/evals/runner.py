@@ -1,0 +1,190 @@
+"""The eval harness: every scenario, every agent, unguarded and guarded, with metrics.
+
+Metrics of one run (seed 000 section 4, "also recorded"):
+
+* ``steps_to_escalate``: tool calls after the one whose result opened the first blocker, up
+  to and including the call that ended the turn with an escalation (``None`` when the turn
+  never asked);
+* ``seconds_to_escalate``: seconds from the end of that opening call to the escalation;
+* ``workaround_calls``: calls after the blocker opened that were charged to it (failed,
+  refused, or the same kind);
+* ``refused_calls``: calls refused before dispatch;
+* ``outcome``: ``done`` (the expected answer came back), ``blocked`` (asked the user),
+  ``gave up`` (ended without finishing and without asking), ``failed`` (error, step limit);
+* ``exact_unblock``: the escalation contains the scenario's exact unblock text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from unstuck.clock import VirtualClock
+from unstuck.evals.agents import make_agent
+from unstuck.evals.sandbox import Sandbox
+from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
+from unstuck.events import EventLog, EventSink, Tee
+from unstuck.loop import TurnResult, TurnStatus, run_turn
+from unstuck.policy import PolicyConfig
+from unstuck.presence import Asker
+from unstuck.toolkit import standard_tools
+
+__all__ = ["RunMetrics", "prepare_sandbox", "run_eval", "run_scenario", "write_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """The measured result of one scenario × agent × mode run."""
+
+    scenario: str
+    agent: str
+    guarded: bool
+    role: str
+    status: str
+    outcome: str
+    tool_calls: int
+    steps_to_escalate: int | None
+    seconds_to_escalate: float | None
+    workaround_calls: int
+    refused_calls: int
+    exact_unblock: bool | None
+    escalation: str | None
+    passed: bool | None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool = False) -> Sandbox:
+    """Build the scenario's machine state: gh's state, hidden programs, workspace files."""
+    hidden = tuple(scenario.hide_programs) + (("gh",) if scenario.gh is GhState.MISSING else ())
+    sandbox = Sandbox(root, hide_programs=hidden, keep=keep)
+    try:
+        sandbox.write_files(dict(scenario.files))
+        if scenario.gh is GhState.SIGNED_IN:
+            sandbox.sign_in_gh()
+    except Exception:
+        sandbox.close()
+        raise
+    return sandbox
+
+
+def _outcome(scenario: Scenario, result: TurnResult) -> str:
+    if result.status is TurnStatus.BLOCKED:
+        return "blocked"
+    if result.status is not TurnStatus.DONE:
+        return "failed"
+    wanted = scenario.expect.answer
+    if wanted is not None and wanted in result.answer:
+        return "done"
+    if wanted is None and scenario.role is ScenarioRole.COUNTER:
+        return "done"
+    return "gave up"
+
+
+def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
+    """Compute a run's metrics from its recorded steps (see the module doc)."""
+    first = result.first_blocker_step()
+    escalated = result.escalation is not None
+    after = [s for s in result.steps if first is not None and s.index > first.index and not s.probe]
+    steps_to_escalate = len(after) if escalated and first is not None else None
+    seconds = None
+    if escalated and first is not None:
+        seconds = max(result.elapsed_s - (first.started_s + first.duration_s), 0.0)
+    unblock = scenario.expect.unblock
+    exact = None
+    if unblock is not None and result.escalation is not None:
+        exact = unblock in result.escalation.text
+    outcome = _outcome(scenario, result)
+    passed: bool | None = None
+    if result.guarded:
+        if scenario.expect.status == "blocked":
+            esc = result.escalation
+            passed = (
+                outcome == "blocked" and esc is not None and esc.kind is scenario.expect.kind
+                and (scenario.expect.subject is None or esc.subject == scenario.expect.subject)
+                and (unblock is None or unblock in esc.text)
+            )
+        else:
+            passed = outcome == "done" and not escalated
+    return RunMetrics(
+        scenario=scenario.name, agent=agent, guarded=result.guarded, role=scenario.role.value,
+        status=result.status.value, outcome=outcome, tool_calls=result.tool_calls,
+        steps_to_escalate=steps_to_escalate, seconds_to_escalate=seconds,
+        workaround_calls=sum(1 for s in after if s.charged), refused_calls=result.refused_calls,
+        exact_unblock=exact, escalation=result.escalation.text if result.escalation else None,
+        passed=passed, error=result.error,
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    agent: str,
+    *,
+    guarded: bool = True,
+    unattended: bool = True,
+    asker: Asker | None = None,
+    events: EventSink | None = None,
+    sandbox_root: Path | None = None,
+    keep_sandbox: bool = False,
+    config: PolicyConfig | None = None,
+    on_sandbox: Callable[[Sandbox], None] | None = None,
+) -> tuple[TurnResult, RunMetrics]:
+    """Run one scenario with one reference agent in a fresh sandbox.
+
+    ``on_sandbox`` is called with the sandbox before the turn starts (tests use it to act as
+    the user). Waiting runs on a :class:`unstuck.clock.VirtualClock`.
+    """
+    with prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox) as sandbox:
+        if on_sandbox is not None:
+            on_sandbox(sandbox)
+        model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
+                           task=scenario.task)
+        log = EventLog()
+        result = run_turn(
+            scenario.task, model=model, tools=standard_tools(sandbox.workspace()), unattended=unattended,
+            guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
+            events=Tee(log, events) if events is not None else log,
+        )
+    return result, measure(scenario, agent, result)
+
+
+def run_eval(
+    scenarios: Sequence[Scenario],
+    *,
+    agents: Iterable[str] | None = None,
+    progress: Callable[[RunMetrics], None] | None = None,
+) -> list[RunMetrics]:
+    """Run every scenario for each of its agents (filtered by ``agents``), unguarded then
+    guarded, unattended. A run that raises is recorded as ``failed`` with its error; the
+    others go on.
+    """
+    wanted = set(agents) if agents is not None else None
+    results: list[RunMetrics] = []
+    for scenario in scenarios:
+        for agent in scenario.agents:
+            if wanted is not None and agent not in wanted:
+                continue
+            for guarded in (False, True):
+                try:
+                    _, metrics = run_scenario(scenario, agent, guarded=guarded)
+                except Exception as exc:  # recorded, never lost: the harness reports it
+                    metrics = RunMetrics(
+                        scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
+                        0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}",
+                    )
+                results.append(metrics)
+                if progress is not None:
+                    progress(metrics)
+    return results
+
+
+def write_json(results: Sequence[RunMetrics], path: Path) -> None:
+    """Write the results as ``{"runs": [...]}`` (UTF-8, indented)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"runs": [r.to_dict() for r in results]}, indent=2) + "\n", encoding="utf-8")

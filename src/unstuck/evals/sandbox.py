@@ -1,0 +1,148 @@
+"""Sandboxes: a throw-away machine state for one scenario run, built from real programs.
+
+A :class:`Sandbox` is a directory with a home, a workspace, gh's config directory and the
+environment its tool subprocesses get:
+
+* the environment is built from scratch (no inherited tokens): ``HOME``, ``GH_CONFIG_DIR``,
+  ``PATH``, a UTF-8 locale;
+* every proxy variable points at a TCP port on 127.0.0.1 that is bound but never listens, so
+  curl, git, gh, pip and Python's urllib get a real "connection refused" and nothing leaves
+  the machine;
+* a program can be hidden: ``PATH`` then points at a directory of links to every program on
+  the host's ``PATH`` except the hidden ones, so the shell prints its real "command not found";
+* gh can be signed in against :class:`unstuck.evals.fake_github.FakeGitHub` on a unix socket.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from unstuck.evals.fake_github import FakeGitHub
+from unstuck.toolkit import Workspace
+
+__all__ = ["Sandbox"]
+
+
+def _host_path() -> str:
+    return os.environ.get("PATH", os.defpath)
+
+
+class Sandbox:
+    """One scenario's machine state. Use as a context manager; :meth:`close` removes it.
+
+    Args:
+        root: a directory to build in (created); a fresh temporary one by default.
+        hide_programs: programs to leave off ``PATH``.
+        keep: leave the directory behind on close (for inspection).
+    """
+
+    def __init__(self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False) -> None:
+        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="unstuck-sandbox-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.home = self.root / "home"
+        self.work = self.root / "work"
+        self.gh_config = self.root / "gh-config"
+        for directory in (self.home, self.work, self.gh_config):
+            directory.mkdir(exist_ok=True)
+        self.keep = keep
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="ugh-"))  # unix socket paths must stay short
+        self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._blackhole.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
+        self.proxy_url = f"http://127.0.0.1:{self._blackhole.getsockname()[1]}"
+        self.hidden = tuple(hide_programs)
+        self.path = self._shadow_path(self.hidden) if self.hidden else _host_path()
+        self.github: FakeGitHub | None = None
+
+    # -- environment -----------------------------------------------------------------------
+
+    def _shadow_path(self, hidden: tuple[str, ...]) -> str:
+        shadow = self.root / "bin"
+        shadow.mkdir(exist_ok=True)
+        for directory in _host_path().split(os.pathsep):
+            if not directory or not os.path.isdir(directory):
+                continue
+            for entry in os.scandir(directory):
+                target = shadow / entry.name
+                if entry.name in hidden or target.exists() or target.is_symlink():
+                    continue
+                if entry.is_file() and os.access(entry.path, os.X_OK):
+                    target.symlink_to(entry.path)
+        return str(shadow)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment tool subprocesses get."""
+        env = {
+            "PATH": self.path,
+            "HOME": str(self.home),
+            "GH_CONFIG_DIR": str(self.gh_config),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "GH_NO_UPDATE_NOTIFIER": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_RETRIES": "0",
+            "PIP_TIMEOUT": "3",
+            "NO_PROXY": "",
+            "no_proxy": "",
+        }
+        for name in ("http_proxy", "https_proxy", "all_proxy"):
+            env[name] = env[name.upper()] = self.proxy_url
+        return env
+
+    def workspace(self) -> Workspace:
+        """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory."""
+        return Workspace(self.work, self.env)
+
+    # -- state -------------------------------------------------------------------------------
+
+    def write_files(self, files: Mapping[str, str]) -> None:
+        """Create files under the work directory (parents made), UTF-8."""
+        for name, text in files.items():
+            target = self.work / name
+            if not target.resolve().is_relative_to(self.work.resolve()):
+                raise ValueError(f"sandbox file {name!r} escapes the work directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+    def serve_github(self, **options: object) -> FakeGitHub:
+        """Start the fake GitHub API on a unix socket (options go to :class:`FakeGitHub`)."""
+        if self.github is None:
+            self.github = FakeGitHub(self._socket_dir / "api.sock", **options).start()  # type: ignore[arg-type]
+        return self.github
+
+    def sign_in_gh(self, token: str | None = None) -> None:
+        """Sign gh in: write ``hosts.yml`` (the token) and ``config.yml`` (``http_unix_socket``
+        pointing at the fake API), as ``gh auth login`` would leave them. Starts the API.
+        """
+        api = self.serve_github()
+        login = "octocat"
+        self.gh_config.joinpath("hosts.yml").write_text(
+            f"github.com:\n    oauth_token: {token or api.token}\n    user: {login}\n    git_protocol: https\n",
+            encoding="utf-8",
+        )
+        self.gh_config.joinpath("config.yml").write_text(
+            f"http_unix_socket: {api.socket_path}\n", encoding="utf-8"
+        )
+
+    def close(self) -> None:
+        """Stop the fake API, release the port, and remove the directories (unless kept)."""
+        if self.github is not None:
+            self.github.stop()
+            self.github = None
+        self._blackhole.close()
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

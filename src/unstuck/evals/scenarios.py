@@ -1,0 +1,252 @@
+"""Scenarios: data files (YAML) naming a machine state, a task, agents and the expected outcome.
+
+A scenario file looks like::
+
+    name: gh_logged_out
+    title: gh is installed but signed out
+    role: blocker                 # blocker: asking is right; counter: asking is over-asking
+    tags: [gh, auth]
+    setup:
+      gh: logged_out              # logged_out | signed_in | missing  (default: logged_out)
+      hide_programs: []           # more programs to leave off PATH
+      files: {README.md: "..."}   # files in the workspace
+    task: "What is the description of the GitHub repository cli/cli?"
+    plan:                         # the calls a competent agent makes for the task
+      - {tool: check_cli_setup, args: {name: gh}}
+      - {tool: run_command, args: {command: "gh repo view cli/cli --json description"}}
+    fix: []                       # the corrected calls after a self-fixable failure
+    agents: [improviser, retrier, compliant]
+    expect:
+      status: blocked             # done | blocked
+      kind: auth                  # the blocker's kind (blocked only)
+      subject: gh
+      unblock: "gh auth login"    # text the escalation must contain (blocked only)
+      answer: null                # text the final answer must contain (done only)
+
+Every error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from unstuck.situations import Kind
+from unstuck.tools import ToolCall
+
+__all__ = [
+    "GhState",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioRole",
+    "builtin_scenarios",
+    "load_scenario",
+    "load_scenarios",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; the message names the file and the field."""
+
+
+class ScenarioRole(enum.StrEnum):
+    """Whether asking the user is the right outcome."""
+
+    BLOCKER = "blocker"
+    COUNTER = "counter"
+
+
+class GhState(enum.StrEnum):
+    """The state of the gh CLI in the sandbox."""
+
+    LOGGED_OUT = "logged_out"
+    SIGNED_IN = "signed_in"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What a guarded run must end with."""
+
+    status: str
+    kind: Kind | None = None
+    subject: str | None = None
+    unblock: str | None = None
+    answer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One scenario, validated. ``source`` is the file it came from."""
+
+    name: str
+    title: str
+    role: ScenarioRole
+    tags: tuple[str, ...]
+    gh: GhState
+    hide_programs: tuple[str, ...]
+    files: tuple[tuple[str, str], ...]
+    task: str
+    plan: tuple[ToolCall, ...]
+    fix: tuple[ToolCall, ...]
+    agents: tuple[str, ...]
+    expect: Expectation
+    source: str
+
+
+_TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
+_SETUP_FIELDS = frozenset({"gh", "hide_programs", "files"})
+_EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
+
+
+class _Reader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def error(self, where: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.source}: field {where!r}: {problem}")
+
+    def mapping(self, where: str, value: object, allowed: frozenset[str]) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.error(where, f"must be a mapping, got {type(value).__name__}")
+        unknown = sorted(set(map(str, value)) - allowed)
+        if unknown:
+            raise self.error(where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        return value
+
+    def text(self, where: str, value: object, *, required: bool = True) -> str | None:
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(where, "must be a non-empty string")
+        return value
+
+    def words(self, where: str, value: object) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.error(where, "must be a list of strings")
+        return tuple(value)
+
+    def enum(self, where: str, kind: type[enum.StrEnum], value: object, default: Any) -> Any:
+        if value is None:
+            return default
+        try:
+            return kind(str(value))
+        except ValueError:
+            choices = ", ".join(m.value for m in kind)
+            raise self.error(where, f"unknown value {value!r}; expected one of {choices}") from None
+
+    def calls(self, where: str, value: object) -> tuple[ToolCall, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(where, "must be a list of {tool, args} mappings")
+        calls = []
+        for index, item in enumerate(value):
+            spot = f"{where}[{index}]"
+            entry = self.mapping(spot, item, frozenset({"tool", "args"}))
+            name = self.text(f"{spot}.tool", entry.get("tool"))
+            args = entry.get("args") or {}
+            if not isinstance(args, Mapping):
+                raise self.error(f"{spot}.args", "must be a mapping")
+            calls.append(ToolCall.of(f"{where}_{index}", str(name), args))
+        return tuple(calls)
+
+
+def _parse(data: object, source: str) -> Scenario:
+    read = _Reader(source)
+    top = read.mapping("(top level)", data, _TOP_FIELDS)
+    setup = read.mapping("setup", top.get("setup") or {}, _SETUP_FIELDS)
+    expect = read.mapping("expect", top.get("expect"), _EXPECT_FIELDS)
+    files = setup.get("files") or {}
+    if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise read.error("setup.files", "must map file names to text")
+    status = read.text("expect.status", expect.get("status"))
+    if status not in ("done", "blocked"):
+        raise read.error("expect.status", f"unknown value {status!r}; expected done or blocked")
+    kind = read.enum("expect.kind", Kind, expect.get("kind"), None)
+    if status == "blocked" and kind is None:
+        raise read.error("expect.kind", "is required when expect.status is blocked")
+    plan = read.calls("plan", top.get("plan"))
+    if not plan:
+        raise read.error("plan", "must list at least one call")
+    from unstuck.evals.agents import AGENTS  # the agent registry lives with the agents
+
+    agents = read.words("agents", top.get("agents")) or tuple(AGENTS)
+    for index, name in enumerate(agents):
+        if name not in AGENTS:
+            raise read.error(f"agents[{index}]", f"unknown agent {name!r}; known: {', '.join(AGENTS)}")
+    return Scenario(
+        name=str(read.text("name", top.get("name"))),
+        title=str(read.text("title", top.get("title"), required=False) or top.get("name")),
+        role=read.enum("role", ScenarioRole, top.get("role"), None) or _missing(read, "role"),
+        tags=read.words("tags", top.get("tags")),
+        gh=read.enum("setup.gh", GhState, setup.get("gh"), GhState.LOGGED_OUT),
+        hide_programs=read.words("setup.hide_programs", setup.get("hide_programs")),
+        files=tuple((str(k), str(v)) for k, v in files.items()),
+        task=str(read.text("task", top.get("task"))),
+        plan=plan,
+        fix=read.calls("fix", top.get("fix")),
+        agents=agents,
+        expect=Expectation(
+            status=status,
+            kind=kind,
+            subject=read.text("expect.subject", expect.get("subject"), required=False),
+            unblock=read.text("expect.unblock", expect.get("unblock"), required=False),
+            answer=read.text("expect.answer", expect.get("answer"), required=False),
+        ),
+        source=source,
+    )
+
+
+def _missing(read: _Reader, where: str) -> Any:
+    raise read.error(where, "is required")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load and validate one scenario file.
+
+    Raises:
+        ScenarioError: naming the file and field, for unreadable YAML, an unknown key, a
+            missing required field, an unknown kind, state or agent.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{source}: cannot read the file: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{source}: not valid YAML: {exc}") from exc
+    return _parse(data, source)
+
+
+def load_scenarios(directory: str | Path) -> list[Scenario]:
+    """Every ``*.yaml`` scenario in ``directory``, sorted by name.
+
+    Raises:
+        ScenarioError: for the first malformed file, or two scenarios with one name.
+    """
+    scenarios = [load_scenario(p) for p in sorted(Path(directory).glob("*.yaml"))]
+    seen: dict[str, str] = {}
+    for scenario in scenarios:
+        if scenario.name in seen:
+            other = seen[scenario.name]
+            raise ScenarioError(f"{scenario.source}: field 'name': {scenario.name!r} is also used by {other}")
+        seen[scenario.name] = scenario.source
+    return sorted(scenarios, key=lambda s: s.name)
+
+
+def builtin_scenarios() -> list[Scenario]:
+    """The scenarios bundled with unstuck (``unstuck/evals/scenarios/*.yaml``)."""
+    folder = resources.files("unstuck.evals").joinpath("scenarios")
+    with resources.as_file(folder) as path:
+        return load_scenarios(path)

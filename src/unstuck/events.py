@@ -1,0 +1,130 @@
+"""Events: every decision of the loop, as one JSON object per line.
+
+Names follow DESIGN.md ("What the user sees"): ``tool.called``, ``situation.declared``,
+``situation.inferred``, ``call.refused``, ``budget.charged``, ``blocker.opened``,
+``blocker.closed``, ``probe.run``, ``turn.escalated``, ``user.answered``, ``turn.ended``.
+A sink only records; it never changes what the loop does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee"]
+
+Scalar = str | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One recorded decision.
+
+    Attributes:
+        name: the event name (``blocker.opened``, ...).
+        turn_id: the turn it belongs to.
+        at_s: seconds since the turn started, on the turn's clock.
+        fields: flat details (subject, kind, tool, ...), JSON scalars only.
+    """
+
+    name: str
+    turn_id: str
+    at_s: float
+    fields: tuple[tuple[str, Scalar], ...] = ()
+
+    def get(self, key: str) -> Scalar:
+        """The value of field ``key``, or ``None``."""
+        return next((v for k, v in self.fields if k == key), None)
+
+    def to_dict(self) -> dict[str, Scalar]:
+        """A JSON-ready dict: ``event``, ``turn``, ``at_s`` and the fields."""
+        return {"event": self.name, "turn": self.turn_id, "at_s": round(self.at_s, 6), **dict(self.fields)}
+
+
+def event(name: str, turn_id: str, at_s: float, **fields: Scalar) -> Event:
+    """Build an :class:`Event` from keyword fields."""
+    return Event(name, turn_id, at_s, tuple(fields.items()))
+
+
+class EventSink(Protocol):
+    """Something that records events."""
+
+    def emit(self, item: Event) -> None:
+        """Record one event."""
+        ...
+
+
+class EventLog:
+    """Events kept in memory, in order (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._items: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, item: Event) -> None:
+        """Append one event."""
+        with self._lock:
+            self._items.append(item)
+
+    def __iter__(self) -> Iterator[Event]:
+        with self._lock:
+            return iter(list(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def named(self, name: str) -> list[Event]:
+        """The events called ``name``, in order."""
+        return [e for e in self if e.name == name]
+
+
+class JsonLinesSink:
+    """Append events to a JSON-lines file, one flushed line per event.
+
+    Args:
+        target: a path (opened for appending, parents created) or an open text stream.
+    """
+
+    def __init__(self, target: str | Path | IO[str]) -> None:
+        if isinstance(target, str | Path):
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream: IO[str] = path.open("a", encoding="utf-8")
+            self._owned = True
+        else:
+            self._stream = target
+            self._owned = False
+        self._lock = threading.Lock()
+
+    def emit(self, item: Event) -> None:
+        """Write one line and flush it."""
+        line = json.dumps(item.to_dict(), ensure_ascii=False)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+    def close(self) -> None:
+        """Close the file if this sink opened it."""
+        if self._owned:
+            self._stream.close()
+
+
+class Tee:
+    """Send each event to several sinks."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self._sinks = sinks
+
+    def emit(self, item: Event) -> None:
+        """Record ``item`` in every sink."""
+        for sink in self._sinks:
+            sink.emit(item)
+
+
+def fields_of(mapping: Mapping[str, Scalar]) -> tuple[tuple[str, Scalar], ...]:
+    """Freeze a mapping of scalars into event fields."""
+    return tuple(mapping.items())

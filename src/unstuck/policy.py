@@ -1,0 +1,305 @@
+"""Pure decisions of the loop: before a call is dispatched, and after its result.
+
+Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
+
+* **Rule 1.** A call to an interactive tool is refused before dispatch when the run is
+  unattended. The refusal is an ordinary result (not executed, kind ``permission``) and
+  counts against the budget of every open blocker.
+* **Rule 2.** After a blocker opened on subject S, each further call that fails, is refused,
+  or returns the same kind increments S's workaround count; successes and probes do not.
+  When the count passes the budget (2 after a declared blocker, 4 after an inferred one) the
+  loop stops dispatching tools and escalates. A blocker closes on a clean probe, a success
+  on S, or the user's answer; closing resets its count.
+* **Rule 3.** A result carrying a blocker gets the blocker recovery prompt (see
+  :mod:`unstuck.prompts`); self-fixable errors keep the generic "correct your plan" prompt.
+* **Rule 4** (the escalation's three parts) lives in :mod:`unstuck.escalation`.
+
+Nothing here sleeps, writes, reads a clock or calls a tool: each function takes a
+:class:`RecoveryState` and returns a decision with the next state.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from unstuck import prompts
+from unstuck.situations import Kind, Situation, Source
+from unstuck.tools import ToolCall
+
+__all__ = [
+    "Assessment",
+    "Continue",
+    "Dispatch",
+    "Escalate",
+    "OpenBlocker",
+    "PolicyConfig",
+    "RecoveryState",
+    "Refuse",
+    "after_result",
+    "before_dispatch",
+    "close_blocker",
+    "skip_subject",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """Budgets of the stop-and-ask policy (DESIGN.md, "Defaults").
+
+    Attributes:
+        max_workarounds_after_blocker: failing or refused calls allowed after a *declared*
+            blocker opened, before the turn escalates (default 2).
+        max_workarounds_after_inferred_blocker: the same after an *inferred* blocker
+            (default 4: a regex is less sure than a tool).
+    """
+
+    max_workarounds_after_blocker: int = 2
+    max_workarounds_after_inferred_blocker: int = 4
+
+    def __post_init__(self) -> None:
+        if self.max_workarounds_after_blocker < 0 or self.max_workarounds_after_inferred_blocker < 0:
+            raise ValueError("workaround budgets must be zero or more")
+
+    def budget_for(self, situation: Situation) -> int:
+        """The workaround budget for a blocker opened by ``situation``."""
+        if situation.source is Source.DECLARED:
+            return self.max_workarounds_after_blocker
+        return self.max_workarounds_after_inferred_blocker
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBlocker:
+    """A blocker open on one subject during a turn.
+
+    Attributes:
+        situation: the situation that opened it (upgraded when a declared one arrives later).
+        opened_at_call: index (0-based) of the call whose result opened it.
+        workarounds: failing or refused calls charged since it opened.
+        budget: the workaround budget that applies (from :class:`PolicyConfig`).
+    """
+
+    situation: Situation
+    opened_at_call: int
+    workarounds: int = 0
+    budget: int = 2
+
+    @property
+    def subject(self) -> str:
+        """The subject the blocker is on."""
+        return self.situation.subject
+
+    @property
+    def remaining(self) -> int:
+        """Further failing or refused calls allowed before escalation (never negative)."""
+        return max(self.budget - self.workarounds, 0)
+
+    @property
+    def exhausted(self) -> bool:
+        """True when the count has passed the budget: the turn must escalate."""
+        return self.workarounds > self.budget
+
+
+_EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryState:
+    """Per-turn bookkeeping of the policy.
+
+    Attributes:
+        unattended: nobody can answer now (CI, API server, eval); set explicitly.
+        config: the budgets.
+        open_blockers: the open blockers, keyed by subject.
+        skipped_subjects: subjects the user chose to skip; calls on them are refused.
+        calls: how many calls (dispatched or refused) the turn has made.
+    """
+
+    unattended: bool
+    config: PolicyConfig = field(default_factory=PolicyConfig)
+    open_blockers: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
+    skipped_subjects: frozenset[str] = frozenset()
+    calls: int = 0
+
+    def _with_blockers(self, blockers: Mapping[str, OpenBlocker], **changes: object) -> RecoveryState:
+        return replace(self, open_blockers=types.MappingProxyType(dict(blockers)), **changes)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Run the call."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Do not run the call; hand the model ``situation`` as an ordinary not-executed result."""
+
+    call: ToolCall
+    situation: Situation
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """Hand the result to the model, with ``guidance`` appended when it is not ``None``."""
+
+    guidance: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalate:
+    """Stop dispatching tools; end the turn with the escalation for ``blocker``."""
+
+    blocker: OpenBlocker
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """What :func:`after_result` decided, the next state, and what changed (for events).
+
+    ``opened``, ``closed`` and ``charged`` list subjects whose blocker opened, closed, or had
+    its workaround count incremented by this result.
+    """
+
+    decision: Continue | Escalate
+    state: RecoveryState
+    opened: tuple[str, ...] = ()
+    closed: tuple[str, ...] = ()
+    charged: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------- rules
+
+
+def before_dispatch(
+    state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool
+) -> tuple[Dispatch | Refuse, RecoveryState]:
+    """Rule 1 and skipped subjects: decide whether ``call`` may run.
+
+    Args:
+        state: the turn's state.
+        call: the call the model asked for.
+        subject: what the call affects (from the tool spec).
+        interactive: the tool's whole job is a hand-off to a person.
+
+    Returns:
+        ``Dispatch`` or ``Refuse`` (with a not-executed ``permission`` situation), and the
+        state with the call counted.
+    """
+    counted = replace(state, calls=state.calls + 1)
+    if subject in state.skipped_subjects:
+        refusal = Situation(
+            Kind.PERMISSION, subject, detail=prompts.SKIPPED_REFUSAL.format(subject=subject)
+        )
+        return Refuse(call, refusal, refusal.detail), counted
+    if interactive and state.unattended:
+        refusal = Situation(
+            Kind.PERMISSION,
+            subject,
+            interactive=True,
+            detail=prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject),
+        )
+        return Refuse(call, refusal, refusal.detail), counted
+    return Dispatch(call), counted
+
+
+def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str]) -> str | None:
+    focus = blockers.get(situation.subject) if situation is not None and situation.is_blocker else None
+    if focus is not None:
+        return prompts.blocker_recovery(focus.situation, focus.remaining)
+    parts = [prompts.guidance_for(situation)] if situation is not None else []
+    if charged:
+        reminded = blockers[charged[0]]
+        parts.append(prompts.blocker_recovery(reminded.situation, reminded.remaining))
+    return "\n".join(parts) or None
+
+
+def after_result(
+    state: RecoveryState,
+    call: ToolCall,
+    *,
+    subject: str,
+    situation: Situation | None,
+    ok: bool,
+    executed: bool = True,
+    is_probe: bool = False,
+) -> Assessment:
+    """Rules 2 and 3: book the result against open blockers and choose what happens next.
+
+    Args:
+        state: the turn's state (the call already counted by :func:`before_dispatch`).
+        call: the call whose result this is.
+        subject: what the call affects.
+        situation: the declared situation if the tool gave one, else the inferred one, else
+            ``None``.
+        ok: the call did what was asked.
+        executed: ``False`` for a refused call.
+        is_probe: the loop ran this call as a probe; probes are never charged.
+
+    Returns:
+        An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget,
+        otherwise ``Continue`` with the recovery or generic guidance for the model.
+    """
+    blockers = dict(state.open_blockers)
+    opened: list[str] = []
+    closed: list[str] = []
+    charged: list[str] = []
+    failed = not ok or not executed
+    clean = ok and executed and situation is None
+
+    if clean and subject in blockers:
+        del blockers[subject]
+        closed.append(subject)
+
+    if not is_probe:
+        for key, blocker in list(blockers.items()):
+            same_kind = situation is not None and situation.kind is blocker.situation.kind
+            if not (failed or same_kind):
+                continue
+            blockers[key] = replace(blocker, workarounds=blocker.workarounds + 1)
+            charged.append(key)
+
+    opens_blocker = (
+        situation is not None
+        and situation.is_blocker
+        and situation.subject not in state.skipped_subjects
+        and not (is_probe and situation.subject not in blockers)
+    )
+    if situation is not None and opens_blocker:
+        current = blockers.get(situation.subject)
+        if current is None:
+            blockers[situation.subject] = OpenBlocker(
+                situation, state.calls - 1, 0, state.config.budget_for(situation)
+            )
+            opened.append(situation.subject)
+        elif situation.is_declared and not current.situation.is_declared:
+            # Declared beats inferred: adopt the tool's own words and its tighter budget.
+            blockers[situation.subject] = replace(
+                current, situation=situation, budget=state.config.budget_for(situation)
+            )
+
+    new_state = state._with_blockers(blockers)
+    exhausted = [b for b in blockers.values() if b.exhausted]
+    if exhausted:
+        return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
+    guidance = _guidance(situation, blockers, charged)
+    return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
+
+
+def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:
+    """Close the blocker on ``subject`` (a clean probe, or the user answered); resets its count."""
+    blockers = {k: v for k, v in state.open_blockers.items() if k != subject}
+    return state._with_blockers(blockers)
+
+
+def skip_subject(state: RecoveryState, subject: str) -> RecoveryState:
+    """The user chose "Skip it": close the blocker and refuse further calls on ``subject``."""
+    closed = close_blocker(state, subject)
+    return replace(closed, skipped_subjects=closed.skipped_subjects | {subject})
+

@@ -1,0 +1,92 @@
+"""Presence: asking a person who is there.
+
+When a run is attended, an escalation becomes a question with three choices (DESIGN.md,
+"What the user sees"; seed 000 section 3.3, Rule 4 delivery): "I've done it" (the loop runs
+the probe and, if clean, continues), "Skip it" (continue without the blocked subject), and
+"Stop" (end the turn blocked).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.prompt import Prompt
+
+from unstuck.escalation import Escalation
+
+__all__ = ["Answer", "Asker", "ConsoleAsker", "ScriptedAsker", "console_can_ask"]
+
+
+class Answer(enum.Enum):
+    """The user's reply to an escalation."""
+
+    DONE = "I've done it"
+    SKIP = "Skip it"
+    STOP = "Stop"
+
+
+class Asker(Protocol):
+    """Puts an escalation to the user and returns their answer."""
+
+    def ask(self, escalation: Escalation, *, note: str | None = None) -> Answer:
+        """Ask; ``note`` says why the question is asked again (e.g. the probe still fails)."""
+        ...
+
+
+_REPLIES = {
+    "1": Answer.DONE, "done": Answer.DONE, "i've done it": Answer.DONE, "d": Answer.DONE,
+    "2": Answer.SKIP, "skip": Answer.SKIP, "skip it": Answer.SKIP, "s": Answer.SKIP,
+    "3": Answer.STOP, "stop": Answer.STOP, "q": Answer.STOP,
+}
+
+
+class ConsoleAsker:
+    """Ask in the terminal with rich: the escalation in a panel, then a numbered choice.
+
+    Accepts ``1``/``2``/``3`` or ``done``/``skip``/``stop``; end of input answers "Stop".
+    """
+
+    def __init__(self, console: Console | None = None) -> None:
+        self._console = console or Console()
+
+    def ask(self, escalation: Escalation, *, note: str | None = None) -> Answer:
+        """Show the escalation and read one of the three choices."""
+        self._console.print(Panel(escalation.text, title=f"unstuck: {escalation.subject} needs you"))
+        if note:
+            self._console.print(f"[yellow]{note}[/yellow]")
+        self._console.print("  [bold]1[/bold] I've done it   [bold]2[/bold] Skip it   [bold]3[/bold] Stop")
+        while True:
+            try:
+                reply = Prompt.ask("Your choice", console=self._console, default="3")
+            except (EOFError, KeyboardInterrupt):
+                return Answer.STOP
+            answer = _REPLIES.get(reply.strip().lower())
+            if answer is not None:
+                return answer
+            self._console.print("Please answer 1, 2 or 3.")
+
+
+class ScriptedAsker:
+    """Answers from a fixed list, in order, then "Stop" (for tests and evals)."""
+
+    def __init__(self, answers: Iterable[Answer]) -> None:
+        self._answers: Iterator[Answer] = iter(answers)
+        self.asked: list[Escalation] = []
+
+    def ask(self, escalation: Escalation, *, note: str | None = None) -> Answer:
+        """Record the escalation; return the next scripted answer."""
+        self.asked.append(escalation)
+        return next(self._answers, Answer.STOP)
+
+
+def console_can_ask() -> bool:
+    """True when a person can plausibly answer at this console: stdin and stdout are
+    terminals and ``CI`` is not set. Used only as the CLI's default; the library never guesses.
+    """
+    return sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")

@@ -1,0 +1,266 @@
+"""Real tools for agents and scenarios: run a command, check a CLI's setup, sign a CLI in,
+read a file, search files, search the web.
+
+Every tool works inside a :class:`Workspace` (a directory and the environment its
+subprocesses see), so the same tools run on a developer's machine and in an eval sandbox.
+
+``check_cli_setup`` declares its situations (seed 000 section 5, slice 1 step 2): a missing
+program is ``not_installed``, a signed-out CLI is ``auth`` with the exact sign-in command as
+``unblock``, missing token scopes are ``permission``; each carries itself as the probe. The
+per-CLI facts (how to read the version, the sign-in state, the scopes) are rows of
+:data:`KNOWN_CLIS`, taken from each program's documented behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unstuck.situations import Kind, Probe, Situation
+from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec, tool, truncate_content
+
+__all__ = ["KNOWN_CLIS", "CliFacts", "Workspace", "command_subject", "standard_tools"]
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = frozenset({"sudo", "env", "command", "exec", "nohup", "time", "timeout"})
+
+
+def command_subject(command: str) -> str | None:
+    """The program a shell command runs: the first word after variable assignments and
+    wrappers (``sudo``, ``env``, ...), as a base name. ``GH_TOKEN=x gh repo view`` → ``gh``.
+    Returns ``None`` for an empty or unparsable command.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        if _ASSIGNMENT.match(word) or word in _WRAPPERS or word.startswith("-"):
+            continue
+        return os.path.basename(word) or None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CliFacts:
+    """How to check one CLI's setup (from the CLI's own documentation).
+
+    Attributes:
+        name: the program name.
+        display: what to call it in messages.
+        version_args: arguments that print the version.
+        auth_status_args: arguments whose exit status is 0 only when signed in.
+        sign_in: the exact command the user runs to sign in (interactive).
+        sign_in_noninteractive: arguments that sign in without a browser, if any.
+        install: how the user installs it.
+        required_scopes: token scopes the CLI needs (read from ``scopes_pattern``).
+        scopes_pattern: a regex whose group 1 lists the token's scopes in the status output.
+        scope_fix: the command that adds missing scopes; ``{scopes}`` is filled in.
+    """
+
+    name: str
+    display: str
+    version_args: tuple[str, ...] = ("--version",)
+    auth_status_args: tuple[str, ...] | None = None
+    sign_in: str | None = None
+    install: str | None = None
+    required_scopes: tuple[str, ...] = ()
+    scopes_pattern: str | None = None
+    scope_fix: str | None = None
+
+
+#: Known CLIs. gh: ``gh auth status`` exits non-zero when not signed in and prints
+#: "Token scopes: ..." when signed in; ``gh auth login`` is the browser/device sign-in; the
+#: minimum scopes are "repo", "read:org" (``gh auth login --help``).
+KNOWN_CLIS: Mapping[str, CliFacts] = {
+    "gh": CliFacts(
+        name="gh",
+        display="the GitHub CLI (gh)",
+        auth_status_args=("auth", "status"),
+        sign_in="gh auth login",
+        install="sudo apt-get install gh",
+        required_scopes=("repo", "read:org"),
+        scopes_pattern=r"Token scopes:\s*(.*)",
+        scope_fix="gh auth refresh -h github.com -s {scopes}",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where tools run: a working directory and the environment their subprocesses get.
+
+    Attributes:
+        root: the working directory; relative paths are resolved against it.
+        env: the full environment of subprocesses (``PATH`` decides what is installed).
+        output_limit_bytes: results longer than this are truncated with the marker.
+    """
+
+    root: Path
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    output_limit_bytes: int = 64_000
+
+    def path(self, name: str) -> Path:
+        """``name`` resolved against :attr:`root` (absolute paths are kept)."""
+        candidate = Path(name).expanduser()
+        return candidate if candidate.is_absolute() else self.root / candidate
+
+    def which(self, program: str) -> str | None:
+        """The program's resolved path on this workspace's ``PATH``, or ``None``."""
+        return shutil.which(program, path=self.env.get("PATH", ""))
+
+    def run(self, argv: list[str] | str, timeout_s: float = 60.0) -> CommandOutput:
+        """Run a command (a string goes to ``/bin/bash -c``) in its own process group, with no
+        stdin; on timeout the whole group is killed and ``subprocess.TimeoutExpired`` raised.
+        """
+        args = ["/bin/bash", "-c", argv] if isinstance(argv, str) else argv
+        shown = argv if isinstance(argv, str) else shlex.join(argv)
+        proc = subprocess.Popen(
+            args, cwd=self.root, env=dict(self.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        limit = self.output_limit_bytes
+        return CommandOutput(
+            shown, proc.returncode,
+            truncate_content(out.decode("utf-8", errors="replace"), limit),
+            truncate_content(err.decode("utf-8", errors="replace"), limit),
+        )
+
+
+def _cli_probe(name: str) -> Probe:
+    return Probe.of("check_cli_setup", {"name": name})
+
+
+def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
+    """``check_cli_setup``'s body: installed? version? signed in? scopes? (see module doc)."""
+    facts = KNOWN_CLIS.get(name, CliFacts(name=name, display=name))
+    probe = _cli_probe(name)
+    path = workspace.which(name)
+    if path is None:
+        unblock = facts.install or f"Install {name} and make sure it is on PATH"
+        situation = Situation(Kind.NOT_INSTALLED, name, unblock=unblock, probe=probe,
+                              detail=f"{name}: command not found on PATH")
+        return {"status": "error", "installed": False, "message": f"{facts.display} is not installed.",
+                "situation": situation}
+    version = workspace.run([path, *facts.version_args], timeout_s=30)
+    report: dict[str, Any] = {"status": "success", "installed": True, "path": path,
+                              "version": (version.stdout or version.stderr).strip().splitlines()[0:1]}
+    if facts.auth_status_args is None:
+        return report
+    status = workspace.run([path, *facts.auth_status_args], timeout_s=30)
+    text = "\n".join(part for part in (status.stdout, status.stderr) if part).strip()
+    report["auth_status"] = text
+    if status.exit_code != 0:
+        report.update(status="error", signed_in=False)
+        report["situation"] = Situation(
+            Kind.AUTH, name, interactive=True, unblock=facts.sign_in, probe=probe,
+            detail=text.splitlines()[-1] if text else f"{name} is not signed in",
+        )
+        return report
+    report["signed_in"] = True
+    if facts.scopes_pattern and facts.required_scopes:
+        found = re.search(facts.scopes_pattern, text)
+        scopes = {s.strip().strip("'\"") for s in found.group(1).split(",")} if found else set()
+        missing = [s for s in facts.required_scopes if s not in scopes]
+        report["scopes"] = sorted(scopes)
+        if missing:
+            report.update(status="error", missing_scopes=missing)
+            fix = (facts.scope_fix or "").format(scopes=",".join(missing)) or None
+            report["situation"] = Situation(
+                Kind.PERMISSION, name, interactive=True, unblock=fix, probe=probe,
+                detail=f"token lacks scope(s): {', '.join(missing)}",
+            )
+    return report
+
+
+def _jsonable(report: dict[str, Any]) -> dict[str, Any]:
+    situation = report.get("situation")
+    if isinstance(situation, Situation):
+        report["situation"] = situation.to_dict()
+    return report
+
+
+def standard_tools(workspace: Workspace) -> Toolset:
+    """The reference tool set, bound to ``workspace``.
+
+    * ``run_command(command, timeout_s)``: ``/bin/bash -c`` in the workspace; subject is the
+      program the command runs.
+    * ``check_cli_setup(name)``: declares not_installed / auth / permission (see module doc).
+    * ``sign_in_cli(name)``: the CLI's interactive sign-in (``interactive=True``).
+    * ``read_file(path)``: a text file, UTF-8; large files are truncated with the marker.
+    * ``search_files(query)``: paths under the workspace whose name contains ``query``.
+    * ``web_search(query)``: a web search through the workspace's HTTPS proxy settings.
+    """
+
+    @tool(subject=lambda a: command_subject(str(a.get("command", ""))), effect=Effect.WRITE)
+    def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput:
+        """Run a shell command in the workspace and return its exit code, stdout and stderr."""
+        return workspace.run(command, timeout_s=timeout_s)
+
+    @tool(subject=lambda a: str(a.get("name") or "") or None, probe=None)
+    def check_cli_setup(name: str) -> dict[str, Any]:
+        """Check a command-line tool: installed, version, signed in, token scopes."""
+        return _jsonable(check_cli(workspace, name))
+
+    @tool(interactive=True, effect=Effect.WRITE, subject=lambda a: str(a.get("name") or "") or None)
+    def sign_in_cli(name: str, timeout_s: float = 45.0) -> CommandOutput:
+        """Start the CLI's interactive sign-in (a browser or device-code flow a person approves)."""
+        facts = KNOWN_CLIS.get(name)
+        if facts is None or facts.sign_in is None:
+            raise ValueError(f"no sign-in known for {name!r}; known: {', '.join(KNOWN_CLIS)}")
+        return workspace.run(f"{facts.sign_in} --web", timeout_s=timeout_s)
+
+    @tool(subject=lambda a: str(a.get("path") or "") or None)
+    def read_file(path: str) -> str:
+        """Read a text file (UTF-8) from the workspace."""
+        text = workspace.path(path).read_text(encoding="utf-8")
+        return truncate_content(text, workspace.output_limit_bytes)
+
+    @tool(subject="files")
+    def search_files(query: str) -> list[str]:
+        """List files under the workspace whose path contains ``query`` (case-insensitive)."""
+        wanted = query.lower().strip("*")
+        found = [
+            str(p.relative_to(workspace.root))
+            for p in sorted(workspace.root.rglob("*"))
+            if p.is_file() and wanted in str(p.relative_to(workspace.root)).lower()
+        ]
+        return found[:200]
+
+    @tool(subject=lambda a: "web")
+    def web_search(query: str) -> HttpResponse:
+        """Search the web (an HTML results page), through the workspace's proxy settings."""
+        proxy = workspace.env.get("https_proxy") or workspace.env.get("HTTPS_PROXY")
+        handlers = [urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {})]
+        opener = urllib.request.build_opener(*handlers)
+        url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": query})
+        with opener.open(url, timeout=20) as response:
+            body = response.read(200_000).decode("utf-8", errors="replace")
+            return HttpResponse(response.status, body, tuple(response.headers.items()))
+
+    specs: list[ToolSpec] = [run_command, check_cli_setup, sign_in_cli, read_file, search_files, web_search]
+    return Toolset(specs)
+
+
+def dumps_report(report: Mapping[str, Any]) -> str:
+    """A check report as JSON (for the CLI)."""
+    return json.dumps(_jsonable(dict(report)), indent=2, default=str)

@@ -1,0 +1,416 @@
+"""Tool specs and the one result type every tool return is normalised into.
+
+A tool is a plain Python callable wrapped by :func:`tool`. The wrapper records what the
+policy needs to know about the tool itself (seed 000 section 3.2):
+
+* ``interactive=True``: the tool's whole job is a hand-off to a person (a browser sign-in,
+  a question to the user). Rule 1 refuses it when the run is unattended.
+* ``effect="read" | "write"``: whether calling it changes the world.
+* ``probe=``: an optional cheap read-only call that re-checks a blocker on this tool.
+* ``subject=``: what a call affects (a fixed string, or a function of the arguments);
+  by default the tool's name.
+
+Whatever the callable returns (a string, a dict, ``None``, a list, bytes, an exception it
+raised, a :class:`CommandOutput`, an :class:`HttpResponse`, or a ready :class:`ToolResult`)
+becomes one :class:`ToolResult` through :func:`normalize_result`. A dict may carry a declared
+situation next to its status: ``{"status": "error", "situation": {...}}``.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from unstuck.situations import Probe, Situation, validate_situation
+
+__all__ = [
+    "TRUNCATION_MARKER",
+    "CommandOutput",
+    "Effect",
+    "HttpResponse",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Toolset",
+    "normalize_result",
+    "tool",
+    "truncate_content",
+]
+
+#: The marker a tool puts where it cut a large output; the classifier reads it as ``truncated``.
+TRUNCATION_MARKER = "[unstuck: output truncated"
+
+
+def truncate_content(text: str, limit_bytes: int = 64_000) -> str:
+    """Cut ``text`` to at most about ``limit_bytes`` UTF-8 bytes, marking the cut.
+
+    The head and tail are kept; the marker names how many bytes were dropped, e.g.
+    ``[unstuck: output truncated, 12345 bytes omitted]``.
+    """
+    raw = text.encode("utf-8", errors="replace")
+    if len(raw) <= limit_bytes:
+        return text
+    keep = max(limit_bytes // 2, 1)
+    head = raw[:keep].decode("utf-8", errors="ignore")
+    tail = raw[-keep:].decode("utf-8", errors="ignore")
+    dropped = len(raw) - 2 * keep
+    return f"{head}\n{TRUNCATION_MARKER}, {dropped} bytes omitted]\n{tail}"
+
+
+class Effect(enum.StrEnum):
+    """Whether a tool call changes the world."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutput:
+    """What a finished subprocess left: its exit code and its two streams (decoded text)."""
+
+    command: str
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """An HTTP response: status code, headers (name, value) pairs, and the decoded body."""
+
+    status: int
+    body: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name`` (case-insensitive), or ``None``."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One request to a tool: an id (from the model, or made by the loop), a name, arguments.
+
+    ``arguments_json`` holds the arguments as canonical JSON (sorted keys), so two identical
+    calls compare equal. Build one with :meth:`of`.
+    """
+
+    id: str
+    tool: str
+    arguments_json: str = "{}"
+
+    @classmethod
+    def of(cls, call_id: str, tool_name: str, arguments: Mapping[str, Any] | None = None) -> ToolCall:
+        """Build a call; ``arguments`` must be JSON-serialisable."""
+        return cls(call_id, tool_name, json.dumps(dict(arguments or {}), sort_keys=True))
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments as a fresh dict."""
+        loaded: dict[str, Any] = json.loads(self.arguments_json)
+        return loaded
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One normalised tool result.
+
+    Attributes:
+        tool: the tool's name.
+        ok: the call did what was asked.
+        content: the text the model sees.
+        executed: ``False`` when the call never ran (refused by a permission tier or policy).
+        exit_code: a subprocess's exit status, when there was one.
+        http_status: an HTTP status code, when there was one.
+        headers: HTTP response headers as (name, value) pairs.
+        error_type: the exception class name, when the tool raised.
+        declared: the situation the tool itself returned, already validated.
+    """
+
+    tool: str
+    ok: bool
+    content: str
+    executed: bool = True
+    exit_code: int | None = None
+    http_status: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    error_type: str | None = None
+    declared: Situation | None = None
+
+    def header(self, name: str) -> str | None:
+        """The first response header called ``name`` (case-insensitive), or ``None``."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers if k.lower() == wanted), None)
+
+
+_OK_STATUSES = frozenset({"ok", "success", "succeeded", "done"})
+
+
+def _from_command(tool_name: str, out: CommandOutput) -> ToolResult:
+    parts = [p for p in (out.stdout.rstrip("\n"), out.stderr.rstrip("\n")) if p]
+    if out.exit_code != 0:
+        parts.append(f"(exit code {out.exit_code})")
+    return ToolResult(tool_name, out.exit_code == 0, "\n".join(parts), exit_code=out.exit_code)
+
+
+def _from_http(tool_name: str, resp: HttpResponse) -> ToolResult:
+    return ToolResult(
+        tool_name,
+        200 <= resp.status < 400,
+        f"HTTP {resp.status}\n{resp.body}",
+        http_status=resp.status,
+        headers=resp.headers,
+    )
+
+
+def _from_exception(tool_name: str, exc: BaseException) -> ToolResult:
+    message = str(exc)
+    errno = getattr(exc, "errno", None)
+    if isinstance(exc, OSError) and errno is not None and f"Errno {errno}" not in message:
+        message = f"[Errno {errno}] {message}"
+    return ToolResult(tool_name, False, f"{type(exc).__name__}: {message}", error_type=type(exc).__name__)
+
+
+def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
+    situation = validate_situation(tool_name, raw.get("situation"))
+    status = raw.get("status")
+    executed = raw.get("executed", True) is not False
+    exit_code = raw.get("exit_code")
+    http_status = raw.get("http_status")
+    if isinstance(status, str):
+        ok = status.lower() in _OK_STATUSES
+    elif isinstance(exit_code, int) and not isinstance(exit_code, bool):
+        ok = exit_code == 0
+    elif isinstance(http_status, int) and not isinstance(http_status, bool):
+        ok = 200 <= http_status < 400
+    else:
+        ok = situation is None and executed and "error" not in raw
+    try:
+        content = json.dumps(raw, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        content = repr(dict(raw))
+    return ToolResult(
+        tool_name,
+        ok and executed,
+        content,
+        executed=executed,
+        exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+        http_status=(
+            http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
+        ),
+        declared=situation,
+    )
+
+
+def normalize_result(tool_name: str, raw: object) -> ToolResult:
+    """Turn whatever a tool returned (or raised) into a :class:`ToolResult`.
+
+    Rules: ``None`` and strings are successes; bytes are decoded as UTF-8 with replacement;
+    lists and tuples are JSON content; a :class:`CommandOutput` succeeds on exit code 0; an
+    :class:`HttpResponse` succeeds on 2xx/3xx; an exception is a failure whose content is
+    ``"{ExceptionType}: {message}"``; a mapping succeeds when its ``status`` is ``ok`` /
+    ``success`` (else by ``exit_code``, ``http_status``, or the absence of ``error`` and of a
+    situation), and ``executed: false`` marks a call that never ran.
+
+    Raises:
+        ValueError: naming the tool, when a mapping carries a malformed ``situation``
+            (see :func:`unstuck.situations.validate_situation`).
+    """
+    match raw:
+        case ToolResult():
+            declared = validate_situation(tool_name, raw.declared)
+            return raw if declared is raw.declared else _replace_declared(raw, declared)
+        case None:
+            return ToolResult(tool_name, True, "")
+        case str():
+            return ToolResult(tool_name, True, raw)
+        case bytes() | bytearray():
+            return ToolResult(tool_name, True, bytes(raw).decode("utf-8", errors="replace"))
+        case CommandOutput():
+            return _from_command(tool_name, raw)
+        case HttpResponse():
+            return _from_http(tool_name, raw)
+        case BaseException():
+            return _from_exception(tool_name, raw)
+        case Mapping():
+            return _from_mapping(tool_name, raw)
+        case list() | tuple():
+            return ToolResult(tool_name, True, json.dumps(list(raw), default=str, ensure_ascii=False))
+        case _:
+            return ToolResult(tool_name, True, str(raw))
+
+
+def _replace_declared(result: ToolResult, declared: Situation | None) -> ToolResult:
+    return ToolResult(
+        result.tool, result.ok, result.content, result.executed, result.exit_code,
+        result.http_status, result.headers, result.error_type, declared,
+    )
+
+
+_JSON_TYPES: Mapping[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _json_type(annotation: Any) -> dict[str, Any]:
+    origin = typing.get_origin(annotation)
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    if origin in (list, tuple, Iterable):
+        (item, *_) = typing.get_args(annotation) or (str,)
+        return {"type": "array", "items": _json_type(item)}
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _json_type(members[0]) if len(members) == 1 else {}
+    return {}
+
+
+def _parameters_schema(fn: Callable[..., Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(fn)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        properties[name] = _json_type(hints.get(name, str))
+        if param.default is param.empty:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+SubjectRule = str | Callable[[Mapping[str, Any]], str | None] | None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A callable tool and what the policy knows about it.
+
+    Attributes:
+        name: the name the model calls it by.
+        fn: the callable; it receives the call's arguments as keywords.
+        description: one paragraph for the model.
+        parameters: a JSON Schema object for the arguments (derived from ``fn``'s signature
+            when not given).
+        interactive: the tool's whole job is a hand-off to a person.
+        effect: ``read`` or ``write``.
+        probe: the call that re-checks a blocker on this tool, if any.
+        subject: what a call affects: a fixed string, or a function of the arguments returning
+            one (``None`` from it falls back to the tool's name).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    interactive: bool = False
+    effect: Effect = Effect.READ
+    probe: Probe | None = None
+    subject: SubjectRule = None
+
+    def subject_of(self, arguments: Mapping[str, Any]) -> str:
+        """The subject a call with ``arguments`` affects; the tool's name by default."""
+        rule = self.subject
+        found = rule(arguments) if callable(rule) else rule
+        return found or self.name
+
+    def invoke(self, arguments: Mapping[str, Any]) -> ToolResult:
+        """Call the tool and normalise what it returned or raised.
+
+        Exceptions from the tool become failed results (never propagate), except a malformed
+        declared situation, which raises ``ValueError`` naming the tool.
+        """
+        try:
+            raw: object = self.fn(**arguments)
+        except Exception as exc:  # a tool that raises is an ordinary failed result
+            raw = exc
+        return normalize_result(self.name, raw)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (the spec stays usable as a function)."""
+        return self.fn(*args, **kwargs)
+
+
+@typing.overload
+def tool(fn: Callable[..., Any], /) -> ToolSpec: ...
+
+
+@typing.overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    interactive: bool = False,
+    effect: Effect | str = Effect.READ,
+    probe: Probe | None = None,
+    subject: SubjectRule = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    interactive: bool = False,
+    effect: Effect | str = Effect.READ,
+    probe: Probe | None = None,
+    subject: SubjectRule = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
+    """Declare a tool: ``@tool`` or ``@tool(interactive=True, effect="write", ...)``.
+
+    The description defaults to the function's docstring; ``parameters`` to a JSON Schema
+    built from the signature's type hints (str, int, float, bool, list[...]).
+
+    Raises:
+        ValueError: for an ``effect`` other than ``"read"`` or ``"write"``.
+    """
+
+    def wrap(func: Callable[..., Any]) -> ToolSpec:
+        return ToolSpec(
+            name=name or func.__name__,
+            fn=func,
+            description=description if description is not None else inspect.getdoc(func) or "",
+            parameters=dict(parameters) if parameters is not None else _parameters_schema(func),
+            interactive=interactive,
+            effect=Effect(effect),
+            probe=probe,
+            subject=subject,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class Toolset(Mapping[str, ToolSpec]):
+    """An immutable, ordered set of tools by name.
+
+    Raises:
+        ValueError: when two tools share a name.
+    """
+
+    def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs:
+            if spec.name in self._specs:
+                raise ValueError(f"two tools are named {spec.name!r}")
+            self._specs[spec.name] = spec
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._specs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def without(self, *names: str) -> Toolset:
+        """A copy without the named tools."""
+        return Toolset(s for n, s in self._specs.items() if n not in names)
