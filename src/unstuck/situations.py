@@ -173,24 +173,6 @@ class Situation:
         """True when the tool's own code returned this situation."""
         return self.source is Source.DECLARED
 
-    def as_blocker(self) -> Situation:
-        """This situation as a blocker on its subject, for a transient kind whose retries ran out.
-
-        The kind is kept; the result is no longer retryable, so its class becomes blocker for
-        quota, and callers treat other transient kinds as blocking their subject.
-        """
-        return Situation(
-            kind=self.kind,
-            subject=self.subject,
-            interactive=self.interactive,
-            retryable=False,
-            retry_after_s=None,
-            unblock=self.unblock,
-            probe=self.probe,
-            source=self.source,
-            detail=self.detail,
-        )
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :func:`validate_situation` reads it back."""
         return {

@@ -1,0 +1,58 @@
+"""Shared helpers: a model that plays back replies, and the real gh."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+
+import pytest
+
+from unstuck.models import Message, ModelError, ModelReply
+from unstuck.tools import ToolCall, ToolSpec
+
+
+class PlaybackModel:
+    """Plays back a list of replies; records every request (messages and tools offered).
+
+    A reply may be a ``ModelReply``, a ``(tool, args)`` pair (one tool call), a string (a
+    final answer), or an exception instance (raised). When tools are withheld (the closing
+    call), ``closing`` is answered instead (a string, or an exception to raise).
+    """
+
+    name = "playback"
+
+    def __init__(self, replies: Sequence[object], closing: object = "I will retry the task.") -> None:
+        self.replies = list(replies)
+        self.closing = closing
+        self.requests: list[tuple[tuple[Message, ...], tuple[ToolSpec, ...]]] = []
+        self._n = 0
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        self.requests.append((tuple(messages), tuple(tools)))
+        if not tools:
+            if isinstance(self.closing, BaseException):
+                raise self.closing
+            return ModelReply(str(self.closing))
+        if not self.replies:
+            return ModelReply("finished")
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, ModelReply):
+            return reply
+        if isinstance(reply, str):
+            return ModelReply(reply)
+        name, args = reply  # type: ignore[misc]
+        self._n += 1
+        return ModelReply("", (ToolCall.of(f"c{self._n}", name, args),))
+
+
+@pytest.fixture
+def gh_path() -> str:
+    path = shutil.which("gh")
+    if path is None:
+        pytest.fail("the real gh CLI is required (Debian package 'gh'; .ci/run installs it)")
+    return path
+
+
+__all__ = ["ModelError", "PlaybackModel"]

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import subprocess
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from unstuck.classify import classify_result
+from unstuck.situations import Kind, Source
+from unstuck.tools import TRUNCATION_MARKER, CommandOutput, HttpResponse, ToolResult, normalize_result, tool, truncate_content
+
+
+def failed(text: str, **extra: object) -> ToolResult:
+    return ToolResult("run_command", False, text, **extra)  # type: ignore[arg-type]
+
+
+def test_not_executed_because_of_a_permission_tier_is_permission() -> None:
+    result = normalize_result("shell", {"executed": False, "tier": "REFUSE", "reason": "blocked by policy"})
+    situation = classify_result("shell", {}, result)
+    assert situation is not None and situation.kind is Kind.PERMISSION
+
+
+def test_rate_limit_is_retryable_quota_with_retry_after_from_the_header() -> None:
+    result = normalize_result("api", HttpResponse(429, '{"message": "API rate limit exceeded"}', (("Retry-After", "42"),)))
+    situation = classify_result("api", {}, result)
+    assert situation is not None
+    assert (situation.kind, situation.retryable, situation.retry_after_s) == (Kind.QUOTA, True, 42.0)
+
+
+def test_rate_limit_wait_is_read_from_the_wording_when_no_header() -> None:
+    situation = classify_result("api", {}, failed("Rate limit reached. Please try again in 20s."))
+    assert situation is not None and situation.kind is Kind.QUOTA and situation.retry_after_s == 20.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["curl: (7) Failed to connect to 127.0.0.1 port 9: Connection refused", "curl: (6) Could not resolve host: example.com"],
+)
+def test_connection_failures_are_network(text: str) -> None:
+    situation = classify_result("curl", {}, failed(text))
+    assert situation is not None and situation.kind is Kind.NETWORK and situation.retryable
+
+
+def test_not_permitted_wording_is_permission() -> None:
+    situation = classify_result("run_command", {}, failed("mkdir: cannot create directory '/x': Operation not permitted"))
+    assert situation is not None and situation.kind is Kind.PERMISSION
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_http_401_and_403_without_wording_are_auth_and_permission(status: int) -> None:
+    situation = classify_result("api", {}, normalize_result("api", HttpResponse(status, "{}")))
+    assert situation is not None
+    assert situation.kind is {401: Kind.AUTH, 403: Kind.PERMISSION}[status]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You are not logged into any GitHub hosts. Run gh auth login to authenticate.",
+        "Error: authentication required",
+        "HTTP 401: Bad credentials (https://api.github.com/user)",
+    ],
+)
+def test_sign_in_wordings_are_auth(text: str) -> None:
+    situation = classify_result("run_command", {}, failed(text))
+    assert situation is not None and situation.kind is Kind.AUTH
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/bin/bash: line 1: gh: command not found",
+        "'rollup' is not recognized as an internal or external command,\noperable program or batch file.",
+    ],
+)
+def test_missing_program_wordings_are_not_installed(text: str) -> None:
+    situation = classify_result("run_command", {}, failed(text))
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+
+
+def test_empty_result_from_a_search_tool_is_empty() -> None:
+    @tool
+    def search_files(query: str) -> list[str]:
+        return []
+
+    situation = classify_result(search_files, {"query": "x"}, search_files.invoke({"query": "x"}))
+    assert situation is not None and situation.kind is Kind.EMPTY
+
+
+def test_empty_result_from_a_non_search_tool_is_nothing() -> None:
+    assert classify_result("write_file", {}, ToolResult("write_file", True, "")) is None
+
+
+def test_truncation_marker_is_truncated_even_in_a_success() -> None:
+    text = truncate_content("x" * 10_000, limit_bytes=100)
+    assert TRUNCATION_MARKER in text
+    situation = classify_result("read_file", {}, ToolResult("read_file", True, text))
+    assert situation is not None and situation.kind is Kind.TRUNCATED
+
+
+def test_success_that_mentions_error_is_not_a_failure() -> None:
+    output = "Ran 12 checks: 0 errors, 0 warnings. error_count=0; see ERROR.md for the format."
+    assert classify_result("run_command", {}, ToolResult("run_command", True, output, exit_code=0)) is None
+
+
+def test_failure_matching_nothing_is_execution_error() -> None:
+    situation = classify_result("run_command", {}, failed("something odd happened", exit_code=3))
+    assert situation is not None and situation.kind is Kind.EXECUTION_ERROR
+
+
+def test_exit_code_127_alone_is_not_installed() -> None:
+    situation = classify_result("run_command", {}, normalize_result("run_command", CommandOutput("x", 127)))
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+
+
+def test_credential_prompt_wins_over_network_wording() -> None:
+    # incident i003: a retry classifier matched "could not read" and treated this as transient
+    text = "fatal: could not read Username for 'https://github.com': No such device or address"
+    situation = classify_result("git", {}, failed(text, exit_code=128))
+    assert situation is not None and situation.kind is Kind.AUTH and situation.interactive
+
+
+def test_inferred_situations_never_carry_unblock_or_probe_and_name_the_subject() -> None:
+    @tool(subject=lambda a: str(a["command"]).split()[0])
+    def run_command(command: str) -> str:
+        return command
+
+    text = "To get started with GitHub CLI, please run:  gh auth login"
+    situation = classify_result(run_command, {"command": "gh repo view"}, failed(text, exit_code=4))
+    assert situation is not None
+    assert situation.source is Source.INFERRED and situation.unblock is None and situation.probe is None
+    assert situation.subject == "gh"
+
+
+def test_real_gh_logged_out_output_is_auth(gh_path: str) -> None:
+    with tempfile.TemporaryDirectory() as config:
+        proc = subprocess.run(
+            [gh_path, "repo", "view", "cli/cli"], capture_output=True, text=True,
+            env={"GH_CONFIG_DIR": config, "HOME": config, "PATH": "/usr/bin:/bin"}, check=False,
+        )
+    assert proc.returncode == 4  # gh's documented exit status for "authentication required"
+    result = normalize_result("run_command", CommandOutput("gh repo view cli/cli", proc.returncode, proc.stdout, proc.stderr))
+    situation = classify_result("gh", {}, result)
+    assert situation is not None and situation.kind is Kind.AUTH
+
+
+def test_real_shell_command_not_found_is_not_installed() -> None:
+    proc = subprocess.run(["/bin/bash", "-c", "unstuck-no-such-program --version"], capture_output=True, text=True,
+                          check=False)
+    result = normalize_result("run_command", CommandOutput("x", proc.returncode, proc.stdout, proc.stderr))
+    situation = classify_result("run_command", {}, result)
+    assert proc.returncode == 127
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    content=st.text() | st.binary().map(lambda b: b.decode("utf-8", errors="replace")),
+    ok=st.booleans(),
+    executed=st.booleans(),
+    exit_code=st.none() | st.integers(-1000, 100_000),
+    http_status=st.none() | st.integers(0, 999),
+    error_type=st.none() | st.text(max_size=30),
+)
+def test_classifier_never_raises_on_arbitrary_results(
+    content: str, ok: bool, executed: bool, exit_code: int | None, http_status: int | None, error_type: str | None
+) -> None:
+    result = ToolResult("search_anything", ok, content, executed, exit_code, http_status, (), error_type)
+    situation = classify_result("search_anything", {}, result)
+    assert situation is None or situation.source is Source.INFERRED

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conftest import PlaybackModel
+from unstuck.clock import VirtualClock
+from unstuck.events import EventLog
+from unstuck.loop import TurnStatus, run_turn
+from unstuck.models import ModelError, Role
+from unstuck.presence import Answer, ScriptedAsker
+from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.situations import Kind
+from unstuck.tools import ToolSpec, tool
+
+
+class FakeCli:
+    """A CLI whose sign-in state a test flips; its tools are plain functions."""
+
+    def __init__(self) -> None:
+        self.signed_in = False
+        self.sign_in_attempts = 0
+
+    def tools(self) -> list[ToolSpec]:
+        @tool(subject=lambda a: a.get("name"))
+        def check(name: str) -> dict[str, Any]:
+            if self.signed_in:
+                return {"status": "success", "signed_in": True}
+            return {"status": "error", "situation": {
+                "kind": "auth", "subject": name, "interactive": True, "unblock": f"{name} auth login",
+                "probe": {"tool": "check", "args": {"name": name}},
+            }}
+
+        @tool(interactive=True, effect="write", subject=lambda a: a.get("name"))
+        def sign_in(name: str) -> str:
+            self.sign_in_attempts += 1
+            raise TimeoutError("nobody approved the browser sign-in")
+
+        @tool(subject=lambda a: str(a.get("command", "")).split()[0])
+        def shell(command: str) -> str:
+            if command.startswith("cli ") and not self.signed_in:
+                raise PermissionError("authentication required")
+            if command.startswith("curl"):
+                raise ConnectionRefusedError(111, "Connection refused")
+            return f"ran {command}"
+
+        return [check, sign_in, shell]
+
+
+def test_improvising_agent_is_stopped_and_asked_with_the_exact_unblock() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([
+        ("check", {"name": "cli"}), ("sign_in", {"name": "cli"}), ("shell", {"command": "curl api"}),
+        ("shell", {"command": "cli view"}), ("shell", {"command": "curl other"}),
+    ])
+    log = EventLog()
+    result = run_turn("view the repo", model=model, tools=cli.tools(), unattended=True, events=log,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED
+    assert result.escalation is not None and "cli auth login" in result.escalation.text
+    assert result.answer == result.escalation.text
+    assert cli.sign_in_attempts == 0, "the interactive tool must never run unattended"
+    assert result.tool_calls == 4 and result.refused_calls == 1
+    assert [e.name for e in log.named("blocker.opened")] == ["blocker.opened"]
+    assert len(log.named("budget.charged")) == 3
+    closing_messages, closing_tools = model.requests[-1]
+    assert closing_tools == (), "the closing call withholds tools"
+    assert result.escalation.next_step == "I will retry the task."
+
+
+def test_model_ending_the_turn_while_a_blocker_is_open_is_blocked_not_done() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), "I cannot continue without you."])
+    result = run_turn("view the repo", model=model, tools=cli.tools(), unattended=True)
+    assert result.status is TurnStatus.BLOCKED and result.status is not TurnStatus.DONE
+    assert result.escalation is not None and result.escalation.subject == "cli"
+
+
+def test_recovery_prompt_reaches_the_model_with_the_tool_result() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), "stop"])
+    run_turn("t", model=model, tools=cli.tools(), unattended=True)
+    messages, _ = model.requests[1]
+    tool_message = messages[-1]
+    assert tool_message.role is Role.TOOL and f"{GUIDANCE_PREFIX} BLOCKED: cli" in tool_message.content
+    assert '"status": "error"' in tool_message.content
+
+
+def test_failed_closing_call_ships_the_first_two_parts_with_the_error() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), "stop"], closing=ModelError("server said 500"))
+    result = run_turn("view the repo", model=model, tools=cli.tools(), unattended=True)
+    assert result.escalation is not None
+    text = result.escalation.text
+    assert "Blocked: cli is not signed in" in text and "Run: cli auth login" in text
+    assert "server said 500" in text and result.escalation.closing_error is not None
+
+
+def test_malformed_declaration_raises_naming_the_tool_and_keeps_recorded_events() -> None:
+    @tool
+    def broken() -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "logged_out", "subject": "x"}}
+
+    log = EventLog()
+    with pytest.raises(ValueError, match="'broken'.*unknown kind 'logged_out'"):
+        run_turn("t", model=PlaybackModel([("broken", {})]), tools=[broken], unattended=True, events=log)
+    assert [e.name for e in log][:2] == ["turn.started", "tool.called"]
+
+
+def test_model_failure_ends_the_turn_failed_with_the_error() -> None:
+    result = run_turn("t", model=PlaybackModel([ModelError("garbage: tool call arguments are not JSON")]),
+                      tools=FakeCli().tools(), unattended=True)
+    assert result.status is TurnStatus.FAILED and "not JSON" in (result.error or "")
+
+
+def test_unknown_tool_is_an_invalid_args_result_and_the_turn_goes_on() -> None:
+    model = PlaybackModel([("teleport", {}), "done anyway"])
+    result = run_turn("t", model=model, tools=FakeCli().tools(), unattended=True)
+    assert result.status is TurnStatus.DONE
+    assert result.steps[0].situation is not None and result.steps[0].situation.kind is Kind.INVALID_ARGS
+    assert "No tool named 'teleport'" in result.steps[0].content
+
+
+def test_step_limit_fails_the_turn() -> None:
+    model = PlaybackModel([("shell", {"command": "echo hi"})] * 10)
+    result = run_turn("t", model=model, tools=FakeCli().tools(), unattended=True, max_steps=3)
+    assert result.status is TurnStatus.FAILED and "step limit" in (result.error or "")
+
+
+def test_attended_done_runs_the_probe_and_continues_when_clean() -> None:
+    cli = FakeCli()
+
+    class SignsInThenAnswers(ScriptedAsker):
+        def ask(self, escalation: Any, *, note: str | None = None) -> Answer:
+            cli.signed_in = True  # the person signs in at their own keyboard
+            return super().ask(escalation, note=note)
+
+    asker = SignsInThenAnswers([Answer.DONE])
+    model = PlaybackModel([("check", {"name": "cli"}), "need you", ("shell", {"command": "cli view"}), "viewed"])
+    result = run_turn("view", model=model, tools=cli.tools(), unattended=False, asker=asker)
+    assert result.status is TurnStatus.DONE and result.answer == "viewed"
+    probes = [s for s in result.steps if s.probe]
+    assert len(probes) == 1 and probes[0].ok and probes[0].closed == ("cli",)
+    assert len(asker.asked) == 1
+
+
+def test_attended_done_with_a_dirty_probe_asks_again_then_stop_ends_blocked() -> None:
+    cli = FakeCli()
+    notes: list[str | None] = []
+
+    class Recording(ScriptedAsker):
+        def ask(self, escalation: Any, *, note: str | None = None) -> Answer:
+            notes.append(note)
+            return super().ask(escalation, note=note)
+
+    result = run_turn("view", model=PlaybackModel([("check", {"name": "cli"}), "need you"]), tools=cli.tools(),
+                      unattended=False, asker=Recording([Answer.DONE, Answer.STOP]))
+    assert result.status is TurnStatus.BLOCKED
+    assert notes[0] is None and notes[1] is not None and "still blocked" in notes[1]
+
+
+def test_attended_skip_refuses_further_calls_on_the_subject() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), "need you", ("check", {"name": "cli"}), "left undone"])
+    result = run_turn("view", model=model, tools=cli.tools(), unattended=False, asker=ScriptedAsker([Answer.SKIP]))
+    assert result.status is TurnStatus.DONE
+    last = result.steps[-1]
+    assert not last.dispatched and "skip" in last.content
+
+
+def test_attended_run_dispatches_interactive_tools() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("sign_in", {"name": "cli"}), "gave up"])
+    run_turn("t", model=model, tools=cli.tools(), unattended=False, asker=ScriptedAsker([]))
+    assert cli.sign_in_attempts == 1
+
+
+def test_unguarded_loop_runs_everything_and_never_escalates() -> None:
+    cli = FakeCli()
+    calls = [("check", {"name": "cli"}), ("sign_in", {"name": "cli"})] + [("shell", {"command": "curl x"})] * 6
+    model = PlaybackModel([*calls, "I give up"])
+    result = run_turn("t", model=model, tools=cli.tools(), unattended=True, guarded=False)
+    assert result.status is TurnStatus.DONE and result.escalation is None
+    assert cli.sign_in_attempts == 1 and result.tool_calls == 8
+    assert all(GUIDANCE_PREFIX not in m.content for m in result.messages if m.role is Role.TOOL)
+
+
+def test_cost_line_counts_steps_and_seconds_after_the_blocker() -> None:
+    cli = FakeCli()
+    clock = VirtualClock(follow_real_time=False)
+
+    @tool(subject="sleepy")
+    def slow() -> str:
+        clock.advance(30)
+        raise TimeoutError("timed out")
+
+    model = PlaybackModel([("check", {"name": "cli"}), ("slow", {}), ("slow", {}), ("slow", {})])
+    result = run_turn("t", model=model, tools=[*cli.tools(), slow], unattended=True, clock=clock)
+    assert result.cost_line == "3 steps · 90 s after cli was blocked, before asking"

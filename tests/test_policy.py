@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+from unstuck import policy
+from unstuck.policy import Continue, Dispatch, Escalate, PolicyConfig, RecoveryState, Refuse
+from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.situations import Kind, Probe, Situation, Source
+from unstuck.tools import ToolCall
+
+GH_AUTH = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
+                    probe=Probe.of("check_cli_setup", {"name": "gh"}))
+CALL = ToolCall.of("c", "run_command", {"command": "curl https://api.github.com"})
+
+
+def step(state: RecoveryState, subject: str, situation: Situation | None, ok: bool,
+         *, executed: bool = True, probe: bool = False) -> policy.Assessment:
+    if not probe:
+        _, state = policy.before_dispatch(state, CALL, subject=subject, interactive=False)
+    return policy.after_result(state, CALL, subject=subject, situation=situation, ok=ok, executed=executed,
+                               is_probe=probe)
+
+
+def opened(unattended: bool = True, situation: Situation = GH_AUTH) -> RecoveryState:
+    return step(RecoveryState(unattended=unattended), situation.subject, situation, False).state
+
+
+def test_interactive_tool_is_refused_before_dispatch_when_unattended() -> None:
+    decision, state = policy.before_dispatch(RecoveryState(unattended=True), CALL, subject="gh", interactive=True)
+    assert isinstance(decision, Refuse)
+    assert decision.situation.kind is Kind.PERMISSION and decision.situation.subject == "gh"
+    assert state.calls == 1
+
+
+def test_interactive_tool_is_dispatched_when_attended() -> None:
+    decision, _ = policy.before_dispatch(RecoveryState(unattended=False), CALL, subject="gh", interactive=True)
+    assert isinstance(decision, Dispatch)
+
+
+def test_declared_blocker_opens_with_budget_two_and_the_recovery_prompt() -> None:
+    assessment = step(RecoveryState(unattended=True), "gh", GH_AUTH, False)
+    blocker = assessment.state.open_blockers["gh"]
+    assert assessment.opened == ("gh",) and blocker.budget == 2 and blocker.workarounds == 0
+    assert isinstance(assessment.decision, Continue) and assessment.decision.guidance is not None
+    guidance = assessment.decision.guidance
+    assert guidance.startswith(f"{GUIDANCE_PREFIX} BLOCKED: gh")
+    assert "Run: gh auth login" in guidance
+    assert "2 more failing or refused call(s)" in guidance
+    assert "genuinely different, safe approach" in guidance and "stop now" in guidance
+
+
+def test_second_workaround_after_declared_blocker_exhausts_and_third_escalates() -> None:
+    state = opened()
+    first = step(state, "curl", Situation(Kind.NETWORK, "curl", retryable=True, source=Source.INFERRED), False)
+    second = step(first.state, "python3", None, False)
+    third = step(second.state, "gh", GH_AUTH, False)
+    assert isinstance(first.decision, Continue) and isinstance(second.decision, Continue)
+    assert second.state.open_blockers["gh"].remaining == 0
+    assert isinstance(third.decision, Escalate)
+    assert third.decision.blocker.workarounds == 3 and third.charged == ("gh",)
+
+
+def test_refusals_count_against_the_budget() -> None:
+    state = opened()
+    decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=True)
+    assert isinstance(decision, Refuse)
+    assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
+    assert assessment.charged == ("gh",)
+    assert assessment.state.open_blockers["gh"].workarounds == 1
+
+
+def test_successes_elsewhere_are_free() -> None:
+    state = opened()
+    for _ in range(10):
+        assessment = step(state, "read_file", None, True)
+        state = assessment.state
+        assert isinstance(assessment.decision, Continue) and assessment.charged == ()
+    assert state.open_blockers["gh"].workarounds == 0
+
+
+def test_probes_are_free_even_when_they_fail() -> None:
+    state = opened()
+    for _ in range(5):
+        assessment = step(state, "gh", GH_AUTH, False, probe=True)
+        state = assessment.state
+        assert assessment.charged == () and isinstance(assessment.decision, Continue)
+    assert state.open_blockers["gh"].workarounds == 0
+
+
+def test_clean_probe_closes_the_blocker() -> None:
+    assessment = step(opened(), "gh", None, True, probe=True)
+    assert assessment.closed == ("gh",) and "gh" not in assessment.state.open_blockers
+
+
+def test_success_on_the_subject_closes_and_resets_the_count() -> None:
+    state = step(opened(), "curl", None, False).state
+    assert state.open_blockers["gh"].workarounds == 1
+    closed = step(state, "gh", None, True)
+    assert closed.closed == ("gh",)
+    reopened = step(closed.state, "gh", GH_AUTH, False).state
+    assert reopened.open_blockers["gh"].workarounds == 0
+
+
+def test_successful_result_of_the_same_kind_is_charged() -> None:
+    state = opened()
+    same_kind = Situation(Kind.AUTH, "npm", source=Source.INFERRED)
+    assessment = step(state, "npm", same_kind, True)
+    assert "gh" in assessment.charged
+
+
+def test_inferred_blocker_gets_budget_four() -> None:
+    inferred = Situation(Kind.NOT_INSTALLED, "gh", source=Source.INFERRED)
+    state = opened(situation=inferred)
+    assert state.open_blockers["gh"].budget == 4
+    for _ in range(4):
+        assessment = step(state, "x", None, False)
+        assert isinstance(assessment.decision, Continue)
+        state = assessment.state
+    assert isinstance(step(state, "x", None, False).decision, Escalate)
+
+
+def test_declared_situation_upgrades_an_inferred_blocker_to_the_tighter_budget() -> None:
+    inferred = Situation(Kind.AUTH, "gh", source=Source.INFERRED)
+    state = step(opened(situation=inferred), "gh", GH_AUTH, False).state
+    blocker = state.open_blockers["gh"]
+    assert blocker.budget == 2 and blocker.situation.unblock == "gh auth login" and blocker.workarounds == 1
+
+
+def test_self_fixable_errors_get_the_generic_prompt_and_never_escalate() -> None:
+    state = RecoveryState(unattended=True)
+    not_found = Situation(Kind.NOT_FOUND, "INSTALL.md", source=Source.INFERRED, detail="No such file")
+    for _ in range(20):
+        assessment = step(state, "INSTALL.md", not_found, False)
+        state = assessment.state
+        assert isinstance(assessment.decision, Continue)
+        assert assessment.decision.guidance is not None
+        assert "Create a corrected plan that fixes the error" in assessment.decision.guidance
+        assert "BLOCKED" not in assessment.decision.guidance
+    assert dict(state.open_blockers) == {}
+
+
+def test_failure_while_a_blocker_is_open_reminds_of_the_remaining_budget() -> None:
+    assessment = step(opened(), "curl", Situation(Kind.NETWORK, "curl", source=Source.INFERRED), False)
+    assert isinstance(assessment.decision, Continue) and assessment.decision.guidance is not None
+    assert "1 more failing or refused call(s)" in assessment.decision.guidance
+
+
+def test_skipped_subject_is_refused_and_opens_no_blocker() -> None:
+    state = policy.skip_subject(opened(unattended=False), "gh")
+    assert "gh" not in state.open_blockers
+    decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
+    assert isinstance(decision, Refuse) and "skip" in decision.reason
+    assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
+    assert dict(assessment.state.open_blockers) == {}
+
+
+def test_budgets_are_configurable() -> None:
+    state = opened(situation=GH_AUTH)
+    tight = RecoveryState(unattended=True, config=PolicyConfig(max_workarounds_after_blocker=0))
+    tight = step(tight, "gh", GH_AUTH, False).state
+    assert isinstance(step(tight, "x", None, False).decision, Escalate)
+    assert isinstance(step(state, "x", None, False).decision, Continue)
