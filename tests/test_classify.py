@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from unstuck.classify import classify_result
 from unstuck.situations import Kind, Source
-from unstuck.tools import TRUNCATION_MARKER, CommandOutput, HttpResponse, ToolResult, normalize_result, tool, truncate_content
+from unstuck.tools import (
+    TRUNCATION_MARKER,
+    CommandOutput,
+    HttpResponse,
+    ToolResult,
+    normalize_result,
+    tool,
+    truncate_content,
+)
 
 
 def failed(text: str, **extra: object) -> ToolResult:

@@ -64,7 +64,7 @@ def test_improvising_agent_is_stopped_and_asked_with_the_exact_unblock() -> None
     assert result.tool_calls == 4 and result.refused_calls == 1
     assert [e.name for e in log.named("blocker.opened")] == ["blocker.opened"]
     assert len(log.named("budget.charged")) == 3
-    closing_messages, closing_tools = model.requests[-1]
+    _, closing_tools = model.requests[-1]
     assert closing_tools == (), "the closing call withholds tools"
     assert result.escalation.next_step == "I will retry the task."
 

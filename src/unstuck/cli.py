@@ -84,7 +84,7 @@ def _table(results: list[RunMetrics]) -> Table:
 
 
 @app.command("eval")
-def eval_command(
+def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     scenarios: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
     agents: Annotated[str | None, typer.Option(help="Comma-separated agent names.")] = None,
@@ -119,7 +119,7 @@ def eval_command(
 
 
 @app.command("run")
-def run_command(
+def _run_command(
     scenario: Annotated[str, typer.Argument(help="A scenario name (see `unstuck scenarios`).")],
     agent: Annotated[str, typer.Option(help="Reference agent: " + ", ".join(AGENTS))] = "improviser",
     unguarded: Annotated[bool, typer.Option("--unguarded", help="Run the bare loop, no policy.")] = False,
@@ -164,7 +164,7 @@ def run_command(
 
 
 @app.command("scenarios")
-def scenarios_command(
+def _scenarios_command(
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
 ) -> None:
     """List the scenarios."""

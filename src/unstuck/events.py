@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee"]
+__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee", "event"]
 
 Scalar = str | int | float | bool | None
 
@@ -124,7 +124,3 @@ class Tee:
         for sink in self._sinks:
             sink.emit(item)
 
-
-def fields_of(mapping: Mapping[str, Scalar]) -> tuple[tuple[str, Scalar], ...]:
-    """Freeze a mapping of scalars into event fields."""
-    return tuple(mapping.items())

@@ -139,7 +139,6 @@ class OpenAIChatModel:
 
         self.name = model
         self._temperature = temperature
-        self._errors: tuple[type[BaseException], ...] = (openai.OpenAIError,)
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries
         )
@@ -148,8 +147,9 @@ class OpenAIChatModel:
         """Send the conversation; return the first choice as a :class:`ModelReply`.
 
         Raises:
-            ModelError: on any client error (connection, HTTP status, timeout), an empty
-                choice list, or a tool call whose arguments are not a JSON object.
+            ModelError: on any client error (connection, HTTP status, timeout, a body that is
+                not JSON), an empty choice list, or a tool call whose arguments are not a JSON
+                object.
         """
         request: dict[str, Any] = {
             "model": self.name,
@@ -160,7 +160,7 @@ class OpenAIChatModel:
             request["tools"] = [_wire_tool(t) for t in tools]
         try:
             response = self._client.chat.completions.create(**request)
-        except self._errors as exc:
+        except Exception as exc:  # the client raises its own errors, and JSON/type errors on garbage
             raise ModelError(f"model {self.name!r}: {type(exc).__name__}: {exc}") from exc
         choices = getattr(response, "choices", None) or []
         if not choices:

@@ -27,6 +27,8 @@ __all__ = [
     "USER_ACTION_DEFAULT",
     "blocker_recovery",
     "guidance_for",
+    "user_action",
+    "what_is_blocked",
 ]
 
 GUIDANCE_PREFIX = "[unstuck]"

@@ -14,7 +14,6 @@ per-CLI facts (how to read the version, the sign-in state, the scopes) are rows 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -31,7 +30,7 @@ from typing import Any
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec, tool, truncate_content
 
-__all__ = ["KNOWN_CLIS", "CliFacts", "Workspace", "command_subject", "standard_tools"]
+__all__ = ["KNOWN_CLIS", "CliFacts", "Workspace", "check_cli", "command_subject", "standard_tools"]
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = frozenset({"sudo", "env", "command", "exec", "nohup", "time", "timeout"})
@@ -67,6 +66,8 @@ class CliFacts:
         install: how the user installs it.
         required_scopes: token scopes the CLI needs (read from ``scopes_pattern``).
         scopes_pattern: a regex whose group 1 lists the token's scopes in the status output.
+        missing_scope_pattern: a regex whose group 1 names a scope the status output says is
+            missing (gh exits 1 then, rather than 0).
         scope_fix: the command that adds missing scopes; ``{scopes}`` is filled in.
     """
 
@@ -78,6 +79,7 @@ class CliFacts:
     install: str | None = None
     required_scopes: tuple[str, ...] = ()
     scopes_pattern: str | None = None
+    missing_scope_pattern: str | None = None
     scope_fix: str | None = None
 
 
@@ -93,6 +95,7 @@ KNOWN_CLIS: Mapping[str, CliFacts] = {
         install="sudo apt-get install gh",
         required_scopes=("repo", "read:org"),
         scopes_pattern=r"Token scopes:\s*(.*)",
+        missing_scope_pattern=r"missing required scopes? '([^']+)'",
         scope_fix="gh auth refresh -h github.com -s {scopes}",
     ),
 }
@@ -162,13 +165,17 @@ def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
         return {"status": "error", "installed": False, "message": f"{facts.display} is not installed.",
                 "situation": situation}
     version = workspace.run([path, *facts.version_args], timeout_s=30)
+    version_text = (version.stdout or version.stderr).strip()
     report: dict[str, Any] = {"status": "success", "installed": True, "path": path,
-                              "version": (version.stdout or version.stderr).strip().splitlines()[0:1]}
+                              "version": version_text.splitlines()[0] if version_text else None}
     if facts.auth_status_args is None:
         return report
     status = workspace.run([path, *facts.auth_status_args], timeout_s=30)
     text = "\n".join(part for part in (status.stdout, status.stderr) if part).strip()
     report["auth_status"] = text
+    missing_named = re.findall(facts.missing_scope_pattern, text) if facts.missing_scope_pattern else []
+    if status.exit_code != 0 and missing_named:
+        return _missing_scopes(report, facts, name, probe, sorted(set(missing_named)))
     if status.exit_code != 0:
         report.update(status="error", signed_in=False)
         report["situation"] = Situation(
@@ -183,12 +190,19 @@ def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
         missing = [s for s in facts.required_scopes if s not in scopes]
         report["scopes"] = sorted(scopes)
         if missing:
-            report.update(status="error", missing_scopes=missing)
-            fix = (facts.scope_fix or "").format(scopes=",".join(missing)) or None
-            report["situation"] = Situation(
-                Kind.PERMISSION, name, interactive=True, unblock=fix, probe=probe,
-                detail=f"token lacks scope(s): {', '.join(missing)}",
-            )
+            return _missing_scopes(report, facts, name, probe, missing)
+    return report
+
+
+def _missing_scopes(
+    report: dict[str, Any], facts: CliFacts, name: str, probe: Probe, missing: list[str]
+) -> dict[str, Any]:
+    report.update(status="error", signed_in=True, missing_scopes=missing)
+    fix = (facts.scope_fix or "").format(scopes=",".join(missing)) or None
+    report["situation"] = Situation(
+        Kind.PERMISSION, name, interactive=True, unblock=fix, probe=probe,
+        detail=f"the token lacks scope(s): {', '.join(missing)}",
+    )
     return report
 
 
@@ -260,7 +274,3 @@ def standard_tools(workspace: Workspace) -> Toolset:
     specs: list[ToolSpec] = [run_command, check_cli_setup, sign_in_cli, read_file, search_files, web_search]
     return Toolset(specs)
 
-
-def dumps_report(report: Mapping[str, Any]) -> str:
-    """A check report as JSON (for the CLI)."""
-    return json.dumps(_jsonable(dict(report)), indent=2, default=str)

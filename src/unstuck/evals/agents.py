@@ -28,7 +28,16 @@ from unstuck.models import Message, ModelReply, Role
 from unstuck.prompts import GUIDANCE_PREFIX
 from unstuck.tools import ToolCall, ToolSpec
 
-__all__ = ["AGENTS", "FAILURE_MARKERS", "Compliant", "Improviser", "Retrier", "ScriptedAgent", "make_agent"]
+__all__ = [
+    "AGENTS",
+    "FAILURE_MARKERS",
+    "Compliant",
+    "Improviser",
+    "Retrier",
+    "ScriptedAgent",
+    "looks_failed",
+    "make_agent",
+]
 
 #: Text by which a scripted agent judges that a result failed.
 FAILURE_MARKERS = (
@@ -125,6 +134,7 @@ class ScriptedAgent:
         results = [m.content for m in recent if m.role is Role.TOOL]
         if any(_RESOLVED_MARK in n for n in notes):
             self._mode, self._queue = "plan", [(c.tool, c.arguments) for c in self.plan]
+            results = []  # the results before the user's answer are stale now
         elif any(_SKIPPED_MARK in n for n in notes):
             return self._answer(f"Skipped {self.subject or 'the blocked step'}; the task is left undone.")
         if results:

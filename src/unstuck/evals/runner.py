@@ -32,7 +32,7 @@ from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker
 from unstuck.toolkit import standard_tools
 
-__all__ = ["RunMetrics", "prepare_sandbox", "run_eval", "run_scenario", "write_json"]
+__all__ = ["RunMetrics", "measure", "prepare_sandbox", "run_eval", "run_scenario", "write_json"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from unstuck.situations import Kind
 from unstuck.tools import ToolCall
 
 __all__ = [
+    "Expectation",
     "GhState",
     "Scenario",
     "ScenarioError",

@@ -1,0 +1,122 @@
+"""The console script, run as a user runs it: real processes, a real terminal for prompts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from unstuck.evals.fake_github import FakeGitHub
+
+UNSTUCK = [sys.executable, "-m", "unstuck"]
+EXIT_BLOCKED = 3
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def unstuck(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_path: str) -> None:
+    out = tmp_path / "results.json"
+    proc = unstuck("eval", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for column in ("steps to escalate", "s to escalate", "workaround calls", "refused calls", "outcome", "exact unblock"):
+        assert column in proc.stdout.replace("\n", " ") or column.split()[0] in proc.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert {r["scenario"] for r in runs} == {"gh_logged_out", "gh_missing", "wrong_path"}
+    assert len(runs) == 3 * 3 * 2
+    guarded = [r for r in runs if r["guarded"]]
+    assert all(r["passed"] for r in guarded), [r for r in guarded if not r["passed"]]
+
+
+def test_eval_exits_non_zero_on_a_malformed_scenario_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("name: bad\nrole: blocker\n", encoding="utf-8")
+    proc = unstuck("eval", "--scenario-dir", str(tmp_path))
+    assert proc.returncode != 0 and "bad.yaml" in proc.stderr
+
+
+def test_run_headless_blocked_turn_prints_the_escalation_and_exits_non_zero(gh_path: str) -> None:
+    proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unattended")
+    assert proc.returncode == EXIT_BLOCKED, proc.stderr
+    assert "status: blocked" in proc.stdout and "gh auth login" in proc.stdout
+    assert "after gh was blocked, before asking" in proc.stdout
+
+
+def test_run_counter_scenario_is_done_and_exits_zero() -> None:
+    proc = unstuck("run", "wrong_path", "--agent", "retrier", "--unattended")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pip install example-tool==2.1" in proc.stdout
+
+
+def test_run_unguarded_improviser_is_not_blocked(gh_path: str) -> None:
+    proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unguarded", "--unattended")
+    assert proc.returncode == 0 and "status: done" in proc.stdout
+
+
+def spawn_attended(sandbox: Path, agent: str = "compliant") -> pexpect.spawn:
+    child = pexpect.spawn(
+        sys.executable, ["-m", "unstuck", "run", "gh_logged_out", "--agent", agent, "--attended",
+                         "--sandbox", str(sandbox)],
+        encoding="utf-8", timeout=60, dimensions=(40, 160),
+    )
+    child.expect("Your choice")
+    return child
+
+
+def test_attended_stop_ends_the_turn_blocked(tmp_path: Path, gh_path: str) -> None:
+    child = spawn_attended(tmp_path / "box")
+    assert "gh auth login" in plain(child.before)
+    child.sendline("3")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == EXIT_BLOCKED and "status: blocked" in plain(child.before)
+
+
+def test_attended_skip_continues_without_gh(tmp_path: Path, gh_path: str) -> None:
+    child = spawn_attended(tmp_path / "box")
+    child.sendline("skip")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "Skipped gh" in plain(child.before)
+
+
+def test_attended_done_with_gh_still_signed_out_asks_again(tmp_path: Path, gh_path: str) -> None:
+    child = spawn_attended(tmp_path / "box")
+    child.sendline("1")
+    child.expect("still blocked")
+    child.expect("Your choice")
+    child.sendline("3")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == EXIT_BLOCKED
+
+
+@pytest.mark.parametrize("agent", ["compliant", "improviser"])
+def test_attended_done_after_signing_in_probes_and_finishes_the_task(tmp_path: Path, gh_path: str, agent: str) -> None:
+    box = tmp_path / "box"
+    child = spawn_attended(box, agent)
+    with tempfile.TemporaryDirectory(prefix="ugh-") as short, FakeGitHub(Path(short) / "api.sock") as api:
+        # What the person does at their own keyboard: sign gh in (against the local API).
+        (box / "gh-config" / "hosts.yml").write_text(
+            f"github.com:\n    oauth_token: {api.token}\n    user: octocat\n    git_protocol: https\n")
+        (box / "gh-config" / "config.yml").write_text(f"http_unix_socket: {api.socket_path}\n")
+        child.sendline("1")
+        child.expect(pexpect.EOF)
+        child.close()
+        served = api.requests
+    assert child.exitstatus == 0, child.before
+    assert "GitHub's official command line tool" in plain(child.before)
+    assert ("GET", "/") in served  # the probe: gh auth status read the token scopes

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from unstuck.classify import classify_result
+from unstuck.evals.sandbox import Sandbox
+from unstuck.situations import Kind, Probe
+from unstuck.toolkit import Workspace, command_subject, standard_tools
+
+
+@pytest.mark.parametrize(
+    ("command", "subject"),
+    [
+        ("gh repo view cli/cli", "gh"),
+        ("GH_TOKEN=abc gh api user", "gh"),
+        ("sudo -E /usr/bin/curl -s https://x", "curl"),
+        ("env FOO=1 python3 -c 'print(1)'", "python3"),
+        ("", None),
+    ],
+)
+def test_command_subject_is_the_program_run(command: str, subject: str | None) -> None:
+    assert command_subject(command) == subject
+
+
+def test_check_cli_setup_declares_auth_with_the_exact_sign_in_for_logged_out_gh(gh_path: str) -> None:
+    with Sandbox() as box:
+        tools = standard_tools(box.workspace())
+        result = tools["check_cli_setup"].invoke({"name": "gh"})
+    assert not result.ok
+    situation = result.declared
+    assert situation is not None
+    assert (situation.kind, situation.subject, situation.interactive) == (Kind.AUTH, "gh", True)
+    assert situation.unblock == "gh auth login"
+    assert situation.probe == Probe.of("check_cli_setup", {"name": "gh"})
+    assert json.loads(result.content)["signed_in"] is False
+
+
+def test_check_cli_setup_declares_not_installed_when_gh_is_off_path() -> None:
+    with Sandbox(hide_programs=["gh"]) as box:
+        result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
+    assert result.declared is not None
+    assert result.declared.kind is Kind.NOT_INSTALLED and result.declared.unblock == "sudo apt-get install gh"
+
+
+def test_check_cli_setup_reports_scopes_for_signed_in_gh_against_the_local_api(gh_path: str) -> None:
+    with Sandbox() as box:
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
+        requests = box.github.requests if box.github else []
+    assert result.ok and result.declared is None, result.content
+    report = json.loads(result.content)
+    assert report["signed_in"] is True and report["scopes"] == ["read:org", "repo"]
+    assert ("GET", "/") in requests
+
+
+def test_check_cli_setup_declares_permission_for_missing_scopes(gh_path: str) -> None:
+    with Sandbox() as box:
+        box.serve_github(scopes=("repo",))
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
+    assert result.declared is not None and result.declared.kind is Kind.PERMISSION
+    assert result.declared.unblock == "gh auth refresh -h github.com -s read:org"
+
+
+def test_signed_in_gh_reads_the_repository_through_the_unix_socket(gh_path: str) -> None:
+    with Sandbox() as box:
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["run_command"].invoke(
+            {"command": "gh repo view cli/cli --json description"})
+    assert result.ok, result.content
+    assert json.loads(result.content) == {"description": "GitHub's official command line tool"}
+
+
+def test_bad_token_gets_githubs_401_bad_credentials(gh_path: str) -> None:
+    with Sandbox() as box:
+        box.sign_in_gh(token="gho_wrong")
+        tools = standard_tools(box.workspace())
+        result = tools["run_command"].invoke({"command": "gh api user"})
+        situation = classify_result(tools["run_command"], {"command": "gh api user"}, result)
+    assert not result.ok and "Bad credentials" in result.content
+    assert situation is not None and situation.kind is Kind.AUTH and situation.subject == "gh"
+
+
+def test_run_command_reports_the_real_command_not_found() -> None:
+    with Sandbox(hide_programs=["gh"]) as box:
+        result = standard_tools(box.workspace())["run_command"].invoke({"command": "gh --version"})
+    assert result.exit_code == 127 and "gh: command not found" in result.content
+
+
+def test_outside_connections_are_refused_on_loopback() -> None:
+    with Sandbox() as box:
+        result = standard_tools(box.workspace())["run_command"].invoke(
+            {"command": "curl -sS --max-time 5 https://api.github.com/"})
+        proxy = box.proxy_url
+    assert not result.ok and "127.0.0.1" in proxy
+    assert "Failed to connect to 127.0.0.1" in result.content or "Connection refused" in result.content
+
+
+def test_run_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "child-survived"
+    workspace = Workspace(tmp_path)
+    started = time.monotonic()
+    result = standard_tools(workspace)["run_command"].invoke(
+        {"command": f"(sleep 3; touch {marker}) & sleep 30", "timeout_s": 0.5})
+    assert result.error_type == "TimeoutExpired" and time.monotonic() - started < 10
+    time.sleep(3.5)
+    assert not marker.exists(), "a grandchild of the timed-out command survived"
+
+
+def test_read_file_errors_are_real_exceptions(tmp_path: Path) -> None:
+    tools = standard_tools(Workspace(tmp_path))
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    missing = tools["read_file"].invoke({"path": "nope.md"})
+    garbled = tools["read_file"].invoke({"path": "latin1.txt"})
+    assert missing.error_type == "FileNotFoundError" and garbled.error_type == "UnicodeDecodeError"
+
+
+def test_search_files_finds_by_path_and_empty_search_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "INSTALL.md").write_text("x")
+    tools = standard_tools(Workspace(tmp_path))
+    assert tools["search_files"]("install") == ["docs/INSTALL.md"]
+    empty = tools["search_files"].invoke({"query": "nothing-like-this"})
+    situation = classify_result(tools["search_files"], {"query": "x"}, empty)
+    assert situation is not None and situation.kind is Kind.EMPTY
+
+
+def test_sign_in_cli_is_interactive_and_a_write() -> None:
+    spec = standard_tools(Workspace(Path("/")))["sign_in_cli"]
+    assert spec.interactive and spec.effect.value == "write" and spec.subject_of({"name": "gh"}) == "gh"
