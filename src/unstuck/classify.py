@@ -76,11 +76,16 @@ def _verdict(where: str, raw: object) -> _Verdict:
     return _Verdict(kind, bool(raw.get("interactive", False)), bool(raw.get("retryable", False)))
 
 
+_ESCAPE = re.compile(r"\\.")
+
+
 def _compile(where: str, pattern: object) -> re.Pattern[str]:
     if not isinstance(pattern, str):
         raise ValueError(f"signal table: {where} pattern must be a string")
+    if any(ch.isupper() for ch in _ESCAPE.sub("", pattern)):
+        raise ValueError(f"signal table: {where} pattern has an upper-case letter; text is matched in lower case")
     try:
-        return re.compile(pattern, re.IGNORECASE)
+        return re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"signal table: {where} pattern does not compile: {exc}") from exc
 
@@ -124,7 +129,7 @@ def _retry_after(table: SignalTable, result: ToolResult) -> float | None:
                 return max(float(value.strip()), 0.0)
             except ValueError:
                 continue  # an HTTP-date Retry-After needs a clock; left to the retry layer
-    found = table.retry_after_text.search(result.content)
+    found = table.retry_after_text.search(result.content.lower())
     return float(found.group(1)) if found else None
 
 
@@ -178,8 +183,9 @@ def classify_result(
     """
     table = table or load_signal_table()
     subject = _subject(tool, args)
-    tool_name = tool.name if isinstance(tool, ToolSpec) else tool
+    tool_name = (tool.name if isinstance(tool, ToolSpec) else tool).lower()
     text = result.content
+    lowered = text.lower()  # patterns are lower case: much faster than re.IGNORECASE
     if not result.executed:
         return _situation(table, _Verdict(Kind.PERMISSION), subject, result, text)
     for row in table.text_rows:
@@ -187,11 +193,11 @@ def classify_result(
             continue
         if not result.ok and row.verdict.kind is Kind.INJECTED_INSTRUCTION:
             continue
-        match = row.pattern.search(text)
+        match = row.pattern.search(lowered)
         if match:
             return _situation(table, row.verdict, subject, result, _first_line_around(text, match))
     if result.ok:
-        if table.search_tool.search(tool_name) and table.empty.fullmatch(text):
+        if table.search_tool.search(tool_name) and table.empty.fullmatch(lowered):
             return _situation(table, _Verdict(Kind.EMPTY), subject, result, "no results")
         return None
     structured = (
