@@ -22,7 +22,7 @@ from unstuck import policy
 from unstuck.classify import classify_result
 from unstuck.loop import run_turn
 from unstuck.models import Message, ModelReply, Role
-from unstuck.tools import CommandOutput, HttpResponse, ToolCall, ToolSpec, Toolset, normalize_result, tool
+from unstuck.tools import CommandOutput, HttpResponse, ToolCall, Toolset, ToolSpec, normalize_result, tool
 
 
 def sample_results() -> list[tuple[str, object]]:
