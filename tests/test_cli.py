@@ -61,9 +61,10 @@ def test_run_counter_scenario_is_done_and_exits_zero() -> None:
     assert "pip install example-tool==2.1" in proc.stdout
 
 
-def test_run_unguarded_improviser_is_not_blocked(gh_path: str) -> None:
+def test_run_unguarded_improviser_never_asks_and_exits_non_zero_having_given_up(gh_path: str) -> None:
     proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unguarded", "--unattended")
-    assert proc.returncode == 0 and "status: done" in proc.stdout
+    assert proc.returncode == 1
+    assert "status: done (outcome: gave up) after 13 tool call(s)" in proc.stdout
 
 
 def spawn_attended(sandbox: Path, agent: str = "compliant") -> pexpect.spawn:
@@ -90,7 +91,9 @@ def test_attended_skip_continues_without_gh(tmp_path: Path, gh_path: str) -> Non
     child.sendline("skip")
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0 and "Skipped gh" in plain(child.before)
+    output = plain(child.before)
+    assert "Skipped gh" in output and "outcome: gave up" in output
+    assert child.exitstatus == 1, "the task was left undone"
 
 
 def test_attended_done_with_gh_still_signed_out_asks_again(tmp_path: Path, gh_path: str) -> None:
@@ -120,3 +123,18 @@ def test_attended_done_after_signing_in_probes_and_finishes_the_task(tmp_path: P
     assert child.exitstatus == 0, child.before
     assert "GitHub's official command line tool" in plain(child.before)
     assert ("GET", "/") in served  # the probe: gh auth status read the token scopes
+
+
+def test_run_records_every_decision_as_json_lines(tmp_path: Path, gh_path: str) -> None:
+    log = tmp_path / "events.jsonl"
+    proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unattended", "--events", str(log))
+    assert proc.returncode == EXIT_BLOCKED
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "turn.started" and names[-1] == "turn.ended"
+    assert names.count("blocker.opened") == 1 and names.count("budget.charged") == 3
+    assert "call.refused" in names and "situation.declared" in names and "turn.escalated" in names
+    opened = next(e for e in events if e["event"] == "blocker.opened")
+    assert (opened["subject"], opened["kind"], opened["budget"]) == ("gh", "auth", 2)
+    assert events[-1]["status"] == "blocked"
+    assert len({e["turn"] for e in events}) == 1

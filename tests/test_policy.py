@@ -158,3 +158,19 @@ def test_budgets_are_configurable() -> None:
     tight = step(tight, "gh", GH_AUTH, False).state
     assert isinstance(step(tight, "x", None, False).decision, Escalate)
     assert isinstance(step(state, "x", None, False).decision, Continue)
+
+
+def test_inferred_blocker_on_another_subject_is_a_charged_workaround_not_a_new_question() -> None:
+    missing_gh = Situation(Kind.NOT_INSTALLED, "gh", source=Source.INFERRED)
+    state = opened(situation=missing_gh)
+    brew = step(state, "brew", Situation(Kind.NOT_INSTALLED, "brew", source=Source.INFERRED), False)
+    assert brew.opened == () and brew.charged == ("gh",)
+    assert set(brew.state.open_blockers) == {"gh"}
+
+
+def test_declared_blocker_on_another_subject_opens_its_own_budget() -> None:
+    state = opened()
+    npm = Situation(Kind.AUTH, "npm", unblock="npm login")
+    assessment = step(state, "npm", npm, False)
+    assert assessment.opened == ("npm",) and assessment.charged == ("gh",)
+    assert assessment.state.open_blockers["npm"].workarounds == 0

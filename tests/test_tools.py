@@ -139,3 +139,13 @@ def test_declared_kind_survives_normalisation_of_a_ready_result() -> None:
 
     ready = ToolResult("t", False, "x", declared=Situation(Kind.QUOTA, "api"))
     assert normalize_result("t", ready) is ready
+
+
+def test_http_response_accepts_a_header_mapping() -> None:
+    response = HttpResponse(429, "slow down", {"Retry-After": "7"})  # type: ignore[arg-type]
+    assert response.headers == (("Retry-After", "7"),) and response.header("retry-after") == "7"
+
+
+def test_command_output_with_fields_in_the_wrong_order_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="exit_code must be an int"):
+        CommandOutput(0, "all good", "")  # type: ignore[arg-type]

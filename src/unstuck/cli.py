@@ -1,8 +1,9 @@
 """The ``unstuck`` command: a thin layer over the library (typer + rich).
 
 Exit statuses: ``unstuck eval`` exits 0 unless the harness itself failed (a run that
-raised, a malformed scenario); ``unstuck run`` exits 0 when the turn is done, 3 when it ended
-blocked, 1 when it failed. Usage errors exit 2 (typer's convention).
+raised, a malformed scenario); ``unstuck run`` exits 0 when the turn is done with the task
+finished, 3 when it ended blocked, 1 when it failed or gave up without finishing. Usage errors
+exit 2 (typer's convention).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from unstuck.evals.agents import AGENTS
+from unstuck import __version__
 from unstuck.evals.runner import RunMetrics, run_eval, run_scenario, write_json
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
@@ -37,23 +40,47 @@ console = Console(width=None if Console().is_terminal else 150)
 err_console = Console(stderr=True)
 
 
-def _split(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+def _fail(message: str) -> typer.Exit:
+    """Print ``message`` (user text is escaped, never read as markup) and return the exit."""
+    err_console.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(EXIT_FAILED)
+
+
+def _split(value: str | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise _fail(f"--{what} was given but names nothing")
+    return names
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"unstuck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Keep tool-using agents from getting stuck: stop, ask one precise question, remember."""
 
 
 def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario]:
     try:
         found = load_scenarios(directory) if directory is not None else builtin_scenarios()
     except ScenarioError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(EXIT_FAILED) from exc
+        raise _fail(str(exc)) from exc
     if names is None:
         return found
     by_name = {s.name: s for s in found}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        err_console.print(f"[red]error:[/red] unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
-        raise typer.Exit(EXIT_FAILED)
+        raise _fail(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     return [by_name[n] for n in names]
 
 
@@ -91,13 +118,12 @@ def _eval_command(
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
 ) -> None:
     """Run every scenario with every reference agent, unguarded and guarded, and print a table."""
-    chosen = _scenarios(scenario_dir, _split(scenarios))
-    wanted = _split(agents)
+    chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
+    wanted = _split(agents, "agents")
     if wanted is not None:
         unknown = [a for a in wanted if a not in AGENTS]
         if unknown:
-            err_console.print(f"[red]error:[/red] unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
-            raise typer.Exit(EXIT_FAILED)
+            raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
     total = sum(2 * len([a for a in s.agents if wanted is None or a in wanted]) for s in chosen)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
@@ -110,10 +136,10 @@ def _eval_command(
     console.print(_table(results))
     if json_path is not None:
         write_json(results, json_path)
-        console.print(f"results written to {json_path}")
+        console.print(f"results written to {escape(str(json_path))}")
     errors = [r for r in results if r.error is not None]
     for r in errors:
-        err_console.print(f"[red]harness error[/red] in {r.scenario} · {r.agent}: {r.error}")
+        err_console.print(f"[red]harness error[/red] in {escape(f'{r.scenario} · {r.agent}: {r.error}')}")
     if errors:
         raise typer.Exit(EXIT_FAILED)
 
@@ -130,12 +156,14 @@ def _run_command(
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
     sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
     events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
     (chosen,) = _scenarios(scenario_dir, [scenario])
     if agent not in AGENTS:
-        err_console.print(f"[red]error:[/red] unknown agent {agent!r}; known: {', '.join(AGENTS)}")
-        raise typer.Exit(EXIT_FAILED)
+        raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+    if sandbox is not None and sandbox.exists() and (not sandbox.is_dir() or any(sandbox.iterdir())):
+        raise _fail(f"--sandbox {sandbox}: must be a new or empty directory (the scenario builds its state there)")
     is_attended = console_can_ask() if attended is None else attended
     sink = JsonLinesSink(events) if events is not None else None
     try:
@@ -147,20 +175,25 @@ def _run_command(
     finally:
         if sink is not None:
             sink.close()
-    console.print(f"status: [bold]{result.status.value}[/bold] after {result.tool_calls} tool call(s)")
+    console.print(
+        f"status: {result.status.value} (outcome: {metrics.outcome}) after {result.tool_calls} tool call(s)",
+        highlight=False,
+    )
     if result.escalation is not None:
-        console.print(result.escalation.text, markup=False, highlight=False)
+        if not is_attended:  # an attended user has just read it in the question
+            console.print(result.escalation.text, markup=False, highlight=False, soft_wrap=True)
         if result.cost_line:
-            console.print(result.cost_line)
+            console.print(result.cost_line, highlight=False)
     elif result.answer:
-        console.print(result.answer, markup=False, highlight=False)
+        console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
     if result.error:
-        err_console.print(f"[red]error:[/red] {result.error}")
+        err_console.print(f"[red]error:[/red] {escape(result.error)}")
+    if json_path is not None:
+        write_json([metrics], json_path)
     if result.status is TurnStatus.BLOCKED:
         raise typer.Exit(EXIT_BLOCKED)
-    if result.status is not TurnStatus.DONE:
+    if result.status is not TurnStatus.DONE or metrics.outcome != "done":
         raise typer.Exit(EXIT_FAILED)
-    del metrics
 
 
 @app.command("scenarios")

@@ -99,6 +99,9 @@ class TurnResult:
         error: why a failed turn failed.
         guarded: the policy was enforced.
         messages: the whole conversation.
+        escalated_at_s: seconds from the turn's start to its first escalation (before any
+            time spent waiting for the user's answer), or ``None``.
+        calls_before_escalation: calls made before the first escalation.
     """
 
     turn_id: str
@@ -110,6 +113,8 @@ class TurnResult:
     error: str | None = None
     guarded: bool = True
     messages: tuple[Message, ...] = field(default=(), repr=False)
+    escalated_at_s: float | None = None
+    calls_before_escalation: int | None = None
 
     @property
     def tool_calls(self) -> int:
@@ -127,12 +132,14 @@ class TurnResult:
 
     @property
     def cost_line(self) -> str | None:
-        """``"N steps · S s after SUBJECT was blocked, before asking"`` for an escalated turn."""
+        """``"N steps · S s after SUBJECT was blocked, before asking"`` for a turn that asked:
+        the calls and seconds between the first blocker opening and the first escalation.
+        """
         first = self.first_blocker_step()
-        if self.escalation is None or first is None:
+        if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
             return None
-        later = [s for s in self.steps if s.index > first.index and not s.probe]
-        seconds = self.elapsed_s - (first.started_s + first.duration_s)
+        later = [s for s in self.steps[: self.calls_before_escalation] if s.index > first.index and not s.probe]
+        seconds = self.escalated_at_s - (first.started_s + first.duration_s)
         return f"{len(later)} steps · {max(seconds, 0):.0f} s after {first.opened[0]} was blocked, before asking"
 
 
@@ -148,6 +155,7 @@ class _Turn:
         self.started = clock.now()
         self.messages: list[Message] = [Message(Role.SYSTEM, system_prompt), Message(Role.USER, task)]
         self.steps: list[StepRecord] = []
+        self.escalated_at: tuple[float, int] | None = None
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -163,9 +171,10 @@ class _Turn:
     ) -> TurnResult:
         elapsed = self.at()
         self.emit("turn.ended", status=status.value, calls=len(self.steps), elapsed_s=round(elapsed, 6), error=error)
+        at, calls = self.escalated_at if self.escalated_at is not None else (None, None)
         return TurnResult(
             self.turn_id, status, answer, escalation, tuple(self.steps), elapsed, error, self.guarded,
-            tuple(self.messages),
+            tuple(self.messages), at, calls,
         )
 
     # -- one call ------------------------------------------------------------------------------
@@ -235,6 +244,8 @@ class _Turn:
     # -- escalation ----------------------------------------------------------------------------
 
     def escalation_for(self, blocker: policy.OpenBlocker) -> Escalation:
+        if self.escalated_at is None:
+            self.escalated_at = (self.at(), len(self.steps))
         draft = build_escalation(blocker.situation, task=self.task)
         prompt = CLOSING_CALL.format(subject=draft.subject, kind=draft.kind.value, user_action=draft.user_action)
         next_step: str | None = None

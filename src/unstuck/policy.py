@@ -265,11 +265,17 @@ def after_result(
             blockers[key] = replace(blocker, workarounds=blocker.workarounds + 1)
             charged.append(key)
 
+    # While a blocker is open, an *inferred* blocker on another subject is a failed workaround
+    # (brew, snap, curl tried in place of a missing gh), charged above, not a new question.
+    # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
+    # count per subject).
+    others_open = any(key != getattr(situation, "subject", None) for key in blockers)
     opens_blocker = (
         situation is not None
         and situation.is_blocker
         and situation.subject not in state.skipped_subjects
         and not (is_probe and situation.subject not in blockers)
+        and (situation.is_declared or not others_open)
     )
     if situation is not None and opens_blocker:
         current = blockers.get(situation.subject)

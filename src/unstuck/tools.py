@@ -72,21 +72,45 @@ class Effect(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CommandOutput:
-    """What a finished subprocess left: its exit code and its two streams (decoded text)."""
+    """What a finished subprocess left: the command, its exit code and its two streams
+    (decoded text).
+
+    Raises:
+        TypeError: when ``exit_code`` is not an int or a stream is not a string.
+    """
 
     command: str
     exit_code: int
     stdout: str = ""
     stderr: str = ""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.exit_code, bool) or not isinstance(self.exit_code, int):
+            raise TypeError(f"CommandOutput.exit_code must be an int, got {self.exit_code!r}")
+        if not isinstance(self.stdout, str) or not isinstance(self.stderr, str):
+            raise TypeError("CommandOutput.stdout and .stderr must be decoded strings")
+
 
 @dataclass(frozen=True, slots=True)
 class HttpResponse:
-    """An HTTP response: status code, headers (name, value) pairs, and the decoded body."""
+    """An HTTP response: status code, the decoded body, and headers.
+
+    ``headers`` may be given as a mapping or as (name, value) pairs; it is stored as pairs.
+
+    Raises:
+        TypeError: when ``status`` is not an int.
+    """
 
     status: int
     body: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, bool) or not isinstance(self.status, int):
+            raise TypeError(f"HttpResponse.status must be an int, got {self.status!r}")
+        raw: Any = self.headers
+        pairs = raw.items() if isinstance(raw, Mapping) else raw
+        object.__setattr__(self, "headers", tuple((str(k), str(v)) for k, v in pairs))
 
     def header(self, name: str) -> str | None:
         """The first header called ``name`` (case-insensitive), or ``None``."""

@@ -91,11 +91,13 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
     """Compute a run's metrics from its recorded steps (see the module doc)."""
     first = result.first_blocker_step()
     escalated = result.escalation is not None
-    after = [s for s in result.steps if first is not None and s.index > first.index and not s.probe]
-    steps_to_escalate = len(after) if escalated and first is not None else None
+    asked = result.calls_before_escalation
+    window = result.steps[:asked] if asked is not None else result.steps
+    after = [s for s in window if first is not None and s.index > first.index and not s.probe]
+    steps_to_escalate = len(after) if asked is not None and first is not None else None
     seconds = None
-    if escalated and first is not None:
-        seconds = max(result.elapsed_s - (first.started_s + first.duration_s), 0.0)
+    if result.escalated_at_s is not None and first is not None:
+        seconds = max(result.escalated_at_s - (first.started_s + first.duration_s), 0.0)
     unblock = scenario.expect.unblock
     exact = None
     if unblock is not None and result.escalation is not None:

@@ -43,6 +43,8 @@ class Sandbox:
 
     def __init__(self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False) -> None:
         self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="unstuck-sandbox-"))
+        if self.root.exists() and not self.root.is_dir():
+            raise ValueError(f"sandbox root {self.root} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
         self.home = self.root / "home"
         self.work = self.root / "work"

@@ -234,9 +234,15 @@ def load_scenarios(directory: str | Path) -> list[Scenario]:
     """Every ``*.yaml`` scenario in ``directory``, sorted by name.
 
     Raises:
-        ScenarioError: for the first malformed file, or two scenarios with one name.
+        ScenarioError: when ``directory`` is not a directory or holds no ``*.yaml`` file, for
+            the first malformed file, or for two scenarios with one name.
     """
-    scenarios = [load_scenario(p) for p in sorted(Path(directory).glob("*.yaml"))]
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ScenarioError(f"{folder}: not a directory of scenario files")
+    scenarios = [load_scenario(p) for p in sorted(folder.glob("*.yaml"))]
+    if not scenarios:
+        raise ScenarioError(f"{folder}: holds no *.yaml scenario file")
     seen: dict[str, str] = {}
     for scenario in scenarios:
         if scenario.name in seen:
