@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from unstuck.evals.agents import AGENTS
 from unstuck import __version__
+from unstuck.evals.agents import AGENTS
 from unstuck.evals.runner import RunMetrics, run_eval, run_scenario, write_json
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
