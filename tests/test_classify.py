@@ -178,3 +178,56 @@ def test_classifier_never_raises_on_arbitrary_results(
     result = ToolResult("search_anything", ok, content, executed, exit_code, http_status, (), error_type)
     situation = classify_result("search_anything", {}, result)
     assert situation is None or situation.source is Source.INFERRED
+
+
+def test_python_file_not_found_traceback_is_not_found_not_network() -> None:
+    text = ("Traceback (most recent call last):\n  File \"app.py\", line 502, in <module>\n"
+            "    with open('config.yaml') as f:\nFileNotFoundError: [Errno 2] No such file or directory: 'config.yaml'")
+    situation = classify_result("python", {}, failed(text, exit_code=1))
+    assert situation is not None and situation.kind is Kind.NOT_FOUND
+
+
+def test_rate_limit_header_names_alone_do_not_make_a_quota() -> None:
+    text = ("HTTP 403\n'x-ratelimit-limit': '1000',\n'x-ratelimit-remaining': '998',\n"
+            "message: 'Resource not accessible by integration'")
+    situation = classify_result("octokit", {}, failed(text, http_status=403))
+    assert situation is not None and situation.kind is Kind.PERMISSION
+
+
+def test_the_missing_program_named_by_the_shell_is_the_subject() -> None:
+    text = "/bin/bash: line 1: jq: command not found"
+    situation = classify_result("run_command", {"command": "curl -s x | jq ."}, failed(text, exit_code=127))
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED and situation.subject == "jq"
+    windows = "'Rollup' is not recognized as an internal or external command,"
+    assert classify_result("cmd", {}, failed(windows)).subject == "Rollup"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("npm ERR! network connect ETIMEDOUT 203.0.113.1:443", Kind.NETWORK),
+        ("ssh: connect to host example.org port 22: Connection timed out", Kind.NETWORK),
+        ("requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='x', port=443): Read timed out.", Kind.TIMEOUT),
+    ],
+)
+def test_connect_timeouts_are_network_and_read_timeouts_are_timeout(text: str, kind: Kind) -> None:
+    situation = classify_result("run_command", {}, failed(text))
+    assert situation is not None and situation.kind is kind
+
+
+def test_a_long_failed_log_cut_by_truncation_is_read_for_what_failed() -> None:
+    text = truncate_content("npm verbose " * 20_000 + "\nnpm ERR! code E401\nnpm ERR! Unable to authenticate", 4_000)
+    situation = classify_result("npm", {}, failed(text, exit_code=1))
+    assert situation is not None and situation.kind is Kind.AUTH
+
+
+def test_evidence_survives_text_whose_lower_case_is_longer() -> None:
+    text = "İ" * 300 + "\nerror: not logged in"
+    situation = classify_result("run_command", {}, failed(text))
+    assert situation is not None and situation.kind is Kind.AUTH and "not logged in" in situation.detail
+
+
+def test_a_stray_not_permitted_inside_a_held_lock_message_is_a_conflict() -> None:
+    text = "Error: Error acquiring the state lock\n* operation not permitted on lock file\nLock Info: ID: 1234"
+    situation = classify_result("terraform", {}, failed(text, exit_code=1))
+    assert situation is not None and situation.kind is Kind.CONFLICT

@@ -36,6 +36,10 @@ from unstuck.tools import ToolResult, ToolSpec
 __all__ = ["SignalTable", "classify_result", "load_signal_table"]
 
 _DETAIL_CHARS = 240
+#: Only this much of a result is read: its head and its tail (characters). Failures are worded
+#: at the start or the end; a tool's own truncation keeps a result under the head size.
+SCAN_HEAD_CHARS = 96_000
+SCAN_TAIL_CHARS = 16_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class _TextRow:
     verdict: _Verdict
     pattern: re.Pattern[str]
     success_too: bool
+    subject: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +99,11 @@ def _parse_table(data: Mapping[str, Any]) -> SignalTable:
     rows = []
     for index, row in enumerate(data.get("text", [])):
         where = f"text row {index}"
-        rows.append(
-            _TextRow(_verdict(where, row), _compile(where, row.get("pattern")), bool(row.get("success_too")))
-        )
+        subject = row.get("subject")
+        rows.append(_TextRow(
+            _verdict(where, row), _compile(where, row.get("pattern")), bool(row.get("success_too")),
+            _compile(f"{where} subject", subject) if subject is not None else None,
+        ))
     return SignalTable(
         text_rows=tuple(rows),
         http_status={int(k): _verdict(f"http_status {k}", v) for k, v in data.get("http_status", {}).items()},
@@ -154,6 +161,27 @@ def _situation(
     )
 
 
+def _window(text: str) -> str:
+    if len(text) <= SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
+        return text
+    return text[:SCAN_HEAD_CHARS] + "\n" + text[-SCAN_TAIL_CHARS:]
+
+
+def _named_subject(row: _TextRow, lowered: str, original: str, default: str) -> str:
+    """The subject a row's wording names (a missing program), in its original case."""
+    if row.subject is None:
+        return default
+    found = row.subject.search(lowered)
+    if found is None:
+        return default
+    index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+    if index is None:
+        return default
+    start, end = found.span(index)
+    same_length = len(lowered) == len(original)
+    return (original[start:end] if same_length else found.group(index)) or default
+
+
 def _first_line_around(text: str, match: re.Match[str]) -> str:
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
@@ -184,8 +212,10 @@ def classify_result(
     table = table or load_signal_table()
     subject = _subject(tool, args)
     tool_name = (tool.name if isinstance(tool, ToolSpec) else tool).lower()
-    text = result.content
+    text = _window(result.content)
     lowered = text.lower()  # patterns are lower case: much faster than re.IGNORECASE
+    # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from ``lowered``.
+    evidence_text = text if len(lowered) == len(text) else lowered
     if not result.executed:
         return _situation(table, _Verdict(Kind.PERMISSION), subject, result, text)
     for row in table.text_rows:
@@ -195,7 +225,8 @@ def classify_result(
             continue
         match = row.pattern.search(lowered)
         if match:
-            return _situation(table, row.verdict, subject, result, _first_line_around(text, match))
+            named = _named_subject(row, lowered, text, subject)
+            return _situation(table, row.verdict, named, result, _first_line_around(evidence_text, match))
     if result.ok:
         if table.search_tool.search(tool_name) and table.empty.fullmatch(lowered):
             return _situation(table, _Verdict(Kind.EMPTY), subject, result, "no results")

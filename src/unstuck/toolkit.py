@@ -33,22 +33,76 @@ from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec
 __all__ = ["KNOWN_CLIS", "CliFacts", "Workspace", "check_cli", "command_subject", "standard_tools"]
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_WRAPPERS = frozenset({"sudo", "env", "command", "exec", "nohup", "time", "timeout"})
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")"})
+#: Commands that run another command: the options of each that take a value, and how many
+#: positional words come before the wrapped command (coreutils timeout(1): a duration).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "sudo": (frozenset({"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-T", "-D"}), 0),
+    "env": (frozenset({"-u", "-C", "-S", "--unset", "--chdir"}), 0),
+    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+    "nohup": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "command": (frozenset(), 0),
+    "time": (frozenset({"-f", "-o"}), 0),
+    "xargs": (frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-E"}), 0),
+}
+#: Shells whose ``-c STRING`` is itself a command line.
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+#: Shell builtins that only set up for the next command (``cd repo && gh ...`` is about gh).
+_SETUP_BUILTINS = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", ".", "true", ":", "umask"})
+
+
+def _words(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return command.split()
+
+
+def _program_of(words: list[str]) -> str | None:
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name = os.path.basename(word)
+        if _ASSIGNMENT.match(word):
+            index += 1
+        elif name in _WRAPPERS:
+            takes_value, positionals = _WRAPPERS[name]
+            index += 1
+            while index < len(words) and words[index].startswith("-"):
+                index += 2 if words[index] in takes_value else 1
+            while index < len(words) and _ASSIGNMENT.match(words[index]):
+                index += 1
+            index += positionals
+        elif name in _SHELLS and "-c" in words[index + 1 : index + 3]:
+            script = words[words.index("-c", index) + 1 : words.index("-c", index) + 2]
+            return command_subject(script[0]) if script else name
+        else:
+            return name or None
+    return None
 
 
 def command_subject(command: str) -> str | None:
-    """The program a shell command runs: the first word after variable assignments and
-    wrappers (``sudo``, ``env``, ...), as a base name. ``GH_TOKEN=x gh repo view`` → ``gh``.
-    Returns ``None`` for an empty or unparsable command.
+    """The program a shell command line is about, as a base name, or ``None``.
+
+    The first simple command of the line that is not a set-up builtin (``cd``, ``export``,
+    ...) names it, after variable assignments and wrappers with their options (``sudo -u
+    bob``, ``timeout 30``, ``nice -n 5``, ``env -u X``); ``bash -c "..."`` is read inside.
+    ``GH_TOKEN=x gh repo view`` → ``gh``; ``cd repo && gh pr create`` → ``gh``.
     """
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    for word in words:
-        if _ASSIGNMENT.match(word) or word in _WRAPPERS or word.startswith("-"):
+    simple: list[str] = []
+    for word in [*_words(command), ";"]:
+        if word not in _SEPARATORS:
+            simple.append(word)
             continue
-        return os.path.basename(word) or None
+        program = _program_of(simple)
+        simple = []
+        if program is not None and program not in _SETUP_BUILTINS:
+            return program
     return None
 
 
