@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from unstuck import policy
 from unstuck.policy import Continue, Dispatch, Escalate, PolicyConfig, RecoveryState, Refuse
 from unstuck.prompts import GUIDANCE_PREFIX
@@ -90,13 +92,39 @@ def test_clean_probe_closes_the_blocker() -> None:
     assert assessment.closed == ("gh",) and "gh" not in assessment.state.open_blockers
 
 
-def test_success_on_the_subject_closes_and_resets_the_count() -> None:
+def test_success_on_the_subject_closes_the_blocker() -> None:
     state = step(opened(), "curl", None, False).state
     assert state.open_blockers["gh"].workarounds == 1
     closed = step(state, "gh", None, True)
-    assert closed.closed == ("gh",)
-    reopened = step(closed.state, "gh", GH_AUTH, False).state
-    assert reopened.open_blockers["gh"].workarounds == 0
+    assert closed.closed == ("gh",) and "gh" not in closed.state.open_blockers
+
+
+def test_same_kind_reopening_after_a_mere_success_resumes_the_count() -> None:
+    # gh --version succeeding between auth failures must not buy a fresh budget each time
+    state = step(opened(), "curl", None, False).state
+    state = step(state, "gh", None, True).state
+    reopened = step(state, "gh", GH_AUTH, False).state
+    # one charged before the close, and the reopening failure is itself a further failing call
+    assert reopened.open_blockers["gh"].workarounds == 2
+
+
+def test_closing_on_a_clean_probe_or_the_users_answer_resets_the_count() -> None:
+    state = step(opened(), "curl", None, False).state
+    state = policy.close_blocker(state, "gh")
+    assert step(state, "gh", GH_AUTH, False).state.open_blockers["gh"].workarounds == 0
+
+
+def test_flapping_subject_still_escalates() -> None:
+    state = opened()
+    decisions = []
+    for _ in range(6):
+        state = step(state, "gh", None, True).state  # gh --version
+        assessment = step(state, "gh", GH_AUTH, False)  # gh repo create
+        state = assessment.state
+        decisions.append(type(assessment.decision).__name__)
+        if isinstance(assessment.decision, Escalate):
+            break
+    assert decisions[-1] == "Escalate"
 
 
 def test_successful_result_of_the_same_kind_is_charged() -> None:
@@ -145,11 +173,49 @@ def test_failure_while_a_blocker_is_open_reminds_of_the_remaining_budget() -> No
 
 def test_skipped_subject_is_refused_and_opens_no_blocker() -> None:
     state = policy.skip_subject(opened(unattended=False), "gh")
-    assert "gh" not in state.open_blockers
+    assert "gh" not in state.open_blockers and state.skipped_subjects == {"gh"}
     decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
     assert isinstance(decision, Refuse) and "skip" in decision.reason
     assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
     assert dict(assessment.state.open_blockers) == {}
+    assert assessment.charged == ("gh",)
+
+
+def test_calls_that_keep_hitting_a_skipped_subject_end_the_turn() -> None:
+    state = policy.skip_subject(opened(unattended=False), "gh")
+    outcomes = []
+    for _ in range(3):
+        decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
+        assert isinstance(decision, Refuse)
+        assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+                                         executed=False)
+        state = assessment.state
+        outcomes.append(type(assessment.decision).__name__)
+    assert outcomes == ["Continue", "Continue", "Escalate"]
+
+
+def test_refusal_then_declaration_adopts_the_exact_unblock() -> None:
+    decision, state = policy.before_dispatch(RecoveryState(unattended=True), CALL, subject="gh", interactive=True)
+    assert isinstance(decision, Refuse)
+    state = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+                                executed=False).state
+    assert state.open_blockers["gh"].situation.unblock is None
+    state = step(state, "gh", GH_AUTH, False).state
+    assert state.open_blockers["gh"].situation.unblock == "gh auth login"
+
+
+def test_calls_chosen_in_the_same_reply_before_the_guidance_are_not_charged() -> None:
+    state = opened()
+    assessment = step(state, "curl", None, False)
+    _, counted = policy.before_dispatch(state, CALL, subject="curl", interactive=False)
+    uncharged = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, charge=False)
+    assert assessment.charged == ("gh",) and uncharged.charged == ()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1, 1.5, True, "2"])
+def test_budgets_must_be_whole_numbers_of_calls(bad: object) -> None:
+    with pytest.raises(ValueError, match="must be a whole number of calls"):
+        PolicyConfig(max_workarounds_after_blocker=bad)  # type: ignore[arg-type]
 
 
 def test_budgets_are_configurable() -> None:

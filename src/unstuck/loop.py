@@ -231,7 +231,7 @@ class _Turn:
             self.emit("blocker.opened", subject=key, kind=self.state.open_blockers[key].situation.kind.value,
                       budget=self.state.open_blockers[key].budget)
         for key in assessment.charged:
-            blocker = self.state.open_blockers[key]
+            blocker = self.state.open_blockers.get(key) or self.state.skipped[key]
             self.emit("budget.charged", subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
         for key in assessment.closed:
             self.emit("blocker.closed", subject=key, reason="probe clean" if probe else "call succeeded")

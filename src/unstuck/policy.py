@@ -59,8 +59,10 @@ class PolicyConfig:
     max_workarounds_after_inferred_blocker: int = 4
 
     def __post_init__(self) -> None:
-        if self.max_workarounds_after_blocker < 0 or self.max_workarounds_after_inferred_blocker < 0:
-            raise ValueError("workaround budgets must be zero or more")
+        for name in ("max_workarounds_after_blocker", "max_workarounds_after_inferred_blocker"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"PolicyConfig.{name} must be a whole number of calls, 0 or more; got {value!r}")
 
     def budget_for(self, situation: Situation) -> int:
         """The workaround budget for a blocker opened by ``situation``."""
@@ -112,18 +114,25 @@ class RecoveryState:
         unattended: nobody can answer now (CI, API server, eval); set explicitly.
         config: the budgets.
         open_blockers: the open blockers, keyed by subject.
-        skipped_subjects: subjects the user chose to skip; calls on them are refused.
+        skipped: blockers the user chose to skip, keyed by subject: calls on them are refused,
+            and the refusals are charged here, so an agent that keeps trying still stops.
+        settled: blockers closed by a mere success on their subject, keyed by subject; if the
+            same kind reopens in this turn it resumes this count instead of a fresh budget
+            (a flapping subject, e.g. ``gh --version`` succeeding between auth failures).
         calls: how many calls (dispatched or refused) the turn has made.
     """
 
     unattended: bool
     config: PolicyConfig = field(default_factory=PolicyConfig)
     open_blockers: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
-    skipped_subjects: frozenset[str] = frozenset()
+    skipped: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
+    settled: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     calls: int = 0
 
-    def _with_blockers(self, blockers: Mapping[str, OpenBlocker], **changes: object) -> RecoveryState:
-        return replace(self, open_blockers=types.MappingProxyType(dict(blockers)), **changes)  # type: ignore[arg-type]
+    @property
+    def skipped_subjects(self) -> frozenset[str]:
+        """Subjects the user chose to skip."""
+        return frozenset(self.skipped)
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -193,7 +202,7 @@ def before_dispatch(
         state with the call counted.
     """
     counted = replace(state, calls=state.calls + 1)
-    if subject in state.skipped_subjects:
+    if subject in state.skipped:
         refusal = Situation(
             Kind.PERMISSION, subject, detail=prompts.SKIPPED_REFUSAL.format(subject=subject)
         )
@@ -229,6 +238,7 @@ def after_result(
     ok: bool,
     executed: bool = True,
     is_probe: bool = False,
+    charge: bool = True,
 ) -> Assessment:
     """Rules 2 and 3: book the result against open blockers and choose what happens next.
 
@@ -241,12 +251,16 @@ def after_result(
         ok: the call did what was asked.
         executed: ``False`` for a refused call.
         is_probe: the loop ran this call as a probe; probes are never charged.
+        charge: ``False`` for a call the model chose before it could see the guidance of a
+            blocker that opened earlier in the same reply: it runs, but is not charged.
 
     Returns:
         An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget,
         otherwise ``Continue`` with the recovery or generic guidance for the model.
     """
     blockers = dict(state.open_blockers)
+    skipped = dict(state.skipped)
+    settled = dict(state.settled)
     opened: list[str] = []
     closed: list[str] = []
     charged: list[str] = []
@@ -254,58 +268,84 @@ def after_result(
     clean = ok and executed and situation is None
 
     if clean and subject in blockers:
-        del blockers[subject]
+        settled[subject] = blockers.pop(subject)
         closed.append(subject)
 
-    if not is_probe:
-        for key, blocker in list(blockers.items()):
-            same_kind = situation is not None and situation.kind is blocker.situation.kind
-            if not (failed or same_kind):
-                continue
-            blockers[key] = replace(blocker, workarounds=blocker.workarounds + 1)
-            charged.append(key)
+    if not is_probe and charge:
+        for book in (blockers, skipped):
+            for key, blocker in list(book.items()):
+                same_kind = situation is not None and situation.kind is blocker.situation.kind
+                if book is skipped and key != subject:
+                    continue  # a skipped subject is charged only by calls on it
+                if failed or same_kind:
+                    book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
+                    charged.append(key)
 
     # While a blocker is open, an *inferred* blocker on another subject is a failed workaround
     # (brew, snap, curl tried in place of a missing gh), charged above, not a new question.
     # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
     # count per subject).
-    others_open = any(key != getattr(situation, "subject", None) for key in blockers)
+    others_open = situation is not None and any(key != situation.subject for key in blockers)
     opens_blocker = (
         situation is not None
         and situation.is_blocker
-        and situation.subject not in state.skipped_subjects
+        and situation.subject not in skipped
         and not (is_probe and situation.subject not in blockers)
         and (situation.is_declared or not others_open)
     )
     if situation is not None and opens_blocker:
         current = blockers.get(situation.subject)
         if current is None:
+            earlier = settled.pop(situation.subject, None)
+            same = earlier is not None and earlier.situation.kind is situation.kind
+            resumed = earlier.workarounds + 1 if earlier is not None and same else 0
             blockers[situation.subject] = OpenBlocker(
-                situation, state.calls - 1, 0, state.config.budget_for(situation)
+                situation, state.calls - 1, resumed, state.config.budget_for(situation)
             )
             opened.append(situation.subject)
-        elif situation.is_declared and not current.situation.is_declared:
-            # Declared beats inferred: adopt the tool's own words and its tighter budget.
+        elif situation.is_declared and (
+            not current.situation.is_declared or (situation.unblock and not current.situation.unblock)
+        ):
+            # Declared beats inferred, and a declaration with the exact unblock beats one
+            # without (a policy refusal): adopt the tool's own words and its budget.
             blockers[situation.subject] = replace(
                 current, situation=situation, budget=state.config.budget_for(situation)
             )
 
-    new_state = state._with_blockers(blockers)
-    exhausted = [b for b in blockers.values() if b.exhausted]
+    new_state = replace(
+        state,
+        open_blockers=types.MappingProxyType(blockers),
+        skipped=types.MappingProxyType(skipped),
+        settled=types.MappingProxyType(settled),
+    )
+    exhausted = [b for b in (*blockers.values(), *skipped.values()) if b.exhausted]
     if exhausted:
         return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
-    guidance = _guidance(situation, blockers, charged)
+    guidance = _guidance(situation, {**skipped, **blockers}, charged)
     return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
 
 
 def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:
-    """Close the blocker on ``subject`` (a clean probe, or the user answered); resets its count."""
-    blockers = {k: v for k, v in state.open_blockers.items() if k != subject}
-    return state._with_blockers(blockers)
+    """Close the blocker on ``subject`` on real evidence (a clean probe, or the user answered):
+    its count is reset and nothing is carried over.
+    """
+    return replace(
+        state,
+        open_blockers=types.MappingProxyType({k: v for k, v in state.open_blockers.items() if k != subject}),
+        settled=types.MappingProxyType({k: v for k, v in state.settled.items() if k != subject}),
+    )
 
 
 def skip_subject(state: RecoveryState, subject: str) -> RecoveryState:
-    """The user chose "Skip it": close the blocker and refuse further calls on ``subject``."""
+    """The user chose "Skip it": close the blocker and refuse further calls on ``subject``.
+
+    Refusals of calls on a skipped subject are charged to it with the declared budget; past
+    it, the turn escalates again rather than loop on refusals.
+    """
+    blocker = state.open_blockers.get(subject)
     closed = close_blocker(state, subject)
-    return replace(closed, skipped_subjects=closed.skipped_subjects | {subject})
+    if blocker is None:
+        return closed
+    record = replace(blocker, workarounds=0, budget=state.config.max_workarounds_after_blocker)
+    return replace(closed, skipped=types.MappingProxyType({**closed.skipped, subject: record}))
 
