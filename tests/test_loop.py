@@ -198,3 +198,36 @@ def test_cost_line_counts_steps_and_seconds_after_the_blocker() -> None:
     model = PlaybackModel([("check", {"name": "cli"}), ("slow", {}), ("slow", {}), ("slow", {})])
     result = run_turn("t", model=model, tools=[*cli.tools(), slow], unattended=True, clock=clock)
     assert result.cost_line == "3 steps · 90 s after cli was blocked, before asking"
+
+
+def test_answer_after_routing_around_a_blocker_is_done_and_reports_the_open_blocker() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), ("shell", {"command": "cat local-clone/README"}),
+                           "The description is in the local clone: a CLI."])
+    result = run_turn("describe", model=model, tools=cli.tools(), unattended=True)
+    assert result.status is TurnStatus.DONE and result.escalation is None
+    assert result.answer.startswith("The description is in the local clone")
+    assert result.open_blockers == ("cli",)
+
+
+def test_interrupt_ends_the_turn_interrupted_with_its_record() -> None:
+    @tool
+    def hang() -> str:
+        raise KeyboardInterrupt
+
+    log = EventLog()
+    result = run_turn("t", model=PlaybackModel([("hang", {})]), tools=[hang], unattended=True, events=log)
+    assert result.status is TurnStatus.INTERRUPTED
+    assert log.named("turn.ended")[0].get("status") == "interrupted"
+
+
+def test_calls_in_the_reply_that_opened_a_blocker_are_not_charged() -> None:
+    from unstuck.models import ModelReply
+    from unstuck.tools import ToolCall
+
+    cli = FakeCli()
+    batch = ModelReply("", (ToolCall.of("a", "check", {"name": "cli"}), ToolCall.of("b", "shell", {"command": "curl x"}),
+                            ToolCall.of("c", "shell", {"command": "curl y"})))
+    result = run_turn("t", model=PlaybackModel([batch, "stop"]), tools=cli.tools(), unattended=True)
+    assert [s.charged for s in result.steps] == [(), (), ()]
+    assert result.status is TurnStatus.BLOCKED

@@ -75,3 +75,20 @@ def test_to_dict_round_trips_through_validation() -> None:
     original = Situation(Kind.PERMISSION, "gh", interactive=True, unblock="gh auth refresh -s read:org",
                          probe=Probe.of("check_cli_setup", {"name": "gh"}), detail="missing scope")
     assert validate_situation("t", original.to_dict()) == original
+
+
+def test_situation_object_with_a_plain_string_kind_is_read_as_the_kind() -> None:
+    loose = Situation("auth", "gh")  # type: ignore[arg-type]
+    checked = validate_situation("t", loose)
+    assert checked is not None and checked.kind is Kind.AUTH
+
+
+def test_situation_object_with_an_unknown_kind_raises_naming_the_tool() -> None:
+    with pytest.raises(ValueError, match="'t'.*unknown kind 'offline'"):
+        validate_situation("t", Situation("offline", "gh"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0])
+def test_retry_after_must_be_a_finite_non_negative_number(seconds: float) -> None:
+    with pytest.raises(ValueError, match="'t'.*retry_after_s"):
+        validate_situation("t", {"kind": "quota", "subject": "api", "retryable": True, "retry_after_s": seconds})

@@ -108,15 +108,24 @@ def test_outside_connections_are_refused_on_loopback() -> None:
     assert "Failed to connect to 127.0.0.1" in result.content or "Connection refused" in result.content
 
 
-def test_run_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
+def test_run_command_timeout_kills_the_process_group_and_keeps_the_output(tmp_path: Path) -> None:
     marker = tmp_path / "child-survived"
     workspace = Workspace(tmp_path)
     started = time.monotonic()
-    result = standard_tools(workspace)["run_command"].invoke(
-        {"command": f"(sleep 3; touch {marker}) & sleep 30", "timeout_s": 0.5})
-    assert result.error_type == "TimeoutExpired" and time.monotonic() - started < 10
+    command = f"echo 'Enter the one-time code: WXYZ-9876'; (sleep 3; touch {marker}) & sleep 30"
+    result = standard_tools(workspace)["run_command"].invoke({"command": command, "timeout_s": 0.5})
+    assert result.exit_code == 124 and time.monotonic() - started < 10
+    assert "WXYZ-9876" in result.content and "timed out after 0.5 s: killed process group" in result.content
+    situation = classify_result("run_command", {}, result)
+    assert situation is not None and situation.kind is Kind.AUTH and situation.interactive
     time.sleep(3.5)
     assert not marker.exists(), "a grandchild of the timed-out command survived"
+
+
+def test_a_silent_command_that_times_out_is_a_timeout(tmp_path: Path) -> None:
+    result = standard_tools(Workspace(tmp_path))["run_command"].invoke({"command": "sleep 30", "timeout_s": 0.3})
+    situation = classify_result("run_command", {}, result)
+    assert situation is not None and situation.kind is Kind.TIMEOUT
 
 
 def test_read_file_errors_are_real_exceptions(tmp_path: Path) -> None:

@@ -149,3 +149,12 @@ def test_http_response_accepts_a_header_mapping() -> None:
 def test_command_output_with_fields_in_the_wrong_order_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="exit_code must be an int"):
         CommandOutput(0, "all good", "")  # type: ignore[arg-type]
+
+
+def test_exception_whose_message_cannot_be_printed_is_still_a_result() -> None:
+    class NastyError(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    result = normalize_result("t", NastyError())
+    assert not result.ok and result.error_type == "NastyError" and "unprintable" in result.content

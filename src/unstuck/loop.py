@@ -102,6 +102,8 @@ class TurnResult:
         escalated_at_s: seconds from the turn's start to its first escalation (before any
             time spent waiting for the user's answer), or ``None``.
         calls_before_escalation: calls made before the first escalation.
+        open_blockers: subjects still blocked when the turn ended (a done turn may have one
+            the model routed around).
     """
 
     turn_id: str
@@ -115,6 +117,7 @@ class TurnResult:
     messages: tuple[Message, ...] = field(default=(), repr=False)
     escalated_at_s: float | None = None
     calls_before_escalation: int | None = None
+    open_blockers: tuple[str, ...] = ()
 
     @property
     def tool_calls(self) -> int:
@@ -174,7 +177,7 @@ class _Turn:
         at, calls = self.escalated_at if self.escalated_at is not None else (None, None)
         return TurnResult(
             self.turn_id, status, answer, escalation, tuple(self.steps), elapsed, error, self.guarded,
-            tuple(self.messages), at, calls,
+            tuple(self.messages), at, calls, tuple(self.state.open_blockers),
         )
 
     # -- one call ------------------------------------------------------------------------------
@@ -204,7 +207,9 @@ class _Turn:
                       interactive=inferred.interactive, retryable=inferred.retryable)
         return inferred
 
-    def call_tool(self, call: ToolCall, *, probe: bool = False) -> tuple[ToolResult, policy.Assessment]:
+    def call_tool(
+        self, call: ToolCall, *, probe: bool = False, charge: bool = True
+    ) -> tuple[ToolResult, policy.Assessment]:
         spec = self.spec_for(call)
         subject = spec.subject_of(call.arguments) if spec is not None else call.tool
         started = self.at()
@@ -224,7 +229,7 @@ class _Turn:
         situation = self.situation_of(call, spec, result)
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
-            executed=result.executed, is_probe=probe,
+            executed=result.executed, is_probe=probe, charge=charge,
         )
         self.state = assessment.state
         for key in assessment.opened:
@@ -264,6 +269,66 @@ class _Turn:
         self.emit("turn.escalated", subject=escalation.subject, kind=escalation.kind.value,
                   unblock=escalation.unblock, workaround_calls=blocker.workarounds, closing_error=error)
         return escalation
+
+    # -- the turn ------------------------------------------------------------------------------
+
+    def run(self, *, max_steps: int, max_asks: int) -> TurnResult:
+        specs: Sequence[ToolSpec] = tuple(self.tools.values())
+        for _ in range(max_steps):
+            try:
+                reply: ModelReply = self.model.complete(tuple(self.messages), specs)
+            except ModelError as exc:
+                return self.finish(TurnStatus.FAILED, "", error=str(exc))
+            except Exception as exc:  # a model adapter that raises anything else is still a failed turn
+                return self.finish(TurnStatus.FAILED, "", error=f"model raised {type(exc).__name__}: {exc}")
+            self.messages.append(Message(Role.ASSISTANT, reply.content, reply.tool_calls))
+            if reply.tool_calls:
+                blocker = self.dispatch_all(reply.tool_calls)
+            else:
+                blocker = self.blocker_left_at_answer()
+                if blocker is None:
+                    return self.finish(TurnStatus.DONE, reply.content)
+            if blocker is None:
+                continue
+            escalation = self.escalation_for(blocker)
+            if self.state.unattended or self.asker is None or not self.ask_user(blocker, escalation, max_asks):
+                return self.finish(TurnStatus.BLOCKED, escalation.text, escalation)
+        return self.finish(TurnStatus.FAILED, "", error=f"step limit reached ({max_steps} model replies)")
+
+    def dispatch_all(self, calls: Sequence[ToolCall]) -> policy.OpenBlocker | None:
+        """Run one reply's calls; the blocker to escalate on, if the policy said so."""
+        charge = True
+        for position, call in enumerate(calls):
+            result, assessment = self.call_tool(call, charge=charge)
+            # calls the model chose before it could see a new blocker's guidance are not charged
+            charge = charge and not assessment.opened
+            content = result.content
+            decision = assessment.decision
+            if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
+                content = f"{content}\n\n{decision.guidance}"
+            self.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
+            if self.guarded and isinstance(decision, policy.Escalate):
+                for skipped in calls[position + 1 :]:
+                    self.messages.append(Message(
+                        Role.TOOL, "Not executed: the turn stopped to ask the user.",
+                        tool_call_id=skipped.id, name=skipped.tool,
+                    ))
+                return decision.blocker
+        return None
+
+    def blocker_left_at_answer(self) -> policy.OpenBlocker | None:
+        """The model answered. A blocker still open means the turn is blocked, unless a call
+        succeeded after it opened: then the model took the first legal move (a different,
+        safe approach) and its answer stands; the blocker is reported in ``open_blockers``.
+        """
+        if not self.guarded:
+            return None
+        for blocker in self.state.open_blockers.values():
+            opened_at = max((s.index for s in self.steps if blocker.subject in s.opened), default=-1)
+            routed_around = any(s.ok and not s.probe for s in self.steps if s.index > opened_at)
+            if not routed_around:
+                return blocker
+        return None
 
     def probe_for(self, blocker: policy.OpenBlocker) -> Probe | None:
         if blocker.situation.probe is not None:
@@ -363,38 +428,8 @@ def run_turn(
     )
     turn.emit("turn.started", task=task, model=getattr(model, "name", type(model).__name__),
               guarded=guarded, unattended=unattended)
-    specs: Sequence[ToolSpec] = tuple(toolset.values())
-    for _ in range(max_steps):
-        try:
-            reply: ModelReply = model.complete(tuple(turn.messages), specs)
-        except ModelError as exc:
-            return turn.finish(TurnStatus.FAILED, "", error=str(exc))
-        except Exception as exc:  # a model adapter that raises anything else is still a failed turn
-            return turn.finish(TurnStatus.FAILED, "", error=f"model raised {type(exc).__name__}: {exc}")
-        turn.messages.append(Message(Role.ASSISTANT, reply.content, reply.tool_calls))
-        blocker: policy.OpenBlocker | None = None
-        if not reply.tool_calls:
-            if not guarded or not turn.state.open_blockers:
-                return turn.finish(TurnStatus.DONE, reply.content)
-            blocker = next(iter(turn.state.open_blockers.values()))
-        for position, call in enumerate(reply.tool_calls):
-            result, assessment = turn.call_tool(call)
-            content = result.content
-            if guarded and isinstance(assessment.decision, policy.Continue) and assessment.decision.guidance:
-                content = f"{content}\n\n{assessment.decision.guidance}"
-            turn.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
-            if guarded and isinstance(assessment.decision, policy.Escalate):
-                blocker = assessment.decision.blocker
-                for skipped in reply.tool_calls[position + 1 :]:
-                    turn.messages.append(Message(
-                        Role.TOOL, "Not executed: the turn stopped to ask the user.",
-                        tool_call_id=skipped.id, name=skipped.tool,
-                    ))
-                break
-        if blocker is None:
-            continue
-        escalation = turn.escalation_for(blocker)
-        if unattended or asker is None or not turn.ask_user(blocker, escalation, max_asks):
-            return turn.finish(TurnStatus.BLOCKED, escalation.text, escalation)
-    return turn.finish(TurnStatus.FAILED, "", error=f"step limit reached ({max_steps} model replies)")
+    try:
+        return turn.run(max_steps=max_steps, max_asks=max_asks)
+    except KeyboardInterrupt:
+        return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +199,10 @@ _KNOWN_FIELDS = frozenset(
 )
 
 
+def _finite(seconds: object) -> bool:
+    return seconds is None or (isinstance(seconds, int | float) and math.isfinite(seconds))
+
+
 def _fail(tool_name: str, problem: str) -> ValueError:
     return ValueError(f"tool {tool_name!r} returned a malformed situation: {problem}")
 
@@ -255,18 +260,22 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
     if value is None:
         return None
     if isinstance(value, Situation):
-        return _check(tool_name, value)
+        if isinstance(value.kind, Kind) and isinstance(value.source, Source) and _finite(value.retry_after_s):
+            return _check(tool_name, value)
+        value = {name: getattr(value, name) for name in _KNOWN_FIELDS}  # re-read every field
     if not isinstance(value, Mapping):
         raise _fail(tool_name, f"expected a mapping or Situation, got {type(value).__name__}")
     unknown = sorted(set(map(str, value)) - _KNOWN_FIELDS)
     if unknown:
         raise _fail(tool_name, f"unknown field(s) {', '.join(unknown)}")
     raw_kind = value.get("kind")
+    raw_kind = raw_kind.value if isinstance(raw_kind, Kind) else raw_kind
     try:
         kind = Kind(raw_kind if isinstance(raw_kind, str) else repr(raw_kind))
     except ValueError:
         raise _fail(tool_name, f"unknown kind {raw_kind!r}") from None
     raw_source = value.get("source", Source.DECLARED.value)
+    raw_source = raw_source.value if isinstance(raw_source, Source) else raw_source
     try:
         source = Source(raw_source)
     except ValueError:
@@ -279,7 +288,7 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
         raise _fail(tool_name, f"unblock must be a string, got {type(unblock).__name__}")
     retry_after = value.get("retry_after_s")
     if retry_after is not None and (
-        isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
+        isinstance(retry_after, bool) or not isinstance(retry_after, int | float) or not _finite(retry_after)
     ):
         raise _fail(tool_name, f"retry_after_s must be a number of seconds, got {retry_after!r}")
     for flag in ("interactive", "retryable"):

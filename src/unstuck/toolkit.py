@@ -30,7 +30,18 @@ from typing import Any
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec, tool, truncate_content
 
-__all__ = ["KNOWN_CLIS", "CliFacts", "Workspace", "check_cli", "command_subject", "standard_tools"]
+__all__ = [
+    "KNOWN_CLIS",
+    "TIMEOUT_EXIT_CODE",
+    "CliFacts",
+    "Workspace",
+    "check_cli",
+    "command_subject",
+    "standard_tools",
+]
+
+#: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
+TIMEOUT_EXIT_CODE = 124
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")"})
@@ -180,7 +191,9 @@ class Workspace:
 
     def run(self, argv: list[str] | str, timeout_s: float = 60.0) -> CommandOutput:
         """Run a command (a string goes to ``/bin/bash -c``) in its own process group, with no
-        stdin; on timeout the whole group is killed and ``subprocess.TimeoutExpired`` raised.
+        stdin. On timeout the whole group is killed (SIGKILL) and the output so far comes back
+        with exit code 124 (as coreutils ``timeout`` reports it) and a line naming the kill, so
+        a prompt the command was waiting on (a device code, a password) is not lost.
         """
         args = ["/bin/bash", "-c", argv] if isinstance(argv, str) else argv
         shown = argv if isinstance(argv, str) else shlex.join(argv)
@@ -188,18 +201,22 @@ class Workspace:
             args, cwd=self.root, env=dict(self.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True,
         )
+        timed_out = False
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            timed_out = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
+            out, err = proc.communicate()
         limit = self.output_limit_bytes
+        stderr = truncate_content(err.decode("utf-8", errors="replace"), limit)
+        if timed_out:
+            note = f"timed out after {timeout_s:g} s: killed process group {proc.pid} ({shown})"
+            stderr = f"{stderr.rstrip()}\n{note}".lstrip("\n")
         return CommandOutput(
-            shown, proc.returncode,
-            truncate_content(out.decode("utf-8", errors="replace"), limit),
-            truncate_content(err.decode("utf-8", errors="replace"), limit),
+            shown, TIMEOUT_EXIT_CODE if timed_out else proc.returncode,
+            truncate_content(out.decode("utf-8", errors="replace"), limit), stderr,
         )
 
 

@@ -195,7 +195,10 @@ def _from_http(tool_name: str, resp: HttpResponse) -> ToolResult:
 
 
 def _from_exception(tool_name: str, exc: BaseException) -> ToolResult:
-    message = str(exc)
+    try:
+        message = str(exc)
+    except Exception:  # an exception whose __str__ itself raises still becomes a result
+        message = f"<{type(exc).__name__} with an unprintable message>"
     errno = getattr(exc, "errno", None)
     if isinstance(exc, OSError) and errno is not None and f"Errno {errno}" not in message:
         message = f"[Errno {errno}] {message}"
