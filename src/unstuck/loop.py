@@ -25,7 +25,7 @@ from unstuck import policy
 from unstuck.classify import classify_result
 from unstuck.clock import Clock, RealClock
 from unstuck.escalation import Escalation, build_escalation
-from unstuck.events import Event, EventSink, Scalar
+from unstuck.events import EventSink, Scalar, event
 from unstuck.models import Message, Model, ModelError, ModelReply, Role
 from unstuck.presence import Answer, Asker
 from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX
@@ -167,7 +167,7 @@ class _Turn:
 
     def emit(self, name: str, **fields: Scalar) -> None:
         if self.events is not None:
-            self.events.emit(Event(name, self.turn_id, self.at(), tuple(fields.items())))
+            self.events.emit(event(name, self.turn_id, self.at(), **fields))
 
     def finish(
         self, status: TurnStatus, answer: str, escalation: Escalation | None = None, error: str | None = None

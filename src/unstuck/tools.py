@@ -437,7 +437,3 @@ class Toolset(Mapping[str, ToolSpec]):
 
     def __len__(self) -> int:
         return len(self._specs)
-
-    def without(self, *names: str) -> Toolset:
-        """A copy without the named tools."""
-        return Toolset(s for n, s in self._specs.items() if n not in names)
