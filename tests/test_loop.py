@@ -231,3 +231,30 @@ def test_calls_in_the_reply_that_opened_a_blocker_are_not_charged() -> None:
     result = run_turn("t", model=PlaybackModel([batch, "stop"]), tools=cli.tools(), unattended=True)
     assert [s.charged for s in result.steps] == [(), (), ()]
     assert result.status is TurnStatus.BLOCKED
+
+
+def test_cost_line_names_the_subject_the_turn_asked_about() -> None:
+    cli = FakeCli()
+
+    @tool(subject="glab")
+    def check_glab() -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "glab", "unblock": "glab auth login"}}
+
+    @tool(subject="glab")
+    def glab_version() -> str:
+        return "glab 1.0"
+
+    model = PlaybackModel([("check_glab", {}), ("glab_version", {}), ("check", {"name": "cli"}),
+                           ("shell", {"command": "curl a"}), ("shell", {"command": "curl b"}),
+                           ("shell", {"command": "curl c"})])
+    result = run_turn("t", model=model, tools=[*cli.tools(), check_glab, glab_version], unattended=True)
+    assert result.escalation is not None and result.escalation.subject == "cli"
+    assert result.cost_line is not None and result.cost_line.startswith("3 steps")
+    assert "after cli was blocked" in result.cost_line
+
+
+def test_skipped_subjects_are_reported_with_the_turn() -> None:
+    cli = FakeCli()
+    model = PlaybackModel([("check", {"name": "cli"}), "need you", "left undone"])
+    result = run_turn("view", model=model, tools=cli.tools(), unattended=False, asker=ScriptedAsker([Answer.SKIP]))
+    assert result.skipped_subjects == ("cli",)

@@ -208,7 +208,7 @@ def test_calls_chosen_in_the_same_reply_before_the_guidance_are_not_charged() ->
     state = opened()
     assessment = step(state, "curl", None, False)
     _, counted = policy.before_dispatch(state, CALL, subject="curl", interactive=False)
-    uncharged = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, charge=False)
+    uncharged = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"gh"}))
     assert assessment.charged == ("gh",) and uncharged.charged == ()
 
 
@@ -240,3 +240,39 @@ def test_declared_blocker_on_another_subject_opens_its_own_budget() -> None:
     assessment = step(state, "npm", npm, False)
     assert assessment.opened == ("npm",) and assessment.charged == ("gh",)
     assert assessment.state.open_blockers["npm"].workarounds == 0
+
+
+def test_flapping_into_an_inferred_failure_keeps_the_declared_unblock_and_budget() -> None:
+    state = step(opened(), "gh", None, True).state  # gh --version
+    inferred = Situation(Kind.AUTH, "gh", source=Source.INFERRED, detail="HTTP 401: Bad credentials")
+    blocker = step(state, "gh", inferred, False).state.open_blockers["gh"]
+    assert blocker.situation.unblock == "gh auth login" and blocker.budget == 2 and blocker.workarounds == 1
+
+
+def test_exemption_covers_only_the_new_blocker_and_never_a_refusal() -> None:
+    state = opened()
+    glab = Situation(Kind.AUTH, "glab", unblock="glab auth login")
+    state = step(state, "glab", glab, False).state
+    _, counted = policy.before_dispatch(state, CALL, subject="curl", interactive=False)
+    failing = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"glab"}))
+    assert failing.charged == ("gh",)
+    decision, counted = policy.before_dispatch(failing.state, CALL, subject="gh", interactive=True)
+    assert isinstance(decision, Refuse)
+    refused = policy.after_result(counted, CALL, subject="gh", situation=decision.situation, ok=False,
+                                  executed=False, exempt=frozenset({"glab"}))
+    assert set(refused.charged) == {"gh", "glab"}
+
+
+def test_skipping_again_gives_a_fresh_skip_budget_and_a_clean_probe_lifts_the_skip() -> None:
+    state = policy.skip_subject(opened(unattended=False), "gh")
+    for _ in range(3):
+        decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
+        assert isinstance(decision, Refuse)
+        state = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+                                    executed=False).state
+    assert state.skipped["gh"].exhausted
+    again = policy.skip_subject(state, "gh")
+    assert again.skipped["gh"].workarounds == 0
+    lifted = policy.close_blocker(again, "gh")
+    decision, _ = policy.before_dispatch(lifted, CALL, subject="gh", interactive=False)
+    assert isinstance(decision, Dispatch)

@@ -104,6 +104,7 @@ class TurnResult:
         calls_before_escalation: calls made before the first escalation.
         open_blockers: subjects still blocked when the turn ended (a done turn may have one
             the model routed around).
+        skipped_subjects: subjects the user chose to skip.
     """
 
     turn_id: str
@@ -118,6 +119,7 @@ class TurnResult:
     escalated_at_s: float | None = None
     calls_before_escalation: int | None = None
     open_blockers: tuple[str, ...] = ()
+    skipped_subjects: tuple[str, ...] = ()
 
     @property
     def tool_calls(self) -> int:
@@ -130,8 +132,11 @@ class TurnResult:
         return sum(1 for s in self.steps if not s.dispatched and not s.probe)
 
     def first_blocker_step(self) -> StepRecord | None:
-        """The call whose result first opened a blocker, if any."""
-        return next((s for s in self.steps if s.opened), None)
+        """The call whose result first opened the blocker the turn escalated on (or, without
+        an escalation, the first blocker of the turn), if any.
+        """
+        subject = self.escalation.subject if self.escalation is not None else None
+        return next((s for s in self.steps if s.opened and (subject is None or subject in s.opened)), None)
 
     @property
     def cost_line(self) -> str | None:
@@ -143,7 +148,8 @@ class TurnResult:
             return None
         later = [s for s in self.steps[: self.calls_before_escalation] if s.index > first.index and not s.probe]
         seconds = self.escalated_at_s - (first.started_s + first.duration_s)
-        return f"{len(later)} steps · {max(seconds, 0):.0f} s after {first.opened[0]} was blocked, before asking"
+        blocked = self.escalation.subject if self.escalation is not None else first.opened[0]
+        return f"{len(later)} steps · {max(seconds, 0):.0f} s after {blocked} was blocked, before asking"
 
 
 class _Turn:
@@ -177,7 +183,7 @@ class _Turn:
         at, calls = self.escalated_at if self.escalated_at is not None else (None, None)
         return TurnResult(
             self.turn_id, status, answer, escalation, tuple(self.steps), elapsed, error, self.guarded,
-            tuple(self.messages), at, calls, tuple(self.state.open_blockers),
+            tuple(self.messages), at, calls, tuple(self.state.open_blockers), tuple(sorted(self.state.skipped)),
         )
 
     # -- one call ------------------------------------------------------------------------------
@@ -208,7 +214,7 @@ class _Turn:
         return inferred
 
     def call_tool(
-        self, call: ToolCall, *, probe: bool = False, charge: bool = True
+        self, call: ToolCall, *, probe: bool = False, exempt: frozenset[str] = frozenset()
     ) -> tuple[ToolResult, policy.Assessment]:
         spec = self.spec_for(call)
         subject = spec.subject_of(call.arguments) if spec is not None else call.tool
@@ -229,7 +235,7 @@ class _Turn:
         situation = self.situation_of(call, spec, result)
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
-            executed=result.executed, is_probe=probe, charge=charge,
+            executed=result.executed, is_probe=probe, exempt=exempt,
         )
         self.state = assessment.state
         for key in assessment.opened:
@@ -297,11 +303,12 @@ class _Turn:
 
     def dispatch_all(self, calls: Sequence[ToolCall]) -> policy.OpenBlocker | None:
         """Run one reply's calls; the blocker to escalate on, if the policy said so."""
-        charge = True
+        fresh: frozenset[str] = frozenset()
         for position, call in enumerate(calls):
-            result, assessment = self.call_tool(call, charge=charge)
-            # calls the model chose before it could see a new blocker's guidance are not charged
-            charge = charge and not assessment.opened
+            result, assessment = self.call_tool(call, exempt=fresh)
+            # Later calls of this reply were chosen before the model saw a *new* blocker's
+            # guidance: they are not charged to it. A reopened blocker was seen before.
+            fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
             content = result.content
             decision = assessment.decision
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:

@@ -238,7 +238,7 @@ def after_result(
     ok: bool,
     executed: bool = True,
     is_probe: bool = False,
-    charge: bool = True,
+    exempt: frozenset[str] = frozenset(),
 ) -> Assessment:
     """Rules 2 and 3: book the result against open blockers and choose what happens next.
 
@@ -251,8 +251,10 @@ def after_result(
         ok: the call did what was asked.
         executed: ``False`` for a refused call.
         is_probe: the loop ran this call as a probe; probes are never charged.
-        charge: ``False`` for a call the model chose before it could see the guidance of a
-            blocker that opened earlier in the same reply: it runs, but is not charged.
+        exempt: subjects of blockers that first opened earlier in the same model reply: the
+            model chose this call before it could see their guidance, so it is not charged to
+            them (it is still charged to every other open blocker, and a refusal is always
+            charged: Rule 1).
 
     Returns:
         An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget,
@@ -271,11 +273,11 @@ def after_result(
         settled[subject] = blockers.pop(subject)
         closed.append(subject)
 
-    if not is_probe and charge:
+    if not is_probe:
         for book in (blockers, skipped):
             for key, blocker in list(book.items()):
                 same_kind = situation is not None and situation.kind is blocker.situation.kind
-                if book is skipped and key != subject:
+                if (executed and key in exempt) or (book is skipped and key != subject):
                     continue  # a skipped subject is charged only by calls on it
                 if failed or same_kind:
                     book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
@@ -297,11 +299,20 @@ def after_result(
         current = blockers.get(situation.subject)
         if current is None:
             earlier = settled.pop(situation.subject, None)
-            same = earlier is not None and earlier.situation.kind is situation.kind
-            resumed = earlier.workarounds + 1 if earlier is not None and same else 0
-            blockers[situation.subject] = OpenBlocker(
-                situation, state.calls - 1, resumed, state.config.budget_for(situation)
-            )
+            if earlier is not None and earlier.situation.kind is situation.kind:
+                # The same blocker again after a mere success: resume its count, and keep the
+                # tool's own declaration (and budget) over a vaguer inferred one.
+                keep = earlier.situation.is_declared and not situation.is_declared
+                blockers[situation.subject] = replace(
+                    earlier,
+                    situation=earlier.situation if keep else situation,
+                    workarounds=earlier.workarounds + 1,
+                    budget=earlier.budget if keep else state.config.budget_for(situation),
+                )
+            else:
+                blockers[situation.subject] = OpenBlocker(
+                    situation, state.calls - 1, 0, state.config.budget_for(situation)
+                )
             opened.append(situation.subject)
         elif situation.is_declared and (
             not current.situation.is_declared or (situation.unblock and not current.situation.unblock)
@@ -327,12 +338,17 @@ def after_result(
 
 def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:
     """Close the blocker on ``subject`` on real evidence (a clean probe, or the user answered):
-    its count is reset and nothing is carried over.
+    its count is reset, nothing is carried over, and a skip of ``subject`` is lifted.
     """
+
+    def without(book: Mapping[str, OpenBlocker]) -> Mapping[str, OpenBlocker]:
+        return types.MappingProxyType({k: v for k, v in book.items() if k != subject})
+
     return replace(
         state,
-        open_blockers=types.MappingProxyType({k: v for k, v in state.open_blockers.items() if k != subject}),
-        settled=types.MappingProxyType({k: v for k, v in state.settled.items() if k != subject}),
+        open_blockers=without(state.open_blockers),
+        settled=without(state.settled),
+        skipped=without(state.skipped),
     )
 
 
@@ -342,7 +358,7 @@ def skip_subject(state: RecoveryState, subject: str) -> RecoveryState:
     Refusals of calls on a skipped subject are charged to it with the declared budget; past
     it, the turn escalates again rather than loop on refusals.
     """
-    blocker = state.open_blockers.get(subject)
+    blocker = state.open_blockers.get(subject) or state.skipped.get(subject)
     closed = close_blocker(state, subject)
     if blocker is None:
         return closed
