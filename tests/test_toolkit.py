@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -149,3 +151,20 @@ def test_search_files_finds_by_path_and_empty_search_is_empty(tmp_path: Path) ->
 def test_sign_in_cli_is_interactive_and_a_write() -> None:
     spec = standard_tools(Workspace(Path("/")))["sign_in_cli"]
     assert spec.interactive and spec.effect.value == "write" and spec.subject_of({"name": "gh"}) == "gh"
+
+
+def test_a_command_that_leaves_a_background_job_returns_when_it_exits(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = standard_tools(Workspace(tmp_path))["run_command"].invoke(
+        {"command": "sleep 30 & echo $! > job.pid; echo started; exit 0", "timeout_s": 10})
+    assert result.ok and result.exit_code == 0 and "started" in result.content
+    assert time.monotonic() - started < 5
+    os.kill(int((tmp_path / "job.pid").read_text()), signal.SIGKILL)
+
+
+def test_timeout_bounds_wall_time_even_when_a_process_leaves_the_group(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = standard_tools(Workspace(tmp_path))["run_command"].invoke(
+        {"command": "setsid sleep 40 & echo $! > job.pid; sleep 60", "timeout_s": 1})
+    assert result.exit_code == 124 and time.monotonic() - started < 6
+    os.kill(int((tmp_path / "job.pid").read_text()), signal.SIGKILL)

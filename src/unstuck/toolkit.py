@@ -20,18 +20,20 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec, tool, truncate_content
 
 __all__ = [
     "KNOWN_CLIS",
+    "OUTPUT_GRACE_S",
     "TIMEOUT_EXIT_CODE",
     "CliFacts",
     "Workspace",
@@ -42,6 +44,8 @@ __all__ = [
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
 TIMEOUT_EXIT_CODE = 124
+#: Seconds to wait, after a command exits, for output from background jobs it left behind.
+OUTPUT_GRACE_S = 0.5
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")"})
@@ -191,9 +195,14 @@ class Workspace:
 
     def run(self, argv: list[str] | str, timeout_s: float = 60.0) -> CommandOutput:
         """Run a command (a string goes to ``/bin/bash -c``) in its own process group, with no
-        stdin. On timeout the whole group is killed (SIGKILL) and the output so far comes back
-        with exit code 124 (as coreutils ``timeout`` reports it) and a line naming the kill, so
-        a prompt the command was waiting on (a device code, a password) is not lost.
+        stdin, and return once the command itself has exited.
+
+        * On timeout the whole group is killed (SIGKILL) and the output so far comes back with
+          exit code 124 (as coreutils ``timeout`` reports it) and a line naming the kill, so a
+          prompt the command was waiting on (a device code, a password) is not lost.
+        * Background jobs the command leaves running keep running; their later output is
+          not waited for beyond :data:`OUTPUT_GRACE_S` seconds.
+        * An interrupt (Ctrl-C) while it runs kills the group before it propagates.
         """
         args = ["/bin/bash", "-c", argv] if isinstance(argv, str) else argv
         shown = argv if isinstance(argv, str) else shlex.join(argv)
@@ -201,23 +210,53 @@ class Workspace:
             args, cwd=self.root, env=dict(self.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True,
         )
+        readers = [_Drain(proc.stdout), _Drain(proc.stderr)]
         timed_out = False
         try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                proc.wait()
+        except BaseException:
+            _kill_group(proc.pid)
+            raise
+        out, err = (reader.text(OUTPUT_GRACE_S) for reader in readers)
         limit = self.output_limit_bytes
-        stderr = truncate_content(err.decode("utf-8", errors="replace"), limit)
+        stderr = truncate_content(err, limit)
         if timed_out:
             note = f"timed out after {timeout_s:g} s: killed process group {proc.pid} ({shown})"
             stderr = f"{stderr.rstrip()}\n{note}".lstrip("\n")
         return CommandOutput(
-            shown, TIMEOUT_EXIT_CODE if timed_out else proc.returncode,
-            truncate_content(out.decode("utf-8", errors="replace"), limit), stderr,
+            shown, TIMEOUT_EXIT_CODE if timed_out else proc.returncode, truncate_content(out, limit), stderr
         )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class _Drain:
+    """Reads one pipe to its end in a daemon thread (so a full pipe never blocks the child)."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: IO[bytes] | None) -> None:
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
+                self._chunks.append(chunk)
+
+    def text(self, grace_s: float) -> str:
+        """What was read, waiting at most ``grace_s`` seconds for the pipe to close."""
+        self._thread.join(grace_s)
+        return b"".join(list(self._chunks)).decode("utf-8", errors="replace")
 
 
 def _cli_probe(name: str) -> Probe:
