@@ -231,3 +231,49 @@ def test_a_stray_not_permitted_inside_a_held_lock_message_is_a_conflict() -> Non
     text = "Error: Error acquiring the state lock\n* operation not permitted on lock file\nLock Info: ID: 1234"
     situation = classify_result("terraform", {}, failed(text, exit_code=1))
     assert situation is not None and situation.kind is Kind.CONFLICT
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("/bin/sh: 1: gh: not found", "gh"),            # dash (Debian's /bin/sh)
+        ("zsh: command not found: gh", "gh"),
+        ("/bin/bash: line 1: gh: command not found", "gh"),
+    ],
+)
+def test_exit_127_is_not_installed_whatever_the_shell_says(text: str, subject: str) -> None:
+    situation = classify_result("run_command", {}, normalize_result("run_command", CommandOutput("x", 127, "", text)))
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED and situation.subject == subject
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Traceback (most recent call last):\n  File "app.py", line 403, in <module>\n    main()\nValueError: bad',
+        "error[E0425]: cannot find value `forbidden_words` in this scope",
+        'File "srv.py", line 429, in handler\nKeyError: x',
+        "FAILED tests/test_rate_limit.py::test_window - assert 3 == 4",
+    ],
+)
+def test_numbers_and_identifiers_in_ordinary_failures_open_no_blocker(text: str) -> None:
+    situation = classify_result("run_command", {}, failed(text, exit_code=1))
+    assert situation is not None and not situation.is_blocker and situation.kind is not Kind.QUOTA
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Unable to locate credentials. You can configure credentials by running \"aws configure\".", Kind.AUTH),
+        ("ERROR: (gcloud.projects.list) You do not currently have an active account selected.\nPlease run:\n\n  $ gcloud auth login", Kind.AUTH),
+        ("ERROR: Please run 'az login' to setup account.", Kind.AUTH),
+        ("Error: Login required", Kind.AUTH),
+        ("You are not signed in. Run `vercel login`.", Kind.AUTH),
+        ("gh : The term 'gh' is not recognized as the name of a cmdlet, function, script file, or operable program.", Kind.NOT_INSTALLED),
+        ('{"error": {"type": "insufficient_quota", "message": "You exceeded your current quota"}}', Kind.QUOTA),
+    ],
+)
+def test_common_wordings_of_the_same_signals(text: str, kind: Kind) -> None:
+    situation = classify_result("run_command", {}, failed(text, exit_code=1))
+    assert situation is not None and situation.kind is kind
+    if kind is Kind.QUOTA:
+        assert not situation.retryable, "a spent balance is not fixed by waiting"

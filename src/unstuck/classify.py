@@ -65,6 +65,7 @@ class SignalTable:
     http_status: Mapping[int, _Verdict]
     exit_code: Mapping[int, _Verdict]
     exception: Mapping[str, _Verdict]
+    decisive_exit_codes: frozenset[int]
     search_tool: re.Pattern[str]
     empty: re.Pattern[str]
     retry_after_headers: tuple[str, ...]
@@ -109,6 +110,7 @@ def _parse_table(data: Mapping[str, Any]) -> SignalTable:
         http_status={int(k): _verdict(f"http_status {k}", v) for k, v in data.get("http_status", {}).items()},
         exit_code={int(k): _verdict(f"exit_code {k}", v) for k, v in data.get("exit_code", {}).items()},
         exception={str(k): _verdict(f"exception {k}", v) for k, v in data.get("exception", {}).items()},
+        decisive_exit_codes=frozenset(int(code) for code in data.get("decisive_exit_codes", [])),
         search_tool=_compile("search_tool_pattern", data.get("search_tool_pattern", "search")),
         empty=_compile("empty_pattern", data.get("empty_pattern", r"^\s*$")),
         retry_after_headers=tuple(str(h).lower() for h in data.get("retry_after_headers", [])),
@@ -218,6 +220,16 @@ def classify_result(
     evidence_text = text if len(lowered) == len(text) else lowered
     if not result.executed:
         return _situation(table, _Verdict(Kind.PERMISSION), subject, result, text)
+    if not result.ok and result.exit_code in table.decisive_exit_codes:
+        verdict = table.exit_code[result.exit_code]
+        namer = next((row for row in table.text_rows if row.verdict.kind is verdict.kind and row.subject), None)
+        named = _named_subject(namer, lowered, text, subject) if namer is not None else subject
+        worded = namer.pattern.search(lowered) if namer is not None else None
+        evidence = (
+            _first_line_around(evidence_text, worded) if worded is not None
+            else text.strip().splitlines()[0] if text.strip() else f"exit code {result.exit_code}"
+        )
+        return _situation(table, verdict, named, result, evidence)
     for row in table.text_rows:
         if result.ok and not row.success_too:
             continue

@@ -48,22 +48,30 @@ TIMEOUT_EXIT_CODE = 124
 OUTPUT_GRACE_S = 0.5
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")"})
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")", "\n"})
+#: Redirection operators: each consumes the next word (``2>/dev/null``, ``>out``, ``<in``).
+_REDIRECTS = frozenset({">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "&>>", ">|", "<>"})
+#: Words of shell grammar that come before the command they govern.
+_KEYWORDS = frozenset({"if", "then", "elif", "else", "do", "while", "until", "!", "{", "}", "time", "fi", "done"})
+#: Compound commands whose own words name no program (``for x in a b`` is followed by ``do``).
+_LOOP_HEADS = frozenset({"for", "select", "case", "function"})
 #: Commands that run another command: the options of each that take a value, and how many
 #: positional words come before the wrapped command (coreutils timeout(1): a duration).
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (frozenset({"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-T", "-D"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
     "env": (frozenset({"-u", "-C", "-S", "--unset", "--chdir"}), 0),
     "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p", "-t"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
     "nohup": (frozenset(), 0),
     "exec": (frozenset({"-a"}), 0),
     "command": (frozenset(), 0),
-    "time": (frozenset({"-f", "-o"}), 0),
+    "builtin": (frozenset(), 0),
     "xargs": (frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-E"}), 0),
 }
-#: Shells whose ``-c STRING`` is itself a command line.
+#: Shells whose ``-c STRING`` (also ``-lc``, ``-ec``, ...) is itself a command line.
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 #: Shell builtins that only set up for the next command (``cd repo && gh ...`` is about gh).
 _SETUP_BUILTINS = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", ".", "true", ":", "umask"})
@@ -78,12 +86,34 @@ def _words(command: str) -> list[str]:
         return command.split()
 
 
+def _shell_script(words: list[str], index: int) -> str | None:
+    """The STRING of ``bash [-options] -c STRING`` starting at ``words[index]``, if any."""
+    for position in range(index + 1, len(words) - 1):
+        word = words[position]
+        if not word.startswith("-"):
+            return None
+        if not word.startswith("--") and "c" in word[1:]:
+            return words[position + 1]
+    return None
+
+
+def _is_fd(words: list[str], index: int) -> bool:
+    """``2`` in ``2>/dev/null``: a file descriptor number right before a redirection."""
+    return words[index].isdigit() and index + 1 < len(words) and words[index + 1] in _REDIRECTS
+
+
 def _program_of(words: list[str]) -> str | None:
     index = 0
     while index < len(words):
         word = words[index]
         name = os.path.basename(word)
-        if _ASSIGNMENT.match(word):
+        if word in _REDIRECTS:
+            index += 2
+        elif word in _KEYWORDS or _is_fd(words, index):
+            index += 1
+        elif word in _LOOP_HEADS:
+            return None
+        elif _ASSIGNMENT.match(word):
             index += 1
         elif name in _WRAPPERS:
             takes_value, positionals = _WRAPPERS[name]
@@ -93,24 +123,45 @@ def _program_of(words: list[str]) -> str | None:
             while index < len(words) and _ASSIGNMENT.match(words[index]):
                 index += 1
             index += positionals
-        elif name in _SHELLS and "-c" in words[index + 1 : index + 3]:
-            script = words[words.index("-c", index) + 1 : words.index("-c", index) + 2]
-            return command_subject(script[0]) if script else name
+        elif name in _SHELLS and (script := _shell_script(words, index)) is not None:
+            return command_subject(script) or name
         else:
             return name or None
     return None
+
+
+def _strip_substitutions(command: str) -> str:
+    """Drop ``$(...)`` and backtick substitutions: ``GH_TOKEN=$(cat t) gh`` is about gh."""
+    out: list[str] = []
+    depth = 0
+    index = 0
+    while index < len(command):
+        if command.startswith("$(", index):
+            depth += 1
+            index += 2
+            continue
+        char = command[index]
+        if depth and char == "(":
+            depth += 1
+        elif depth and char == ")":
+            depth -= 1
+        elif not depth:
+            out.append(char)
+        index += 1
+    return re.sub(r"`[^`]*`", "", "".join(out))
 
 
 def command_subject(command: str) -> str | None:
     """The program a shell command line is about, as a base name, or ``None``.
 
     The first simple command of the line that is not a set-up builtin (``cd``, ``export``,
-    ...) names it, after variable assignments and wrappers with their options (``sudo -u
-    bob``, ``timeout 30``, ``nice -n 5``, ``env -u X``); ``bash -c "..."`` is read inside.
-    ``GH_TOKEN=x gh repo view`` → ``gh``; ``cd repo && gh pr create`` → ``gh``.
+    ...) names it, after variable assignments (command substitutions dropped), redirections,
+    shell keywords (``if``, ``!``, ``{``), and wrappers with their options (``sudo -u bob``,
+    ``timeout 30``, ``nice -n 5``, ``env -u X``); ``bash -lc "..."`` is read inside.
+    ``GH_TOKEN=$(cat t) gh repo view`` → ``gh``; ``cd repo && gh pr create`` → ``gh``.
     """
     simple: list[str] = []
-    for word in [*_words(command), ";"]:
+    for word in [*_words(_strip_substitutions(command)), ";"]:
         if word not in _SEPARATORS:
             simple.append(word)
             continue
