@@ -138,3 +138,13 @@ def test_run_records_every_decision_as_json_lines(tmp_path: Path, gh_path: str) 
     assert (opened["subject"], opened["kind"], opened["budget"]) == ("gh", "auth", 2)
     assert events[-1]["status"] == "blocked"
     assert len({e["turn"] for e in events}) == 1
+
+
+def test_run_rejects_a_directory_as_the_events_file(tmp_path: Path) -> None:
+    proc = unstuck("run", "wrong_path", "--unattended", "--events", str(tmp_path))
+    assert proc.returncode == 1 and "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_user_text_is_never_read_as_markup(tmp_path: Path) -> None:
+    proc = unstuck("run", "[/x]", "--unattended")
+    assert proc.returncode == 1 and "unknown scenario(s) [/x]" in proc.stderr

@@ -180,3 +180,9 @@ def test_timeout_bounds_wall_time_even_when_a_process_leaves_the_group(tmp_path:
         {"command": "setsid sleep 40 & echo $! > job.pid; sleep 60", "timeout_s": 1})
     assert result.exit_code == 124 and time.monotonic() - started < 6
     os.kill(int((tmp_path / "job.pid").read_text()), signal.SIGKILL)
+
+
+def test_standard_tool_names_list_the_toolset_in_order(tmp_path: Path) -> None:
+    from unstuck.toolkit import STANDARD_TOOL_NAMES
+
+    assert tuple(standard_tools(Workspace(tmp_path))) == STANDARD_TOOL_NAMES

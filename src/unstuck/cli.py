@@ -103,7 +103,7 @@ def _table(results: list[RunMetrics]) -> Table:
     for r in results:
         verdict = "-" if r.passed is None else ("[green]yes[/green]" if r.passed else "[red]NO[/red]")
         table.add_row(
-            r.scenario, r.agent, "guarded" if r.guarded else "unguarded", str(r.tool_calls),
+            escape(r.scenario), r.agent, "guarded" if r.guarded else "unguarded", str(r.tool_calls),
             _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
             str(r.refused_calls), r.outcome, _fmt(r.exact_unblock), verdict,
         )
@@ -164,14 +164,22 @@ def _run_command(
         raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if sandbox is not None and sandbox.exists() and (not sandbox.is_dir() or any(sandbox.iterdir())):
         raise _fail(f"--sandbox {sandbox}: must be a new or empty directory (the scenario builds its state there)")
+    for option, path in (("--events", events), ("--json", json_path)):
+        if path is not None and path.is_dir():
+            raise _fail(f"{option} {path}: is a directory; give a file path")
     is_attended = console_can_ask() if attended is None else attended
-    sink = JsonLinesSink(events) if events is not None else None
+    try:
+        sink = JsonLinesSink(events) if events is not None else None
+    except OSError as exc:
+        raise _fail(f"--events {events}: {exc.strerror or exc}") from exc
     try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,
             asker=ConsoleAsker(console) if is_attended else None, events=sink,
             sandbox_root=sandbox, keep_sandbox=sandbox is not None,
         )
+    except OSError as exc:
+        raise _fail(f"could not build the sandbox: {exc}") from exc
     finally:
         if sink is not None:
             sink.close()
@@ -203,7 +211,7 @@ def _scenarios_command(
     """List the scenarios."""
     table = Table("name", "role", "expect", "agents", "title")
     for s in _scenarios(scenario_dir, None):
-        table.add_row(s.name, s.role.value, s.expect.status, ", ".join(s.agents), s.title)
+        table.add_row(*(escape(cell) for cell in (s.name, s.role.value, s.expect.status, ", ".join(s.agents), s.title)))
     console.print(table)
 
 

@@ -34,6 +34,7 @@ from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec
 __all__ = [
     "KNOWN_CLIS",
     "OUTPUT_GRACE_S",
+    "STANDARD_TOOL_NAMES",
     "TIMEOUT_EXIT_CODE",
     "CliFacts",
     "Workspace",
@@ -41,6 +42,9 @@ __all__ = [
     "command_subject",
     "standard_tools",
 ]
+
+#: The names of the tools :func:`standard_tools` provides.
+STANDARD_TOOL_NAMES = ("run_command", "check_cli_setup", "sign_in_cli", "read_file", "search_files", "web_search")
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
 TIMEOUT_EXIT_CODE = 124

@@ -82,3 +82,16 @@ def test_two_scenarios_with_one_name_are_refused(tmp_path: Path) -> None:
     write(tmp_path, GOOD, "b.yaml")
     with pytest.raises(ScenarioError, match="'demo' is also used by"):
         load_scenarios(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["../escape.md", "/etc/passwd", "a/../../b"])
+def test_setup_files_must_stay_inside_the_workspace(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, GOOD + f"setup:\n  files: {{'{name}': x}}\n")
+    with pytest.raises(ScenarioError, match=r"field 'setup.files'.*relative path inside the workspace"):
+        load_scenario(path)
+
+
+def test_plan_must_name_a_scenario_tool(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("tool: read_file", "tool: teleport"))
+    with pytest.raises(ScenarioError, match=r"field 'plan\[0\].tool': unknown tool 'teleport'"):
+        load_scenario(path)

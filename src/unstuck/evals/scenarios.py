@@ -32,12 +32,13 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from unstuck.situations import Kind
+from unstuck.toolkit import STANDARD_TOOL_NAMES
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -145,6 +146,7 @@ class _Reader:
             raise self.error(where, f"unknown value {value!r}; expected one of {choices}") from None
 
     def calls(self, where: str, value: object) -> tuple[ToolCall, ...]:
+        """Parse ``[{tool, args}]``; every tool must be one of the standard tools."""
         if value is None:
             return ()
         if not isinstance(value, list):
@@ -154,6 +156,9 @@ class _Reader:
             spot = f"{where}[{index}]"
             entry = self.mapping(spot, item, frozenset({"tool", "args"}))
             name = self.text(f"{spot}.tool", entry.get("tool"))
+            if name not in STANDARD_TOOL_NAMES:
+                known = ", ".join(STANDARD_TOOL_NAMES)
+                raise self.error(f"{spot}.tool", f"unknown tool {name!r}; the scenario tools are {known}")
             args = entry.get("args") or {}
             if not isinstance(args, Mapping):
                 raise self.error(f"{spot}.args", "must be a mapping")
@@ -169,6 +174,10 @@ def _parse(data: object, source: str) -> Scenario:
     files = setup.get("files") or {}
     if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise read.error("setup.files", "must map file names to text")
+    for name in files:
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+            raise read.error("setup.files", f"{name!r} must be a relative path inside the workspace")
     status = read.text("expect.status", expect.get("status"))
     if status not in ("done", "blocked"):
         raise read.error("expect.status", f"unknown value {status!r}; expected done or blocked")
