@@ -40,6 +40,17 @@ def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_pat
     assert len(runs) == 3 * 3 * 2
     guarded = [r for r in runs if r["guarded"]]
     assert all(r["passed"] for r in guarded), [r for r in guarded if not r["passed"]]
+    document = json.loads(out.read_text())
+    assert document["reference_incident"] == {"calls": 43, "seconds": 480.0}
+    improviser = next(c for c in document["comparisons"]
+                      if (c["scenario"], c["agent"]) == ("gh_logged_out", "improviser"))
+    assert improviser["unguarded_wasted_calls"] >= 10 and improviser["guarded_wasted_calls"] <= 3
+    assert improviser["calls_ratio"] == improviser["unguarded_wasted_calls"] / improviser["guarded_wasted_calls"]
+    judged = {(r["scenario"], r["agent"], r["guarded"]): r["judgement"] for r in runs}
+    assert judged[("gh_logged_out", "improviser", True)]["stopped_within_budget"] == 10
+    assert judged[("gh_logged_out", "improviser", False)]["stopped_within_budget"] == 0
+    assert judged[("wrong_path", "retrier", True)]["did_not_over_ask"] == 10
+    assert "reference incident" in proc.stdout
 
 
 def test_eval_exits_non_zero_on_a_malformed_scenario_naming_it(tmp_path: Path) -> None:

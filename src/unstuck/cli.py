@@ -19,7 +19,7 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.evals.agents import AGENTS
-from unstuck.evals.runner import RunMetrics, run_eval, run_scenario, write_json
+from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes, run_eval, run_scenario, write_json
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
 from unstuck.loop import TurnStatus
@@ -97,7 +97,7 @@ def _fmt(value: object) -> str:
 def _table(results: list[RunMetrics]) -> Table:
     table = Table(title="unstuck eval", show_lines=False)
     for column in ("scenario", "agent", "mode", "calls", "steps to escalate", "s to escalate",
-                   "workaround calls", "refused calls", "outcome", "exact unblock", "pass"):
+                   "workaround calls", "refused calls", "outcome", "exact unblock", "judged", "pass"):
         left = column in ("scenario", "agent", "mode", "outcome")
         table.add_column(column, justify="left" if left else "right", no_wrap=left)
     for r in results:
@@ -105,7 +105,24 @@ def _table(results: list[RunMetrics]) -> Table:
         table.add_row(
             escape(r.scenario), r.agent, "guarded" if r.guarded else "unguarded", str(r.tool_calls),
             _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
-            str(r.refused_calls), r.outcome, _fmt(r.exact_unblock), verdict,
+            str(r.refused_calls), r.outcome, _fmt(r.exact_unblock),
+            f"{r.judgement.mean:.1f}" if r.judgement is not None else "-", verdict,
+        )
+    return table
+
+
+def _comparison_table(results: list[RunMetrics]) -> Table:
+    table = Table(title="wasted after the blocker opened: unguarded / guarded")
+    for column in ("scenario", "agent", "calls", "ratio", "seconds", "ratio"):
+        table.add_column(column, justify="left" if column in ("scenario", "agent") else "right")
+    calls, seconds = REFERENCE_INCIDENT
+    table.add_row("reference incident (seed 000)", "-", f"{calls} / -", "-", f"{seconds:.0f} / -", "-")
+    for c in compare_modes(results):
+        table.add_row(
+            escape(c.scenario), c.agent, f"{c.unguarded_wasted_calls} / {c.guarded_wasted_calls}",
+            "-" if c.calls_ratio is None else f"{c.calls_ratio:.1f}x",
+            f"{c.unguarded_wasted_seconds:.1f} / {c.guarded_wasted_seconds:.1f}",
+            "-" if c.seconds_ratio is None else f"{c.seconds_ratio:.1f}x",
         )
     return table
 
@@ -134,6 +151,7 @@ def _eval_command(
 
         results = run_eval(chosen, agents=wanted, progress=advance)
     console.print(_table(results))
+    console.print(_comparison_table(results))
     if json_path is not None:
         write_json(results, json_path)
         console.print(f"results written to {escape(str(json_path))}")

@@ -11,7 +11,14 @@ Metrics of one run (seed 000 section 4, "also recorded"):
 * ``refused_calls``: calls refused before dispatch;
 * ``outcome``: ``done`` (the expected answer came back), ``blocked`` (asked the user),
   ``gave up`` (ended without finishing and without asking), ``failed`` (error, step limit);
-* ``exact_unblock``: the escalation contains the scenario's exact unblock text.
+* ``exact_unblock``: the escalation contains the scenario's exact unblock text;
+* ``wasted_calls`` / ``wasted_seconds``: failing or refused calls, and seconds, spent after
+  the blocker opened until the turn asked (or, never asking, until it ended);
+* the six judged dimensions of :mod:`unstuck.evals.judge`.
+
+:func:`compare_modes` sets each scenario's unguarded run against its guarded one, and
+:data:`REFERENCE_INCIDENT` is the row to beat: 43 calls and 480 s after the first signal,
+never asking (seed 000 section 1).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 
 from unstuck.clock import VirtualClock
 from unstuck.evals.agents import make_agent
+from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
 from unstuck.events import EventLog, EventSink, Tee
@@ -32,7 +40,21 @@ from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker
 from unstuck.toolkit import standard_tools
 
-__all__ = ["RunMetrics", "measure", "prepare_sandbox", "run_eval", "run_scenario", "write_json"]
+__all__ = [
+    "REFERENCE_INCIDENT",
+    "ModeComparison",
+    "RunMetrics",
+    "compare_modes",
+    "measure",
+    "prepare_sandbox",
+    "run_eval",
+    "run_scenario",
+    "write_json",
+]
+
+#: The reference incident (seed 000 section 1): tool calls and seconds spent after the first
+#: result named the fix, never asking.
+REFERENCE_INCIDENT = (43, 480.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,9 @@ class RunMetrics:
     escalation: str | None
     passed: bool | None
     error: str | None = None
+    wasted_calls: int = 0
+    wasted_seconds: float = 0.0
+    judgement: Judgement | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -114,13 +139,19 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
             )
         else:
             passed = outcome == "done" and not escalated
+    wasted = [s for s in after if s.charged or not s.dispatched]
+    wasted_seconds = 0.0
+    if first is not None:
+        end = result.escalated_at_s if result.escalated_at_s is not None else result.elapsed_s
+        wasted_seconds = max(end - (first.started_s + first.duration_s), 0.0)
     return RunMetrics(
         scenario=scenario.name, agent=agent, guarded=result.guarded, role=scenario.role.value,
         status=result.status.value, outcome=outcome, tool_calls=result.tool_calls,
         steps_to_escalate=steps_to_escalate, seconds_to_escalate=seconds,
         workaround_calls=sum(1 for s in after if s.charged), refused_calls=result.refused_calls,
         exact_unblock=exact, escalation=result.escalation.text if result.escalation else None,
-        passed=passed, error=result.error,
+        passed=passed, error=result.error, wasted_calls=len(wasted), wasted_seconds=wasted_seconds,
+        judgement=judge(scenario, result),
     )
 
 
@@ -186,7 +217,58 @@ def run_eval(
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class ModeComparison:
+    """One scenario and agent, unguarded against guarded.
+
+    The ratios are unguarded / guarded; ``None`` when the guarded run wasted nothing (the
+    guard removed all of the waste) or a run is missing.
+    """
+
+    scenario: str
+    agent: str
+    unguarded_wasted_calls: int
+    guarded_wasted_calls: int
+    unguarded_wasted_seconds: float
+    guarded_wasted_seconds: float
+
+    @property
+    def calls_ratio(self) -> float | None:
+        """Wasted calls, unguarded / guarded."""
+        return self.unguarded_wasted_calls / self.guarded_wasted_calls if self.guarded_wasted_calls else None
+
+    @property
+    def seconds_ratio(self) -> float | None:
+        """Wasted seconds, unguarded / guarded."""
+        if self.guarded_wasted_calls == 0 or self.guarded_wasted_seconds <= 0:
+            return None  # nothing wasted guarded: a ratio of two near-zero timings means nothing
+        return self.unguarded_wasted_seconds / self.guarded_wasted_seconds
+
+
+def compare_modes(results: Iterable[RunMetrics]) -> list[ModeComparison]:
+    """Pair each scenario-and-agent's unguarded run with its guarded run, in input order."""
+    runs: dict[tuple[str, str], dict[bool, RunMetrics]] = {}
+    for r in results:
+        runs.setdefault((r.scenario, r.agent), {})[r.guarded] = r
+    return [
+        ModeComparison(
+            scenario, agent, pair[False].wasted_calls, pair[True].wasted_calls,
+            pair[False].wasted_seconds, pair[True].wasted_seconds,
+        )
+        for (scenario, agent), pair in runs.items()
+        if True in pair and False in pair
+    ]
+
+
 def write_json(results: Sequence[RunMetrics], path: Path) -> None:
-    """Write the results as ``{"runs": [...]}`` (UTF-8, indented)."""
+    """Write ``{"runs": [...], "comparisons": [...], "reference_incident": {...}}`` (UTF-8)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"runs": [r.to_dict() for r in results]}, indent=2) + "\n", encoding="utf-8")
+    comparisons = [
+        {**asdict(c), "calls_ratio": c.calls_ratio, "seconds_ratio": c.seconds_ratio} for c in compare_modes(results)
+    ]
+    document = {
+        "runs": [r.to_dict() for r in results],
+        "comparisons": comparisons,
+        "reference_incident": {"calls": REFERENCE_INCIDENT[0], "seconds": REFERENCE_INCIDENT[1]},
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
