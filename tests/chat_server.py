@@ -1,6 +1,7 @@
 """A chat-completions server on 127.0.0.1 that speaks the OpenAI wire format.
 
-It plays back scripted replies and records every request body. A reply is a dict with
+It plays back scripted replies, then asks ``responder`` (a function of the request), and
+records every request body. A reply is a dict with
 ``content`` and/or ``tool_calls`` ([(name, arguments_dict)]), or ``{"raw": bytes, "status": int}``
 to send an arbitrary body (garbage, errors). Requests without ``tools`` (a closing call) are
 answered with ``closing``.
@@ -12,12 +13,19 @@ import http.server
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
 class ChatServer:
-    def __init__(self, replies: list[dict[str, Any]], closing: str = "I will re-run the check, then finish.") -> None:
+    def __init__(
+        self,
+        replies: list[dict[str, Any]],
+        closing: str = "I will re-run the check, then finish.",
+        responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self.replies = list(replies)
+        self.responder = responder
         self.closing = closing
         self.requests: list[dict[str, Any]] = []
         server = self
@@ -46,6 +54,8 @@ class ChatServer:
             reply: dict[str, Any] = {"content": self.closing}
         elif self.replies:
             reply = self.replies.pop(0)
+        elif self.responder is not None:
+            reply = self.responder(request)
         else:
             reply = {"content": "finished"}
         if "raw" in reply:

@@ -159,3 +159,28 @@ def test_run_rejects_a_directory_as_the_events_file(tmp_path: Path) -> None:
 def test_user_text_is_never_read_as_markup(tmp_path: Path) -> None:
     proc = unstuck("run", "[/x]", "--unattended")
     assert proc.returncode == 1 and "unknown scenario(s) [/x]" in proc.stderr
+
+
+def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh_path: str) -> None:
+    from chat_server import ChatServer
+
+    def careful_agent(request: dict[str, object]) -> dict[str, object]:
+        messages = request["messages"]
+        assert isinstance(messages, list)
+        last = messages[-1]
+        if last["role"] != "tool":
+            return {"tool_calls": [("check_cli_setup", {"name": "gh"})]}
+        return {"content": "I cannot go on without you." if "BLOCKED" in last["content"] else "I could not do it."}
+
+    out = tmp_path / "model.json"
+    with ChatServer([], responder=careful_agent) as server:
+        proc = unstuck("eval", "--model", "tiny", "--base-url", server.base_url, "--agents", "model:tiny",
+                       "--tags", "auth", "--repeat", "2", "--seed", "7", "--json", str(out))
+        seeds = sorted({r.get("seed") for r in server.requests})
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert {(r["scenario"], r["agent"]) for r in runs} == {("gh_logged_out", "model:tiny")}
+    assert sorted((r["repeat"], r["guarded"]) for r in runs) == [(0, False), (0, True), (1, False), (1, True)]
+    assert all(r["passed"] and r["exact_unblock"] for r in runs if r["guarded"])
+    assert all(r["outcome"] == "gave up" for r in runs if not r["guarded"])
+    assert seeds == [7, 8]

@@ -19,10 +19,20 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.evals.agents import AGENTS
-from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes, run_eval, run_scenario, write_json
+from unstuck.evals.runner import (
+    REFERENCE_INCIDENT,
+    ModelFactory,
+    RunMetrics,
+    compare_modes,
+    planned_runs,
+    run_eval,
+    run_scenario,
+    write_json,
+)
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
 from unstuck.loop import TurnStatus
+from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
 
 __all__ = ["app", "main"]
@@ -84,6 +94,21 @@ def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario
     return [by_name[n] for n in names]
 
 
+def _model_factories(
+    model: str | None, base_url: str | None, api_key: str, seed: int | None
+) -> dict[str, ModelFactory]:
+    if model is None:
+        if base_url is not None:
+            raise _fail("--base-url needs --model NAME")
+        return {}
+
+    def factory(repeat: int) -> OpenAIChatModel:
+        return OpenAIChatModel(model, base_url=base_url, api_key=api_key,
+                               seed=None if seed is None else seed + repeat)
+
+    return {f"model:{model}": factory}
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "-"
@@ -131,17 +156,29 @@ def _comparison_table(results: list[RunMetrics]) -> Table:
 def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     scenarios: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
-    agents: Annotated[str | None, typer.Option(help="Comma-separated agent names.")] = None,
+    tags: Annotated[str | None, typer.Option(help="Only scenarios with one of these comma-separated tags.")] = None,
+    agents: Annotated[str | None, typer.Option(help="Comma-separated agent names (model:NAME for --model).")] = None,
+    model: Annotated[str | None, typer.Option(help="Also run this model of an OpenAI-compatible server.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="The server's API root, e.g. http://127.0.0.1:11434/v1.")] = None,
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="The server's API key.")] = "unstuck",
+    repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
+    seed: Annotated[int | None, typer.Option(help="Seed of the model's sampling; repeat i uses seed + i.")] = None,
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
 ) -> None:
-    """Run every scenario with every reference agent, unguarded and guarded, and print a table."""
+    """Run every scenario with every agent, unguarded and guarded, and print a table."""
     chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
+    wanted_tags = _split(tags, "tags")
+    if wanted_tags is not None:
+        chosen = [s for s in chosen if set(s.tags) & set(wanted_tags)]
+        if not chosen:
+            raise _fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
+    models = _model_factories(model, base_url, api_key, seed)
     wanted = _split(agents, "agents")
     if wanted is not None:
-        unknown = [a for a in wanted if a not in AGENTS]
+        unknown = [a for a in wanted if a not in AGENTS and a not in models]
         if unknown:
-            raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
-    total = sum(2 * len([a for a in s.agents if wanted is None or a in wanted]) for s in chosen)
+            raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join([*AGENTS, *models])}")
+    total = 2 * len(planned_runs(chosen, agents=wanted, models=models, repeat=repeat))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         bar = progress.add_task("running scenarios", total=total)
@@ -149,7 +186,7 @@ def _eval_command(
         def advance(metrics: RunMetrics) -> None:
             progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}")
 
-        results = run_eval(chosen, agents=wanted, progress=advance)
+        results = run_eval(chosen, agents=wanted, models=models, repeat=repeat, progress=advance)
     console.print(_table(results))
     console.print(_comparison_table(results))
     if json_path is not None:

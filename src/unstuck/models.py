@@ -123,6 +123,8 @@ class OpenAIChatModel:
         timeout_s: seconds before a request is abandoned (default 120).
         max_retries: the client's own retries of connection errors and 429/5xx (default 2).
         temperature: sampling temperature (default 0).
+        seed: a sampling seed sent with every request (servers that support it repeat their
+            output for the same seed), or ``None``.
     """
 
     def __init__(
@@ -134,11 +136,13 @@ class OpenAIChatModel:
         timeout_s: float = 120.0,
         max_retries: int = 2,
         temperature: float = 0.0,
+        seed: int | None = None,
     ) -> None:
         import openai  # imported here so the rest of unstuck loads without the client
 
         self.name = model
         self._temperature = temperature
+        self._seed = seed
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries
         )
@@ -156,6 +160,8 @@ class OpenAIChatModel:
             "messages": [_wire_message(m) for m in messages],
             "temperature": self._temperature,
         }
+        if self._seed is not None:
+            request["seed"] = self._seed
         if tools:
             request["tools"] = [_wire_tool(t) for t in tools]
         try:

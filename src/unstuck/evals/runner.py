@@ -24,8 +24,8 @@ never asking (seed 000 section 1).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.loop import TurnResult, TurnStatus, run_turn
+from unstuck.models import Model
 from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker
 from unstuck.toolkit import standard_tools
@@ -43,9 +44,11 @@ from unstuck.toolkit import standard_tools
 __all__ = [
     "REFERENCE_INCIDENT",
     "ModeComparison",
+    "ModelFactory",
     "RunMetrics",
     "compare_modes",
     "measure",
+    "planned_runs",
     "prepare_sandbox",
     "run_eval",
     "run_scenario",
@@ -79,6 +82,7 @@ class RunMetrics:
     wasted_calls: int = 0
     wasted_seconds: float = 0.0
     judgement: Judgement | None = None
+    repeat: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -167,53 +171,84 @@ def run_scenario(
     keep_sandbox: bool = False,
     config: PolicyConfig | None = None,
     on_sandbox: Callable[[Sandbox], None] | None = None,
+    model: Model | None = None,
+    repeat: int = 0,
 ) -> tuple[TurnResult, RunMetrics]:
-    """Run one scenario with one reference agent in a fresh sandbox.
+    """Run one scenario with one agent in a fresh sandbox.
 
-    ``on_sandbox`` is called with the sandbox before the turn starts (tests use it to act as
-    the user). Waiting runs on a :class:`unstuck.clock.VirtualClock`.
+    ``agent`` names a reference agent, or, when ``model`` is given, labels that model (any
+    :class:`unstuck.models.Model`, e.g. an OpenAI-compatible server). ``on_sandbox`` is called
+    with the sandbox before the turn starts (tests use it to act as the user). Waiting runs on
+    a :class:`unstuck.clock.VirtualClock`. ``repeat`` numbers the run among repeats.
     """
     with prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox) as sandbox:
         if on_sandbox is not None:
             on_sandbox(sandbox)
-        model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
-                           task=scenario.task)
+        if model is None:
+            model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
+                               task=scenario.task)
         log = EventLog()
         result = run_turn(
             scenario.task, model=model, tools=standard_tools(sandbox.workspace()), unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log,
         )
-    return result, measure(scenario, agent, result)
+    return result, replace(measure(scenario, agent, result), repeat=repeat)
+
+
+ModelFactory = Callable[[int], Model]
+
+
+def planned_runs(
+    scenarios: Sequence[Scenario],
+    *,
+    agents: Iterable[str] | None = None,
+    models: Mapping[str, ModelFactory] | None = None,
+    repeat: int = 1,
+) -> list[tuple[Scenario, str, int]]:
+    """The (scenario, agent, repeat) triples :func:`run_eval` runs, each unguarded and guarded."""
+    wanted = set(agents) if agents is not None else None
+    extra = list(models or {})
+    return [
+        (scenario, agent, index)
+        for scenario in scenarios
+        for agent in (*scenario.agents, *extra)
+        if wanted is None or agent in wanted
+        for index in range(repeat)
+    ]
 
 
 def run_eval(
     scenarios: Sequence[Scenario],
     *,
     agents: Iterable[str] | None = None,
+    models: Mapping[str, ModelFactory] | None = None,
+    repeat: int = 1,
     progress: Callable[[RunMetrics], None] | None = None,
 ) -> list[RunMetrics]:
-    """Run every scenario for each of its agents (filtered by ``agents``), unguarded then
-    guarded, unattended. A run that raises is recorded as ``failed`` with its error; the
-    others go on.
+    """Run every scenario for each of its reference agents and each extra model (all filtered
+    by ``agents``), ``repeat`` times, unguarded then guarded, unattended.
+
+    ``models`` maps an agent name to a factory called with the repeat index (so a stochastic
+    model can be seeded per repeat). A run that raises is recorded as ``failed`` with its
+    error; the others go on.
     """
-    wanted = set(agents) if agents is not None else None
     results: list[RunMetrics] = []
-    for scenario in scenarios:
-        for agent in scenario.agents:
-            if wanted is not None and agent not in wanted:
-                continue
-            for guarded in (False, True):
-                try:
-                    _, metrics = run_scenario(scenario, agent, guarded=guarded)
-                except Exception as exc:  # recorded, never lost: the harness reports it
-                    metrics = RunMetrics(
-                        scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
-                        0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}",
-                    )
-                results.append(metrics)
-                if progress is not None:
-                    progress(metrics)
+    factories = models or {}
+    for scenario, agent, index in planned_runs(scenarios, agents=agents, models=models, repeat=repeat):
+        for guarded in (False, True):
+            try:
+                factory = factories.get(agent)
+                model = factory(index) if factory is not None else None
+                _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index)
+            except Exception as exc:  # recorded, never lost: the harness reports it
+                metrics = RunMetrics(
+                    scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
+                    0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}", repeat=index,
+                )
+            results.append(metrics)
+            if progress is not None:
+                progress(metrics)
     return results
 
 
@@ -227,6 +262,7 @@ class ModeComparison:
 
     scenario: str
     agent: str
+    repeat: int
     unguarded_wasted_calls: int
     guarded_wasted_calls: int
     unguarded_wasted_seconds: float
@@ -247,15 +283,15 @@ class ModeComparison:
 
 def compare_modes(results: Iterable[RunMetrics]) -> list[ModeComparison]:
     """Pair each scenario-and-agent's unguarded run with its guarded run, in input order."""
-    runs: dict[tuple[str, str], dict[bool, RunMetrics]] = {}
+    runs: dict[tuple[str, str, int], dict[bool, RunMetrics]] = {}
     for r in results:
-        runs.setdefault((r.scenario, r.agent), {})[r.guarded] = r
+        runs.setdefault((r.scenario, r.agent, r.repeat), {})[r.guarded] = r
     return [
         ModeComparison(
-            scenario, agent, pair[False].wasted_calls, pair[True].wasted_calls,
+            scenario, agent, repeat, pair[False].wasted_calls, pair[True].wasted_calls,
             pair[False].wasted_seconds, pair[True].wasted_seconds,
         )
-        for (scenario, agent), pair in runs.items()
+        for (scenario, agent, repeat), pair in runs.items()
         if True in pair and False in pair
     ]
 
