@@ -20,6 +20,7 @@ Nothing here sleeps, writes, reads a clock or calls a tool: each function takes 
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -104,6 +105,8 @@ class OpenBlocker:
 
 
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+#: Addresses an injected instruction may send the agent to: URLs and e-mail addresses.
+_ADDRESS = re.compile(r"https?://[^\s'\"<>|)\]]+|[\w.+-]+@[\w-]+\.[\w.-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,9 @@ class RecoveryState:
         settled: blockers closed by a mere success on their subject, keyed by subject; if the
             same kind reopens in this turn it resumes this count instead of a fresh budget
             (a flapping subject, e.g. ``gh --version`` succeeding between auth failures).
+        tainted: addresses (URLs, e-mail addresses) named by results flagged
+            ``injected_instruction``; a later call carrying one is refused, so an instruction
+            planted in data is never executed (seed 000 section 3.4).
         calls: how many calls (dispatched or refused) the turn has made.
     """
 
@@ -127,6 +133,7 @@ class RecoveryState:
     open_blockers: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     skipped: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     settled: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
+    tainted: frozenset[str] = frozenset()
     calls: int = 0
 
     @property
@@ -202,6 +209,12 @@ def before_dispatch(
         state with the call counted.
     """
     counted = replace(state, calls=state.calls + 1)
+    carried = sorted(t for t in state.tainted if t in call.arguments_json)
+    if carried:
+        refusal = Situation(
+            Kind.INJECTED_INSTRUCTION, subject, detail=prompts.INJECTED_REFUSAL.format(what=", ".join(carried))
+        )
+        return Refuse(call, refusal, refusal.detail), counted
     if subject in state.skipped:
         refusal = Situation(
             Kind.PERMISSION, subject, detail=prompts.SKIPPED_REFUSAL.format(subject=subject)
@@ -323,8 +336,12 @@ def after_result(
                 current, situation=situation, budget=state.config.budget_for(situation)
             )
 
+    tainted = state.tainted
+    if situation is not None and situation.kind is Kind.INJECTED_INSTRUCTION and executed:
+        tainted = tainted | frozenset(found.rstrip(".,;:") for found in _ADDRESS.findall(situation.detail))
     new_state = replace(
         state,
+        tainted=tainted,
         open_blockers=types.MappingProxyType(blockers),
         skipped=types.MappingProxyType(skipped),
         settled=types.MappingProxyType(settled),

@@ -233,11 +233,14 @@ class Workspace:
         root: the working directory; relative paths are resolved against it.
         env: the full environment of subprocesses (``PATH`` decides what is installed).
         output_limit_bytes: results longer than this are truncated with the marker.
+        argv_prefix: words put before every subprocess's command line, e.g. ``setpriv
+            --reuid=65534 ...`` to run tools as an unprivileged user.
     """
 
     root: Path
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     output_limit_bytes: int = 64_000
+    argv_prefix: tuple[str, ...] = ()
 
     def path(self, name: str) -> Path:
         """``name`` resolved against :attr:`root` (absolute paths are kept)."""
@@ -259,7 +262,7 @@ class Workspace:
           not waited for beyond :data:`OUTPUT_GRACE_S` seconds.
         * An interrupt (Ctrl-C) while it runs kills the group before it propagates.
         """
-        args = ["/bin/bash", "-c", argv] if isinstance(argv, str) else argv
+        args = [*self.argv_prefix, *(["/bin/bash", "-c", argv] if isinstance(argv, str) else argv)]
         shown = argv if isinstance(argv, str) else shlex.join(argv)
         proc = subprocess.Popen(
             args, cwd=self.root, env=dict(self.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -90,12 +90,16 @@ class RunMetrics:
 
 
 def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool = False) -> Sandbox:
-    """Build the scenario's machine state: gh's state, hidden programs, workspace files."""
+    """Build the scenario's machine state: gh's state and token scopes, hidden programs,
+    workspace files, unreadable paths, the account tools run as.
+    """
     hidden = tuple(scenario.hide_programs) + (("gh",) if scenario.gh is GhState.MISSING else ())
-    sandbox = Sandbox(root, hide_programs=hidden, keep=keep)
+    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as)
     try:
         sandbox.write_files(dict(scenario.files))
+        sandbox.make_unreadable(scenario.unreadable)
         if scenario.gh is GhState.SIGNED_IN:
+            sandbox.serve_github(scopes=scenario.token_scopes)
             sandbox.sign_in_gh()
     except Exception:
         sandbox.close()

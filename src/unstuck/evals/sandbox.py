@@ -15,7 +15,9 @@ environment its tool subprocesses get:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import socket
 import tempfile
@@ -26,6 +28,21 @@ from unstuck.evals.fake_github import FakeGitHub
 from unstuck.toolkit import Workspace
 
 __all__ = ["Sandbox"]
+
+
+def _account(name: str) -> tuple[int, int]:
+    """(uid, gid) of the account ``name``; running as it needs root.
+
+    Raises:
+        ValueError: when the account does not exist, or this process is not root.
+    """
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"no account named {name!r} on this machine") from None
+    if os.geteuid() != 0:
+        raise ValueError(f"running tools as {name!r} needs root (this process is uid {os.geteuid()})")
+    return entry.pw_uid, entry.pw_gid
 
 
 def _host_path() -> str:
@@ -41,7 +58,10 @@ class Sandbox:
         keep: leave the directory behind on close (for inspection).
     """
 
-    def __init__(self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False) -> None:
+    def __init__(
+        self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False,
+        run_as: str | None = None,
+    ) -> None:
         self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="unstuck-sandbox-"))
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"sandbox root {self.root} exists and is not a directory")
@@ -59,6 +79,9 @@ class Sandbox:
         self.hidden = tuple(hide_programs)
         self.path = self._shadow_path(self.hidden) if self.hidden else _host_path()
         self.github: FakeGitHub | None = None
+        self.run_as = _account(run_as) if run_as is not None else None
+        if self.run_as is not None:
+            self._hand_over(self.run_as)
 
     # -- environment -----------------------------------------------------------------------
 
@@ -99,19 +122,52 @@ class Sandbox:
         return env
 
     def workspace(self) -> Workspace:
-        """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory."""
-        return Workspace(self.work, self.env)
+        """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory; with
+        ``run_as``, its subprocesses run as that user (``setpriv``, util-linux).
+        """
+        prefix: tuple[str, ...] = ()
+        if self.run_as is not None:
+            uid, gid = self.run_as
+            prefix = ("setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
+        return Workspace(self.work, self.env, argv_prefix=prefix)
+
+    def _hand_over(self, account: tuple[int, int]) -> None:
+        """Let ``account`` into the sandbox: its home and work directory become its own."""
+        uid, gid = account
+        for directory in (self.root, self.home, self.gh_config, self.work):
+            directory.chmod(0o755)
+        for directory in (self.home, self.gh_config, self.work):
+            os.chown(directory, uid, gid)
+
+    def make_unreadable(self, names: Iterable[str]) -> None:
+        """Make work-directory paths unreadable to the tool processes: owned by root, mode 000
+        (a directory or file they then get a real EACCES on, and cannot chmod back).
+        """
+        for name in names:
+            target = self.work / name
+            if not target.resolve().is_relative_to(self.work.resolve()):
+                raise ValueError(f"sandbox path {name!r} escapes the work directory")
+            if not target.exists():
+                target.mkdir(parents=True)
+            if os.geteuid() == 0:
+                os.chown(target, 0, 0)
+            target.chmod(0)
 
     # -- state -------------------------------------------------------------------------------
 
     def write_files(self, files: Mapping[str, str]) -> None:
-        """Create files under the work directory (parents made), UTF-8."""
+        """Create files under the work directory (parents made), UTF-8; with ``run_as``, owned
+        by that user.
+        """
         for name, text in files.items():
             target = self.work / name
             if not target.resolve().is_relative_to(self.work.resolve()):
                 raise ValueError(f"sandbox file {name!r} escapes the work directory")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+            if self.run_as is not None:
+                for part in (target, *target.relative_to(self.work).parents):
+                    os.chown(self.work / part, *self.run_as)
 
     def serve_github(self, **options: object) -> FakeGitHub:
         """Start the fake GitHub API on a unix socket (options go to :class:`FakeGitHub`)."""
@@ -135,6 +191,11 @@ class Sandbox:
 
     def close(self) -> None:
         """Stop the fake API, release the port, and remove the directories (unless kept)."""
+        if not self.keep:  # give back what make_unreadable took away, so removal can read it
+            for top, dirs, files in os.walk(self.work):
+                for name in (*dirs, *files):
+                    with contextlib.suppress(OSError):
+                        os.chmod(os.path.join(top, name), 0o700)
         if self.github is not None:
             self.github.stop()
             self.github = None

@@ -8,8 +8,11 @@ A scenario file looks like::
     tags: [gh, auth]
     setup:
       gh: logged_out              # logged_out | signed_in | missing  (default: logged_out)
+      token_scopes: [repo]        # scopes of the signed-in token (default: repo, read:org)
       hide_programs: []           # more programs to leave off PATH
       files: {README.md: "..."}   # files in the workspace
+      unreadable: [secrets]       # workspace paths the tools get EACCES on (made if missing)
+      run_as: nobody              # run tool processes as this unprivileged user (needs root)
     task: "What is the description of the GitHub repository cli/cli?"
     plan:                         # the calls a competent agent makes for the task
       - {tool: check_cli_setup, args: {name: gh}}
@@ -100,10 +103,13 @@ class Scenario:
     agents: tuple[str, ...]
     expect: Expectation
     source: str
+    token_scopes: tuple[str, ...] = ("repo", "read:org")
+    unreadable: tuple[str, ...] = ()
+    run_as: str | None = None
 
 
 _TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
-_SETUP_FIELDS = frozenset({"gh", "hide_programs", "files"})
+_SETUP_FIELDS = frozenset({"gh", "token_scopes", "hide_programs", "files", "unreadable", "run_as"})
 _EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
 
 
@@ -174,10 +180,7 @@ def _parse(data: object, source: str) -> Scenario:
     files = setup.get("files") or {}
     if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise read.error("setup.files", "must map file names to text")
-    for name in files:
-        parts = PurePosixPath(name).parts
-        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
-            raise read.error("setup.files", f"{name!r} must be a relative path inside the workspace")
+    _workspace_paths(read, "setup.files", tuple(files))
     status = read.text("expect.status", expect.get("status"))
     if status not in ("done", "blocked"):
         raise read.error("expect.status", f"unknown value {status!r}; expected done or blocked")
@@ -213,7 +216,18 @@ def _parse(data: object, source: str) -> Scenario:
             answer=read.text("expect.answer", expect.get("answer"), required=False),
         ),
         source=source,
+        token_scopes=read.words("setup.token_scopes", setup.get("token_scopes")) or ("repo", "read:org"),
+        unreadable=_workspace_paths(read, "setup.unreadable", read.words("setup.unreadable", setup.get("unreadable"))),
+        run_as=read.text("setup.run_as", setup.get("run_as"), required=False),
     )
+
+
+def _workspace_paths(read: _Reader, where: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+            raise read.error(where, f"{name!r} must be a relative path inside the workspace")
+    return names
 
 
 def _missing(read: _Reader, where: str) -> Any:
