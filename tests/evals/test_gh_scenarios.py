@@ -49,10 +49,3 @@ def test_wrong_path_is_done_without_asking_for_every_agent(scenarios: dict[str, 
     assert result.status is TurnStatus.DONE and result.escalation is None
     assert "pip install example-tool==2.1" in result.answer
     assert metrics.outcome == "done"
-
-
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_every_guarded_agent_asks_on_every_blocker_scenario(scenarios: dict[str, Scenario], agent: str, gh_path: str) -> None:
-    for name in ("gh_logged_out", "gh_missing"):
-        _, metrics = run_scenario(scenarios[name], agent, guarded=True)
-        assert metrics.passed, (name, agent, metrics)

@@ -12,8 +12,9 @@ Metrics of one run (seed 000 section 4, "also recorded"):
 * ``outcome``: ``done`` (the expected answer came back), ``blocked`` (asked the user),
   ``gave up`` (ended without finishing and without asking), ``failed`` (error, step limit);
 * ``exact_unblock``: the escalation contains the scenario's exact unblock text;
-* ``wasted_calls`` / ``wasted_seconds``: failing or refused calls, and seconds, spent after
-  the blocker opened until the turn asked (or, never asking, until it ended);
+* ``wasted_calls`` / ``wasted_seconds``: calls (failing or not: the blocked task cannot
+  advance) and seconds spent after the blocker opened until the turn asked (or, never asking,
+  until it ended), as the reference incident counts its 43 calls;
 * the six judged dimensions of :mod:`unstuck.evals.judge`.
 
 :func:`compare_modes` sets each scenario's unguarded run against its guarded one, and
@@ -147,7 +148,7 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
             )
         else:
             passed = outcome == "done" and not escalated
-    wasted = [s for s in after if s.charged or not s.dispatched]
+    wasted = after  # every call after the blocker opened, until asking: the task could not advance
     wasted_seconds = 0.0
     if first is not None:
         end = result.escalated_at_s if result.escalated_at_s is not None else result.elapsed_s
