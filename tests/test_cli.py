@@ -14,6 +14,7 @@ import pexpect
 import pytest
 
 from unstuck.evals.fake_github import FakeGitHub
+from unstuck.evals.scenarios import builtin_scenarios
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 EXIT_BLOCKED = 3
@@ -36,8 +37,9 @@ def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_pat
     for column in ("steps to escalate", "s to escalate", "workaround calls", "refused calls", "outcome", "exact unblock"):
         assert column in proc.stdout.replace("\n", " ") or column.split()[0] in proc.stdout
     runs = json.loads(out.read_text())["runs"]
-    assert {r["scenario"] for r in runs} == {"gh_logged_out", "gh_missing", "wrong_path"}
-    assert len(runs) == 3 * 3 * 2
+    bundled = builtin_scenarios()
+    assert {r["scenario"] for r in runs} == {s.name for s in bundled}
+    assert len(runs) == sum(2 * len(s.agents) for s in bundled)
     guarded = [r for r in runs if r["guarded"]]
     assert all(r["passed"] for r in guarded), [r for r in guarded if not r["passed"]]
     document = json.loads(out.read_text())
@@ -51,6 +53,14 @@ def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_pat
     assert judged[("gh_logged_out", "improviser", False)]["stopped_within_budget"] == 0
     assert judged[("wrong_path", "retrier", True)]["did_not_over_ask"] == 10
     assert "reference incident" in proc.stdout
+
+
+def test_eval_tags_choose_scenarios(tmp_path: Path) -> None:
+    out = tmp_path / "counter.json"
+    proc = unstuck("eval", "--tags", "counter", "--agents", "compliant", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    names = {r["scenario"] for r in json.loads(out.read_text())["runs"]}
+    assert names == {s.name for s in builtin_scenarios() if "counter" in s.tags}
 
 
 def test_eval_exits_non_zero_on_a_malformed_scenario_naming_it(tmp_path: Path) -> None:
@@ -175,7 +185,7 @@ def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh
     out = tmp_path / "model.json"
     with ChatServer([], responder=careful_agent) as server:
         proc = unstuck("eval", "--model", "tiny", "--base-url", server.base_url, "--agents", "model:tiny",
-                       "--tags", "auth", "--repeat", "2", "--seed", "7", "--json", str(out))
+                       "--scenarios", "gh_logged_out", "--repeat", "2", "--seed", "7", "--json", str(out))
         seeds = sorted({r.get("seed") for r in server.requests})
     assert proc.returncode == 0, proc.stderr
     runs = json.loads(out.read_text())["runs"]
