@@ -19,6 +19,7 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.evals.agents import AGENTS
+from unstuck.evals.report import write_html
 from unstuck.evals.runner import (
     REFERENCE_INCIDENT,
     ModelFactory,
@@ -155,6 +156,7 @@ def _comparison_table(results: list[RunMetrics]) -> Table:
 @app.command("eval")
 def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     scenarios: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
     tags: Annotated[str | None, typer.Option(help="Only scenarios with one of these comma-separated tags.")] = None,
     agents: Annotated[str | None, typer.Option(help="Comma-separated agent names (model:NAME for --model).")] = None,
@@ -192,6 +194,9 @@ def _eval_command(
     if json_path is not None:
         write_json(results, json_path)
         console.print(f"results written to {escape(str(json_path))}")
+    if html_path is not None:
+        write_html(results, html_path)
+        console.print(f"report written to {escape(str(html_path))}")
     errors = [r for r in results if r.error is not None]
     for r in errors:
         err_console.print(f"[red]harness error[/red] in {escape(f'{r.scenario} · {r.agent}: {r.error}')}")

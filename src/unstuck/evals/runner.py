@@ -47,6 +47,7 @@ __all__ = [
     "ModeComparison",
     "ModelFactory",
     "RunMetrics",
+    "TimelineEntry",
     "compare_modes",
     "measure",
     "planned_runs",
@@ -59,6 +60,24 @@ __all__ = [
 #: The reference incident (seed 000 section 1): tool calls and seconds spent after the first
 #: result named the fix, never asking.
 REFERENCE_INCIDENT = (43, 480.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One call made after the blocker opened (for the report's timeline).
+
+    ``at_s`` is seconds after the blocker opened; ``kind`` the call's situation kind, if any.
+    """
+
+    index: int
+    tool: str
+    subject: str
+    at_s: float
+    dispatched: bool
+    ok: bool
+    charged: bool
+    kind: str | None
+    arguments: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +103,7 @@ class RunMetrics:
     wasted_seconds: float = 0.0
     judgement: Judgement | None = None
     repeat: int = 0
+    timeline: tuple[TimelineEntry, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -150,9 +170,18 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
             passed = outcome == "done" and not escalated
     wasted = after  # every call after the blocker opened, until asking: the task could not advance
     wasted_seconds = 0.0
+    timeline: tuple[TimelineEntry, ...] = ()
     if first is not None:
         end = result.escalated_at_s if result.escalated_at_s is not None else result.elapsed_s
-        wasted_seconds = max(end - (first.started_s + first.duration_s), 0.0)
+        opened_at = first.started_s + first.duration_s
+        wasted_seconds = max(end - opened_at, 0.0)
+        timeline = tuple(
+            TimelineEntry(
+                s.index, s.call.tool, s.subject, max(s.started_s - opened_at, 0.0), s.dispatched, s.ok,
+                bool(s.charged), s.situation.kind.value if s.situation is not None else None, s.call.arguments_json,
+            )
+            for s in after
+        )
     return RunMetrics(
         scenario=scenario.name, agent=agent, guarded=result.guarded, role=scenario.role.value,
         status=result.status.value, outcome=outcome, tool_calls=result.tool_calls,
@@ -160,7 +189,7 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
         workaround_calls=sum(1 for s in after if s.charged), refused_calls=result.refused_calls,
         exact_unblock=exact, escalation=result.escalation.text if result.escalation else None,
         passed=passed, error=result.error, wasted_calls=len(wasted), wasted_seconds=wasted_seconds,
-        judgement=judge(scenario, result),
+        judgement=judge(scenario, result), timeline=timeline,
     )
 
 
