@@ -19,6 +19,7 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.evals.agents import AGENTS
+from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
 from unstuck.evals.report import write_html
 from unstuck.evals.runner import (
     REFERENCE_INCIDENT,
@@ -95,6 +96,20 @@ def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario
     return [by_name[n] for n in names]
 
 
+def _print_regressions(regressions: list[Regression], unmatched: int) -> None:
+    if not regressions:
+        console.print(f"no regressions against the baseline ({unmatched} run(s) without a counterpart)")
+        return
+    table = Table(title=f"regressions against the baseline ({unmatched} run(s) without a counterpart)")
+    for column in ("scenario", "agent", "mode", "what", "before", "after"):
+        table.add_column(column)
+    for r in regressions:
+        mode = "guarded" if r.guarded else "unguarded"
+        table.add_row(*(escape(v) for v in (r.scenario, r.agent + (f" #{r.repeat}" if r.repeat else ""), mode,
+                                           r.what, r.before, r.after)))
+    console.print(table)
+
+
 def _model_factories(
     model: str | None, base_url: str | None, api_key: str, seed: int | None
 ) -> dict[str, ModelFactory]:
@@ -157,6 +172,9 @@ def _comparison_table(results: list[RunMetrics]) -> Table:
 def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
+    compare: Annotated[
+        Path | None, typer.Option(help="Print regressions against this earlier `unstuck eval --json` result.")
+    ] = None,
     scenarios: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
     tags: Annotated[str | None, typer.Option(help="Only scenarios with one of these comma-separated tags.")] = None,
     agents: Annotated[str | None, typer.Option(help="Comma-separated agent names (model:NAME for --model).")] = None,
@@ -175,6 +193,10 @@ def _eval_command(
         if not chosen:
             raise _fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
     models = _model_factories(model, base_url, api_key, seed)
+    try:
+        baseline = load_baseline(compare) if compare is not None else None
+    except BaselineError as exc:
+        raise _fail(str(exc)) from exc
     wanted = _split(agents, "agents")
     if wanted is not None:
         unknown = [a for a in wanted if a not in AGENTS and a not in models]
@@ -197,6 +219,8 @@ def _eval_command(
     if html_path is not None:
         write_html(results, html_path)
         console.print(f"report written to {escape(str(html_path))}")
+    if baseline is not None:
+        _print_regressions(*find_regressions(baseline, results))
     errors = [r for r in results if r.error is not None]
     for r in errors:
         err_console.print(f"[red]harness error[/red] in {escape(f'{r.scenario} · {r.agent}: {r.error}')}")
