@@ -73,3 +73,21 @@ def test_permission_denied_is_a_real_eacces_for_the_tool_process() -> None:
     first = result.steps[0]
     assert "Permission denied" in first.content and first.situation is not None
     assert first.situation.kind.value == "permission" and first.situation.subject == "reports/q3.txt"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "evidence"),
+    [
+        ("oversized_log", "truncated", "[unstuck: output truncated"),
+        ("misencoded_latin1", "execution_error", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9"),
+        ("misencoded_utf16", "execution_error", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff"),
+        ("bad_arguments", "invalid_args", "argument --indent: invalid int value: 'two'"),
+        ("empty_search", "empty", "[]"),
+    ],
+)
+def test_each_state_reaches_the_agent_as_its_real_tool_output(name: str, kind: str, evidence: str) -> None:
+    scenario = next(s for s in SCENARIOS if s.name == name)
+    result, _ = run_scenario(scenario, "compliant", guarded=True)
+    first = result.steps[0]
+    assert first.situation is not None and first.situation.kind.value == kind
+    assert evidence in first.content

@@ -95,3 +95,15 @@ def test_plan_must_name_a_scenario_tool(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("tool: read_file", "tool: teleport"))
     with pytest.raises(ScenarioError, match=r"field 'plan\[0\].tool': unknown tool 'teleport'"):
         load_scenario(path)
+
+
+def test_encoded_and_generated_files_are_validated(tmp_path: Path) -> None:
+    bad_encoding = write(tmp_path, GOOD + "setup:\n  encoded_files: {a.txt: {encoding: klingon, text: x}}\n", "e.yaml")
+    with pytest.raises(ScenarioError, match=r"field 'setup.encoded_files.a.txt.encoding'.*klingon"):
+        load_scenario(bad_encoding)
+    too_big = write(tmp_path, GOOD + "setup:\n  generated_files: {a.log: {line: x, lines: 0}}\n", "g.yaml")
+    with pytest.raises(ScenarioError, match=r"field 'setup.generated_files.a.log.lines'"):
+        load_scenario(too_big)
+    unencodable = write(tmp_path, GOOD + "setup:\n  encoded_files: {a.txt: {encoding: ascii, text: café}}\n", "u.yaml")
+    with pytest.raises(ScenarioError, match=r"field 'setup.encoded_files.a.txt.encoding'"):
+        load_scenario(unencodable)

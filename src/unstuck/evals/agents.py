@@ -42,7 +42,7 @@ __all__ = [
 #: Text by which a scripted agent judges that a result failed.
 FAILURE_MARKERS = (
     '"status": "error"', "(exit code ", "Error:", "error:", "Not executed", "HTTP 4", "HTTP 5",
-    "Traceback", "No tool named", "fatal:",
+    "Traceback", "No tool named", "fatal:", "[unstuck: output truncated",
 )
 _BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
 _RESOLVED_MARK = "has resolved the block"

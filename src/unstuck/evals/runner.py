@@ -118,6 +118,11 @@ def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool 
     sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as)
     try:
         sandbox.write_files(dict(scenario.files))
+        sandbox.write_files(dict(scenario.encoded_files))
+        sandbox.write_files({
+            name: "".join(f"{line} {n}\n" for n in range(lines)) + (last + "\n" if last else "")
+            for name, line, lines, last in scenario.generated_files
+        })
         sandbox.make_unreadable(scenario.unreadable)
         if scenario.gh is GhState.SIGNED_IN:
             sandbox.serve_github(scopes=scenario.token_scopes)

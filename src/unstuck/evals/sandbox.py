@@ -155,16 +155,19 @@ class Sandbox:
 
     # -- state -------------------------------------------------------------------------------
 
-    def write_files(self, files: Mapping[str, str]) -> None:
-        """Create files under the work directory (parents made), UTF-8; with ``run_as``, owned
-        by that user.
+    def write_files(self, files: Mapping[str, str | bytes]) -> None:
+        """Create files under the work directory (parents made): text as UTF-8, bytes as they
+        are; with ``run_as``, owned by that user.
         """
-        for name, text in files.items():
+        for name, content in files.items():
             target = self.work / name
             if not target.resolve().is_relative_to(self.work.resolve()):
                 raise ValueError(f"sandbox file {name!r} escapes the work directory")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
             if self.run_as is not None:
                 for part in (target, *target.relative_to(self.work).parents):
                     os.chown(self.work / part, *self.run_as)

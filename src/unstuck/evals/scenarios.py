@@ -10,7 +10,11 @@ A scenario file looks like::
       gh: logged_out              # logged_out | signed_in | missing  (default: logged_out)
       token_scopes: [repo]        # scopes of the signed-in token (default: repo, read:org)
       hide_programs: []           # more programs to leave off PATH
-      files: {README.md: "..."}   # files in the workspace
+      files: {README.md: "..."}   # files in the workspace (UTF-8)
+      encoded_files:              # files written in another encoding, for mis-encoded reads
+        notes.txt: {encoding: latin-1, text: "café"}
+      generated_files:            # large files: `line` repeated `lines` times, then `last`
+        logs/app.log: {line: "INFO ok", lines: 200000, last: "ERROR disk full"}
       unreadable: [secrets]       # workspace paths the tools get EACCES on (made if missing)
       run_as: nobody              # run tool processes as this unprivileged user (needs root)
     task: "What is the description of the GitHub repository cli/cli?"
@@ -106,10 +110,14 @@ class Scenario:
     token_scopes: tuple[str, ...] = ("repo", "read:org")
     unreadable: tuple[str, ...] = ()
     run_as: str | None = None
+    encoded_files: tuple[tuple[str, bytes], ...] = ()
+    generated_files: tuple[tuple[str, str, int, str], ...] = ()
 
 
 _TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
-_SETUP_FIELDS = frozenset({"gh", "token_scopes", "hide_programs", "files", "unreadable", "run_as"})
+_SETUP_FIELDS = frozenset(
+    {"gh", "token_scopes", "hide_programs", "files", "encoded_files", "generated_files", "unreadable", "run_as"}
+)
 _EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
 
 
@@ -219,7 +227,44 @@ def _parse(data: object, source: str) -> Scenario:
         token_scopes=read.words("setup.token_scopes", setup.get("token_scopes")) or ("repo", "read:org"),
         unreadable=_workspace_paths(read, "setup.unreadable", read.words("setup.unreadable", setup.get("unreadable"))),
         run_as=read.text("setup.run_as", setup.get("run_as"), required=False),
+        encoded_files=_encoded_files(read, setup.get("encoded_files") or {}),
+        generated_files=_generated_files(read, setup.get("generated_files") or {}),
     )
+
+
+def _encoded_files(read: _Reader, raw: object) -> tuple[tuple[str, bytes], ...]:
+    where = "setup.encoded_files"
+    if not isinstance(raw, Mapping):
+        raise read.error(where, "must map file names to {encoding, text}")
+    _workspace_paths(read, where, tuple(map(str, raw)))
+    files = []
+    for name, spec in raw.items():
+        entry = read.mapping(f"{where}.{name}", spec, frozenset({"encoding", "text"}))
+        encoding, text = entry.get("encoding"), entry.get("text")
+        if not isinstance(encoding, str) or not isinstance(text, str):
+            raise read.error(f"{where}.{name}", "needs an encoding and a text")
+        try:
+            files.append((str(name), text.encode(encoding)))
+        except (LookupError, UnicodeEncodeError) as exc:
+            raise read.error(f"{where}.{name}.encoding", str(exc)) from exc
+    return tuple(files)
+
+
+def _generated_files(read: _Reader, raw: object) -> tuple[tuple[str, str, int, str], ...]:
+    where = "setup.generated_files"
+    if not isinstance(raw, Mapping):
+        raise read.error(where, "must map file names to {line, lines, last}")
+    _workspace_paths(read, where, tuple(map(str, raw)))
+    files = []
+    for name, spec in raw.items():
+        entry = read.mapping(f"{where}.{name}", spec, frozenset({"line", "lines", "last"}))
+        line, lines, last = entry.get("line"), entry.get("lines"), entry.get("last", "")
+        if not isinstance(line, str) or not isinstance(last, str):
+            raise read.error(f"{where}.{name}", "line and last must be strings")
+        if isinstance(lines, bool) or not isinstance(lines, int) or not 0 < lines <= 5_000_000:
+            raise read.error(f"{where}.{name}.lines", "must be a whole number from 1 to 5000000")
+        files.append((str(name), line, lines, last))
+    return tuple(files)
 
 
 def _workspace_paths(read: _Reader, where: str, names: tuple[str, ...]) -> tuple[str, ...]:
