@@ -7,12 +7,19 @@ import pytest
 from conftest import PlaybackModel
 from unstuck.clock import VirtualClock
 from unstuck.events import EventLog
-from unstuck.loop import TurnStatus, run_turn
+from unstuck.loop import TurnResult, TurnStatus
+from unstuck.loop import run_turn as _run_turn
 from unstuck.models import ModelError, Role
 from unstuck.presence import Answer, ScriptedAsker
 from unstuck.prompts import GUIDANCE_PREFIX
 from unstuck.situations import Kind
 from unstuck.tools import ToolSpec, tool
+
+
+def run_turn(*args: Any, **kwargs: Any) -> TurnResult:
+    """The loop on a virtual clock, so the retries of transient failures cost no wall time."""
+    kwargs.setdefault("clock", VirtualClock())
+    return _run_turn(*args, **kwargs)
 
 
 class FakeCli:
@@ -37,7 +44,7 @@ class FakeCli:
             self.sign_in_attempts += 1
             raise TimeoutError("nobody approved the browser sign-in")
 
-        @tool(subject=lambda a: str(a.get("command", "")).split()[0])
+        @tool(subject=lambda a: str(a.get("command", "")).split()[0], effect="write")
         def shell(command: str) -> str:
             if command.startswith("cli ") and not self.signed_in:
                 raise PermissionError("authentication required")
@@ -193,7 +200,7 @@ def test_cost_line_counts_steps_and_seconds_after_the_blocker() -> None:
     @tool(subject="sleepy")
     def slow() -> str:
         clock.advance(30)
-        raise TimeoutError("timed out")
+        raise RuntimeError("gave up after 30 s")
 
     model = PlaybackModel([("check", {"name": "cli"}), ("slow", {}), ("slow", {}), ("slow", {})])
     result = run_turn("t", model=model, tools=[*cli.tools(), slow], unattended=True, clock=clock)
@@ -258,3 +265,36 @@ def test_skipped_subjects_are_reported_with_the_turn() -> None:
     model = PlaybackModel([("check", {"name": "cli"}), "need you", "left undone"])
     result = run_turn("view", model=model, tools=cli.tools(), unattended=False, asker=ScriptedAsker([Answer.SKIP]))
     assert result.skipped_subjects == ("cli",)
+
+
+def test_the_loop_retries_a_read_only_tool_after_the_backoff_on_its_clock() -> None:
+    failures = [ConnectionRefusedError(111, "Connection refused")] * 2
+
+    @tool(subject="api.example")
+    def fetch_status() -> str:
+        if failures:
+            raise failures.pop()
+        return "all systems normal"
+
+    clock = VirtualClock(follow_real_time=False)
+    log = EventLog()
+    model = PlaybackModel([("fetch_status", {}), "the status is normal"])
+    result = run_turn("status?", model=model, tools=[fetch_status], unattended=True, clock=clock, events=log)
+    assert result.status is TurnStatus.DONE and result.tool_calls == 1
+    assert [s.retry for s in result.steps] == [False, True, True] and result.steps[-1].ok
+    assert [e.get("delay_s") for e in log.named("retry.scheduled")] == [10.0, 20.0]  # network: base 10 s
+    assert clock.now() == 30.0
+    final_message = model.requests[1][0][-1].content
+    assert final_message.startswith("all systems normal") and "Retried 2 time(s) over 30 s" in final_message
+
+
+def test_a_write_tool_is_never_retried_by_the_loop() -> None:
+    calls = []
+
+    @tool(subject="ledger", effect="write")
+    def append_row() -> str:
+        calls.append(1)
+        raise TimeoutError("timed out waiting for the ledger")
+
+    result = run_turn("t", model=PlaybackModel([("append_row", {}), "stop"]), tools=[append_row], unattended=True)
+    assert len(calls) == 1 and not any(s.retry for s in result.steps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat_server import ChatServer
+from unstuck.clock import VirtualClock
 from unstuck.evals.runner import prepare_sandbox
 from unstuck.evals.scenarios import builtin_scenarios
 from unstuck.loop import TurnStatus, run_turn
@@ -72,7 +73,8 @@ def test_real_gh_turn_through_the_openai_client_escalates_and_withholds_tools_on
     ]
     with ChatServer(replies) as server, prepare_sandbox(scenario) as sandbox:
         model = OpenAIChatModel("local", base_url=server.base_url, max_retries=0)
-        result = run_turn(scenario.task, model=model, tools=standard_tools(sandbox.workspace()), unattended=True)
+        result = run_turn(scenario.task, model=model, tools=standard_tools(sandbox.workspace()), unattended=True,
+                          clock=VirtualClock())
     assert result.status is TurnStatus.BLOCKED
     assert result.escalation is not None and "gh auth login" in result.escalation.text
     assert result.escalation.next_step == "I will re-run the check, then finish."

@@ -51,7 +51,7 @@ def test_declared_blocker_opens_with_budget_two_and_the_recovery_prompt() -> Non
 
 def test_second_workaround_after_declared_blocker_exhausts_and_third_escalates() -> None:
     state = opened()
-    first = step(state, "curl", Situation(Kind.NETWORK, "curl", retryable=True, source=Source.INFERRED), False)
+    first = step(state, "curl", Situation(Kind.NETWORK, "curl", source=Source.INFERRED), False)
     second = step(first.state, "python3", None, False)
     third = step(second.state, "gh", GH_AUTH, False)
     assert isinstance(first.decision, Continue) and isinstance(second.decision, Continue)
@@ -290,3 +290,51 @@ def test_a_call_carrying_an_address_from_an_injected_instruction_is_refused() ->
     assert not decision.situation.is_blocker
     other = ToolCall.of("y", "run_command", {"command": "curl -fsSL https://pypi.org/simple/"})
     assert isinstance(policy.before_dispatch(state, other, subject="curl", interactive=False)[0], Dispatch)
+
+
+def test_a_retryable_failure_is_retried_after_the_backoff_then_becomes_a_blocker() -> None:
+    refused = Situation(Kind.NETWORK, "gh", retryable=True, source=Source.INFERRED, detail="connection refused")
+    state = RecoveryState(unattended=True)
+    _, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
+    waits = []
+    assessment = policy.after_result(state, CALL, subject="gh", situation=refused, ok=False, auto_retry=True)
+    while isinstance(assessment.decision, policy.RetryAfter):
+        waits.append(assessment.decision.delay_s)
+        assessment = policy.after_result(assessment.state, CALL, subject="gh", situation=refused, ok=False,
+                                         is_retry=True, auto_retry=True)
+    assert waits == [10.0, 20.0, 40.0]  # network: 3 retries, base 10 s, doubling (DESIGN.md)
+    assert assessment.opened == ("gh",) and assessment.state.open_blockers["gh"].situation.kind is Kind.NETWORK
+
+
+def test_a_server_wait_beyond_the_cap_is_a_blocker_at_once() -> None:
+    limited = Situation(Kind.QUOTA, "gh", retryable=True, retry_after_s=3600, source=Source.INFERRED)
+    assessment = step(RecoveryState(unattended=True), "gh", limited, False)
+    assert isinstance(assessment.decision, Continue) and assessment.opened == ("gh",)
+
+
+def test_a_success_clears_the_retry_count_of_that_call() -> None:
+    flaky = Situation(Kind.UNAVAILABLE, "gh", retryable=True, source=Source.INFERRED)
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), CALL, subject="gh", interactive=False)
+    first = policy.after_result(state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
+    assert isinstance(first.decision, policy.RetryAfter) and first.decision.delay_s == 30.0
+    cleared = policy.after_result(first.state, CALL, subject="gh", situation=None, ok=True, is_retry=True)
+    again = policy.after_result(cleared.state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
+    assert isinstance(again.decision, policy.RetryAfter) and again.decision.attempt == 1
+
+
+def test_a_call_with_side_effects_is_not_retried_by_the_loop_but_its_repeats_count() -> None:
+    refused = Situation(Kind.NETWORK, "gh", retryable=True, source=Source.INFERRED)
+    state = RecoveryState(unattended=True)
+    decisions = []
+    for _ in range(4):  # the model itself repeats the same failing call
+        assessment = step(state, "gh", refused, False)
+        state = assessment.state
+        decisions.append(type(assessment.decision).__name__)
+    assert decisions == ["Continue"] * 4
+    assert "gh" in state.open_blockers, "after 3 repeats the network failure blocks gh"
+
+
+def test_blockers_and_self_fixable_errors_are_never_retried() -> None:
+    for situation in (GH_AUTH, Situation(Kind.NOT_FOUND, "x", source=Source.INFERRED),
+                      Situation(Kind.QUOTA, "api")):
+        assert not isinstance(step(RecoveryState(unattended=True), "gh", situation, False).decision, policy.RetryAfter)

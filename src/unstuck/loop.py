@@ -28,9 +28,9 @@ from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
 from unstuck.models import Message, Model, ModelError, ModelReply, Role
 from unstuck.presence import Answer, Asker
-from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX
+from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.situations import Kind, Probe, Situation, validate_situation
-from unstuck.tools import ToolCall, ToolResult, Toolset, ToolSpec
+from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "StepRecord", "TurnResult", "TurnStatus", "run_turn"]
 
@@ -68,6 +68,7 @@ class StepRecord:
         opened: subjects on which this call's result opened a blocker.
         closed: subjects whose blocker this call's result closed.
         content: the result's text (without unstuck's guidance).
+        retry: the loop ran this call again after a wait (the model did not ask for it).
     """
 
     index: int
@@ -83,6 +84,7 @@ class StepRecord:
     opened: tuple[str, ...] = ()
     closed: tuple[str, ...] = ()
     content: str = ""
+    retry: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +125,8 @@ class TurnResult:
 
     @property
     def tool_calls(self) -> int:
-        """Calls the model made (dispatched or refused), probes excluded."""
-        return sum(1 for s in self.steps if not s.probe)
+        """Calls the model made (dispatched or refused); the loop's probes and retries excluded."""
+        return sum(1 for s in self.steps if not s.probe and not s.retry)
 
     @property
     def refused_calls(self) -> int:
@@ -146,7 +148,8 @@ class TurnResult:
         first = self.first_blocker_step()
         if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
             return None
-        later = [s for s in self.steps[: self.calls_before_escalation] if s.index > first.index and not s.probe]
+        window = self.steps[: self.calls_before_escalation]
+        later = [s for s in window if s.index > first.index and not s.probe and not s.retry]
         seconds = self.escalated_at_s - (first.started_s + first.duration_s)
         blocked = self.escalation.subject if self.escalation is not None else first.opened[0]
         return f"{len(later)} steps · {max(seconds, 0):.0f} s after {blocked} was blocked, before asking"
@@ -214,13 +217,13 @@ class _Turn:
         return inferred
 
     def call_tool(
-        self, call: ToolCall, *, probe: bool = False, exempt: frozenset[str] = frozenset()
+        self, call: ToolCall, *, probe: bool = False, exempt: frozenset[str] = frozenset(), retry: bool = False
     ) -> tuple[ToolResult, policy.Assessment]:
         spec = self.spec_for(call)
         subject = spec.subject_of(call.arguments) if spec is not None else call.tool
         started = self.at()
         decision: policy.Dispatch | policy.Refuse
-        if probe:
+        if probe or retry:
             decision = policy.Dispatch(call)
         else:
             decision, self.state = policy.before_dispatch(
@@ -235,7 +238,8 @@ class _Turn:
         situation = self.situation_of(call, spec, result)
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
-            executed=result.executed, is_probe=probe, exempt=exempt,
+            executed=result.executed, is_probe=probe, exempt=exempt, is_retry=retry,
+            auto_retry=spec is not None and spec.effect is Effect.READ and not spec.interactive,
         )
         self.state = assessment.state
         for key in assessment.opened:
@@ -248,7 +252,7 @@ class _Turn:
             self.emit("blocker.closed", subject=key, reason="probe clean" if probe else "call succeeded")
         self.steps.append(StepRecord(
             len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
-            self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content,
+            self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
         ))
         return result, assessment
 
@@ -306,11 +310,21 @@ class _Turn:
         fresh: frozenset[str] = frozenset()
         for position, call in enumerate(calls):
             result, assessment = self.call_tool(call, exempt=fresh)
+            waited = 0.0
+            while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
+                wait = assessment.decision
+                self.emit("retry.scheduled", tool=call.tool, attempt=wait.attempt, delay_s=wait.delay_s)
+                self.clock.sleep(wait.delay_s)
+                waited += wait.delay_s
+                result, assessment = self.call_tool(call, retry=True)
             # Later calls of this reply were chosen before the model saw a *new* blocker's
             # guidance: they are not charged to it. A reopened blocker was seen before.
             fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
             content = result.content
             decision = assessment.decision
+            if waited:
+                retried = sum(1 for s in self.steps if s.retry and s.call == call)
+                content = f"{content}\n\n{RETRIED_NOTE.format(times=retried, seconds=f'{waited:g}')}"
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
                 content = f"{content}\n\n{decision.guidance}"
             self.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))

@@ -13,6 +13,9 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
 * **Rule 3.** A result carrying a blocker gets the blocker recovery prompt (see
   :mod:`unstuck.prompts`); self-fixable errors keep the generic "correct your plan" prompt.
 * **Rule 4** (the escalation's three parts) lives in :mod:`unstuck.escalation`.
+* **Retries** (DESIGN.md): a retryable transient result is retried by the loop after the
+  wait :func:`unstuck.retry.next_retry` gives; once a kind's retries are used up, or the
+  server's wait is beyond the cap, it becomes a blocker on its subject.
 
 Nothing here sleeps, writes, reads a clock or calls a tool: each function takes a
 :class:`RecoveryState` and returns a decision with the next state.
@@ -26,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from unstuck import prompts
-from unstuck.situations import Kind, Situation, Source
+from unstuck.retry import next_retry
+from unstuck.situations import Kind, KindClass, Situation, Source
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "PolicyConfig",
     "RecoveryState",
     "Refuse",
+    "RetryAfter",
     "after_result",
     "before_dispatch",
     "close_blocker",
@@ -122,6 +127,8 @@ class RecoveryState:
         settled: blockers closed by a mere success on their subject, keyed by subject; if the
             same kind reopens in this turn it resumes this count instead of a fresh budget
             (a flapping subject, e.g. ``gh --version`` succeeding between auth failures).
+        retries: retries the loop made of each call in this turn, keyed by the call's tool and
+            canonical arguments; a success of the call clears its count.
         tainted: addresses (URLs, e-mail addresses) named by results flagged
             ``injected_instruction``; a later call carrying one is refused, so an instruction
             planted in data is never executed (seed 000 section 3.4).
@@ -133,6 +140,7 @@ class RecoveryState:
     open_blockers: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     skipped: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     settled: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
+    retries: Mapping[str, int] = field(default_factory=lambda: types.MappingProxyType({}))
     tainted: frozenset[str] = frozenset()
     calls: int = 0
 
@@ -169,6 +177,14 @@ class Continue:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryAfter:
+    """Wait ``delay_s`` seconds on the turn's clock, then run the same call again."""
+
+    delay_s: float
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class Escalate:
     """Stop dispatching tools; end the turn with the escalation for ``blocker``."""
 
@@ -183,7 +199,7 @@ class Assessment:
     its workaround count incremented by this result.
     """
 
-    decision: Continue | Escalate
+    decision: Continue | Escalate | RetryAfter
     state: RecoveryState
     opened: tuple[str, ...] = ()
     closed: tuple[str, ...] = ()
@@ -252,6 +268,8 @@ def after_result(
     executed: bool = True,
     is_probe: bool = False,
     exempt: frozenset[str] = frozenset(),
+    is_retry: bool = False,
+    auto_retry: bool = False,
 ) -> Assessment:
     """Rules 2 and 3: book the result against open blockers and choose what happens next.
 
@@ -268,10 +286,16 @@ def after_result(
             model chose this call before it could see their guidance, so it is not charged to
             them (it is still charged to every other open blocker, and a refusal is always
             charged: Rule 1).
+        is_retry: the loop ran this call again after a wait; retries are never charged.
+        auto_retry: the loop may run this call again by itself (a read-only, non-interactive
+            tool: repeating it cannot repeat a side effect). Otherwise a retryable failure is
+            handed to the model with the transient guidance, and only its own repeats of the
+            same call count as retries.
 
     Returns:
-        An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget,
-        otherwise ``Continue`` with the recovery or generic guidance for the model.
+        An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget;
+        ``RetryAfter`` when waiting may fix the result; otherwise ``Continue`` with the
+        recovery or generic guidance for the model.
     """
     blockers = dict(state.open_blockers)
     skipped = dict(state.skipped)
@@ -286,7 +310,19 @@ def after_result(
         settled[subject] = blockers.pop(subject)
         closed.append(subject)
 
-    if not is_probe:
+    call_key = f"{call.tool}:{call.arguments_json}"
+    retries = dict(state.retries)
+    if clean:
+        retries.pop(call_key, None)
+    transient = (
+        situation is not None and situation.retryable and situation.kind_class is KindClass.TRANSIENT and not is_probe
+    )
+    wait = next_retry(situation, retries.get(call_key, 0)) if transient else None
+    exhausted_transient = transient and wait is None
+    if wait is not None:
+        retries[call_key] = retries.get(call_key, 0) + 1
+
+    if not is_probe and not is_retry:
         for book in (blockers, skipped):
             for key, blocker in list(book.items()):
                 same_kind = situation is not None and situation.kind is blocker.situation.kind
@@ -303,7 +339,7 @@ def after_result(
     others_open = situation is not None and any(key != situation.subject for key in blockers)
     opens_blocker = (
         situation is not None
-        and situation.is_blocker
+        and (situation.is_blocker or exhausted_transient)
         and situation.subject not in skipped
         and not (is_probe and situation.subject not in blockers)
         and (situation.is_declared or not others_open)
@@ -341,6 +377,7 @@ def after_result(
         tainted = tainted | frozenset(found.rstrip(".,;:") for found in _ADDRESS.findall(situation.detail))
     new_state = replace(
         state,
+        retries=types.MappingProxyType(retries),
         tainted=tainted,
         open_blockers=types.MappingProxyType(blockers),
         skipped=types.MappingProxyType(skipped),
@@ -349,6 +386,9 @@ def after_result(
     exhausted = [b for b in (*blockers.values(), *skipped.values()) if b.exhausted]
     if exhausted:
         return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
+    if wait is not None and auto_retry:
+        attempt = retries[call_key]
+        return Assessment(RetryAfter(wait, attempt), new_state, tuple(opened), tuple(closed), tuple(charged))
     guidance = _guidance(situation, {**skipped, **blockers}, charged)
     return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
 

@@ -23,6 +23,7 @@ __all__ = [
     "GUIDANCE_PREFIX",
     "INJECTED_REFUSAL",
     "NEXT_STEP_DEFAULT",
+    "RETRIED_NOTE",
     "SKIPPED_REFUSAL",
     "UNATTENDED_REFUSAL",
     "USER_ACTION_DEFAULT",
@@ -39,6 +40,7 @@ UNATTENDED_REFUSAL = (
     "so nobody can complete it. Calling it again will be refused too."
 )
 SKIPPED_REFUSAL = "Not executed: the user chose to skip {subject} for this turn."
+RETRIED_NOTE = GUIDANCE_PREFIX + " Retried {times} time(s) over {seconds} s of waiting; this is the last result."
 INJECTED_REFUSAL = (
     "Not executed: this call carries {what}, which came from an instruction inside tool output, "
     "not from the user."

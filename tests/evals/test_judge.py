@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import PlaybackModel
+from unstuck.clock import VirtualClock
 from unstuck.evals.judge import judge, unsafe_calls
 from unstuck.evals.scenarios import Expectation, GhState, Scenario, ScenarioRole
 from unstuck.loop import TurnResult, run_turn
@@ -30,9 +31,9 @@ def tools() -> list[ToolSpec]:
     def check(name: str) -> dict[str, Any]:
         return {"status": "error", "situation": {"kind": "auth", "subject": name, "unblock": f"{name} auth login"}}
 
-    @tool(subject="net")
+    @tool(subject="net", effect="write")
     def fetch(url: str) -> str:
-        raise ConnectionRefusedError(111, "Connection refused")
+        raise ValueError(f"cannot fetch {url}: the URL is malformed")
 
     @tool(interactive=True, subject=lambda a: a.get("name"))
     def sign_in_cli(name: str) -> str:
@@ -50,7 +51,8 @@ def tools() -> list[ToolSpec]:
 
 
 def run(replies: list[object], *, guarded: bool = True, unattended: bool = True) -> TurnResult:
-    return run_turn("t", model=PlaybackModel(replies), tools=tools(), unattended=unattended, guarded=guarded)
+    return run_turn("t", model=PlaybackModel(replies), tools=tools(), unattended=unattended, guarded=guarded,
+                    clock=VirtualClock())
 
 
 ASKS_AT_ONCE = [("check", {"name": "cli"}), "I need you to sign cli in."]

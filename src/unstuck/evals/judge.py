@@ -118,7 +118,7 @@ def _stopped(result: TurnResult, config: PolicyConfig) -> int:
     if first is None or asked is None or first.situation is None:
         return 0
     budget = config.budget_for(first.situation)
-    later = sum(1 for s in result.steps[:asked] if s.index > first.index and not s.probe)
+    later = sum(1 for s in result.steps[:asked] if s.index > first.index and not s.probe and not s.retry)
     return _clamp(10 - _BEYOND_BUDGET_COST * max(later - (budget + 1), 0))
 
 

@@ -152,7 +152,7 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
     escalated = result.escalation is not None
     asked = result.calls_before_escalation
     window = result.steps[:asked] if asked is not None else result.steps
-    after = [s for s in window if first is not None and s.index > first.index and not s.probe]
+    after = [s for s in window if first is not None and s.index > first.index and not s.probe and not s.retry]
     steps_to_escalate = len(after) if asked is not None and first is not None else None
     seconds = None
     if result.escalated_at_s is not None and first is not None:

@@ -1,0 +1,75 @@
+"""Bounded, capped retries of what waiting can fix (DESIGN.md, "Defaults").
+
+Only transient situations that are ``retryable`` are retried, each kind a fixed number of
+times with exponential backoff capped at :data:`CAP_S`::
+
+    delay(attempt) = min(base · 2^(attempt − 1), 300 s)          attempt = 1, 2, ...
+
+A server's wait (``retry_after_s``, from a Retry-After header or the wording) is honoured up
+to the cap; a wait beyond the cap is not slept through: the situation becomes a blocker on
+its subject instead ("rate limit resets in 3600 s"), as does a kind whose retries ran out.
+Auth, permission, not_installed, a spent quota and every self-fixable kind are never
+retried. Pure: no clock is read and nothing sleeps here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from unstuck.situations import Kind, KindClass, Situation
+
+__all__ = ["CAP_S", "RETRY_RULES", "RetryRule", "backoff_delay", "next_retry"]
+
+#: The longest single wait, in seconds.
+CAP_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRule:
+    """How often a kind is retried after its first failure, and the first wait in seconds."""
+
+    retries: int
+    base_s: float
+
+
+#: Per-kind retry ceilings and bases (DESIGN.md): timeout 2 × 5 s; unavailable 3 × 30 s;
+#: network 3 × 10 s; a rate-limited (retryable) quota 3 × 60 s.
+RETRY_RULES: Mapping[Kind, RetryRule] = {
+    Kind.TIMEOUT: RetryRule(2, 5.0),
+    Kind.UNAVAILABLE: RetryRule(3, 30.0),
+    Kind.NETWORK: RetryRule(3, 10.0),
+    Kind.QUOTA: RetryRule(3, 60.0),
+}
+
+
+def backoff_delay(rule: RetryRule, attempt: int, retry_after_s: float | None = None, *, cap_s: float = CAP_S) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based).
+
+    The server's ``retry_after_s``, when given, replaces the computed backoff; both are
+    capped at ``cap_s``.
+
+    Raises:
+        ValueError: for an attempt below 1.
+    """
+    if attempt < 1:
+        raise ValueError(f"retry attempts count from 1, got {attempt}")
+    if retry_after_s is not None:
+        return min(max(retry_after_s, 0.0), cap_s)
+    return float(min(rule.base_s * 2 ** (attempt - 1), cap_s))
+
+
+def next_retry(situation: Situation | None, retries_so_far: int, *, cap_s: float = CAP_S) -> float | None:
+    """The wait before retrying a call whose result was ``situation``, or ``None`` when it
+    must not be retried (not transient, retries used up, or a server wait beyond the cap).
+
+    ``retries_so_far`` counts the retries of this same call already made in the turn.
+    """
+    if situation is None or not situation.retryable or situation.kind_class is not KindClass.TRANSIENT:
+        return None
+    rule = RETRY_RULES.get(situation.kind)
+    if rule is None or retries_so_far >= rule.retries:
+        return None
+    if situation.retry_after_s is not None and situation.retry_after_s > cap_s:
+        return None
+    return backoff_delay(rule, retries_so_far + 1, situation.retry_after_s, cap_s=cap_s)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+
+from unstuck.retry import CAP_S, RETRY_RULES, RetryRule, backoff_delay, next_retry
+from unstuck.situations import Kind, Situation, Source
+
+
+def waits(kind: Kind, retry_after_s: float | None = None) -> list[float]:
+    situation = Situation(kind, "s", retryable=True, retry_after_s=retry_after_s, source=Source.INFERRED)
+    found = []
+    while (wait := next_retry(situation, len(found))) is not None:
+        found.append(wait)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (Kind.TIMEOUT, [5.0, 10.0]),
+        (Kind.UNAVAILABLE, [30.0, 60.0, 120.0]),
+        (Kind.NETWORK, [10.0, 20.0, 40.0]),
+        (Kind.QUOTA, [60.0, 120.0, 240.0]),
+    ],
+)
+def test_the_exact_delay_sequence_per_kind(kind: Kind, expected: list[float]) -> None:
+    assert waits(kind) == expected
+
+
+def test_backoff_is_capped_at_300_seconds() -> None:
+    assert CAP_S == 300.0
+    assert backoff_delay(RetryRule(10, 60.0), 4) == 300.0  # 60 · 2^3 = 480, capped
+
+
+def test_retry_after_is_honoured_and_capped() -> None:
+    assert waits(Kind.QUOTA, retry_after_s=42) == [42.0, 42.0, 42.0]
+    assert backoff_delay(RETRY_RULES[Kind.QUOTA], 1, retry_after_s=900) == 300.0
+    assert waits(Kind.QUOTA, retry_after_s=3600) == [], "a reset beyond the cap is not slept through"
+
+
+@pytest.mark.parametrize("kind", [Kind.AUTH, Kind.PERMISSION, Kind.NOT_INSTALLED, Kind.NOT_FOUND, Kind.CONFLICT])
+def test_kinds_that_waiting_cannot_fix_are_never_retried(kind: Kind) -> None:
+    assert next_retry(Situation(kind, "s", retryable=True, source=Source.INFERRED), 0) is None
+
+
+def test_a_spent_quota_is_not_retried() -> None:
+    assert next_retry(Situation(Kind.QUOTA, "s", retryable=False), 0) is None
+
+
+def test_attempts_count_from_one() -> None:
+    with pytest.raises(ValueError, match="count from 1"):
+        backoff_delay(RETRY_RULES[Kind.NETWORK], 0)
