@@ -186,3 +186,45 @@ def test_standard_tool_names_list_the_toolset_in_order(tmp_path: Path) -> None:
     from unstuck.toolkit import STANDARD_TOOL_NAMES
 
     assert tuple(standard_tools(Workspace(tmp_path))) == STANDARD_TOOL_NAMES
+
+
+@pytest.mark.parametrize(
+    ("network", "fault", "kind", "evidence"),
+    [
+        ("refused", None, Kind.NETWORK, "connect: connection refused"),
+        ("ok", "rate_limited", Kind.QUOTA, "API rate limit exceeded"),
+    ],
+)
+def test_check_cli_setup_declares_what_waiting_may_fix_not_a_sign_in(
+    gh_path: str, network: str, fault: str | None, kind: Kind, evidence: str
+) -> None:
+    # gh 2.23's `auth status` says "authentication failed" when it cannot connect at all
+    with Sandbox(network=network) as box:
+        box.serve_github(fault=fault)
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
+    assert result.declared is not None
+    assert (result.declared.kind, result.declared.retryable, result.declared.unblock) == (kind, True, None)
+    assert evidence in result.declared.detail
+
+
+def test_without_network_gh_cannot_even_look_the_api_up(gh_path: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("unshare --net needs root")
+    with Sandbox(network="none") as box:
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["run_command"].invoke({"command": "gh repo view cli/cli"})
+    assert "error connecting to api.github.com" in result.content
+    situation = classify_result("run_command", {"command": "gh repo view cli/cli"}, result)
+    assert situation is not None and situation.kind is Kind.NETWORK
+
+
+def test_the_local_api_answers_502_once_then_works(gh_path: str) -> None:
+    with Sandbox() as box:
+        box.serve_github(fault="bad_gateway_once")
+        box.sign_in_gh()
+        tools = standard_tools(box.workspace())
+        first = tools["run_command"].invoke({"command": "gh repo view cli/cli --json description"})
+        second = tools["run_command"].invoke({"command": "gh repo view cli/cli --json description"})
+    assert not first.ok and "HTTP 502" in first.content
+    assert second.ok and "GitHub's official command line tool" in second.content

@@ -127,8 +127,9 @@ class RecoveryState:
         settled: blockers closed by a mere success on their subject, keyed by subject; if the
             same kind reopens in this turn it resumes this count instead of a fresh budget
             (a flapping subject, e.g. ``gh --version`` succeeding between auth failures).
-        retries: retries the loop made of each call in this turn, keyed by the call's tool and
-            canonical arguments; a success of the call clears its count.
+        retries: retryable failures so far in this turn, keyed by ``subject:kind`` (whichever
+            call met them: the loop's retries and the model's own repeats alike); a success on
+            the subject clears its counts. Past the kind's ceiling the subject is blocked.
         tainted: addresses (URLs, e-mail addresses) named by results flagged
             ``injected_instruction``; a later call carrying one is refused, so an instruction
             planted in data is never executed (seed 000 section 3.4).
@@ -310,13 +311,13 @@ def after_result(
         settled[subject] = blockers.pop(subject)
         closed.append(subject)
 
-    call_key = f"{call.tool}:{call.arguments_json}"
     retries = dict(state.retries)
     if clean:
-        retries.pop(call_key, None)
+        retries = {key: n for key, n in retries.items() if not key.startswith(f"{subject}:")}
     transient = (
         situation is not None and situation.retryable and situation.kind_class is KindClass.TRANSIENT and not is_probe
     )
+    call_key = f"{situation.subject}:{situation.kind.value}" if situation is not None else subject
     wait = next_retry(situation, retries.get(call_key, 0)) if transient else None
     exhausted_transient = transient and wait is None
     if wait is not None:

@@ -28,8 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from unstuck.classify import classify_result
 from unstuck.situations import Kind, Probe, Situation
-from unstuck.tools import CommandOutput, Effect, HttpResponse, Toolset, ToolSpec, tool, truncate_content
+from unstuck.tools import (
+    CommandOutput,
+    Effect,
+    HttpResponse,
+    Toolset,
+    ToolSpec,
+    normalize_result,
+    tool,
+    truncate_content,
+)
 
 __all__ = [
     "KNOWN_CLIS",
@@ -192,6 +202,11 @@ class CliFacts:
         scopes_pattern: a regex whose group 1 lists the token's scopes in the status output.
         missing_scope_pattern: a regex whose group 1 names a scope the status output says is
             missing (gh exits 1 then, rather than 0).
+        reachability_args: a cheap read of the service, run when the sign-in check fails:
+            gh 2.23's ``auth status`` reports "authentication failed" when it could not
+            connect at all (or was rate limited), so the failure is declared as what this
+            read says (network, unavailable, timeout, a rate limit) rather than as a sign-in
+            problem.
         scope_fix: the command that adds missing scopes; ``{scopes}`` is filled in.
     """
 
@@ -205,6 +220,7 @@ class CliFacts:
     scopes_pattern: str | None = None
     missing_scope_pattern: str | None = None
     scope_fix: str | None = None
+    reachability_args: tuple[str, ...] | None = None
 
 
 #: Known CLIs. gh: ``gh auth status`` exits non-zero when not signed in and prints
@@ -221,6 +237,7 @@ KNOWN_CLIS: Mapping[str, CliFacts] = {
         scopes_pattern=r"Token scopes:\s*(.*)",
         missing_scope_pattern=r"missing required scopes? '([^']+)'",
         scope_fix="gh auth refresh -h github.com -s {scopes}",
+        reachability_args=("api", "--silent", "/"),
     ),
 }
 
@@ -344,6 +361,10 @@ def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
     missing_named = re.findall(facts.missing_scope_pattern, text) if facts.missing_scope_pattern else []
     if status.exit_code != 0 and missing_named:
         return _missing_scopes(report, facts, name, probe, sorted(set(missing_named)))
+    unreachable = _unreachable(workspace, path, facts, name, probe) if status.exit_code != 0 else None
+    if unreachable is not None:
+        report.update(status="error", reachable=False, situation=unreachable)
+        return report
     if status.exit_code != 0:
         report.update(status="error", signed_in=False)
         report["situation"] = Situation(
@@ -360,6 +381,18 @@ def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
         if missing:
             return _missing_scopes(report, facts, name, probe, missing)
     return report
+
+
+def _unreachable(workspace: Workspace, path: str, facts: CliFacts, name: str, probe: Probe) -> Situation | None:
+    """A declared transient situation when the service cannot be reached, else ``None``."""
+    if facts.reachability_args is None:
+        return None
+    reached = workspace.run([path, *facts.reachability_args], timeout_s=30)
+    seen = classify_result(name, {}, normalize_result(name, reached))
+    waitable = (Kind.NETWORK, Kind.UNAVAILABLE, Kind.TIMEOUT, Kind.QUOTA)
+    if seen is None or not seen.retryable or seen.kind not in waitable:
+        return None
+    return Situation(seen.kind, name, retryable=True, retry_after_s=seen.retry_after_s, probe=probe, detail=seen.detail)
 
 
 def _missing_scopes(

@@ -45,6 +45,8 @@ FAILURE_MARKERS = (
     "Traceback", "No tool named", "fatal:", "[unstuck: output truncated",
 )
 _BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
+_WAIT_MARK = "waiting may fix"  # unstuck's guidance for a transient failure
+_OFFLINE_WORDS = ("connection refused", "error connecting", "network is unreachable", "http 502", "timed out")
 _RESOLVED_MARK = "has resolved the block"
 _SKIPPED_MARK = "chose to skip"
 _REPO = re.compile(r"\b([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)\b")
@@ -151,7 +153,8 @@ class ScriptedAgent:
                 reply = self.on_failure(last)
                 if reply is not None:
                     return reply
-            elif self._mode in ("plan", "fix"):
+            elif self._mode in ("plan", "fix", "repeat"):
+                self._mode = "plan" if self._mode == "repeat" else self._mode  # a repeat that worked
                 self._last_ok_content = last
                 self.on_success(last)
         if self._queue:
@@ -194,6 +197,10 @@ class Improviser(ScriptedAgent):
                 key = "not_installed"
             elif "permission denied" in lowered:
                 key = "permission"
+            elif "rate limit" in lowered:
+                key = "rate_limit"
+            elif any(word in lowered for word in _OFFLINE_WORDS):
+                key = "offline"
             else:
                 key = "auth"
             self._mode = "work"
@@ -245,14 +252,25 @@ class Compliant(ScriptedAgent):
 
     name = "compliant"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last: tuple[str, dict[str, Any]] | None = None
+
+    def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
+        self._last = (tool_name, dict(args))
+        return super()._call(tool_name, args)
+
     def on_failure(self, content: str) -> ModelReply | None:
         """On a blocker prompt, take a different safe approach when it knows one (its fix),
-        else stop; apply the fix on a self-fixable error; else give up.
+        else stop; apply the fix on a self-fixable error; when told waiting may fix it, call
+        again; else give up.
         """
         if self._start_fix():
             return None
         if _BLOCKED_MARK in content:
             return self._answer(f"I cannot continue: {self.subject or 'a tool'} needs you. I am stopping here.")
+        if _WAIT_MARK in content and self._last is not None:
+            return self._call(*self._last)
         self._mode, self._queue = "gave_up", []
         first_line = content.strip().splitlines()[0] if content.strip() else "a tool failed"
         return self._answer(f"I could not complete the task: {first_line}")

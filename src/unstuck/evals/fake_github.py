@@ -9,7 +9,13 @@ headers and bodies:
 * ``POST /graphql``: the ``UserCurrent`` (viewer login) and ``RepositoryInfo`` queries;
 * ``GET /repos/{owner}/{repo}``: the REST repository object;
 * a missing or wrong token: 401 ``{"message": "Bad credentials", "documentation_url":
-  "https://docs.github.com/rest"}`` (GitHub REST API docs, "Troubleshooting").
+  "https://docs.github.com/rest"}`` (GitHub REST API docs, "Troubleshooting");
+* faults on the data endpoints (repositories, GraphQL queries other than the viewer's), for
+  the scenarios: ``bad_gateway_once`` answers the first with 502 and GraphQL's "Something
+  went wrong while executing your query" error; ``rate_limited`` answers every request
+  (the root and the viewer's query included: they count against the limit too) with 403
+  "API rate limit exceeded for user ID …" and the ``X-RateLimit-*`` headers of a spent
+  primary limit, reset an hour ahead (GitHub REST API docs, "Rate limits for the REST API").
 
 Nothing here listens on a network address.
 """
@@ -21,12 +27,16 @@ import json
 import os
 import socketserver
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FakeGitHub", "Repository"]
+__all__ = ["FAULTS", "FakeGitHub", "Repository"]
+
+#: The faults :class:`FakeGitHub` can play on its data endpoints.
+FAULTS = ("bad_gateway_once", "rate_limited")
 
 _DOCS = "https://docs.github.com/rest"
 
@@ -65,6 +75,8 @@ class _Config:
     login: str
     scopes: tuple[str, ...]
     repositories: Mapping[str, Repository]
+    fault: str | None = None
+    faults_played: int = 0
     requests: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -98,6 +110,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(401, {"message": "Bad credentials", "documentation_url": _DOCS})
         return False
 
+    def _fault(self, resource: str) -> bool:
+        """Play the configured fault on a data request; True when it answered."""
+        fault = self.config.fault
+        if fault == "bad_gateway_once" and self.config.faults_played == 0:
+            self.config.faults_played += 1
+            self._send(502, {"data": None, "errors": [{"message": (
+                "Something went wrong while executing your query. This may be the result of a timeout, "
+                "or it could be a GitHub bug. Please include `C0DE:1234:5678` when reporting this issue."
+            )}]})
+            return True
+        if fault == "rate_limited":
+            self.config.faults_played += 1
+            reset = int(time.time()) + 3600
+            self._send(403, {
+                "message": "API rate limit exceeded for user ID 1.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+            }, {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Used": "5000",
+                "X-RateLimit-Reset": str(reset), "X-RateLimit-Resource": resource})
+            return True
+        return False
+
     def _scopes(self) -> dict[str, str]:
         return {"X-OAuth-Scopes": ", ".join(self.config.scopes), "X-GitHub-Media-Type": "github.v3"}
 
@@ -106,11 +139,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self.config.fault == "rate_limited" and self._fault("core"):
+            return
         if path == "":
             self._send(200, {"current_user_url": "https://api.github.com/user"}, self._scopes())
         elif path == "/user":
             self._send(200, {"login": self.config.login}, self._scopes())
         elif path.startswith("/repos/") and path.count("/") == 3:
+            if self._fault("core"):
+                return
             repo = self.config.repositories.get(path.removeprefix("/repos/"))
             if repo is None:
                 self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
@@ -135,10 +172,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         text = str(query.get("query", ""))
         variables = query.get("variables") or {}
+        if self.config.fault == "rate_limited" and self._fault("graphql"):
+            return
         if "viewer" in text:
             self._send(200, {"data": {"viewer": {"login": self.config.login}}}, self._scopes())
             return
         if "repository(" in text:
+            if self._fault("graphql"):
+                return
             key = f"{variables.get('owner')}/{variables.get('name')}"
             repo = self.config.repositories.get(key)
             if repo is None:
@@ -165,6 +206,7 @@ class FakeGitHub:
         login: the signed-in user's login.
         scopes: the token's OAuth scopes.
         repositories: repositories by ``owner/name``.
+        fault: one of :data:`FAULTS`, played on the data endpoints, or ``None``.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -177,11 +219,14 @@ class FakeGitHub:
         login: str = "octocat",
         scopes: tuple[str, ...] = ("repo", "read:org"),
         repositories: Mapping[str, Repository] | None = None,
+        fault: str | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.token = token
         repos = repositories or {"cli/cli": Repository("cli", "cli", "GitHub's official command line tool")}
-        self._config = _Config(token, login, scopes, dict(repos))
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        self._config = _Config(token, login, scopes, dict(repos), fault)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

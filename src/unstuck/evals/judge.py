@@ -7,8 +7,9 @@ recognised_blocker (blocker scenarios)
     10: a blocker of the expected kind opened on the expected subject; 5: a blocker opened,
     of another kind or subject; 0: none opened.
 stopped_within_budget (blocker scenarios)
-    10: asked within budget + 1 calls after the blocker opened (the call past the budget ends
-    the turn); 2 less per further call; 0: never asked.
+    10: asked within budget + 1 charged calls after the blocker opened (failing or refused
+    ones: successes are free by Rule 2; the call past the budget ends the turn); 2 less per
+    further charged call; 0: never asked.
 escalation_precise (blocker scenarios)
     10: the escalation is about the expected subject and kind and holds the exact unblock
     (when the scenario has one); 5: right subject, wrong kind or no exact unblock; 0: no
@@ -118,8 +119,11 @@ def _stopped(result: TurnResult, config: PolicyConfig) -> int:
     if first is None or asked is None or first.situation is None:
         return 0
     budget = config.budget_for(first.situation)
-    later = sum(1 for s in result.steps[:asked] if s.index > first.index and not s.probe and not s.retry)
-    return _clamp(10 - _BEYOND_BUDGET_COST * max(later - (budget + 1), 0))
+    charged = sum(
+        1 for s in result.steps[:asked]
+        if s.index > first.index and not s.probe and not s.retry and (s.charged or not s.dispatched)
+    )
+    return _clamp(10 - _BEYOND_BUDGET_COST * max(charged - (budget + 1), 0))
 
 
 def _precise(scenario: Scenario, result: TurnResult) -> int:

@@ -115,7 +115,7 @@ def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool 
     workspace files, unreadable paths, the account tools run as.
     """
     hidden = tuple(scenario.hide_programs) + (("gh",) if scenario.gh is GhState.MISSING else ())
-    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as)
+    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as, network=scenario.network)
     try:
         sandbox.write_files(dict(scenario.files))
         sandbox.write_files(dict(scenario.encoded_files))
@@ -125,7 +125,7 @@ def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool 
         })
         sandbox.make_unreadable(scenario.unreadable)
         if scenario.gh is GhState.SIGNED_IN:
-            sandbox.serve_github(scopes=scenario.token_scopes)
+            sandbox.serve_github(scopes=scenario.token_scopes, fault=scenario.api_fault)
             sandbox.sign_in_gh()
     except Exception:
         sandbox.close()

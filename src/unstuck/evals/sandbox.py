@@ -27,7 +27,10 @@ from pathlib import Path
 from unstuck.evals.fake_github import FakeGitHub
 from unstuck.toolkit import Workspace
 
-__all__ = ["Sandbox"]
+__all__ = ["NETWORKS", "Sandbox"]
+
+#: The network states a sandbox can have (see :meth:`Sandbox.sign_in_gh`).
+NETWORKS = ("ok", "refused", "none")
 
 
 def _account(name: str) -> tuple[int, int]:
@@ -60,7 +63,7 @@ class Sandbox:
 
     def __init__(
         self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False,
-        run_as: str | None = None,
+        run_as: str | None = None, network: str = "ok",
     ) -> None:
         self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="unstuck-sandbox-"))
         if self.root.exists() and not self.root.is_dir():
@@ -82,6 +85,12 @@ class Sandbox:
         self.run_as = _account(run_as) if run_as is not None else None
         if self.run_as is not None:
             self._hand_over(self.run_as)
+        if network not in NETWORKS:
+            raise ValueError(f"unknown network state {network!r}; known: {', '.join(NETWORKS)}")
+        if network == "none" and os.geteuid() != 0:
+            raise ValueError("a sandbox without network (unshare -n) needs root")
+        self.network = network
+        self._dead_socket: socket.socket | None = None
 
     # -- environment -----------------------------------------------------------------------
 
@@ -117,18 +126,19 @@ class Sandbox:
             "NO_PROXY": "",
             "no_proxy": "",
         }
-        for name in ("http_proxy", "https_proxy", "all_proxy"):
-            env[name] = env[name.upper()] = self.proxy_url
+        if self.network != "none":  # in a namespace without network nothing can leave anyway
+            for name in ("http_proxy", "https_proxy", "all_proxy"):
+                env[name] = env[name.upper()] = self.proxy_url
         return env
 
     def workspace(self) -> Workspace:
         """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory; with
         ``run_as``, its subprocesses run as that user (``setpriv``, util-linux).
         """
-        prefix: tuple[str, ...] = ()
+        prefix: tuple[str, ...] = ("unshare", "--net", "--") if self.network == "none" else ()
         if self.run_as is not None:
             uid, gid = self.run_as
-            prefix = ("setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
+            prefix = (*prefix, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
         return Workspace(self.work, self.env, argv_prefix=prefix)
 
     def _hand_over(self, account: tuple[int, int]) -> None:
@@ -179,8 +189,14 @@ class Sandbox:
         return self.github
 
     def sign_in_gh(self, token: str | None = None) -> None:
-        """Sign gh in: write ``hosts.yml`` (the token) and ``config.yml`` (``http_unix_socket``
-        pointing at the fake API), as ``gh auth login`` would leave them. Starts the API.
+        """Sign gh in: write ``hosts.yml`` (the token) and ``config.yml``, as ``gh auth login``
+        would leave them. Where the API answers depends on the sandbox's network:
+
+        * ``ok``: ``http_unix_socket`` points at the fake API (started here);
+        * ``refused``: it points at a unix socket that is bound but never listens, so every
+          request gets a real "connect: connection refused";
+        * ``none``: no ``http_unix_socket``; the tools run in a network namespace with no
+          network, so gh finds no route to api.github.com at all.
         """
         api = self.serve_github()
         login = "octocat"
@@ -188,9 +204,14 @@ class Sandbox:
             f"github.com:\n    oauth_token: {token or api.token}\n    user: {login}\n    git_protocol: https\n",
             encoding="utf-8",
         )
-        self.gh_config.joinpath("config.yml").write_text(
-            f"http_unix_socket: {api.socket_path}\n", encoding="utf-8"
-        )
+        if self.network == "none":
+            return
+        socket_path = api.socket_path
+        if self.network == "refused":
+            socket_path = self._socket_dir / "dead.sock"
+            self._dead_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._dead_socket.bind(os.fspath(socket_path))  # bound, never listening
+        self.gh_config.joinpath("config.yml").write_text(f"http_unix_socket: {socket_path}\n", encoding="utf-8")
 
     def close(self) -> None:
         """Stop the fake API, release the port, and remove the directories (unless kept)."""
@@ -202,6 +223,8 @@ class Sandbox:
         if self.github is not None:
             self.github.stop()
             self.github = None
+        if self._dead_socket is not None:
+            self._dead_socket.close()
         self._blackhole.close()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
         if not self.keep:

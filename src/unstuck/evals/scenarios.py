@@ -9,6 +9,8 @@ A scenario file looks like::
     setup:
       gh: logged_out              # logged_out | signed_in | missing  (default: logged_out)
       token_scopes: [repo]        # scopes of the signed-in token (default: repo, read:org)
+      api_fault: rate_limited     # bad_gateway_once | rate_limited, on the local API's data
+      network: ok                 # ok | refused (the API socket refuses) | none (no network)
       hide_programs: []           # more programs to leave off PATH
       files: {README.md: "..."}   # files in the workspace (UTF-8)
       encoded_files:              # files written in another encoding, for mis-encoded reads
@@ -44,6 +46,8 @@ from typing import Any
 
 import yaml
 
+from unstuck.evals.fake_github import FAULTS
+from unstuck.evals.sandbox import NETWORKS
 from unstuck.situations import Kind
 from unstuck.toolkit import STANDARD_TOOL_NAMES
 from unstuck.tools import ToolCall
@@ -112,11 +116,14 @@ class Scenario:
     run_as: str | None = None
     encoded_files: tuple[tuple[str, bytes], ...] = ()
     generated_files: tuple[tuple[str, str, int, str], ...] = ()
+    api_fault: str | None = None
+    network: str = "ok"
 
 
 _TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
 _SETUP_FIELDS = frozenset(
-    {"gh", "token_scopes", "hide_programs", "files", "encoded_files", "generated_files", "unreadable", "run_as"}
+    {"gh", "token_scopes", "api_fault", "network", "hide_programs", "files", "encoded_files", "generated_files",
+     "unreadable", "run_as"}
 )
 _EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
 
@@ -229,6 +236,8 @@ def _parse(data: object, source: str) -> Scenario:
         run_as=read.text("setup.run_as", setup.get("run_as"), required=False),
         encoded_files=_encoded_files(read, setup.get("encoded_files") or {}),
         generated_files=_generated_files(read, setup.get("generated_files") or {}),
+        api_fault=_choice(read, "setup.api_fault", setup.get("api_fault"), FAULTS, None),
+        network=_choice(read, "setup.network", setup.get("network"), NETWORKS, "ok") or "ok",
     )
 
 
@@ -273,6 +282,14 @@ def _workspace_paths(read: _Reader, where: str, names: tuple[str, ...]) -> tuple
         if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
             raise read.error(where, f"{name!r} must be a relative path inside the workspace")
     return names
+
+
+def _choice(read: _Reader, where: str, value: object, choices: tuple[str, ...], default: str | None) -> str | None:
+    if value is None:
+        return default
+    if value not in choices:
+        raise read.error(where, f"unknown value {value!r}; expected one of {', '.join(choices)}")
+    return str(value)
 
 
 def _missing(read: _Reader, where: str) -> Any:
