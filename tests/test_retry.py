@@ -38,7 +38,7 @@ def test_retry_after_is_honoured_and_capped() -> None:
     assert waits(Kind.QUOTA, retry_after_s=3600) == [], "a reset beyond the cap is not slept through"
 
 
-@pytest.mark.parametrize("kind", [Kind.AUTH, Kind.PERMISSION, Kind.NOT_INSTALLED, Kind.NOT_FOUND, Kind.CONFLICT])
+@pytest.mark.parametrize("kind", [Kind.AUTH, Kind.PERMISSION, Kind.NOT_INSTALLED, Kind.NOT_FOUND, Kind.INVALID_ARGS])
 def test_kinds_that_waiting_cannot_fix_are_never_retried(kind: Kind) -> None:
     assert next_retry(Situation(kind, "s", retryable=True, source=Source.INFERRED), 0) is None
 
@@ -50,3 +50,9 @@ def test_a_spent_quota_is_not_retried() -> None:
 def test_attempts_count_from_one() -> None:
     with pytest.raises(ValueError, match="count from 1"):
         backoff_delay(RETRY_RULES[Kind.NETWORK], 0)
+
+
+def test_a_lock_held_by_another_process_is_waited_for_twice() -> None:
+    assert waits(Kind.CONFLICT) == [5.0, 10.0]
+    rejected_push = Situation(Kind.CONFLICT, "git", retryable=False, source=Source.INFERRED)
+    assert next_retry(rejected_push, 0) is None, "a conflict waiting cannot fix is the agent's to resolve"

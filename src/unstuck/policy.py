@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from unstuck import prompts
-from unstuck.retry import next_retry
-from unstuck.situations import Kind, KindClass, Situation, Source
+from unstuck.retry import next_retry, waitable
+from unstuck.situations import Kind, Situation, Source
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -314,11 +314,12 @@ def after_result(
     retries = dict(state.retries)
     if clean:
         retries = {key: n for key, n in retries.items() if not key.startswith(f"{subject}:")}
-    transient = (
-        situation is not None and situation.retryable and situation.kind_class is KindClass.TRANSIENT and not is_probe
-    )
+    transient = waitable(situation) and not is_probe
     call_key = f"{situation.subject}:{situation.kind.value}" if situation is not None else subject
-    wait = next_retry(situation, retries.get(call_key, 0)) if transient else None
+    earlier = settled.get(situation.subject) if situation is not None else None
+    # Waited out before a mere success closed it: the same kind again means no new waiting.
+    waited_out = earlier is not None and situation is not None and earlier.situation.kind is situation.kind
+    wait = next_retry(situation, retries.get(call_key, 0)) if transient and not waited_out else None
     exhausted_transient = transient and wait is None
     if wait is not None:
         retries[call_key] = retries.get(call_key, 0) + 1
@@ -337,7 +338,12 @@ def after_result(
     # (brew, snap, curl tried in place of a missing gh), charged above, not a new question.
     # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
     # count per subject).
-    others_open = situation is not None and any(key != situation.subject for key in blockers)
+    # A subject still being waited on (retries counted, not yet a blocker), or whose blocker a
+    # mere success closed (``select 1`` works while writes stay locked), counts as open too.
+    others_open = situation is not None and (
+        any(key != situation.subject for key in (*blockers, *settled))
+        or any(not key.startswith(f"{situation.subject}:") for key in retries)
+    )
     opens_blocker = (
         situation is not None
         and (situation.is_blocker or exhausted_transient)

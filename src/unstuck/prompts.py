@@ -94,6 +94,7 @@ BLOCKED_WHAT: Mapping[Kind, str] = {
     Kind.TIMEOUT: "{subject} kept timing out.",
     Kind.UNAVAILABLE: "{subject} is unavailable.",
     Kind.NETWORK: "{subject} cannot be reached over the network.",
+    Kind.CONFLICT: "{subject} is locked by another process, and waiting did not free it.",
 }
 BLOCKED_OTHER = "{subject} is blocked ({kind})."
 
@@ -104,6 +105,8 @@ USER_ACTION_DEFAULT: Mapping[Kind, str] = {
     "gave no exact command).",
     Kind.NOT_INSTALLED: "Install {subject} (the tool gave no exact command).",
     Kind.QUOTA: "Raise or wait out {subject}'s quota (the tool gave no exact command).",
+    Kind.CONFLICT: "End the process that holds the lock, or tell me to wait longer (the tool gave no exact "
+    "command).",
 }
 USER_ACTION_OTHER = "Resolve what blocks {subject} (the tool gave no exact command)."
 
@@ -153,7 +156,9 @@ def blocker_recovery(situation: Situation, remaining: int) -> str:
 
 def guidance_for(situation: Situation) -> str:
     """The prompt appended to a result with ``situation`` when no blocker is open on it."""
-    template = GUIDANCE_BY_CLASS[situation.kind_class]
+    # a retryable result (a held lock included) is one that waiting may fix
+    kind_class = KindClass.TRANSIENT if situation.retryable else situation.kind_class
+    template = GUIDANCE_BY_CLASS[kind_class]
     return template.format(
         kind=situation.kind.value, subject=situation.subject, detail=_excerpt(situation.detail)
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from unstuck.situations import Kind, KindClass, Situation
 
-__all__ = ["CAP_S", "RETRY_RULES", "RetryRule", "backoff_delay", "next_retry"]
+__all__ = ["CAP_S", "RETRY_RULES", "RetryRule", "backoff_delay", "next_retry", "waitable"]
 
 #: The longest single wait, in seconds.
 CAP_S = 300.0
@@ -34,12 +34,15 @@ class RetryRule:
 
 
 #: Per-kind retry ceilings and bases (DESIGN.md): timeout 2 × 5 s; unavailable 3 × 30 s;
-#: network 3 × 10 s; a rate-limited (retryable) quota 3 × 60 s.
+#: network 3 × 10 s; a rate-limited (retryable) quota 3 × 60 s. Added here: a retryable
+#: conflict, i.e. a lock another process holds ("database is locked"), 2 × 5 s: the one
+#: self-fixable kind that waiting can fix, and that blocks its subject when waiting does not.
 RETRY_RULES: Mapping[Kind, RetryRule] = {
     Kind.TIMEOUT: RetryRule(2, 5.0),
     Kind.UNAVAILABLE: RetryRule(3, 30.0),
     Kind.NETWORK: RetryRule(3, 10.0),
     Kind.QUOTA: RetryRule(3, 60.0),
+    Kind.CONFLICT: RetryRule(2, 5.0),
 }
 
 
@@ -59,14 +62,24 @@ def backoff_delay(rule: RetryRule, attempt: int, retry_after_s: float | None = N
     return float(min(rule.base_s * 2 ** (attempt - 1), cap_s))
 
 
+def waitable(situation: Situation | None) -> bool:
+    """True when waiting may fix ``situation``: it is retryable and of a kind with a rule
+    (a transient kind, or a lock another process holds).
+    """
+    if situation is None or not situation.retryable or situation.kind not in RETRY_RULES:
+        return False
+    return situation.kind_class in (KindClass.TRANSIENT, KindClass.SELF_FIXABLE)
+
+
 def next_retry(situation: Situation | None, retries_so_far: int, *, cap_s: float = CAP_S) -> float | None:
     """The wait before retrying a call whose result was ``situation``, or ``None`` when it
     must not be retried (not transient, retries used up, or a server wait beyond the cap).
 
     ``retries_so_far`` counts the retries of this same call already made in the turn.
     """
-    if situation is None or not situation.retryable or situation.kind_class is not KindClass.TRANSIENT:
+    if not waitable(situation):
         return None
+    assert situation is not None
     rule = RETRY_RULES.get(situation.kind)
     if rule is None or retries_so_far >= rule.retries:
         return None

@@ -72,9 +72,16 @@ def _catalogue() -> Mapping[str, tuple[tuple[str, str], ...]]:
     }
 
 
-def _catalogue_calls(key: str, subject: str, repo: str) -> list[tuple[str, dict[str, Any]]]:
+def _catalogue_calls(
+    key: str, subject: str, repo: str, failed: tuple[str, dict[str, Any]] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The catalogue's calls for ``key``; an entry ``{tool: repeat}`` repeats ``failed``."""
     calls = []
     for tool_name, args_json in _catalogue().get(key, _catalogue()["default"]):
+        if tool_name == "repeat":
+            if failed is not None:
+                calls.append(failed)
+            continue
         args = json.loads(args_json)
         calls.append((tool_name, {k: v.replace("{subject}", subject).replace("{repo}", repo) if isinstance(v, str)
                                   else v for k, v in args.items()}))
@@ -104,6 +111,7 @@ class ScriptedAgent:
         self._mode = "plan"
         self._calls = 0
         self._detours = 0  # queued side trips (an instruction read in data) still to come back from
+        self._last_call: tuple[str, dict[str, Any]] | None = None
         self._last_ok_content = ""
         found = next((m.group(1) for c in self.plan for m in [_REPO.search(c.arguments_json)] if m), None)
         self.repo = found if found and "." not in found.split("/")[0] else "cli/cli"
@@ -121,6 +129,7 @@ class ScriptedAgent:
 
     def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
         self._calls += 1
+        self._last_call = (tool_name, dict(args))
         return ModelReply("", (ToolCall.of(f"{self.name}_{self._calls}", tool_name, args),))
 
     def _answer(self, text: str) -> ModelReply:
@@ -192,19 +201,21 @@ class Improviser(ScriptedAgent):
     def on_failure(self, content: str) -> ModelReply | None:
         """Apply the fix if there is one, else start (or continue) the workaround catalogue."""
         if self._mode == "plan" and not self._start_fix():
-            lowered = content.lower()
+            lowered = content.split(f"\n\n{GUIDANCE_PREFIX}", 1)[0].lower()  # the tool's words, not unstuck's
             if "not installed" in lowered or "command not found" in lowered:
                 key = "not_installed"
             elif "permission denied" in lowered:
                 key = "permission"
             elif "rate limit" in lowered:
                 key = "rate_limit"
+            elif "is locked" in lowered or "temporarily unavailable" in lowered:
+                key = "locked"
             elif any(word in lowered for word in _OFFLINE_WORDS):
                 key = "offline"
             else:
                 key = "auth"
             self._mode = "work"
-            self._queue = _catalogue_calls(key, self.subject or "gh", self.repo)
+            self._queue = _catalogue_calls(key, self.subject or "gh", self.repo, self._last_call)
         return None
 
     def on_success(self, content: str) -> None:

@@ -124,6 +124,8 @@ def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool 
             for name, line, lines, last in scenario.generated_files
         })
         sandbox.make_unreadable(scenario.unreadable)
+        for name, lock in scenario.hold_locks:
+            sandbox.hold_lock(lock, name)
         if scenario.gh is GhState.SIGNED_IN:
             sandbox.serve_github(scopes=scenario.token_scopes, fault=scenario.api_fault)
             sandbox.sign_in_gh()

@@ -18,8 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import select
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -91,6 +94,7 @@ class Sandbox:
             raise ValueError("a sandbox without network (unshare -n) needs root")
         self.network = network
         self._dead_socket: socket.socket | None = None
+        self._holders: list[subprocess.Popen[str]] = []
 
     # -- environment -----------------------------------------------------------------------
 
@@ -213,8 +217,60 @@ class Sandbox:
             self._dead_socket.bind(os.fspath(socket_path))  # bound, never listening
         self.gh_config.joinpath("config.yml").write_text(f"http_unix_socket: {socket_path}\n", encoding="utf-8")
 
+    def hold_lock(self, kind: str, name: str) -> None:
+        """Start a live process that holds a lock on work-directory file ``name`` until the
+        sandbox closes: ``sqlite`` (a write transaction, ``BEGIN EXCLUSIVE``, on an SQLite
+        database made if missing) or ``flock`` (an exclusive advisory lock, flock(2)).
+
+        Raises:
+            ValueError: for another kind of lock, or a path outside the work directory.
+            RuntimeError: when the holder did not report the lock held within 10 s.
+        """
+        target = self.work / name
+        if not target.resolve().is_relative_to(self.work.resolve()):
+            raise ValueError(f"sandbox path {name!r} escapes the work directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scripts = {
+            "sqlite": (
+                "import sqlite3, sys, time\n"
+                "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                "db.execute('BEGIN EXCLUSIVE')\n"
+                "print('held', flush=True)\ntime.sleep(3600)\n"
+            ),
+            "flock": (
+                "import fcntl, sys, time\n"
+                "handle = open(sys.argv[1], 'a')\n"
+                "fcntl.flock(handle, fcntl.LOCK_EX)\n"
+                "print('held', flush=True)\ntime.sleep(3600)\n"
+            ),
+        }
+        if kind not in scripts:
+            raise ValueError(f"unknown lock {kind!r}; known: {', '.join(scripts)}")
+        holder = subprocess.Popen(
+            [sys.executable, "-c", scripts[kind], str(target)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True, start_new_session=True,
+        )
+        self._holders.append(holder)
+        ready = select.select([holder.stdout], [], [], 10)[0] if holder.stdout is not None else []
+        if not ready or holder.stdout is None or holder.stdout.readline().strip() != "held":
+            raise RuntimeError(f"the {kind} lock on {name} was not held within 10 s")
+        if self.run_as is not None:
+            # Another user's lock on a shared file: the tools' account may read and write it
+            # (mode 666), and create files beside it, but not delete or replace what root owns
+            # (a sticky, world-writable directory, as /tmp is).
+            os.chown(target, 0, 0)
+            os.chown(target.parent, 0, 0)
+            target.chmod(0o666)
+            target.parent.chmod(0o1777)
+
     def close(self) -> None:
-        """Stop the fake API, release the port, and remove the directories (unless kept)."""
+        """Stop the lock holders and the fake API, release the port, and remove the
+        directories (unless kept).
+        """
+        for holder in self._holders:
+            holder.kill()
+            holder.wait()
+        self._holders.clear()
         if not self.keep:  # give back what make_unreadable took away, so removal can read it
             for top, dirs, files in os.walk(self.work):
                 for name in (*dirs, *files):

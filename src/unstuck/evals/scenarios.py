@@ -18,6 +18,7 @@ A scenario file looks like::
       generated_files:            # large files: `line` repeated `lines` times, then `last`
         logs/app.log: {line: "INFO ok", lines: 200000, last: "ERROR disk full"}
       unreadable: [secrets]       # workspace paths the tools get EACCES on (made if missing)
+      hold_locks: {data/app.db: sqlite, data/ledger.lock: flock}   # live processes holding them
       run_as: nobody              # run tool processes as this unprivileged user (needs root)
     task: "What is the description of the GitHub repository cli/cli?"
     plan:                         # the calls a competent agent makes for the task
@@ -118,12 +119,13 @@ class Scenario:
     generated_files: tuple[tuple[str, str, int, str], ...] = ()
     api_fault: str | None = None
     network: str = "ok"
+    hold_locks: tuple[tuple[str, str], ...] = ()
 
 
 _TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
 _SETUP_FIELDS = frozenset(
     {"gh", "token_scopes", "api_fault", "network", "hide_programs", "files", "encoded_files", "generated_files",
-     "unreadable", "run_as"}
+     "unreadable", "run_as", "hold_locks"}
 )
 _EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
 
@@ -238,6 +240,7 @@ def _parse(data: object, source: str) -> Scenario:
         generated_files=_generated_files(read, setup.get("generated_files") or {}),
         api_fault=_choice(read, "setup.api_fault", setup.get("api_fault"), FAULTS, None),
         network=_choice(read, "setup.network", setup.get("network"), NETWORKS, "ok") or "ok",
+        hold_locks=_locks(read, setup.get("hold_locks") or {}),
     )
 
 
@@ -282,6 +285,15 @@ def _workspace_paths(read: _Reader, where: str, names: tuple[str, ...]) -> tuple
         if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
             raise read.error(where, f"{name!r} must be a relative path inside the workspace")
     return names
+
+
+def _locks(read: _Reader, raw: object) -> tuple[tuple[str, str], ...]:
+    where = "setup.hold_locks"
+    if not isinstance(raw, Mapping):
+        raise read.error(where, "must map workspace paths to a lock kind (sqlite or flock)")
+    _workspace_paths(read, where, tuple(map(str, raw)))
+    kinds = ("sqlite", "flock")
+    return tuple((str(name), str(_choice(read, f"{where}.{name}", kind, kinds, None))) for name, kind in raw.items())
 
 
 def _choice(read: _Reader, where: str, value: object, choices: tuple[str, ...], default: str | None) -> str | None:
