@@ -72,7 +72,7 @@ def test_eval_exits_non_zero_on_a_malformed_scenario_naming_it(tmp_path: Path) -
 def test_run_headless_blocked_turn_prints_the_escalation_and_exits_non_zero(gh_path: str) -> None:
     proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unattended")
     assert proc.returncode == EXIT_BLOCKED, proc.stderr
-    assert "status: blocked" in proc.stdout and "gh auth login" in proc.stdout
+    assert "turn: blocked" in proc.stdout and "gh auth login" in proc.stdout
     assert "after gh was blocked, before asking" in proc.stdout
 
 
@@ -85,7 +85,7 @@ def test_run_counter_scenario_is_done_and_exits_zero() -> None:
 def test_run_unguarded_improviser_never_asks_and_exits_non_zero_having_given_up(gh_path: str) -> None:
     proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unguarded", "--unattended")
     assert proc.returncode == 1
-    assert "status: done (outcome: gave up) after 13 tool call(s)" in proc.stdout
+    assert "turn: done · task: gave up · 13 tool call(s)" in proc.stdout
 
 
 def spawn_attended(sandbox: Path, agent: str = "compliant") -> pexpect.spawn:
@@ -104,7 +104,7 @@ def test_attended_stop_ends_the_turn_blocked(tmp_path: Path, gh_path: str) -> No
     child.sendline("3")
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == EXIT_BLOCKED and "status: blocked" in plain(child.before)
+    assert child.exitstatus == EXIT_BLOCKED and "turn: blocked" in plain(child.before)
 
 
 def test_attended_skip_continues_without_gh(tmp_path: Path, gh_path: str) -> None:
@@ -113,7 +113,7 @@ def test_attended_skip_continues_without_gh(tmp_path: Path, gh_path: str) -> Non
     child.expect(pexpect.EOF)
     child.close()
     output = plain(child.before)
-    assert "Skipped gh" in output and "outcome: gave up" in output
+    assert "Skipped gh" in output and "task: gave up" in output
     assert child.exitstatus == 1, "the task was left undone"
 
 

@@ -282,7 +282,7 @@ def test_the_loop_retries_a_read_only_tool_after_the_backoff_on_its_clock() -> N
     result = run_turn("status?", model=model, tools=[fetch_status], unattended=True, clock=clock, events=log)
     assert result.status is TurnStatus.DONE and result.tool_calls == 1
     assert [s.retry for s in result.steps] == [False, True, True] and result.steps[-1].ok
-    assert [e.get("delay_s") for e in log.named("retry.scheduled")] == [10.0, 20.0]  # network: base 10 s
+    assert [e.get("delay_s") for e in log.named("retry.scheduled")] == [10.0, 20.0]  # network: 3 attempts, base 10 s
     assert clock.now() == 30.0
     final_message = model.requests[1][0][-1].content
     assert final_message.startswith("all systems normal") and "Retried 2 time(s) over 30 s" in final_message

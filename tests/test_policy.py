@@ -302,7 +302,7 @@ def test_a_retryable_failure_is_retried_after_the_backoff_then_becomes_a_blocker
         waits.append(assessment.decision.delay_s)
         assessment = policy.after_result(assessment.state, CALL, subject="gh", situation=refused, ok=False,
                                          is_retry=True, auto_retry=True)
-    assert waits == [10.0, 20.0, 40.0]  # network: 3 retries, base 10 s, doubling (DESIGN.md)
+    assert waits == [10.0, 20.0]  # network: 3 attempts, base 10 s, doubling (DESIGN.md)
     assert assessment.opened == ("gh",) and assessment.state.open_blockers["gh"].situation.kind is Kind.NETWORK
 
 
@@ -326,15 +326,32 @@ def test_a_call_with_side_effects_is_not_retried_by_the_loop_but_its_repeats_cou
     refused = Situation(Kind.NETWORK, "gh", retryable=True, source=Source.INFERRED)
     state = RecoveryState(unattended=True)
     decisions = []
-    for _ in range(4):  # the model itself repeats the same failing call
+    for _ in range(3):  # the model itself repeats the same failing call
         assessment = step(state, "gh", refused, False)
         state = assessment.state
         decisions.append(type(assessment.decision).__name__)
-    assert decisions == ["Continue"] * 4
-    assert "gh" in state.open_blockers, "after 3 repeats the network failure blocks gh"
+    assert decisions == ["Continue"] * 3
+    assert "gh" in state.open_blockers, "the third attempt's failure blocks gh"
 
 
 def test_blockers_and_self_fixable_errors_are_never_retried() -> None:
     for situation in (GH_AUTH, Situation(Kind.NOT_FOUND, "x", source=Source.INFERRED),
                       Situation(Kind.QUOTA, "api")):
         assert not isinstance(step(RecoveryState(unattended=True), "gh", situation, False).decision, policy.RetryAfter)
+
+
+def test_a_transient_kind_that_is_not_retryable_blocks_its_subject_at_once() -> None:
+    daemon = Situation(Kind.UNAVAILABLE, "docker", source=Source.INFERRED,
+                       detail="Cannot connect to the Docker daemon. Is the docker daemon running?")
+    assessment = step(RecoveryState(unattended=True), "docker", daemon, False)
+    assert assessment.opened == ("docker",)
+    assert isinstance(assessment.decision, Continue) and assessment.decision.guidance is not None
+    assert assessment.decision.guidance.startswith(f"{GUIDANCE_PREFIX} BLOCKED: docker")
+
+
+def test_the_loop_does_not_wait_on_workarounds_while_a_blocker_is_open() -> None:
+    state = opened()
+    flaky = Situation(Kind.NETWORK, "web", retryable=True, source=Source.INFERRED)
+    _, counted = policy.before_dispatch(state, CALL, subject="web", interactive=False)
+    assessment = policy.after_result(counted, CALL, subject="web", situation=flaky, ok=False, auto_retry=True)
+    assert isinstance(assessment.decision, Continue) and assessment.charged == ("gh",)

@@ -17,10 +17,10 @@ def waits(kind: Kind, retry_after_s: float | None = None) -> list[float]:
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
-        (Kind.TIMEOUT, [5.0, 10.0]),
-        (Kind.UNAVAILABLE, [30.0, 60.0, 120.0]),
-        (Kind.NETWORK, [10.0, 20.0, 40.0]),
-        (Kind.QUOTA, [60.0, 120.0, 240.0]),
+        (Kind.TIMEOUT, [5.0]),  # a two-attempt ceiling: one retry
+        (Kind.UNAVAILABLE, [30.0, 60.0]),  # three attempts: two retries
+        (Kind.NETWORK, [10.0, 20.0]),
+        (Kind.QUOTA, [60.0, 120.0]),
     ],
 )
 def test_the_exact_delay_sequence_per_kind(kind: Kind, expected: list[float]) -> None:
@@ -33,7 +33,7 @@ def test_backoff_is_capped_at_300_seconds() -> None:
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
-    assert waits(Kind.QUOTA, retry_after_s=42) == [42.0, 42.0, 42.0]
+    assert waits(Kind.QUOTA, retry_after_s=42) == [42.0, 42.0]
     assert backoff_delay(RETRY_RULES[Kind.QUOTA], 1, retry_after_s=900) == 300.0
     assert waits(Kind.QUOTA, retry_after_s=3600) == [], "a reset beyond the cap is not slept through"
 
@@ -53,6 +53,6 @@ def test_attempts_count_from_one() -> None:
 
 
 def test_a_lock_held_by_another_process_is_waited_for_twice() -> None:
-    assert waits(Kind.CONFLICT) == [5.0, 10.0]
+    assert waits(Kind.CONFLICT) == [5.0, 10.0]  # three attempts
     rejected_push = Situation(Kind.CONFLICT, "git", retryable=False, source=Source.INFERRED)
     assert next_retry(rejected_push, 0) is None, "a conflict waiting cannot fix is the agent's to resolve"

@@ -48,8 +48,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(width=None if Console().is_terminal else 150)
-err_console = Console(stderr=True)
+console = Console(width=None if Console().is_terminal else 150, emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -144,7 +144,8 @@ def _table(results: list[RunMetrics]) -> Table:
     for r in results:
         verdict = "-" if r.passed is None else ("[green]yes[/green]" if r.passed else "[red]NO[/red]")
         table.add_row(
-            escape(r.scenario), r.agent, "guarded" if r.guarded else "unguarded", str(r.tool_calls),
+            escape(r.scenario), escape(r.agent) + (f" #{r.repeat}" if r.repeat else ""),
+            "guarded" if r.guarded else "unguarded", str(r.tool_calls),
             _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
             str(r.refused_calls), r.outcome, _fmt(r.exact_unblock),
             f"{r.judgement.mean:.1f}" if r.judgement is not None else "-", verdict,
@@ -267,8 +268,10 @@ def _run_command(
     finally:
         if sink is not None:
             sink.close()
+    retries = sum(1 for s in result.steps if s.retry)
     console.print(
-        f"status: {result.status.value} (outcome: {metrics.outcome}) after {result.tool_calls} tool call(s)",
+        f"turn: {result.status.value} · task: {metrics.outcome} · {result.tool_calls} tool call(s)"
+        + (f" (+{retries} retried by unstuck)" if retries else ""),
         highlight=False,
     )
     if result.escalation is not None:
@@ -293,9 +296,10 @@ def _scenarios_command(
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
 ) -> None:
     """List the scenarios."""
-    table = Table("name", "role", "expect", "agents", "title")
+    table = Table("name", "role", "expect", "tags", "agents", "title")
     for s in _scenarios(scenario_dir, None):
-        table.add_row(*(escape(cell) for cell in (s.name, s.role.value, s.expect.status, ", ".join(s.agents), s.title)))
+        cells = (s.name, s.role.value, s.expect.status, ", ".join(s.tags), ", ".join(s.agents), s.title)
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
 

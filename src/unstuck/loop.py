@@ -140,12 +140,26 @@ class TurnResult:
         subject = self.escalation.subject if self.escalation is not None else None
         return next((s for s in self.steps if s.opened and (subject is None or subject in s.opened)), None)
 
+    def first_signal_step(self) -> StepRecord | None:
+        """The first call whose result showed the problem the turn asked about: the same
+        subject and kind as the escalation (for a transient kind, the first failure that was
+        then waited on), or :meth:`first_blocker_step` without an escalation.
+        """
+        if self.escalation is None:
+            return self.first_blocker_step()
+        subject, kind = self.escalation.subject, self.escalation.kind
+        for step in self.steps:
+            if step.situation is not None and (step.situation.subject, step.situation.kind) == (subject, kind):
+                return step
+        return self.first_blocker_step()
+
     @property
     def cost_line(self) -> str | None:
         """``"N steps · S s after SUBJECT was blocked, before asking"`` for a turn that asked:
-        the calls and seconds between the first blocker opening and the first escalation.
+        the calls and seconds between the first signal of what it asked about and the first
+        escalation (waits for retries included).
         """
-        first = self.first_blocker_step()
+        first = self.first_signal_step()
         if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
             return None
         window = self.steps[: self.calls_before_escalation]

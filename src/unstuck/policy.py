@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from unstuck import prompts
 from unstuck.retry import next_retry, waitable
-from unstuck.situations import Kind, Situation, Source
+from unstuck.situations import Kind, KindClass, Situation, Source
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -249,7 +249,10 @@ def before_dispatch(
 
 
 def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str]) -> str | None:
-    focus = blockers.get(situation.subject) if situation is not None and situation.is_blocker else None
+    focus = None
+    if situation is not None and situation.subject in blockers:
+        opened_by_kind = blockers[situation.subject].situation.kind is situation.kind
+        focus = blockers[situation.subject] if situation.is_blocker or opened_by_kind else None
     if focus is not None:
         return prompts.blocker_recovery(focus.situation, focus.remaining)
     parts = [prompts.guidance_for(situation)] if situation is not None else []
@@ -320,7 +323,11 @@ def after_result(
     # Waited out before a mere success closed it: the same kind again means no new waiting.
     waited_out = earlier is not None and situation is not None and earlier.situation.kind is situation.kind
     wait = next_retry(situation, retries.get(call_key, 0)) if transient and not waited_out else None
-    exhausted_transient = transient and wait is None
+    # A transient kind that waiting will not fix (retries used up, a wait past the cap, or not
+    # retryable at all: "is the docker daemon running?") blocks its subject.
+    exhausted_transient = not is_probe and situation is not None and wait is None and (
+        transient or situation.kind_class is KindClass.TRANSIENT
+    )
     if wait is not None:
         retries[call_key] = retries.get(call_key, 0) + 1
 
@@ -393,7 +400,7 @@ def after_result(
     exhausted = [b for b in (*blockers.values(), *skipped.values()) if b.exhausted]
     if exhausted:
         return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
-    if wait is not None and auto_retry:
+    if wait is not None and auto_retry and not blockers:  # no waiting on workarounds of a blocker
         attempt = retries[call_key]
         return Assessment(RetryAfter(wait, attempt), new_state, tuple(opened), tuple(closed), tuple(charged))
     guidance = _guidance(situation, {**skipped, **blockers}, charged)

@@ -27,22 +27,24 @@ CAP_S = 300.0
 
 @dataclass(frozen=True, slots=True)
 class RetryRule:
-    """How often a kind is retried after its first failure, and the first wait in seconds."""
+    """A kind's attempt ceiling (the first call included) and its first wait in seconds."""
 
-    retries: int
+    attempts: int
     base_s: float
 
 
-#: Per-kind retry ceilings and bases (DESIGN.md): timeout 2 × 5 s; unavailable 3 × 30 s;
-#: network 3 × 10 s; a rate-limited (retryable) quota 3 × 60 s. Added here: a retryable
-#: conflict, i.e. a lock another process holds ("database is locked"), 2 × 5 s: the one
-#: self-fixable kind that waiting can fix, and that blocks its subject when waiting does not.
+#: Per-kind attempt ceilings and bases (DESIGN.md; seed 002 section 1: "Timeout has a
+#: two-attempt ceiling; capacity, overload, rate-limit and transport failures have a
+#: three-attempt ceiling"): timeout 2 attempts, base 5 s; unavailable 3, 30 s; network 3,
+#: 10 s; a rate-limited (retryable) quota 3, 60 s. Added here: a retryable conflict, i.e. a
+#: lock another process holds ("database is locked"), 3 attempts, 5 s: the one self-fixable
+#: kind that waiting can fix, and that blocks its subject when waiting does not.
 RETRY_RULES: Mapping[Kind, RetryRule] = {
     Kind.TIMEOUT: RetryRule(2, 5.0),
     Kind.UNAVAILABLE: RetryRule(3, 30.0),
     Kind.NETWORK: RetryRule(3, 10.0),
     Kind.QUOTA: RetryRule(3, 60.0),
-    Kind.CONFLICT: RetryRule(2, 5.0),
+    Kind.CONFLICT: RetryRule(3, 5.0),
 }
 
 
@@ -75,13 +77,14 @@ def next_retry(situation: Situation | None, retries_so_far: int, *, cap_s: float
     """The wait before retrying a call whose result was ``situation``, or ``None`` when it
     must not be retried (not transient, retries used up, or a server wait beyond the cap).
 
-    ``retries_so_far`` counts the retries of this same call already made in the turn.
+    ``retries_so_far`` counts the retries already made (so attempt ``retries_so_far + 1``
+    just failed); the kind's attempt ceiling includes the first call.
     """
     if not waitable(situation):
         return None
     assert situation is not None
     rule = RETRY_RULES.get(situation.kind)
-    if rule is None or retries_so_far >= rule.retries:
+    if rule is None or retries_so_far + 1 >= rule.attempts:
         return None
     if situation.retry_after_s is not None and situation.retry_after_s > cap_s:
         return None

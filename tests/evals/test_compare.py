@@ -52,3 +52,17 @@ def test_a_bad_baseline_is_a_clear_error_naming_the_file(tmp_path: Path, text: s
     with pytest.raises(BaselineError, match=problem) as caught:
         load_baseline(path)
     assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("steps_to_escalate", "3"), ("wasted_calls", [1]), ("guarded", "false"), ("wasted_calls", 1e999),
+])
+def test_a_baseline_with_values_of_the_wrong_type_is_a_clear_error(tmp_path: Path, field: str, value: object) -> None:
+    import json
+
+    run = {"scenario": "s", "agent": "a", "guarded": True, "repeat": 0, "wasted_calls": 1, "steps_to_escalate": 1}
+    run[field] = value
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps({"runs": [run]}))
+    with pytest.raises(BaselineError, match="run 0 is malformed"):
+        load_baseline(path)

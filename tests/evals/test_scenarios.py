@@ -107,3 +107,22 @@ def test_encoded_and_generated_files_are_validated(tmp_path: Path) -> None:
     unencodable = write(tmp_path, GOOD + "setup:\n  encoded_files: {a.txt: {encoding: ascii, text: café}}\n", "u.yaml")
     with pytest.raises(ScenarioError, match=r"field 'setup.encoded_files.a.txt.encoding'"):
         load_scenario(unencodable)
+
+
+def test_role_and_expected_status_must_agree(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"field 'expect.status': a counter-scenario expects done"):
+        load_scenario(write(tmp_path, GOOD.replace("status: done", "status: blocked\n  kind: auth")))
+    blocker = GOOD.replace("role: counter", "role: blocker")
+    with pytest.raises(ScenarioError, match=r"field 'expect.status': a blocker scenario expects blocked"):
+        load_scenario(write(tmp_path, blocker, "b.yaml"))
+
+
+def test_a_yaml_date_in_arguments_is_an_error_naming_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("{path: a.md}", "{path: 2024-01-01}"))
+    with pytest.raises(ScenarioError, match=r"field 'plan\[0\].args': values must be plain"):
+        load_scenario(path)
+
+
+def test_an_empty_scope_list_means_a_token_without_scopes(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD + "setup:\n  gh: signed_in\n  token_scopes: []\n"))
+    assert scenario.token_scopes == ()

@@ -3,9 +3,9 @@
 A regression is a run (same scenario, agent, mode and repeat) that, against the baseline:
 
 * passed its expectation and no longer does;
-* had a higher judged mean (by more than :data:`MEAN_TOLERANCE`);
-* wasted fewer calls after the blocker opened, when guarded;
-* asked the user sooner, when guarded (``steps_to_escalate`` grew).
+* now has a lower judged mean (by more than :data:`MEAN_TOLERANCE`);
+* now wastes more calls after the blocker opened, when guarded;
+* now asks the user later, when guarded (``steps_to_escalate`` grew).
 
 Runs missing from either side are not regressions; they are counted separately.
 """
@@ -72,14 +72,21 @@ def load_baseline(path: Path) -> dict[RunKey, _Baseline]:
     baseline: dict[RunKey, _Baseline] = {}
     for index, run in enumerate(runs):
         try:
-            key = (str(run["scenario"]), str(run["agent"]), bool(run["guarded"]), int(run.get("repeat", 0)))
+            guarded, steps, wasted = run["guarded"], run.get("steps_to_escalate"), run.get("wasted_calls", 0)
+            if not isinstance(guarded, bool):
+                raise TypeError(f"guarded must be true or false, not {guarded!r}")
+            for name, value in (("steps_to_escalate", steps), ("wasted_calls", wasted)):
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise TypeError(f"{name} must be a whole number, not {value!r}")
+            key = (str(run["scenario"]), str(run["agent"]), guarded, int(run.get("repeat", 0)))
             judgement = run.get("judgement") or {}
-            scores = [v for v in judgement.values() if isinstance(v, int | float)]
+            scores = [v for v in judgement.values() if isinstance(v, int | float) and not isinstance(v, bool)]
+            passed = run.get("passed")
             baseline[key] = _Baseline(
-                run.get("passed"), sum(scores) / len(scores) if scores else None,
-                int(run.get("wasted_calls", 0)), run.get("steps_to_escalate"),
+                passed if isinstance(passed, bool) else None, sum(scores) / len(scores) if scores else None,
+                int(wasted or 0), steps,
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise BaselineError(f"{path}: run {index} is malformed ({type(exc).__name__}: {exc})") from exc
     return baseline
 

@@ -2,10 +2,12 @@
 
 Metrics of one run (seed 000 section 4, "also recorded"):
 
-* ``steps_to_escalate``: tool calls after the one whose result opened the first blocker, up
-  to and including the call that ended the turn with an escalation (``None`` when the turn
-  never asked);
-* ``seconds_to_escalate``: seconds from the end of that opening call to the escalation;
+* ``steps_to_escalate``: tool calls (the model's, not the loop's retries) after the first
+  signal of what the turn asked about, up to and including the call that ended the turn
+  with an escalation (``None`` when the turn never asked). The first signal is the first
+  result with the escalation's subject and kind: for a transient kind, the first failure
+  that was then waited on, so the waits are counted;
+* ``seconds_to_escalate``: seconds from the end of that call to the escalation;
 * ``workaround_calls``: calls after the blocker opened that were charged to it (failed,
   refused, or the same kind);
 * ``refused_calls``: calls refused before dispatch;
@@ -73,6 +75,7 @@ class TimelineEntry:
     tool: str
     subject: str
     at_s: float
+    retry: bool
     dispatched: bool
     ok: bool
     charged: bool
@@ -148,13 +151,18 @@ def _outcome(scenario: Scenario, result: TurnResult) -> str:
     return "gave up"
 
 
-def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
-    """Compute a run's metrics from its recorded steps (see the module doc)."""
-    first = result.first_blocker_step()
+def measure(
+    scenario: Scenario, agent: str, result: TurnResult, *, unattended: bool = True, config: PolicyConfig | None = None
+) -> RunMetrics:
+    """Compute a run's metrics from its recorded steps (see the module doc); ``unattended``
+    and ``config`` are the run's own, for the judged dimensions.
+    """
+    first = result.first_signal_step()
     escalated = result.escalation is not None
     asked = result.calls_before_escalation
     window = result.steps[:asked] if asked is not None else result.steps
-    after = [s for s in window if first is not None and s.index > first.index and not s.probe and not s.retry]
+    later = [s for s in window if first is not None and s.index > first.index and not s.probe]
+    after = [s for s in later if not s.retry]
     steps_to_escalate = len(after) if asked is not None and first is not None else None
     seconds = None
     if result.escalated_at_s is not None and first is not None:
@@ -184,10 +192,10 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
         wasted_seconds = max(end - opened_at, 0.0)
         timeline = tuple(
             TimelineEntry(
-                s.index, s.call.tool, s.subject, max(s.started_s - opened_at, 0.0), s.dispatched, s.ok,
+                s.index, s.call.tool, s.subject, max(s.started_s - opened_at, 0.0), s.retry, s.dispatched, s.ok,
                 bool(s.charged), s.situation.kind.value if s.situation is not None else None, s.call.arguments_json,
             )
-            for s in after
+            for s in later
         )
     return RunMetrics(
         scenario=scenario.name, agent=agent, guarded=result.guarded, role=scenario.role.value,
@@ -196,7 +204,7 @@ def measure(scenario: Scenario, agent: str, result: TurnResult) -> RunMetrics:
         workaround_calls=sum(1 for s in after if s.charged), refused_calls=result.refused_calls,
         exact_unblock=exact, escalation=result.escalation.text if result.escalation else None,
         passed=passed, error=result.error, wasted_calls=len(wasted), wasted_seconds=wasted_seconds,
-        judgement=judge(scenario, result), timeline=timeline,
+        judgement=judge(scenario, result, unattended=unattended, config=config), timeline=timeline,
     )
 
 
@@ -234,7 +242,7 @@ def run_scenario(
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log,
         )
-    return result, replace(measure(scenario, agent, result), repeat=repeat)
+    return result, replace(measure(scenario, agent, result, unattended=unattended, config=config), repeat=repeat)
 
 
 ModelFactory = Callable[[int], Model]

@@ -185,7 +185,10 @@ class _Reader:
             args = entry.get("args") or {}
             if not isinstance(args, Mapping):
                 raise self.error(f"{spot}.args", "must be a mapping")
-            calls.append(ToolCall.of(f"{where}_{index}", str(name), args))
+            try:
+                calls.append(ToolCall.of(f"{where}_{index}", str(name), args))
+            except (TypeError, ValueError) as exc:  # a YAML date or other non-JSON value
+                raise self.error(f"{spot}.args", f"values must be plain strings, numbers or lists ({exc})") from exc
         return tuple(calls)
 
 
@@ -204,6 +207,11 @@ def _parse(data: object, source: str) -> Scenario:
     kind = read.enum("expect.kind", Kind, expect.get("kind"), None)
     if status == "blocked" and kind is None:
         raise read.error("expect.kind", "is required when expect.status is blocked")
+    role_value = top.get("role")
+    if role_value == ScenarioRole.BLOCKER.value and status != "blocked":
+        raise read.error("expect.status", "a blocker scenario expects blocked (asking is right)")
+    if role_value == ScenarioRole.COUNTER.value and status != "done":
+        raise read.error("expect.status", "a counter-scenario expects done (asking is over-asking)")
     plan = read.calls("plan", top.get("plan"))
     if not plan:
         raise read.error("plan", "must list at least one call")
@@ -233,7 +241,10 @@ def _parse(data: object, source: str) -> Scenario:
             answer=read.text("expect.answer", expect.get("answer"), required=False),
         ),
         source=source,
-        token_scopes=read.words("setup.token_scopes", setup.get("token_scopes")) or ("repo", "read:org"),
+        token_scopes=(
+            ("repo", "read:org") if setup.get("token_scopes") is None
+            else read.words("setup.token_scopes", setup.get("token_scopes"))
+        ),
         unreadable=_workspace_paths(read, "setup.unreadable", read.words("setup.unreadable", setup.get("unreadable"))),
         run_as=read.text("setup.run_as", setup.get("run_as"), required=False),
         encoded_files=_encoded_files(read, setup.get("encoded_files") or {}),
