@@ -61,4 +61,9 @@ def test_chromium_renders_the_run_table_and_the_chart(results: list[RunMetrics],
     wasteful = [c for c in compare_modes(results) if c.unguarded_wasted_calls or c.guarded_wasted_calls]
     assert len(bars) == 2 * len(wasteful) > 0
     assert "gh_logged_out" in dom and "reference incident: 43 calls" in dom
+    table = re.search(r'<table id="comparisons">.*?</table>', dom, re.DOTALL)
+    assert table is not None and "reference incident (seed 000)" in table.group(0)
+    improviser = next(c for c in compare_modes(results) if (c.scenario, c.agent) == ("gh_logged_out", "improviser"))
+    assert f"{improviser.unguarded_wasted_calls} / {improviser.guarded_wasted_calls}" in table.group(0)
+    assert f"{improviser.calls_ratio:.1f}x" in table.group(0)
     assert 'class="call charged' in dom, "the timeline marks calls charged to the blocker"

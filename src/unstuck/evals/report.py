@@ -86,6 +86,7 @@ def render_html(results: Sequence[RunMetrics]) -> str:
         incident_calls=REFERENCE_INCIDENT[0],
         incident_seconds=REFERENCE_INCIDENT[1],
         chart=_chart(results),
+        comparisons=compare_modes(results),
         dimensions=DIMENSIONS,
         timelines=_timelines(results),
         version=__version__,
