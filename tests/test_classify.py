@@ -277,3 +277,16 @@ def test_common_wordings_of_the_same_signals(text: str, kind: Kind) -> None:
     assert situation is not None and situation.kind is kind
     if kind is Kind.QUOTA:
         assert not situation.retryable, "a spent balance is not fixed by waiting"
+
+
+def test_output_of_unknown_status_is_read_by_its_wording() -> None:
+    from unstuck.classify import classify_output
+
+    failure = classify_output("npm", {}, "npm ERR! code E401\nnpm ERR! Unable to authenticate")
+    assert failure is not None and failure.kind is Kind.AUTH
+    assert classify_output("ls", {}, "README.md\nsrc\n") is None
+    cut = classify_output("cat", {}, "a\n[... 12,000 characters truncated ...]\nb")
+    assert cut is not None and cut.kind is Kind.TRUNCATED
+    challenge = classify_output("curl", {}, "<title>Attention Required! | Cloudflare</title>", exit_code=0,
+                                http_status=403)
+    assert challenge is not None and challenge.kind is Kind.PERMISSION and challenge.interactive

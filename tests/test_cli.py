@@ -194,3 +194,25 @@ def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh
     assert all(r["passed"] and r["exact_unblock"] for r in runs if r["guarded"])
     assert all(r["outcome"] == "gave up" for r in runs if not r["guarded"])
     assert seeds == [7, 8]
+
+
+def test_classify_reads_stdin_and_prints_the_situation() -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([*UNSTUCK, "classify", "--exit-code", "127", "--tool", "bash"], input="bash: jq: command not found",
+                          capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("not_installed (blocker) on jq")
+    quiet = subprocess.run([*UNSTUCK, "classify", "--exit-code", "0", "--json"], input="0 errors", capture_output=True,
+                           text=True, env=env, check=False, timeout=60)
+    assert json.loads(quiet.stdout) is None
+
+
+def test_classify_scores_a_labelled_corpus(tmp_path: Path) -> None:
+    corpus = tmp_path / "cases.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "tool": "gh", "output": "please run: gh auth login", "exit_code": 4,
+                                  "http_status": None, "expected_kind": "auth", "interactive": True,
+                                  "retryable": False}) + "\n")
+    proc = unstuck("classify", "--cases", str(corpus), "--json")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["kind_accuracy"] == 1.0
+    bad = unstuck("classify", "--cases", str(tmp_path / "missing.jsonl"))
+    assert bad.returncode == 1 and "cannot read the cases" in bad.stderr

@@ -33,7 +33,7 @@ import yaml
 from unstuck.situations import Kind, Situation, Source
 from unstuck.tools import ToolResult, ToolSpec
 
-__all__ = ["SignalTable", "classify_result", "load_signal_table"]
+__all__ = ["SignalTable", "classify_output", "classify_result", "load_signal_table"]
 
 _DETAIL_CHARS = 240
 #: Only this much of a result is read: its head and its tail (characters). Failures are worded
@@ -190,6 +190,46 @@ def _first_line_around(text: str, match: re.Match[str]) -> str:
     return text[start : end if end != -1 else len(text)].strip()
 
 
+def _match_rows(table: SignalTable, ok: bool, lowered: str) -> tuple[_TextRow, re.Match[str]] | None:
+    """The first text row that reads ``lowered`` (a success is read only for degenerate and
+    adversarial rows; a failure never for an injected instruction)."""
+    for row in table.text_rows:
+        if ok and not row.success_too:
+            continue
+        if not ok and row.verdict.kind is Kind.INJECTED_INSTRUCTION:
+            continue
+        match = row.pattern.search(lowered)
+        if match:
+            return row, match
+    return None
+
+
+def classify_output(
+    tool: ToolSpec | str,
+    args: Mapping[str, Any],
+    output: str,
+    *,
+    exit_code: int | None = None,
+    http_status: int | None = None,
+    table: SignalTable | None = None,
+) -> Situation | None:
+    """Classify a tool's printed output when the caller may not know whether the call failed.
+
+    With an exit code or an HTTP status, they decide success (exit 0 and status below 400).
+    Without either, the wording decides: when a failure row reads the text it is classified
+    as a failure; otherwise as a success (truncated, empty, injected instruction, or nothing).
+    Never raises on any text.
+    """
+    table = table or load_signal_table()
+    name = tool.name if isinstance(tool, ToolSpec) else tool
+    if exit_code is not None or http_status is not None:
+        ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
+        return classify_result(tool, args, ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status),
+                               table=table)
+    failed = _match_rows(table, False, _window(output).lower()) is not None
+    return classify_result(tool, args, ToolResult(name, not failed, output), table=table)
+
+
 def classify_result(
     tool: ToolSpec | str,
     args: Mapping[str, Any],
@@ -230,15 +270,11 @@ def classify_result(
             else text.strip().splitlines()[0] if text.strip() else f"exit code {result.exit_code}"
         )
         return _situation(table, verdict, named, result, evidence)
-    for row in table.text_rows:
-        if result.ok and not row.success_too:
-            continue
-        if not result.ok and row.verdict.kind is Kind.INJECTED_INSTRUCTION:
-            continue
-        match = row.pattern.search(lowered)
-        if match:
-            named = _named_subject(row, lowered, text, subject)
-            return _situation(table, row.verdict, named, result, _first_line_around(evidence_text, match))
+    found = _match_rows(table, result.ok, lowered)
+    if found is not None:
+        row, match = found
+        named = _named_subject(row, lowered, text, subject)
+        return _situation(table, row.verdict, named, result, _first_line_around(evidence_text, match))
     if result.ok:
         if table.search_tool.search(tool_name) and table.empty.fullmatch(lowered):
             return _situation(table, _Verdict(Kind.EMPTY), subject, result, "no results")

@@ -8,6 +8,8 @@ exit 2 (typer's convention).
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +20,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from unstuck import __version__
+from unstuck.classify import classify_output
 from unstuck.evals.agents import AGENTS
+from unstuck.evals.casebook import CaseError, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
 from unstuck.evals.report import write_html
 from unstuck.evals.runner import (
@@ -301,6 +305,72 @@ def _scenarios_command(
         cells = (s.name, s.role.value, s.expect.status, ", ".join(s.tags), ", ".join(s.agents), s.title)
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+
+
+@app.command("classify")
+def _classify_command(
+    source: Annotated[Path | None, typer.Argument(help="A file of tool output; stdin when left out.")] = None,
+    exit_code: Annotated[int | None, typer.Option(help="The tool's exit code.")] = None,
+    http_status: Annotated[int | None, typer.Option(help="The HTTP status the tool got.")] = None,
+    tool_name: Annotated[str, typer.Option("--tool", help="The tool's name (also the subject).")] = "tool",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    cases: Annotated[
+        Path | None, typer.Option(help="Score a labelled corpus (JSON lines, as in shared/cases) instead.")
+    ] = None,
+) -> None:
+    """Say what a tool's output means: its situation (kind, subject, flags), or none."""
+    if cases is not None:
+        _score_cases(cases, as_json)
+        return
+    try:
+        raw = source.read_bytes() if source is not None else sys.stdin.buffer.read()
+    except OSError as exc:
+        raise _fail(f"{source}: {exc.strerror or exc}") from exc
+    text = raw.decode("utf-8", errors="replace")
+    situation = classify_output(tool_name, {}, text, exit_code=exit_code, http_status=http_status)
+    if as_json:
+        console.print_json(json.dumps(situation.to_dict() if situation is not None else None))
+    elif situation is None:
+        console.print("no situation: an ordinary success", highlight=False)
+    else:
+        flags = [name for name in ("interactive", "retryable") if getattr(situation, name)]
+        console.print(
+            f"{situation.kind.value} ({situation.kind_class.value}) on {escape(situation.subject)}"
+            + (f" · {', '.join(flags)}" if flags else "")
+            + (f" · retry after {situation.retry_after_s:g} s" if situation.retry_after_s is not None else ""),
+            highlight=False,
+        )
+        if situation.detail:
+            console.print(f"evidence: {situation.detail}", markup=False, highlight=False)
+
+
+def _score_cases(path: Path, as_json: bool) -> None:
+    try:
+        score = score_cases(load_cases(path))
+    except CaseError as exc:
+        raise _fail(str(exc)) from exc
+    if as_json:
+        console.print_json(json.dumps({
+            "total": score.total, "kind_accuracy": score.kind_accuracy,
+            "interactive_precision": score.interactive_precision, "interactive_recall": score.interactive_recall,
+            "retryable_accuracy": score.retryable_accuracy,
+            "wrong": [{"id": i, "expected": e, "got": g} for i, e, g in score.wrong],
+        }))
+        return
+    confusion = Table(title="kind: expected → classified (only where they differ)")
+    for column in ("expected", "classified", "cases"):
+        confusion.add_column(column)
+    for (expected, got), count in sorted(score.confusion.items()):
+        if expected != got:
+            confusion.add_row(expected, got, str(count))
+    console.print(confusion)
+    console.print(f"wrong: {', '.join(i for i, _, _ in score.wrong) or 'none'}", highlight=False)
+    console.print(
+        f"{score.total} cases · kind accuracy {score.kind_accuracy:.1%} · interactive precision "
+        f"{score.interactive_precision:.1%}, recall {score.interactive_recall:.1%} · retryable accuracy "
+        f"{score.retryable_accuracy:.1%}",
+        highlight=False,
+    )
 
 
 def main() -> None:
