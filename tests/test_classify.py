@@ -290,3 +290,21 @@ def test_output_of_unknown_status_is_read_by_its_wording() -> None:
     challenge = classify_output("curl", {}, "<title>Attention Required! | Cloudflare</title>", exit_code=0,
                                 http_status=403)
     assert challenge is not None and challenge.kind is Kind.PERMISSION and challenge.interactive
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code", "kind"),
+    [
+        ("Cloning into 'x'...\nwarning: You appear to have cloned an empty repository.", 0, Kind.EMPTY),
+        ("No files were searched, which means ripgrep probably applied a filter you didn't expect.", 1, Kind.EMPTY),
+        ('{"content":[{"type":"text","text":"\\"[]\\""}],"isError":false}', None, Kind.EMPTY),
+        ("No search results found for 'deploy key'", 0, Kind.EMPTY),
+        ('{"content":[{"type":"text","text":"Error: table users has no column nmae"}],"isError":true}', None,
+         Kind.EXECUTION_ERROR),
+    ],
+)
+def test_nothing_came_back_and_self_declared_errors(output: str, exit_code: int | None, kind: Kind) -> None:
+    from unstuck.classify import classify_output
+
+    situation = classify_output("tool", {}, output, exit_code=exit_code)
+    assert situation is not None and situation.kind is kind
