@@ -102,9 +102,9 @@ def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario
 
 def _print_regressions(regressions: list[Regression], unmatched: int) -> None:
     if not regressions:
-        console.print(f"no regressions against the baseline ({unmatched} run(s) without a counterpart)")
+        console.print(f"no regressions against the baseline ({unmatched} run(s) had nothing to compare with)")
         return
-    table = Table(title=f"regressions against the baseline ({unmatched} run(s) without a counterpart)")
+    table = Table(title=f"regressions against the baseline ({unmatched} run(s) had nothing to compare with)")
     for column in ("scenario", "agent", "mode", "what", "before", "after"):
         table.add_column(column)
     for r in regressions:

@@ -324,9 +324,9 @@ class ModeComparison:
 
     @property
     def seconds_ratio(self) -> float | None:
-        """Wasted seconds, unguarded / guarded."""
-        if self.guarded_wasted_calls == 0 or self.guarded_wasted_seconds <= 0:
-            return None  # nothing wasted guarded: a ratio of two near-zero timings means nothing
+        """Wasted seconds, unguarded / guarded; ``None`` under one guarded second."""
+        if self.guarded_wasted_calls == 0 or self.guarded_wasted_seconds < 1.0:
+            return None  # under a second of waste guarded, the ratio measures timing noise
         return self.unguarded_wasted_seconds / self.guarded_wasted_seconds
 
 
