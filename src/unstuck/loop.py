@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from unstuck import policy
 from unstuck.classify import classify_result
 from unstuck.clock import Clock, RealClock
+from unstuck.diagnostics import repeated_calls
 from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
 from unstuck.models import Message, Model, ModelError, ModelReply, Role
@@ -264,11 +265,21 @@ class _Turn:
             self.emit("budget.charged", subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
         for key in assessment.closed:
             self.emit("blocker.closed", subject=key, reason="probe clean" if probe else "call succeeded")
+        self._observe(call, probe=probe, retry=retry)
         self.steps.append(StepRecord(
             len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
             self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
         ))
         return result, assessment
+
+    def _observe(self, call: ToolCall, *, probe: bool, retry: bool) -> None:
+        """Diagnostics (no authority): record repetition and same-tool streaks as events."""
+        if probe or retry:
+            return
+        model_calls = [s.call for s in self.steps if not s.probe and not s.retry] + [call]
+        found = repeated_calls(model_calls)
+        if found is not None:
+            self.emit(f"diagnostic.{found.kind}", tool=found.tool, calls=found.count)
 
     # -- escalation ----------------------------------------------------------------------------
 
