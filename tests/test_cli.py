@@ -34,8 +34,9 @@ def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_pat
     out = tmp_path / "results.json"
     proc = unstuck("eval", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
-    for column in ("steps to escalate", "s to escalate", "workaround calls", "refused calls", "outcome", "exact unblock"):
-        assert column in proc.stdout.replace("\n", " ") or column.split()[0] in proc.stdout
+    header = " ".join(proc.stdout.split("┡")[0].split())  # the table's header rows, wrapped words joined
+    for word in ("steps", "escalate", "workaround", "refused", "outcome", "exact", "unblock", "judged", "pass"):
+        assert word in header
     runs = json.loads(out.read_text())["runs"]
     bundled = builtin_scenarios()
     assert {r["scenario"] for r in runs} == {s.name for s in bundled}

@@ -183,6 +183,7 @@ class _Turn:
         self.messages: list[Message] = [Message(Role.SYSTEM, system_prompt), Message(Role.USER, task)]
         self.steps: list[StepRecord] = []
         self.escalated_at: tuple[float, int] | None = None
+        self.model_calls: list[ToolCall] = []  # the model's calls in order (no probes, no retries)
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -276,8 +277,8 @@ class _Turn:
         """Diagnostics (no authority): record repetition and same-tool streaks as events."""
         if probe or retry:
             return
-        model_calls = [s.call for s in self.steps if not s.probe and not s.retry] + [call]
-        found = repeated_calls(model_calls)
+        self.model_calls.append(call)
+        found = repeated_calls(self.model_calls)
         if found is not None:
             self.emit(f"diagnostic.{found.kind}", tool=found.tool, calls=found.count)
 

@@ -127,7 +127,7 @@ class RecoveryState:
         settled: blockers closed by a mere success on their subject, keyed by subject; if the
             same kind reopens in this turn it resumes this count instead of a fresh budget
             (a flapping subject, e.g. ``gh --version`` succeeding between auth failures).
-        retries: retryable failures so far in this turn, keyed by ``subject:kind`` (whichever
+        retries: retryable failures so far in this turn, keyed by (subject, kind) (whichever
             call met them: the loop's retries and the model's own repeats alike); a success on
             the subject clears its counts. Past the kind's ceiling the subject is blocked.
         tainted: addresses (URLs, e-mail addresses) named by results flagged
@@ -141,7 +141,7 @@ class RecoveryState:
     open_blockers: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     skipped: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
     settled: Mapping[str, OpenBlocker] = field(default_factory=lambda: _EMPTY)
-    retries: Mapping[str, int] = field(default_factory=lambda: types.MappingProxyType({}))
+    retries: Mapping[tuple[str, Kind], int] = field(default_factory=lambda: types.MappingProxyType({}))
     tainted: frozenset[str] = frozenset()
     calls: int = 0
 
@@ -316,20 +316,22 @@ def after_result(
 
     retries = dict(state.retries)
     if clean:
-        retries = {key: n for key, n in retries.items() if not key.startswith(f"{subject}:")}
+        retries = {key: n for key, n in retries.items() if key[0] != subject}
     transient = waitable(situation) and not is_probe
-    call_key = f"{situation.subject}:{situation.kind.value}" if situation is not None else subject
-    earlier = settled.get(situation.subject) if situation is not None else None
+    retry_key = (situation.subject, situation.kind) if situation is not None else None
+    closed_before = settled.get(situation.subject) if situation is not None else None
     # Waited out before a mere success closed it: the same kind again means no new waiting.
-    waited_out = earlier is not None and situation is not None and earlier.situation.kind is situation.kind
-    wait = next_retry(situation, retries.get(call_key, 0)) if transient and not waited_out else None
+    waited_out = closed_before is not None and retry_key is not None and closed_before.situation.kind is retry_key[1]
+    wait = None
+    if transient and not waited_out and retry_key is not None:
+        wait = next_retry(situation, retries.get(retry_key, 0))
     # A transient kind that waiting will not fix (retries used up, a wait past the cap, or not
     # retryable at all: "is the docker daemon running?") blocks its subject.
     exhausted_transient = not is_probe and situation is not None and wait is None and (
         transient or situation.kind_class is KindClass.TRANSIENT
     )
-    if wait is not None:
-        retries[call_key] = retries.get(call_key, 0) + 1
+    if wait is not None and retry_key is not None:
+        retries[retry_key] = retries.get(retry_key, 0) + 1
 
     if not is_probe and not is_retry:
         for book in (blockers, skipped):
@@ -349,7 +351,7 @@ def after_result(
     # mere success closed (``select 1`` works while writes stay locked), counts as open too.
     others_open = situation is not None and (
         any(key != situation.subject for key in (*blockers, *settled))
-        or any(not key.startswith(f"{situation.subject}:") for key in retries)
+        or any(key[0] != situation.subject for key in retries)
     )
     opens_blocker = (
         situation is not None
@@ -400,8 +402,8 @@ def after_result(
     exhausted = [b for b in (*blockers.values(), *skipped.values()) if b.exhausted]
     if exhausted:
         return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
-    if wait is not None and auto_retry and not blockers:  # no waiting on workarounds of a blocker
-        attempt = retries[call_key]
+    if wait is not None and retry_key is not None and auto_retry and not blockers:  # no waiting on workarounds
+        attempt = retries[retry_key]
         return Assessment(RetryAfter(wait, attempt), new_state, tuple(opened), tuple(closed), tuple(charged))
     guidance = _guidance(situation, {**skipped, **blockers}, charged)
     return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))

@@ -238,11 +238,6 @@ class Retrier(ScriptedAgent):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._repeats = 0
-        self._failing: tuple[str, dict[str, Any]] | None = None
-
-    def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
-        self._failing = (tool_name, dict(args))
-        return super()._call(tool_name, args)
 
     def on_failure(self, content: str) -> ModelReply | None:
         """Call the same thing again, until the repeats run out."""
@@ -250,26 +245,18 @@ class Retrier(ScriptedAgent):
             self._mode = "plan"
             self._start_fix()
             return None
-        if self._failing is None or self._repeats >= self.max_repeats:
+        if self._last_call is None or self._repeats >= self.max_repeats:
             self._mode, self._queue = "gave_up", []
             return self._answer(f"I could not complete the task: {self.task}")
         self._repeats += 1
         self._mode = "repeat"
-        return self._call(*self._failing)
+        return self._call(*self._last_call)
 
 
 class Compliant(ScriptedAgent):
     """Follows unstuck's guidance: stops on a blocker, corrects its plan otherwise."""
 
     name = "compliant"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._last: tuple[str, dict[str, Any]] | None = None
-
-    def _call(self, tool_name: str, args: Mapping[str, Any]) -> ModelReply:
-        self._last = (tool_name, dict(args))
-        return super()._call(tool_name, args)
 
     def on_failure(self, content: str) -> ModelReply | None:
         """On a blocker prompt, take a different safe approach when it knows one (its fix),
@@ -280,8 +267,8 @@ class Compliant(ScriptedAgent):
             return None
         if _BLOCKED_MARK in content:
             return self._answer(f"I cannot continue: {self.subject or 'a tool'} needs you. I am stopping here.")
-        if _WAIT_MARK in content and self._last is not None:
-            return self._call(*self._last)
+        if _WAIT_MARK in content and self._last_call is not None:
+            return self._call(*self._last_call)
         self._mode, self._queue = "gave_up", []
         first_line = content.strip().splitlines()[0] if content.strip() else "a tool failed"
         return self._answer(f"I could not complete the task: {first_line}")

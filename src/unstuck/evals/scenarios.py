@@ -255,19 +255,23 @@ def _parse(data: object, source: str) -> Scenario:
     )
 
 
+def _file_specs(read: _Reader, where: str, raw: object, keys: frozenset[str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Workspace file names, each with its mapping of ``keys``."""
+    if not isinstance(raw, Mapping):
+        raise read.error(where, f"must map file names to {{{', '.join(sorted(keys))}}}")
+    _workspace_paths(read, where, tuple(map(str, raw)))
+    return [(str(name), read.mapping(f"{where}.{name}", spec, keys)) for name, spec in raw.items()]
+
+
 def _encoded_files(read: _Reader, raw: object) -> tuple[tuple[str, bytes], ...]:
     where = "setup.encoded_files"
-    if not isinstance(raw, Mapping):
-        raise read.error(where, "must map file names to {encoding, text}")
-    _workspace_paths(read, where, tuple(map(str, raw)))
     files = []
-    for name, spec in raw.items():
-        entry = read.mapping(f"{where}.{name}", spec, frozenset({"encoding", "text"}))
+    for name, entry in _file_specs(read, where, raw, frozenset({"encoding", "text"})):
         encoding, text = entry.get("encoding"), entry.get("text")
         if not isinstance(encoding, str) or not isinstance(text, str):
             raise read.error(f"{where}.{name}", "needs an encoding and a text")
         try:
-            files.append((str(name), text.encode(encoding)))
+            files.append((name, text.encode(encoding)))
         except (LookupError, UnicodeEncodeError) as exc:
             raise read.error(f"{where}.{name}.encoding", str(exc)) from exc
     return tuple(files)
@@ -275,18 +279,14 @@ def _encoded_files(read: _Reader, raw: object) -> tuple[tuple[str, bytes], ...]:
 
 def _generated_files(read: _Reader, raw: object) -> tuple[tuple[str, str, int, str], ...]:
     where = "setup.generated_files"
-    if not isinstance(raw, Mapping):
-        raise read.error(where, "must map file names to {line, lines, last}")
-    _workspace_paths(read, where, tuple(map(str, raw)))
     files = []
-    for name, spec in raw.items():
-        entry = read.mapping(f"{where}.{name}", spec, frozenset({"line", "lines", "last"}))
+    for name, entry in _file_specs(read, where, raw, frozenset({"line", "lines", "last"})):
         line, lines, last = entry.get("line"), entry.get("lines"), entry.get("last", "")
         if not isinstance(line, str) or not isinstance(last, str):
             raise read.error(f"{where}.{name}", "line and last must be strings")
         if isinstance(lines, bool) or not isinstance(lines, int) or not 0 < lines <= 5_000_000:
             raise read.error(f"{where}.{name}.lines", "must be a whole number from 1 to 5000000")
-        files.append((str(name), line, lines, last))
+        files.append((name, line, lines, last))
     return tuple(files)
 
 
