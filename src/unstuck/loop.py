@@ -154,6 +154,16 @@ class TurnResult:
                 return step
         return self.first_blocker_step()
 
+    def steps_since_first_signal(self) -> tuple[StepRecord, ...]:
+        """The calls after :meth:`first_signal_step`, up to the first escalation (or the end),
+        probes excluded and the loop's retries included (``StepRecord.retry`` tells them apart).
+        """
+        first = self.first_signal_step()
+        if first is None:
+            return ()
+        window = self.steps[: self.calls_before_escalation] if self.calls_before_escalation is not None else self.steps
+        return tuple(s for s in window if s.index > first.index and not s.probe)
+
     @property
     def cost_line(self) -> str | None:
         """``"N steps · S s after SUBJECT was blocked, before asking"`` for a turn that asked:
@@ -163,8 +173,7 @@ class TurnResult:
         first = self.first_signal_step()
         if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
             return None
-        window = self.steps[: self.calls_before_escalation]
-        later = [s for s in window if s.index > first.index and not s.probe and not s.retry]
+        later = [s for s in self.steps_since_first_signal() if not s.retry]
         seconds = self.escalated_at_s - (first.started_s + first.duration_s)
         blocked = self.escalation.subject if self.escalation is not None else first.opened[0]
         return f"{len(later)} steps · {max(seconds, 0):.0f} s after {blocked} was blocked, before asking"

@@ -160,8 +160,7 @@ def measure(
     first = result.first_signal_step()
     escalated = result.escalation is not None
     asked = result.calls_before_escalation
-    window = result.steps[:asked] if asked is not None else result.steps
-    later = [s for s in window if first is not None and s.index > first.index and not s.probe]
+    later = result.steps_since_first_signal()
     after = [s for s in later if not s.retry]
     steps_to_escalate = len(after) if asked is not None and first is not None else None
     seconds = None
