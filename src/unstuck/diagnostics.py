@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from unstuck.tools import ToolCall
 
-__all__ = ["REPEAT_LIMIT", "STREAK_LIMIT", "Pattern", "repeated_calls"]
+__all__ = ["REPEAT_LIMIT", "STREAK_LIMIT", "Pattern", "RunLengths", "advance", "repeated_calls"]
 
 #: Consecutive identical calls that count as repetition.
 REPEAT_LIMIT = 3
@@ -35,24 +35,42 @@ class Pattern:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunLengths:
+    """The runs the calls so far end with: the last call, how many identical calls end the
+    sequence, and how many calls to the same tool end it. Updated in constant time per call.
+    """
+
+    last: ToolCall | None = None
+    same: int = 0
+    streak: int = 0
+
+    @property
+    def pattern(self) -> Pattern | None:
+        """The pattern the runs form, if they reach a limit; repetition wins over a streak."""
+        if self.last is None:
+            return None
+        if self.same >= REPEAT_LIMIT:
+            return Pattern("repetition", self.last.tool, self.same)
+        if self.streak >= STREAK_LIMIT:
+            return Pattern("streak", self.last.tool, self.streak)
+        return None
+
+
+def advance(runs: RunLengths, call: ToolCall) -> RunLengths:
+    """The runs after one more call."""
+    last = runs.last
+    same_tool = last is not None and last.tool == call.tool
+    identical = same_tool and last is not None and last.arguments_json == call.arguments_json
+    return RunLengths(call, runs.same + 1 if identical else 1, runs.streak + 1 if same_tool else 1)
+
+
 def repeated_calls(calls: Sequence[ToolCall]) -> Pattern | None:
     """The pattern the most recent calls form, if they reach a limit; ``None`` otherwise.
 
     Identical calls (same tool and canonical arguments) take precedence over a streak.
     """
-    if not calls:
-        return None
-    last = calls[-1]
-    same = 0
-    for call in reversed(calls):
-        if (call.tool, call.arguments_json) != (last.tool, last.arguments_json):
-            break
-        same += 1
-    if same >= REPEAT_LIMIT:
-        return Pattern("repetition", last.tool, same)
-    streak = 0
-    for call in reversed(calls):
-        if call.tool != last.tool:
-            break
-        streak += 1
-    return Pattern("streak", last.tool, streak) if streak >= STREAK_LIMIT else None
+    runs = RunLengths()
+    for call in calls:
+        runs = advance(runs, call)
+    return runs.pattern

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from unstuck import policy
 from unstuck.classify import classify_result
 from unstuck.clock import Clock, RealClock
-from unstuck.diagnostics import repeated_calls
+from unstuck.diagnostics import RunLengths, advance
 from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
 from unstuck.models import Message, Model, ModelError, ModelReply, Role
@@ -192,7 +192,7 @@ class _Turn:
         self.messages: list[Message] = [Message(Role.SYSTEM, system_prompt), Message(Role.USER, task)]
         self.steps: list[StepRecord] = []
         self.escalated_at: tuple[float, int] | None = None
-        self.model_calls: list[ToolCall] = []  # the model's calls in order (no probes, no retries)
+        self.runs = RunLengths()  # repetition and streaks of the model's calls (no probes, no retries)
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -286,8 +286,8 @@ class _Turn:
         """Diagnostics (no authority): record repetition and same-tool streaks as events."""
         if probe or retry:
             return
-        self.model_calls.append(call)
-        found = repeated_calls(self.model_calls)
+        self.runs = advance(self.runs, call)
+        found = self.runs.pattern
         if found is not None:
             self.emit(f"diagnostic.{found.kind}", tool=found.tool, calls=found.count)
 
