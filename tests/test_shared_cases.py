@@ -19,7 +19,7 @@ CASES_FILE = Path(__file__).resolve().parents[2] / "shared" / "cases" / "tool_ou
 
 #: Known misses, by case id, and why no general signal separates them yet.
 KNOWN_MISSES = {
-    "c022": "the same pip wording is labelled not_found here and invalid_args in c023",
+    "c023": "the same pip wording as c022 (not_found: no such package) is labelled invalid_args here, where the package name was a typo (`pip install install`)",
     "c106": "a refused connection labelled unavailable (the server is down), worded as c055's network errors",
     "c116": "a typo ('nmp') labelled invalid_args, worded exactly like a missing program",
     "c119": "an unquoted path ('C:\\\\Program') labelled invalid_args, worded like a missing program",

@@ -21,9 +21,11 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.classify import classify_output
+from unstuck.cli_bank import bank_app
 from unstuck.evals.agents import AGENTS
 from unstuck.evals.casebook import CaseError, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
+from unstuck.evals.curve import CURVE_LEVELS, Curve, run_curve
 from unstuck.evals.report import write_html
 from unstuck.evals.runner import (
     REFERENCE_INCIDENT,
@@ -52,6 +54,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(bank_app, name="bank")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
@@ -139,21 +142,41 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _table(results: list[RunMetrics]) -> Table:
-    table = Table(title="unstuck eval", show_lines=False)
-    for column in ("scenario", "agent", "mode", "calls", "steps to escalate", "s to escalate",
-                   "workaround calls", "refused calls", "outcome", "exact unblock", "judged", "pass"):
+def _curve_table(sweep: Curve) -> Table:
+    table = Table(title="guarded success against injected failures")
+    for column in ("p_inj", "runs", "passed", "success", "injected per run"):
+        table.add_column(column, justify="right")
+    for point in sweep.points:
+        rate = "-" if point.success_rate is None else f"{point.success_rate:.0%}"
+        table.add_row(f"{point.p_inj:g}", str(point.runs), str(point.passed), rate, f"{point.mean_injected:.2f}")
+    for bucket in sweep.buckets:
+        rate = "-" if bucket.success_rate is None else f"{bucket.success_rate:.0%}"
+        table.add_row(f"{bucket.label} injected", str(bucket.runs), str(bucket.passed), rate, "", style="dim")
+    return table
+
+
+def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
+    table = Table(title="unstuck eval" + (f" (p_inj {results[0].p_inj:g})" if injected and results else ""),
+                  show_lines=False)
+    columns = ["scenario", "agent", "mode", "calls", "steps to escalate", "s to escalate",
+               "workaround calls", "refused calls", "outcome", "exact unblock", "judged", "pass"]
+    if injected:
+        columns.insert(4, "injected")
+    for column in columns:
         left = column in ("scenario", "agent", "mode", "outcome")
         table.add_column(column, justify="left" if left else "right", no_wrap=left)
     for r in results:
         verdict = "-" if r.passed is None else ("[green]yes[/green]" if r.passed else "[red]NO[/red]")
-        table.add_row(
+        cells = [
             escape(r.scenario), escape(r.agent) + (f" #{r.repeat}" if r.repeat else ""),
             "guarded" if r.guarded else "unguarded", str(r.tool_calls),
             _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
             str(r.refused_calls), r.outcome, _fmt(r.exact_unblock),
             f"{r.judgement.mean:.1f}" if r.judgement is not None else "-", verdict,
-        )
+        ]
+        if injected:
+            cells.insert(4, str(r.injected_failures))
+        table.add_row(*cells)
     return table
 
 
@@ -189,6 +212,12 @@ def _eval_command(
     repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
     seed: Annotated[int | None, typer.Option(help="Seed of the model's sampling; repeat i uses seed + i.")] = None,
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+    p_inj: Annotated[float, typer.Option(
+        "--p-inj", min=0.0, max=1.0,
+        help="Replace each tool return with an observed failure from the bank with this probability.")] = 0.0,
+    curve: Annotated[bool, typer.Option(
+        "--curve", help="Also run the guarded loop at p_inj 0, 0.05, 0.1, 0.2, 0.3 and report success against it.",
+    )] = False,
 ) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table."""
     chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
@@ -207,22 +236,32 @@ def _eval_command(
         unknown = [a for a in wanted if a not in AGENTS and a not in models]
         if unknown:
             raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join([*AGENTS, *models])}")
-    total = 2 * len(planned_runs(chosen, agents=wanted, models=models, repeat=repeat))
+    planned = len(planned_runs(chosen, agents=wanted, models=models, repeat=repeat))
+    total = 2 * planned + (len(CURVE_LEVELS) * planned if curve else 0)
+    injection_seed = seed if seed is not None else 0
+    sweep: Curve | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         bar = progress.add_task("running scenarios", total=total)
 
         def advance(metrics: RunMetrics) -> None:
-            progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}")
+            rate = f" · p_inj {metrics.p_inj:g}" if metrics.p_inj else ""
+            progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}{rate}")
 
-        results = run_eval(chosen, agents=wanted, models=models, repeat=repeat, progress=advance)
-    console.print(_table(results))
+        results = run_eval(chosen, agents=wanted, models=models, repeat=repeat, progress=advance,
+                           p_inj=p_inj, seed=injection_seed)
+        if curve:
+            sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
+                              progress=advance)
+    console.print(_table(results, injected=p_inj > 0))
     console.print(_comparison_table(results))
+    if sweep is not None:
+        console.print(_curve_table(sweep))
     if json_path is not None:
-        write_json(results, json_path)
+        write_json(results, json_path, curve=sweep)
         console.print(f"results written to {escape(str(json_path))}")
     if html_path is not None:
-        write_html(results, html_path)
+        write_html(results, html_path, curve=sweep)
         console.print(f"report written to {escape(str(html_path))}")
     if baseline is not None:
         _print_regressions(*find_regressions(baseline, results))

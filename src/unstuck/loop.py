@@ -70,6 +70,8 @@ class StepRecord:
         closed: subjects whose blocker this call's result closed.
         content: the result's text (without unstuck's guidance).
         retry: the loop ran this call again after a wait (the model did not ask for it).
+        injected: the failure-bank form that replaced the tool's real return (fault
+            injection), else ``None``: organic and injected failures stay apart.
     """
 
     index: int
@@ -86,6 +88,7 @@ class StepRecord:
     closed: tuple[str, ...] = ()
     content: str = ""
     retry: bool = False
+    injected: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +263,8 @@ class _Turn:
         else:
             self.emit("tool.called", tool=call.tool, subject=subject, probe=probe)
             result = self.execute(call, spec)
+            if result.injected is not None:
+                self.emit("fault.injected", tool=call.tool, subject=subject, form=result.injected)
         situation = self.situation_of(call, spec, result)
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
@@ -279,6 +284,7 @@ class _Turn:
         self.steps.append(StepRecord(
             len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
             self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
+            result.injected,
         ))
         return result, assessment
 

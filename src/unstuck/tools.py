@@ -156,6 +156,9 @@ class ToolResult:
         headers: HTTP response headers as (name, value) pairs.
         error_type: the exception class name, when the tool raised.
         declared: the situation the tool itself returned, already validated.
+        injected: the id of the failure-bank form that replaced the tool's real return
+            (fault injection, :mod:`unstuck.faults`), else ``None``. Only observers read it:
+            the classifier and the policy see an injected failure as they would a real one.
     """
 
     tool: str
@@ -167,6 +170,7 @@ class ToolResult:
     headers: tuple[tuple[str, str], ...] = ()
     error_type: str | None = None
     declared: Situation | None = None
+    injected: str | None = None
 
     def header(self, name: str) -> str | None:
         """The first response header called ``name`` (case-insensitive), or ``None``."""
@@ -205,7 +209,29 @@ def _from_exception(tool_name: str, exc: BaseException) -> ToolResult:
     return ToolResult(tool_name, False, f"{type(exc).__name__}: {message}", error_type=type(exc).__name__)
 
 
+def _mcp_text(content: object) -> str | None:
+    """The text items of an MCP ``CallToolResult.content`` list, joined; ``None`` when it is
+    not such a list."""
+    if not isinstance(content, list):
+        return None
+    texts = [str(item.get("text", "")) for item in content if isinstance(item, Mapping) and item.get("type") == "text"]
+    return "\n".join(texts)
+
+
+def _from_mcp(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult | None:
+    """An MCP tool result (``{"content": [...], "isError": bool}``, MCP specification
+    2025-06-18, "Tools: error handling"): ``isError: true`` is a failed call whose text the
+    model sees. ``None`` when ``raw`` is not shaped like one."""
+    is_error = raw.get("isError")
+    text = _mcp_text(raw.get("content"))
+    if not isinstance(is_error, bool) or text is None:
+        return None
+    return ToolResult(tool_name, not is_error, text)
+
+
 def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
+    if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
+        return mcp
     situation = validate_situation(tool_name, raw.get("situation"))
     status = raw.get("status")
     executed = raw.get("executed", True) is not False
@@ -244,7 +270,9 @@ def normalize_result(tool_name: str, raw: object) -> ToolResult:
     :class:`HttpResponse` succeeds on 2xx/3xx; an exception is a failure whose content is
     ``"{ExceptionType}: {message}"``; a mapping succeeds when its ``status`` is ``ok`` /
     ``success`` (else by ``exit_code``, ``http_status``, or the absence of ``error`` and of a
-    situation), and ``executed: false`` marks a call that never ran.
+    situation), and ``executed: false`` marks a call that never ran; an MCP tool result
+    (``content`` items and a boolean ``isError``) fails when ``isError`` is true and shows
+    its text items.
 
     Raises:
         ValueError: naming the tool, when a mapping carries a malformed ``situation``
@@ -277,7 +305,7 @@ def normalize_result(tool_name: str, raw: object) -> ToolResult:
 def _replace_declared(result: ToolResult, declared: Situation | None) -> ToolResult:
     return ToolResult(
         result.tool, result.ok, result.content, result.executed, result.exit_code,
-        result.http_status, result.headers, result.error_type, declared,
+        result.http_status, result.headers, result.error_type, declared, result.injected,
     )
 
 

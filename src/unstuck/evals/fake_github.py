@@ -8,6 +8,9 @@ headers and bodies:
 * ``GET /``: 200 with ``X-OAuth-Scopes`` (how ``gh auth status`` reads token scopes);
 * ``POST /graphql``: the ``UserCurrent`` (viewer login) and ``RepositoryInfo`` queries;
 * ``GET /repos/{owner}/{repo}``: the REST repository object;
+* ``GET /orgs/{org}/teams``: an empty list when the token has ``read:org``; without it, 404
+  with ``X-Accepted-OAuth-Scopes`` naming the scopes the endpoint checks (GitHub REST API docs,
+  "Scopes for OAuth apps": the two headers tell what a token has and what an action needs);
 * a missing or wrong token: 401 ``{"message": "Bad credentials", "documentation_url":
   "https://docs.github.com/rest"}`` (GitHub REST API docs, "Troubleshooting");
 * faults on the data endpoints (repositories, GraphQL queries other than the viewer's), for
@@ -92,7 +95,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         return
 
-    def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, status: int, body: Mapping[str, Any] | list[Any], headers: Mapping[str, str] | None = None) -> None:
         payload = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -153,6 +156,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
             else:
                 self._send(200, repo.rest(), self._scopes())
+        elif path.startswith("/orgs/") and path.endswith("/teams") and path.count("/") == 3:
+            if "read:org" not in self.config.scopes:
+                # a token without the scope an endpoint checks: GitHub names the scope it wanted
+                # in X-Accepted-OAuth-Scopes, next to the token's own in X-OAuth-Scopes
+                self._send(404, {"message": "Not Found", "documentation_url": _DOCS},
+                           {**self._scopes(), "X-Accepted-OAuth-Scopes": "read:org"})
+            else:
+                self._send(200, [], self._scopes())
         else:
             self._send(404, {"message": "Not Found", "documentation_url": _DOCS})
 

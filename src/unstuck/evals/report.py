@@ -1,5 +1,6 @@
 """The eval's self-contained HTML report: run table, judged dimensions, a chart of wasted
-calls unguarded against guarded, and a timeline of the calls after each blocker opened.
+calls unguarded against guarded, a timeline of the calls after each blocker opened, and
+(when the eval swept fault injection) success against the injection rate.
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``templates/report.html.j2`` with jinja2 (autoescaped).
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 
+from unstuck.evals.curve import Curve
 from unstuck.evals.judge import DIMENSIONS
 from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes
 
@@ -62,6 +64,38 @@ def _chart(results: Sequence[RunMetrics]) -> _Chart:
     return _Chart(_LABEL_WIDTH + _BAR_AREA + 40, 8 + len(bars) * _ROW_HEIGHT, _LABEL_WIDTH, bars)
 
 
+@dataclass(frozen=True, slots=True)
+class _CurveChart:
+    """A line chart of success rate (y, 0-100 %) against the injection rate (x)."""
+
+    width: int
+    height: int
+    left: int
+    top: int
+    plot_width: int
+    plot_height: int
+    points: tuple[tuple[float, float, str, str], ...]  # x, y, rate label, success label
+    path: str
+    x_ticks: tuple[tuple[float, str], ...]
+    y_ticks: tuple[tuple[float, str], ...]
+
+
+def _curve_chart(curve: Curve) -> _CurveChart:
+    left, top, plot_width, plot_height = 60, 16, 520, 220
+    top_rate = max((p.p_inj for p in curve.points), default=0.0) or 1.0
+    placed = [
+        (round(left + p.p_inj / top_rate * plot_width, 1), round(top + (1 - (p.success_rate or 0.0)) * plot_height, 1),
+         f"{p.p_inj:g}", f"{(p.success_rate or 0.0):.0%} of {p.runs}")
+        for p in curve.points if p.runs
+    ]
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x},{y}" for i, (x, y, _, _) in enumerate(placed))
+    x_ticks = tuple((x, label) for x, _, label, _ in placed)
+    shares = (0.0, 0.25, 0.5, 0.75, 1.0)
+    y_ticks = tuple((round(top + (1 - share) * plot_height, 1), f"{share:.0%}") for share in shares)
+    return _CurveChart(left + plot_width + 40, top + plot_height + 44, left, top, plot_width, plot_height,
+                       tuple(placed), path, x_ticks, y_ticks)
+
+
 def _timelines(results: Sequence[RunMetrics]) -> list[_Group]:
     groups: dict[str, list[RunMetrics]] = {}
     for r in results:
@@ -70,8 +104,9 @@ def _timelines(results: Sequence[RunMetrics]) -> list[_Group]:
     return [_Group(name, tuple(runs)) for name, runs in groups.items()]
 
 
-def render_html(results: Sequence[RunMetrics]) -> str:
-    """The report for ``results`` as one HTML document (a string)."""
+def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) -> str:
+    """The report for ``results`` as one HTML document (a string); with ``curve``, a section
+    charting success against the injection rate and a table by injected failures per run."""
     from unstuck import __version__
 
     environment = jinja2.Environment(
@@ -90,10 +125,12 @@ def render_html(results: Sequence[RunMetrics]) -> str:
         dimensions=DIMENSIONS,
         timelines=_timelines(results),
         version=__version__,
+        curve=curve,
+        curve_chart=_curve_chart(curve) if curve is not None else None,
     )
 
 
-def write_html(results: Sequence[RunMetrics], path: Path) -> None:
+def write_html(results: Sequence[RunMetrics], path: Path, *, curve: Curve | None = None) -> None:
     """Write the report to ``path`` (UTF-8; parent folders made)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(results), encoding="utf-8")
+    path.write_text(render_html(results, curve=curve), encoding="utf-8")

@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from unstuck.clock import VirtualClock
 from unstuck.evals.agents import make_agent
@@ -38,6 +38,7 @@ from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
 from unstuck.events import EventLog, EventSink, Tee
+from unstuck.faults.injector import Injector
 from unstuck.loop import TurnResult, TurnStatus, run_turn
 from unstuck.models import Model
 from unstuck.policy import PolicyConfig
@@ -107,6 +108,8 @@ class RunMetrics:
     judgement: Judgement | None = None
     repeat: int = 0
     timeline: tuple[TimelineEntry, ...] = ()
+    p_inj: float = 0.0
+    injected_failures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -204,6 +207,7 @@ def measure(
         exact_unblock=exact, escalation=result.escalation.text if result.escalation else None,
         passed=passed, error=result.error, wasted_calls=len(wasted), wasted_seconds=wasted_seconds,
         judgement=judge(scenario, result, unattended=unattended, config=config), timeline=timeline,
+        injected_failures=sum(1 for s in result.steps if s.injected is not None),
     )
 
 
@@ -221,6 +225,8 @@ def run_scenario(
     on_sandbox: Callable[[Sandbox], None] | None = None,
     model: Model | None = None,
     repeat: int = 0,
+    p_inj: float = 0.0,
+    seed: int | str = 0,
 ) -> tuple[TurnResult, RunMetrics]:
     """Run one scenario with one agent in a fresh sandbox.
 
@@ -228,6 +234,10 @@ def run_scenario(
     :class:`unstuck.models.Model`, e.g. an OpenAI-compatible server). ``on_sandbox`` is called
     with the sandbox before the turn starts (tests use it to act as the user). Waiting runs on
     a :class:`unstuck.clock.VirtualClock`. ``repeat`` numbers the run among repeats.
+
+    With ``p_inj`` above 0 the tools are wrapped by a :class:`unstuck.faults.Injector`
+    seeded from ``seed``, the scenario, the agent and the repeat (the same for the unguarded
+    and the guarded run); the metrics count the injected failures.
     """
     with prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox) as sandbox:
         if on_sandbox is not None:
@@ -236,12 +246,16 @@ def run_scenario(
             model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
                                task=scenario.task)
         log = EventLog()
+        tools = standard_tools(sandbox.workspace())
+        if p_inj > 0:
+            tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}").wrap(tools)
         result = run_turn(
-            scenario.task, model=model, tools=standard_tools(sandbox.workspace()), unattended=unattended,
+            scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log,
         )
-    return result, replace(measure(scenario, agent, result, unattended=unattended, config=config), repeat=repeat)
+    metrics = measure(scenario, agent, result, unattended=unattended, config=config)
+    return result, replace(metrics, repeat=repeat, p_inj=p_inj)
 
 
 ModelFactory = Callable[[int], Model]
@@ -273,26 +287,32 @@ def run_eval(
     models: Mapping[str, ModelFactory] | None = None,
     repeat: int = 1,
     progress: Callable[[RunMetrics], None] | None = None,
+    p_inj: float = 0.0,
+    seed: int | str = 0,
+    modes: Sequence[bool] = (False, True),
 ) -> list[RunMetrics]:
     """Run every scenario for each of its reference agents and each extra model (all filtered
     by ``agents``), ``repeat`` times, unguarded then guarded, unattended.
 
     ``models`` maps an agent name to a factory called with the repeat index (so a stochastic
     model can be seeded per repeat). A run that raises is recorded as ``failed`` with its
-    error; the others go on.
+    error; the others go on. ``p_inj`` and ``seed`` set fault injection (see
+    :func:`run_scenario`); ``modes`` lists the guarded flags to run, in order.
     """
     results: list[RunMetrics] = []
     factories = models or {}
     for scenario, agent, index in planned_runs(scenarios, agents=agents, models=models, repeat=repeat):
-        for guarded in (False, True):
+        for guarded in modes:
             try:
                 factory = factories.get(agent)
                 model = factory(index) if factory is not None else None
-                _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index)
+                _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index,
+                                          p_inj=p_inj, seed=seed)
             except Exception as exc:  # recorded, never lost: the harness reports it
                 metrics = RunMetrics(
                     scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
                     0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}", repeat=index,
+                    p_inj=p_inj,
                 )
             results.append(metrics)
             if progress is not None:
@@ -344,15 +364,26 @@ def compare_modes(results: Iterable[RunMetrics]) -> list[ModeComparison]:
     ]
 
 
-def write_json(results: Sequence[RunMetrics], path: Path) -> None:
-    """Write ``{"runs": [...], "comparisons": [...], "reference_incident": {...}}`` (UTF-8)."""
+class _Summary(Protocol):
+    @property
+    def runs(self) -> tuple[RunMetrics, ...]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def write_json(results: Sequence[RunMetrics], path: Path, *, curve: _Summary | None = None) -> None:
+    """Write ``{"runs": [...], "comparisons": [...], "reference_incident": {...}}`` (UTF-8);
+    with ``curve`` (an :class:`unstuck.evals.curve.Curve`), also ``"injection_curve"``: its
+    points, its breakdown by injected failures, and its runs."""
     path.parent.mkdir(parents=True, exist_ok=True)
     comparisons = [
         {**asdict(c), "calls_ratio": c.calls_ratio, "seconds_ratio": c.seconds_ratio} for c in compare_modes(results)
     ]
-    document = {
+    document: dict[str, Any] = {
         "runs": [r.to_dict() for r in results],
         "comparisons": comparisons,
         "reference_incident": {"calls": REFERENCE_INCIDENT[0], "seconds": REFERENCE_INCIDENT[1]},
     }
+    if curve is not None:
+        document["injection_curve"] = {**curve.to_dict(), "runs": [r.to_dict() for r in curve.runs]}
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

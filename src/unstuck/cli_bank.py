@@ -1,0 +1,121 @@
+"""``unstuck bank``: harvest, list and count the failure bank (a thin layer over
+:mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from unstuck.evals.harvest import RECIPES, forms_from_cases, harvest
+from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
+
+__all__ = ["bank_app"]
+
+bank_app = typer.Typer(help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
+console = Console(width=None if Console().is_terminal else 150, emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+BankOption = Annotated[
+    Path | None, typer.Option("--bank", help="A bank file (JSON lines); the bundled one by default.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _load(path: Path | None) -> FailureBank:
+    try:
+        return load_bank(path)
+    except (BankError, OSError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+@bank_app.command("harvest")
+def _harvest(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the bank (JSON lines).")] = Path(
+        "failure_bank.jsonl"),
+    cases: Annotated[Path | None, typer.Option(
+        "--cases", help="Add the failures of a labelled corpus (shared/cases/tool_outputs.jsonl format).")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="Comma-separated recipe ids or programs to run.")] = None,
+) -> None:
+    """Run real programs in failure states and record what they print, exit with, answer or raise."""
+    wanted = {part.strip() for part in only.split(",")} if only else None
+    recipes = [r for r in RECIPES if wanted is None or r.id in wanted or r.program in wanted]
+    if wanted is not None and not recipes:
+        err_console.print(f"[red]error:[/red] --only matched no recipe; known: {', '.join(r.id for r in RECIPES)}")
+        raise typer.Exit(2)
+    with Progress(TextColumn("harvest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  console=err_console, transient=True) as progress:
+        task = progress.add_task("", total=len(recipes))
+        report = harvest(recipes, on_form=lambda rid: progress.update(task, advance=1, description=rid))
+    forms: list[FailureForm] = list(report.forms)
+    if cases is not None:
+        try:
+            forms.extend(forms_from_cases(cases))
+        except (OSError, ValueError) as exc:
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+    FailureBank(forms).write(out)
+    for recipe_id, reason in report.skipped:
+        err_console.print(f"skipped {escape(recipe_id)}: {escape(reason)}")
+    from_cases = len(forms) - len(report.forms)
+    console.print(f"wrote {len(forms)} forms to {escape(str(out))} ({len(report.forms)} harvested here, "
+                  f"{from_cases} from reports, {len(report.skipped)} recipes skipped)")
+
+
+@bank_app.command("list")
+def _list(
+    bank: BankOption = None,
+    family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only forms that fit this tool tag.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the bank's forms."""
+    forms = list(_load(bank))
+    if family is not None:
+        if family not in {f.value for f in Family}:
+            err_console.print(f"[red]error:[/red] unknown family {escape(family)!r}; known: {', '.join(Family)}")
+            raise typer.Exit(2)
+        forms = [f for f in forms if f.family.value == family]
+    if tool is not None:
+        forms = [f for f in forms if tool in f.tools]
+    if as_json:
+        typer.echo(json.dumps([f.to_json() for f in forms], indent=2, ensure_ascii=False))
+        return
+    table = Table("id", "family", "kind", "channel", "tools", "transient", "first line", "source")
+    for form in forms:
+        first = next((line.strip() for line in form.output.splitlines() if line.strip()), "")
+        table.add_row(escape(form.id), form.family.value, form.kind.value, form.channel.value,
+                      escape(",".join(form.tools)), "yes" if form.transient else "no", escape(first[:60]),
+                      form.provenance.source)
+    console.print(table)
+
+
+@bank_app.command("stats")
+def _stats(bank: BankOption = None, as_json: JsonOption = False) -> None:
+    """Count the bank's forms by family and channel, and by source."""
+    forms = list(_load(bank))
+    by_cell = Counter((f.family, f.channel) for f in forms)
+    by_source = Counter(f.provenance.source for f in forms)
+    transient = sum(f.transient for f in forms)
+    if as_json:
+        typer.echo(json.dumps({
+            "forms": len(forms), "transient": transient, "permanent": len(forms) - transient,
+            "by_source": dict(by_source),
+            "by_family": {fam.value: {ch.value: by_cell[(fam, ch)] for ch in Channel} for fam in Family},
+        }, indent=2))
+        return
+    table = Table("family", *[ch.value for ch in Channel], "all")
+    for fam in Family:
+        counts = [by_cell[(fam, ch)] for ch in Channel]
+        table.add_row(fam.value, *[str(c) for c in counts], str(sum(counts)))
+    console.print(table)
+    console.print(f"{len(forms)} forms: {transient} transient, {len(forms) - transient} permanent; "
+                  + ", ".join(f"{n} from {source}" for source, n in sorted(by_source.items())))
