@@ -217,3 +217,58 @@ def test_classify_scores_a_labelled_corpus(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["kind_accuracy"] == 1.0
     bad = unstuck("classify", "--cases", str(tmp_path / "missing.jsonl"))
     assert bad.returncode == 1 and "cannot read the cases" in bad.stderr
+
+
+def test_bank_stats_and_list_count_the_bundled_forms() -> None:
+    from unstuck.faults.bank import load_bank
+
+    bank = load_bank()
+    stats = unstuck("bank", "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    counted = json.loads(stats.stdout)
+    assert counted["forms"] == len(bank)
+    assert sum(sum(by_channel.values()) for by_channel in counted["by_family"].values()) == len(bank)
+    listed = unstuck("bank", "list", "--json", "--family", "rate_limit")
+    assert listed.returncode == 0, listed.stderr
+    forms = json.loads(listed.stdout)
+    assert forms and {f["family"] for f in forms} == {"rate_limit"}
+    assert len(forms) == sum(1 for f in bank if f.family.value == "rate_limit")
+
+
+def test_bank_list_names_a_corrupt_bank_file(tmp_path: Path) -> None:
+    broken = tmp_path / "bank.jsonl"
+    broken.write_text('{"id": "x", "family": "nope"}\n', encoding="utf-8")
+    proc = unstuck("bank", "list", "--bank", str(broken))
+    assert proc.returncode == 2
+    assert f"{broken}:1" in plain(proc.stderr).replace("\n", "") and "family" in proc.stderr
+
+
+def test_bank_harvest_runs_the_chosen_recipes_and_writes_a_bank(tmp_path: Path) -> None:
+    from unstuck.faults.bank import load_bank
+
+    out = tmp_path / "bank.jsonl"
+    proc = unstuck("bank", "harvest", "--only", "shell-command-not-found,gh-logged-out", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    forms = {f.id: f for f in load_bank(out)}
+    assert set(forms) == {"shell-command-not-found", "gh-logged-out"}
+    assert forms["shell-command-not-found"].exit_code == 127
+    assert forms["gh-logged-out"].provenance.version is not None and "gh version" in forms["gh-logged-out"].provenance.version
+
+
+def test_eval_with_p_inj_records_the_rate_and_the_injected_failures(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = unstuck("eval", "--scenarios", "wrong_path", "--agents", "retrier", "--p-inj", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "injected" in proc.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == 2 and all(r["p_inj"] == 1.0 and r["injected_failures"] >= 1 for r in runs)
+
+
+def test_eval_curve_reports_each_rate(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = unstuck("eval", "--scenarios", "wrong_path", "--agents", "compliant", "--curve", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    curve = json.loads(out.read_text())["injection_curve"]
+    assert [p["p_inj"] for p in curve["points"]] == [0.0, 0.05, 0.1, 0.2, 0.3]
+    assert [b["injected"] for b in curve["by_injected_failures"]] == ["0", "1", "2", "3+"]
+    assert "guarded success against injected failures" in proc.stdout

@@ -335,7 +335,7 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("shell-timeout", Kind.TIMEOUT, ("shell",), "timeout", lambda s: _run(
         s, ["timeout", "1", "sleep", "30"]), transient=True),
     Recipe("shell-killed", Kind.EXECUTION_ERROR, ("shell",), "bash", lambda s: _run(
-        s, ["bash", "-c", "bash -c 'kill -KILL $$'"], display="./train.sh")),
+        s, ["bash", "-c", 'sh -c "kill -KILL \\$\\$"; exit $?'], display="./train.sh")),
     # Python's own exceptions (filesystem and socket tools)
     Recipe("python-permission-error", Kind.PERMISSION, ("filesystem", "python"), "python3", _permission_error),
     Recipe("python-file-not-found", Kind.NOT_FOUND, ("filesystem", "python"), "python3", lambda s: _python_raise(

@@ -1,0 +1,142 @@
+"""The injector: seeded, independent per return, balanced across families, compatible with the
+call, and never rolling back the real effect."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import PlaybackModel
+from unstuck.clock import VirtualClock
+from unstuck.events import EventLog
+from unstuck.faults.bank import Channel, FailureBank, FailureForm, Family, Provenance, family_of, load_bank
+from unstuck.faults.injector import Injector, call_targets
+from unstuck.loop import run_turn
+from unstuck.situations import Kind
+from unstuck.toolkit import Workspace, standard_tools
+from unstuck.tools import CommandOutput, Effect, Toolset, tool
+
+
+def form(form_id: str, kind: Kind, tools: tuple[str, ...] = ("shell",), channel: Channel = Channel.EXIT) -> FailureForm:
+    family = family_of(kind)
+    assert family is not None
+    return FailureForm(
+        form_id, family, kind, tools, channel, False, f"{form_id} failed", Provenance("harvest", "test"),
+        exit_code=1 if channel is Channel.EXIT else None,
+        exception_type="OSError" if channel is Channel.EXCEPTION else None,
+    )
+
+
+def shell_tools(log: list[str]) -> Toolset:
+    @tool(subject="shell", effect=Effect.WRITE)
+    def run_command(command: str) -> CommandOutput:
+        log.append(command)
+        return CommandOutput(command, 0, "ran\n")
+
+    return Toolset([run_command])
+
+
+def test_rate_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="p_inj must be within"):
+        Injector(1.5, bank=FailureBank([]))
+
+
+def test_rate_zero_never_replaces_a_return() -> None:
+    injector = Injector(0.0, bank=FailureBank([form("a", Kind.TIMEOUT)]))
+    tools = injector.wrap(shell_tools([]))
+    results = [tools["run_command"].invoke({"command": f"echo {i}"}) for i in range(200)]
+    assert all(r.ok and r.injected is None for r in results) and injector.injections == []
+
+
+def test_rate_one_replaces_every_return_and_the_real_call_still_happens() -> None:
+    ran: list[str] = []
+    injector = Injector(1.0, bank=FailureBank([form("a", Kind.TIMEOUT)]))
+    tools = injector.wrap(shell_tools(ran))
+    result = tools["run_command"].invoke({"command": "make deploy"})
+    assert ran == ["make deploy"]  # a write reported as failed may have happened: a lost response
+    assert (result.ok, result.injected, result.exit_code) == (False, "a", 1)
+    assert "a failed" in result.content
+
+
+def test_a_write_that_the_injector_reports_as_failed_left_its_file(tmp_path: Path) -> None:
+    tools = Injector(1.0, seed=3, bank=load_bank()).wrap(standard_tools(Workspace(tmp_path)))
+    result = tools["run_command"].invoke({"command": "echo shipped > release.txt"})
+    assert not result.ok and result.injected is not None
+    assert (tmp_path / "release.txt").read_text() == "shipped\n"
+
+
+def test_the_same_seed_gives_the_same_injections_and_another_seed_others() -> None:
+    bank = load_bank()
+
+    def injected(seed: int) -> list[tuple[int, str]]:
+        injector = Injector(0.3, seed=seed, bank=bank)
+        tools = injector.wrap(shell_tools([]))
+        for i in range(300):
+            tools["run_command"].invoke({"command": "git status" if i % 2 else "gh repo view"})
+        return [(i.call_index, i.form.id) for i in injector.injections]
+
+    assert injected(7) == injected(7)
+    assert injected(7) != injected(8)
+
+
+def test_each_return_is_replaced_independently_at_the_given_rate() -> None:
+    injector = Injector(0.3, seed=1, bank=FailureBank([form("a", Kind.TIMEOUT)]))
+    tools = injector.wrap(shell_tools([]))
+    for i in range(4000):
+        tools["run_command"].invoke({"command": f"echo {i}"})
+    share = len(injector.injections) / 4000
+    assert abs(share - 0.3) < 0.036  # five standard deviations of a binomial(4000, 0.3) share
+    gaps = Counter(b.call_index - a.call_index for a, b in zip(injector.injections, injector.injections[1:]))
+    assert gaps[1] > 0  # back-to-back injections happen: no spacing rule between them
+
+
+def test_draws_are_balanced_across_families_not_forms() -> None:
+    # nine timeout forms and one network form: a draw per form would pick network 10% of the time
+    forms = [form(f"t{i}", Kind.TIMEOUT) for i in range(9)] + [form("n", Kind.NETWORK)]
+    injector = Injector(1.0, seed=5, bank=FailureBank(forms))
+    families = Counter(injector.draw({"shell"}, Channel.EXIT).family for _ in range(4000))  # type: ignore[union-attr]
+    assert abs(families[Family.NETWORK] / 4000 - 0.5) < 0.04  # five standard deviations of binomial(4000, 0.5)
+
+
+def test_only_forms_that_fit_the_program_and_channel_are_drawn() -> None:
+    bank = load_bank()
+    injector = Injector(1.0, seed=2, bank=bank)
+    tools = injector.wrap(shell_tools([]))
+    for _ in range(300):
+        tools["run_command"].invoke({"command": "git push origin main"})
+    used = {i.form for i in injector.injections}
+    assert used and all(f.channel is Channel.EXIT and {"git", "shell"} & set(f.tools) for f in used)
+    assert {"git"} <= {t for f in used for t in f.tools}
+
+
+def test_file_and_web_tools_get_exceptions_and_http_responses(tmp_path: Path) -> None:
+    spec_tools = standard_tools(Workspace(tmp_path))
+    assert call_targets(spec_tools["read_file"], {"path": "x"}) == (frozenset({"filesystem", "python"}), Channel.EXCEPTION)
+    assert call_targets(spec_tools["web_search"], {"query": "x"}) == (frozenset({"http"}), Channel.HTTP)
+    assert call_targets(spec_tools["check_cli_setup"], {"name": "gh"}) == (frozenset({"gh"}), Channel.EXIT)
+    tools = Injector(1.0, seed=4, bank=load_bank()).wrap(spec_tools)
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    result = tools["read_file"].invoke({"path": "notes.txt"})
+    assert result.error_type is not None and result.content.startswith(result.error_type + ": ")
+
+
+def test_no_fitting_form_keeps_the_real_return() -> None:
+    injector = Injector(1.0, bank=FailureBank([form("h", Kind.AUTH, ("http",), Channel.HTTP)]))
+    result = injector.wrap(shell_tools([]))["run_command"].invoke({"command": "ls"})
+    assert result.ok and result.injected is None and injector.injections == []
+
+
+def test_the_loop_marks_injected_failures_apart_from_organic_ones() -> None:
+    injector = Injector(1.0, seed=1, bank=FailureBank([form("shell-timeout", Kind.TIMEOUT)]))
+    log = EventLog()
+    model = PlaybackModel([("run_command", {"command": "make test"}), "gave up"])
+    result = run_turn("run the tests", model=model, tools=injector.wrap(shell_tools([])), unattended=True,
+                      clock=VirtualClock(), events=log)
+    first = result.steps[0]
+    assert first.injected == "shell-timeout" and first.situation is not None
+    assert [e.get("form") for e in log.named("fault.injected")] == ["shell-timeout"] * sum(
+        1 for s in result.steps if s.injected)
+    # the policy sees an injected failure as it would a real one: the execution_error is inferred
+    assert first.situation.kind is Kind.EXECUTION_ERROR
