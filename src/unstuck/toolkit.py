@@ -14,6 +14,7 @@ per-CLI facts (how to read the version, the sign-in state, the scopes) are rows 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
@@ -21,6 +22,8 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -29,11 +32,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from unstuck.classify import classify_result
+from unstuck.declare import declare_http, declare_lock, declare_refusal
+from unstuck.filelocks import lock_holders
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import (
     CommandOutput,
     Effect,
     HttpResponse,
+    ToolResult,
     Toolset,
     ToolSpec,
     normalize_result,
@@ -54,7 +60,10 @@ __all__ = [
 ]
 
 #: The names of the tools :func:`standard_tools` provides.
-STANDARD_TOOL_NAMES = ("run_command", "check_cli_setup", "sign_in_cli", "read_file", "search_files", "web_search")
+STANDARD_TOOL_NAMES = (
+    "run_command", "check_cli_setup", "sign_in_cli", "read_file", "search_files", "web_search", "fetch_url",
+    "check_file_lock",
+)
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
 TIMEOUT_EXIT_CODE = 124
@@ -252,12 +261,15 @@ class Workspace:
         output_limit_bytes: results longer than this are truncated with the marker.
         argv_prefix: words put before every subprocess's command line, e.g. ``setpriv
             --reuid=65534 ...`` to run tools as an unprivileged user.
+        denied_programs: programs ``run_command`` refuses to run (its permission rule); a
+            refused command never runs and declares ``permission`` on its program.
     """
 
     root: Path
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     output_limit_bytes: int = 64_000
     argv_prefix: tuple[str, ...] = ()
+    denied_programs: frozenset[str] = frozenset()
 
     def path(self, name: str) -> Path:
         """``name`` resolved against :attr:`root` (absolute paths are kept)."""
@@ -332,6 +344,63 @@ class _Drain:
         """What was read, waiting at most ``grace_s`` seconds for the pipe to close."""
         self._thread.join(grace_s)
         return b"".join(list(self._chunks)).decode("utf-8", errors="replace")
+
+
+_PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
+
+
+def _named_files(workspace: Workspace, command: str, limit: int = 32) -> list[Path]:
+    """Existing files the command's words name (relative to the workspace or absolute)."""
+    found: list[Path] = []
+    for word in dict.fromkeys(_PATH_WORD.findall(command)):
+        if len(found) >= limit:
+            break
+        with contextlib.suppress(OSError, ValueError):
+            path = workspace.path(word)
+            if path.is_file():
+                found.append(path)
+    return found
+
+
+def _lock_probe(path: str) -> Probe:
+    return Probe.of("check_file_lock", {"path": path})
+
+
+def _declared_lock(workspace: Workspace, command: str) -> Situation | None:
+    """A failed command that names a file another live process holds a write lock on: the
+    lock is declared (:func:`unstuck.declare.declare_lock`), naming the file and its holder."""
+    locked = lock_holders(_named_files(workspace, command), exclude_pids=(os.getpid(),))
+    if not locked:
+        return None
+    path, holders = next(iter(locked.items()))
+    shown = _shown_path(workspace, path)
+    return declare_lock(shown, holders, probe=_lock_probe(shown))
+
+
+def _shown_path(workspace: Workspace, path: Path) -> str:
+    try:
+        return str(path.relative_to(workspace.root))
+    except ValueError:
+        return str(path)
+
+
+def _http_get(tool_name: str, url: str, proxy: str | None, *, limit: int = 200_000) -> ToolResult:
+    """GET ``url`` (through ``proxy`` when set); an error status comes back as a result with
+    its declared situation (:func:`unstuck.declare.declare_http`), never as an exception."""
+    handlers = [urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {})]
+    opener = urllib.request.build_opener(*handlers)
+    host = urllib.parse.urlsplit(url).hostname or url
+    try:
+        with opener.open(url, timeout=20) as response:
+            body = response.read(limit).decode("utf-8", errors="replace")
+            return normalize_result(tool_name, HttpResponse(response.status, body, tuple(response.headers.items())))
+    except urllib.error.HTTPError as error:
+        with error:
+            body = error.read(limit).decode("utf-8", errors="replace")
+        headers = tuple(error.headers.items()) if error.headers is not None else ()
+        result = normalize_result(tool_name, HttpResponse(error.code, body, headers))
+        declared = declare_http(error.code, headers, host, now_s=time.time())
+        return dataclasses.replace(result, declared=declared) if declared is not None else result
 
 
 def _cli_probe(name: str) -> Probe:
@@ -424,12 +493,27 @@ def standard_tools(workspace: Workspace) -> Toolset:
     * ``read_file(path)``: a text file, UTF-8; large files are truncated with the marker.
     * ``search_files(query)``: paths under the workspace whose name contains ``query``.
     * ``web_search(query)``: a web search through the workspace's HTTPS proxy settings.
+    * ``fetch_url(url)``: an HTTP GET; 401/403/429 are declared (:func:`unstuck.declare.declare_http`).
+    * ``check_file_lock(path)``: who holds a write lock on a file; the probe of a declared lock.
+
+    ``run_command`` declares two situations of its own: a program in the workspace's
+    ``denied_programs`` is refused before it runs (``permission``), and a failed command that
+    names a file another live process holds a write lock on is a ``conflict`` on that file
+    naming the holder (read from ``/proc/locks``).
     """
 
     @tool(subject=lambda a: command_subject(str(a.get("command", ""))), effect=Effect.WRITE)
-    def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput:
+    def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput | ToolResult | dict[str, Any]:
         """Run a shell command in the workspace and return its exit code, stdout and stderr."""
-        return workspace.run(command, timeout_s=timeout_s)
+        program = command_subject(command)
+        if program is not None and program in workspace.denied_programs:
+            rule = f"{program} is denied in this workspace"
+            return {"status": "refused", "executed": False, "reason": rule,
+                    "situation": declare_refusal(program, command, rule)}
+        out = workspace.run(command, timeout_s=timeout_s)
+        if out.exit_code != 0 and (lock := _declared_lock(workspace, command)) is not None:
+            return dataclasses.replace(normalize_result("run_command", out), declared=lock)
+        return out
 
     @tool(subject=lambda a: str(a.get("name") or "") or None, probe=None)
     def check_cli_setup(name: str) -> dict[str, Any]:
@@ -461,17 +545,36 @@ def standard_tools(workspace: Workspace) -> Toolset:
         ]
         return found[:200]
 
-    @tool(subject=lambda a: "web")
-    def web_search(query: str) -> HttpResponse:
-        """Search the web (an HTML results page), through the workspace's proxy settings."""
-        proxy = workspace.env.get("https_proxy") or workspace.env.get("HTTPS_PROXY")
-        handlers = [urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {})]
-        opener = urllib.request.build_opener(*handlers)
-        url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": query})
-        with opener.open(url, timeout=20) as response:
-            body = response.read(200_000).decode("utf-8", errors="replace")
-            return HttpResponse(response.status, body, tuple(response.headers.items()))
+    def proxy_for(url: str) -> str | None:
+        scheme = "https" if url.startswith("https:") else "http"
+        return workspace.env.get(f"{scheme}_proxy") or workspace.env.get(f"{scheme.upper()}_PROXY")
 
-    specs: list[ToolSpec] = [run_command, check_cli_setup, sign_in_cli, read_file, search_files, web_search]
+    @tool(subject=lambda a: "web")
+    def web_search(query: str) -> ToolResult:
+        """Search the web (an HTML results page), through the workspace's proxy settings."""
+        url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": query})
+        return _http_get("web_search", url, proxy_for(url))
+
+    @tool(subject=lambda a: urllib.parse.urlsplit(str(a.get("url", ""))).hostname or None)
+    def fetch_url(url: str) -> ToolResult:
+        """Fetch a URL with GET (status, headers and up to 200 kB of the body), through the
+        workspace's proxy settings; 401/403/429 come back declared."""
+        return _http_get("fetch_url", url, proxy_for(url))
+
+    @tool(subject=lambda a: str(a.get("path") or "") or None)
+    def check_file_lock(path: str) -> dict[str, Any]:
+        """Say whether another process holds a write lock on a workspace file, and which."""
+        target = workspace.path(path)
+        holders = lock_holders([target], exclude_pids=(os.getpid(),)).get(target, [])
+        if not holders:
+            return {"status": "ok", "path": path, "locked": False}
+        shown = _shown_path(workspace, target)
+        return {"status": "locked", "path": path, "locked": True,
+                "holders": [{"pid": h.pid, "command": h.command} for h in holders],
+                "situation": declare_lock(shown, holders, probe=_lock_probe(shown))}
+
+    specs: list[ToolSpec] = [
+        run_command, check_cli_setup, sign_in_cli, read_file, search_files, web_search, fetch_url, check_file_lock,
+    ]
     return Toolset(specs)
 

@@ -39,7 +39,7 @@ _TOOL_TARGETS: Mapping[str, tuple[frozenset[str], Channel]] = {
     "read_file": (frozenset({"filesystem", "python"}), Channel.EXCEPTION),
     "search_files": (frozenset({"filesystem", "python"}), Channel.EXCEPTION),
     "web_search": (frozenset({"http"}), Channel.HTTP),
-    "http_request": (frozenset({"http"}), Channel.HTTP),
+    "fetch_url": (frozenset({"http"}), Channel.HTTP),
 }
 
 
