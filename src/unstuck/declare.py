@@ -25,6 +25,7 @@ Nothing here reads a clock: the current time comes in as ``now_s`` (epoch second
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -99,10 +100,13 @@ def declare_http(
     wait = retry_after_seconds(headers, now_s=now_s)
     spent = (_header(headers, "x-ratelimit-remaining") or "").strip() == "0"
     if status == 429 or (status == 403 and (spent or _header(headers, "retry-after") is not None)):
+        resets = ""
+        if wait is not None:
+            at = datetime.datetime.fromtimestamp(now_s + wait, tz=datetime.UTC)
+            resets = f"; it resets at {at:%H:%M} UTC, in {wait:.0f} s"
         return Situation(
             Kind.QUOTA, subject, retryable=True, retry_after_s=wait, probe=probe,
-            detail=f"HTTP {status}: {subject}'s rate limit is spent"
-            + (f"; it asks to wait {wait:.0f} s" if wait is not None else ""),
+            detail=f"HTTP {status}: {subject}'s rate limit is spent{resets}",
         )
     if status == 403:
         return Situation(

@@ -3,6 +3,7 @@ call, and never rolling back the real effect."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def test_each_return_is_replaced_independently_at_the_given_rate() -> None:
         tools["run_command"].invoke({"command": f"echo {i}"})
     share = len(injector.injections) / 4000
     assert abs(share - 0.3) < 0.036  # five standard deviations of a binomial(4000, 0.3) share
-    gaps = Counter(b.call_index - a.call_index for a, b in zip(injector.injections, injector.injections[1:]))
+    gaps = Counter(b.call_index - a.call_index for a, b in itertools.pairwise(injector.injections))
     assert gaps[1] > 0  # back-to-back injections happen: no spacing rule between them
 
 
