@@ -16,10 +16,9 @@ cost can be measured against a guarded one.
 
 from __future__ import annotations
 
-import enum
+import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from unstuck import policy
 from unstuck.classify import classify_result
@@ -27,13 +26,15 @@ from unstuck.clock import Clock, RealClock
 from unstuck.diagnostics import RunLengths, advance
 from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
-from unstuck.models import Message, Model, ModelError, ModelReply, Role
+from unstuck.journal import Journal, JournalStep
+from unstuck.models import Message, Model, ModelError, ModelReply, Role, message_to_json
+from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validation, Validator, Verdict
 from unstuck.presence import Answer, Asker
 from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "StepRecord", "TurnResult", "TurnStatus", "run_turn"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "StepRecord", "TurnResult", "TurnStatus", "receipt_of", "run_turn"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent that completes the user's task with the tools given. When a tool "
@@ -42,144 +43,11 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-class TurnStatus(enum.StrEnum):
-    """How a turn ended (DESIGN.md vocabulary)."""
-
-    DONE = "done"
-    BLOCKED = "blocked"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    """One tool call of a turn, as it happened.
-
-    Attributes:
-        index: position among the turn's calls (0-based; probes included).
-        call: the call.
-        subject: what it affected.
-        dispatched: it ran (``False``: refused before dispatch).
-        probe: the loop ran it as a probe (never charged).
-        ok: it did what was asked.
-        situation: the declared or inferred situation, or ``None``.
-        started_s: seconds from the turn's start to the call's start, on the turn's clock.
-        duration_s: seconds the call took.
-        charged: subjects whose workaround count this call incremented.
-        opened: subjects on which this call's result opened a blocker.
-        closed: subjects whose blocker this call's result closed.
-        content: the result's text (without unstuck's guidance).
-        retry: the loop ran this call again after a wait (the model did not ask for it).
-        injected: the failure-bank form that replaced the tool's real return (fault
-            injection), else ``None``: organic and injected failures stay apart.
-    """
-
-    index: int
-    call: ToolCall
-    subject: str
-    dispatched: bool
-    probe: bool
-    ok: bool
-    situation: Situation | None
-    started_s: float
-    duration_s: float
-    charged: tuple[str, ...] = ()
-    opened: tuple[str, ...] = ()
-    closed: tuple[str, ...] = ()
-    content: str = ""
-    retry: bool = False
-    injected: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The outcome of one turn.
-
-    Attributes:
-        turn_id: unique id of the turn.
-        status: done, blocked, failed or interrupted.
-        answer: the model's final text; for a blocked turn, the escalation's text.
-        escalation: the escalation, when the turn escalated.
-        steps: every tool call, in order.
-        elapsed_s: seconds the turn took on its clock.
-        error: why a failed turn failed.
-        guarded: the policy was enforced.
-        messages: the whole conversation.
-        escalated_at_s: seconds from the turn's start to its first escalation (before any
-            time spent waiting for the user's answer), or ``None``.
-        calls_before_escalation: calls made before the first escalation.
-        open_blockers: subjects still blocked when the turn ended (a done turn may have one
-            the model routed around).
-        skipped_subjects: subjects the user chose to skip.
-    """
-
-    turn_id: str
-    status: TurnStatus
-    answer: str
-    escalation: Escalation | None
-    steps: tuple[StepRecord, ...]
-    elapsed_s: float
-    error: str | None = None
-    guarded: bool = True
-    messages: tuple[Message, ...] = field(default=(), repr=False)
-    escalated_at_s: float | None = None
-    calls_before_escalation: int | None = None
-    open_blockers: tuple[str, ...] = ()
-    skipped_subjects: tuple[str, ...] = ()
-
-    @property
-    def tool_calls(self) -> int:
-        """Calls the model made (dispatched or refused); the loop's probes and retries excluded."""
-        return sum(1 for s in self.steps if not s.probe and not s.retry)
-
-    @property
-    def refused_calls(self) -> int:
-        """Calls refused before dispatch."""
-        return sum(1 for s in self.steps if not s.dispatched and not s.probe)
-
-    def first_blocker_step(self) -> StepRecord | None:
-        """The call whose result first opened the blocker the turn escalated on (or, without
-        an escalation, the first blocker of the turn), if any.
-        """
-        subject = self.escalation.subject if self.escalation is not None else None
-        return next((s for s in self.steps if s.opened and (subject is None or subject in s.opened)), None)
-
-    def first_signal_step(self) -> StepRecord | None:
-        """The first call whose result showed the problem the turn asked about: the same
-        subject and kind as the escalation (for a transient kind, the first failure that was
-        then waited on), or :meth:`first_blocker_step` without an escalation.
-        """
-        if self.escalation is None:
-            return self.first_blocker_step()
-        subject, kind = self.escalation.subject, self.escalation.kind
-        for step in self.steps:
-            if step.situation is not None and (step.situation.subject, step.situation.kind) == (subject, kind):
-                return step
-        return self.first_blocker_step()
-
-    def steps_since_first_signal(self) -> tuple[StepRecord, ...]:
-        """The calls after :meth:`first_signal_step`, up to the first escalation (or the end),
-        probes excluded and the loop's retries included (``StepRecord.retry`` tells them apart).
-        """
-        first = self.first_signal_step()
-        if first is None:
-            return ()
-        window = self.steps[: self.calls_before_escalation] if self.calls_before_escalation is not None else self.steps
-        return tuple(s for s in window if s.index > first.index and not s.probe)
-
-    @property
-    def cost_line(self) -> str | None:
-        """``"N steps · S s after SUBJECT was blocked, before asking"`` for a turn that asked:
-        the calls and seconds between the first signal of what it asked about and the first
-        escalation (waits for retries included).
-        """
-        first = self.first_signal_step()
-        if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
-            return None
-        later = [s for s in self.steps_since_first_signal() if not s.retry]
-        seconds = self.escalated_at_s - (first.started_s + first.duration_s)
-        blocked = self.escalation.subject if self.escalation is not None else first.opened[0]
-        return f"{len(later)} steps · {max(seconds, 0):.0f} s after {blocked} was blocked, before asking"
+def receipt_of(result: ToolResult) -> str:
+    """What the journal keeps of a side-effecting call's return (JSON; content cut at 4,000
+    characters)."""
+    return json.dumps({"ok": result.ok, "content": result.content[:4000], "exit_code": result.exit_code,
+                       "http_status": result.http_status, "injected": result.injected})
 
 
 class _Turn:
@@ -196,6 +64,11 @@ class _Turn:
         self.steps: list[StepRecord] = []
         self.escalated_at: tuple[float, int] | None = None
         self.runs = RunLengths()  # repetition and streaks of the model's calls (no probes, no retries)
+        self.journal: Journal | None = None
+        self.validators: tuple[Validator, ...] = ()
+        self.policy_inputs: list[tuple[bool, bool, tuple[str, ...], str]] = []  # per step, for the journal
+        self.saved = (0, 0)  # steps and messages already in the journal
+        self.last_ref = ""  # the effect_ref of the last side-effecting call
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -207,14 +80,53 @@ class _Turn:
             self.events.emit(event(name, self.turn_id, self.at(), **fields))
 
     def finish(
-        self, status: TurnStatus, answer: str, escalation: Escalation | None = None, error: str | None = None
+        self, status: TurnStatus, answer: str, escalation: Escalation | None = None, error: str | None = None,
+        held: tuple[str, ...] = (),
     ) -> TurnResult:
+        validations: tuple[Validation, ...] = ()
+        if status is TurnStatus.DONE and self.validators:
+            validations = tuple(v.run() for v in self.validators)
+            failed = [v for v in validations if v.verdict is not Verdict.PASSED]
+            if failed:
+                status = TurnStatus.FAILED
+                error = "validation failed: " + "; ".join(f"{v.name}: {v.evidence or 'false'}" for v in failed)
+        elif self.validators:  # a stop means "not required", never "passed"
+            validations = tuple(Validation(v.name, Verdict.NOT_REQUIRED, f"the turn ended {status.value}")
+                                for v in self.validators)
+        for v in validations:
+            self.emit("validation.checked", validator=v.name, verdict=v.verdict.value, evidence=v.evidence)
         elapsed = self.at()
         self.emit("turn.ended", status=status.value, calls=len(self.steps), elapsed_s=round(elapsed, 6), error=error)
+        if self.journal is not None:
+            self.save()
+            for v in validations:
+                self.journal.record_validation(self.turn_id, v.name, v.verdict.value, v.evidence)
+            self.journal.end_turn(self.turn_id, status.value, answer=answer, error=error)
         at, calls = self.escalated_at if self.escalated_at is not None else (None, None)
         return TurnResult(
             self.turn_id, status, answer, escalation, tuple(self.steps), elapsed, error, self.guarded,
             tuple(self.messages), at, calls, tuple(self.state.open_blockers), tuple(sorted(self.state.skipped)),
+            validations, held,
+        )
+
+    def save(self) -> None:
+        """Checkpoint the steps and messages not yet in the journal (one synced transaction)."""
+        if self.journal is None:
+            return
+        steps, messages = self.saved
+        self.journal.checkpoint(
+            self.turn_id, steps=[self.journal_step(i) for i in range(steps, len(self.steps))],
+            messages=[message_to_json(m) for m in self.messages[messages:]], first_seq=messages, ref=self.last_ref,
+        )
+        self.saved = (len(self.steps), len(self.messages))
+
+    def journal_step(self, index: int) -> JournalStep:
+        s = self.steps[index]
+        interactive, auto_retry, exempt, decision = self.policy_inputs[index]
+        return JournalStep(
+            s.index, s.call.id, s.call.tool, s.call.arguments_json, s.subject, interactive, auto_retry, s.dispatched,
+            s.probe, s.retry, s.ok, s.situation, decision, exempt, s.injected, s.content[:4000], s.started_s,
+            s.duration_s,
         )
 
     # -- one call ------------------------------------------------------------------------------
@@ -244,9 +156,30 @@ class _Turn:
                       interactive=inferred.interactive, retryable=inferred.retryable)
         return inferred
 
+    def prepare_intent(self, call: ToolCall, spec: ToolSpec | None, reuse: str | None) -> str | None:
+        """Before a side-effecting call: its intent, synced to the journal (or the resumed one)."""
+        if self.journal is None or spec is None or spec.effect is not Effect.WRITE:
+            return None
+        ref = reuse or self.journal.prepare_intent(self.turn_id, len(self.steps), call.id, call.tool,
+                                                   call.arguments_json)
+        self.emit("intent.prepared", tool=call.tool, effect_ref=ref)
+        return ref
+
+    def commit_intent(self, ref: str, result: ToolResult) -> None:
+        """After a side-effecting call returned: its receipt."""
+        assert self.journal is not None
+        self.journal.effect_returned(ref)
+        self.journal.record_receipt(ref, receipt_of(result))
+        self.last_ref = ref
+        self.emit("intent.committed", tool=result.tool, effect_ref=ref, ok=result.ok)
+
     def call_tool(
-        self, call: ToolCall, *, probe: bool = False, exempt: frozenset[str] = frozenset(), retry: bool = False
+        self, call: ToolCall, *, probe: bool = False, exempt: frozenset[str] = frozenset(), retry: bool = False,
+        intent_ref: str | None = None, settled: ToolResult | None = None,
     ) -> tuple[ToolResult, policy.Assessment]:
+        """Run one call through the policy and record it as a step. ``intent_ref`` resumes a
+        prepared effect intent; ``settled`` is a result already known (a resumed call whose
+        effect was recorded): it is not run again, only recorded."""
         spec = self.spec_for(call)
         subject = spec.subject_of(call.arguments) if spec is not None else call.tool
         started = self.at()
@@ -257,12 +190,17 @@ class _Turn:
             decision, self.state = policy.before_dispatch(
                 self.state, call, subject=subject, interactive=spec is not None and spec.interactive
             )
-        if isinstance(decision, policy.Refuse) and self.guarded:
+        if settled is not None:
+            result = settled
+        elif isinstance(decision, policy.Refuse) and self.guarded:
             self.emit("call.refused", tool=call.tool, subject=subject, reason=decision.reason)
             result = ToolResult(call.tool, False, decision.reason, executed=False, declared=decision.situation)
         else:
             self.emit("tool.called", tool=call.tool, subject=subject, probe=probe)
+            ref = self.prepare_intent(call, spec, intent_ref)
             result = self.execute(call, spec)
+            if ref is not None:
+                self.commit_intent(ref, result)
             if result.injected is not None:
                 self.emit("fault.injected", tool=call.tool, subject=subject, form=result.injected)
         situation = self.situation_of(call, spec, result)
@@ -281,6 +219,9 @@ class _Turn:
         for key in assessment.closed:
             self.emit("blocker.closed", subject=key, reason="probe clean" if probe else "call succeeded")
         self._observe(call, probe=probe, retry=retry)
+        interactive = spec is not None and spec.interactive
+        auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
+        self.policy_inputs.append((interactive, auto_retry, tuple(sorted(exempt)), type(assessment.decision).__name__))
         self.steps.append(StepRecord(
             len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
             self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
@@ -333,6 +274,7 @@ class _Turn:
             except Exception as exc:  # a model adapter that raises anything else is still a failed turn
                 return self.finish(TurnStatus.FAILED, "", error=f"model raised {type(exc).__name__}: {exc}")
             self.messages.append(Message(Role.ASSISTANT, reply.content, reply.tool_calls))
+            self.save()
             if reply.tool_calls:
                 blocker = self.dispatch_all(reply.tool_calls)
             else:
@@ -369,6 +311,7 @@ class _Turn:
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
                 content = f"{content}\n\n{decision.guidance}"
             self.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
+            self.save()
             if self.guarded and isinstance(decision, policy.Escalate):
                 for skipped in calls[position + 1 :]:
                     self.messages.append(Message(
@@ -455,6 +398,8 @@ def run_turn(
     max_asks: int = 3,
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     turn_id: str | None = None,
+    journal: Journal | None = None,
+    validators: Sequence[Validator] = (),
 ) -> TurnResult:
     """Run one agent turn on ``task``.
 
@@ -474,6 +419,11 @@ def run_turn(
         max_asks: times the same blocker is put to the user while its probe stays dirty.
         system_prompt: the system message.
         turn_id: an id for the turn; a random one by default.
+        journal: where the turn is recorded durably (steps, effect intents before every
+            ``effect="write"`` call and receipts after, checkpoints, validations, status),
+            so :func:`unstuck.resume.resume_turn` can continue it after a crash.
+        validators: postconditions checked when the model answers; the turn is ``done``
+            only if all pass, else ``failed`` with their evidence.
 
     Returns:
         The :class:`TurnResult`.
@@ -488,6 +438,10 @@ def run_turn(
         task, model, toolset, state, guarded=guarded, clock=clock or RealClock(), asker=asker, events=events,
         turn_id=turn_id or uuid.uuid4().hex[:12], system_prompt=system_prompt,
     )
+    turn.validators = tuple(validators)
+    if journal is not None:
+        turn.journal = journal
+        journal.begin_turn(turn.turn_id, task, unattended=unattended, guarded=guarded)
     turn.emit("turn.started", task=task, model=getattr(model, "name", type(model).__name__),
               guarded=guarded, unattended=unattended)
     try:

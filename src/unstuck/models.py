@@ -24,6 +24,8 @@ __all__ = [
     "ModelReply",
     "OpenAIChatModel",
     "Role",
+    "message_from_json",
+    "message_to_json",
 ]
 
 
@@ -53,6 +55,32 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+
+
+def message_to_json(message: Message) -> str:
+    """One message as JSON (how the journal checkpoints a conversation)."""
+    return json.dumps({
+        "role": message.role.value, "content": message.content,
+        "tool_calls": [[c.id, c.tool, c.arguments_json] for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id, "name": message.name,
+    })
+
+
+def message_from_json(text: str) -> Message:
+    """The inverse of :func:`message_to_json`.
+
+    Raises:
+        ValueError: for text that is not such a message (naming what is wrong).
+    """
+    try:
+        data = json.loads(text)
+        return Message(
+            Role(data["role"]), str(data["content"]),
+            tuple(ToolCall(str(i), str(t), str(a)) for i, t, a in data.get("tool_calls", [])),
+            data.get("tool_call_id"), data.get("name"),
+        )
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a journaled message ({type(exc).__name__}: {exc}): {text[:80]!r}") from None
 
 
 @dataclass(frozen=True, slots=True)

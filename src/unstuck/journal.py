@@ -1,0 +1,426 @@
+"""The turn journal: a durable record of each turn in SQLite (WAL), with effect intents.
+
+Per turn the journal keeps the steps in order (tool, arguments and their digest, situation,
+decision), a checkpoint of the conversation after each step, the validators' verdicts and
+the status. For a call to a tool with ``effect="write"`` it keeps an *effect intent*,
+written and synced to disk before the call, and a receipt after it (seed 002, "effect
+journal"; DESIGN.md, "effect intent")::
+
+    prepared ──(call returned)──────────────► committed   receipt = what the call returned
+        │
+        └─(crash; resume asks the resolver)─► committed   receipt = the resolver's word
+                                           ─► executed again (absent: it never happened)
+                                           ─► held        unknown, unreadable, no resolver
+
+Unlike peers that re-run a step whose outcome is unknown (at-least-once), a held intent stops
+the turn: it is ``interrupted`` and runs no later effect until a person decides.
+
+Storage: one SQLite file (path configurable), ``journal_mode=WAL`` and
+``synchronous=FULL``, so every commit (an intent, a receipt, a step) is on disk before the
+call returns; several processes may share the file (``busy_timeout`` 10 s). The file is
+marked with its own ``application_id``; a file that is not SQLite, or another program's
+database, is refused with :class:`JournalError` naming the path, never recreated.
+
+Errors::
+
+    JournalError (RuntimeError)   unreadable, corrupt or foreign journal file; unknown turn
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from unstuck.situations import Situation, validate_situation
+
+__all__ = [
+    "APPLICATION_ID",
+    "IntentState",
+    "Journal",
+    "JournalError",
+    "JournalIntent",
+    "JournalStep",
+    "JournalTurn",
+    "arguments_digest",
+    "situation_from_json",
+    "situation_to_json",
+]
+
+#: ``PRAGMA application_id`` of an unstuck journal ("unsj").
+APPLICATION_ID = 0x756E736A
+_SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE turns (
+    turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
+    guarded INTEGER NOT NULL, started_at REAL NOT NULL, ended_at REAL, answer TEXT, error TEXT,
+    checkpoint_step INTEGER NOT NULL DEFAULT -1
+);
+CREATE TABLE messages (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), seq INTEGER NOT NULL, message TEXT NOT NULL,
+    PRIMARY KEY (turn_id, seq)
+);
+CREATE TABLE steps (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), idx INTEGER NOT NULL, call_id TEXT NOT NULL,
+    tool TEXT NOT NULL, arguments TEXT NOT NULL, arguments_digest TEXT NOT NULL, subject TEXT NOT NULL,
+    interactive INTEGER NOT NULL, auto_retry INTEGER NOT NULL, dispatched INTEGER NOT NULL,
+    probe INTEGER NOT NULL, retry INTEGER NOT NULL, ok INTEGER NOT NULL, situation TEXT, decision TEXT NOT NULL,
+    exempt TEXT NOT NULL, injected TEXT, content TEXT NOT NULL, started_s REAL NOT NULL, duration_s REAL NOT NULL,
+    PRIMARY KEY (turn_id, idx)
+);
+CREATE TABLE intents (
+    effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step INTEGER NOT NULL,
+    call_id TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL, state TEXT NOT NULL,
+    prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT
+);
+CREATE TABLE validations (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), name TEXT NOT NULL, verdict TEXT NOT NULL,
+    evidence TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX intents_by_turn ON intents (turn_id, step);
+"""
+
+
+class JournalError(RuntimeError):
+    """A journal file that cannot be used (named in the message), or an unknown turn."""
+
+
+class IntentState(enum.StrEnum):
+    """Where an effect intent stands."""
+
+    PREPARED = "prepared"  # written before the call; no receipt yet
+    COMMITTED = "committed"  # a receipt says the effect happened
+    HELD = "held"  # after a crash nobody could say whether it happened: the turn waits for a person
+
+
+def arguments_digest(arguments_json: str) -> str:
+    """SHA-256 of a call's canonical JSON arguments (hex, first 16 characters)."""
+    return hashlib.sha256(arguments_json.encode("utf-8")).hexdigest()[:16]
+
+
+def situation_to_json(situation: Situation | None) -> str | None:
+    """A situation as JSON (every field; the probe as ``{"tool", "args"}``), or ``None``."""
+    if situation is None:
+        return None
+    probe = situation.probe
+    return json.dumps({
+        "kind": situation.kind.value, "subject": situation.subject, "interactive": situation.interactive,
+        "retryable": situation.retryable, "retry_after_s": situation.retry_after_s, "unblock": situation.unblock,
+        "probe": {"tool": probe.tool, "args": json.loads(probe.arguments_json)} if probe is not None else None,
+        "source": situation.source.value, "detail": situation.detail,
+    })
+
+
+def situation_from_json(text: str | None) -> Situation | None:
+    """The inverse of :func:`situation_to_json` (validated as a tool's declaration is).
+
+    Raises:
+        JournalError: for text that is not a valid situation.
+    """
+    if text is None:
+        return None
+    try:
+        return validate_situation("journal", json.loads(text))
+    except (ValueError, TypeError) as exc:
+        raise JournalError(f"a journaled situation does not read back: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStep:
+    """One step as the journal keeps it: enough to re-run the policy's bookkeeping over it
+    (the decisions are pure, so folding them over the steps rebuilds the recovery state)."""
+
+    index: int
+    call_id: str
+    tool: str
+    arguments_json: str
+    subject: str
+    interactive: bool
+    auto_retry: bool
+    dispatched: bool
+    probe: bool
+    retry: bool
+    ok: bool
+    situation: Situation | None
+    decision: str
+    exempt: tuple[str, ...]
+    injected: str | None
+    content: str
+    started_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class JournalIntent:
+    """An effect intent: ``effect_ref`` is ``{turn_id}:{step}``."""
+
+    effect_ref: str
+    turn_id: str
+    step: int
+    call_id: str
+    tool: str
+    arguments_json: str
+    state: IntentState
+    receipt: str | None = None
+    settled_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalTurn:
+    """A turn's header: its task, status and the last step checkpointed."""
+
+    turn_id: str
+    task: str
+    status: str
+    unattended: bool
+    guarded: bool
+    started_at: float
+    ended_at: float | None
+    answer: str | None
+    error: str | None
+    checkpoint_step: int
+
+
+#: A test-mode switch: called with (point, effect_ref) at the journal's crash points
+#: ``intent.prepared``, ``effect.returned``, ``receipt.recorded``, ``checkpoint.saved``.
+PointHook = Callable[[str, str], None]
+
+
+class Journal:
+    """An open journal file. Use as a context manager, or call :meth:`close`.
+
+    Args:
+        path: the SQLite file (made, with its folder, when missing).
+        on_point: a test hook called at each crash point (see :data:`PointHook`); ``None``
+            in normal use.
+
+    Raises:
+        JournalError: when the file is not SQLite, is another program's database, or is a
+            journal of a newer schema.
+    """
+
+    def __init__(self, path: Path | str, *, on_point: PointHook | None = None) -> None:
+        self.path = Path(path)
+        self.on_point = on_point
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 10000")
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from None
+
+    def _open(self) -> None:
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == 0 and tables == 0:
+            self._db.execute("PRAGMA journal_mode = WAL")
+            with self._write() as db:
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+        elif app_id != APPLICATION_ID:
+            raise JournalError(f"{self.path} is another program's database (application_id {app_id}), "
+                               "not an unstuck journal; it was left untouched")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > _SCHEMA_VERSION:
+            raise JournalError(f"{self.path} is a journal of schema {version}; this unstuck reads {_SCHEMA_VERSION}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _point(self, name: str, ref: str) -> None:
+        if self.on_point is not None:
+            self.on_point(name, ref)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def begin_turn(self, turn_id: str, task: str, *, unattended: bool, guarded: bool) -> None:
+        """Record a new turn, status ``running``."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (turn_id, task, "running", int(unattended), int(guarded), time.time()),
+            )
+
+    def prepare_intent(self, turn_id: str, step: int, call_id: str, tool: str, arguments_json: str) -> str:
+        """Write the intent of a side-effecting call and sync it, before the call; returns
+        its ``effect_ref`` (``{turn_id}:{step}``).
+
+        Raises:
+            JournalError: when that ref exists already (two effects must never share one).
+        """
+        ref = f"{turn_id}:{step}"
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM intents WHERE effect_ref = ?", (ref,)).fetchone() is not None:
+                raise JournalError(f"effect intent {ref} already exists in {self.path}")
+            db.execute(
+                "INSERT INTO intents (effect_ref, turn_id, step, call_id, tool, arguments, state,"
+                " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (ref, turn_id, step, call_id, tool, arguments_json, IntentState.PREPARED.value, time.time()),
+            )
+        self._point("intent.prepared", ref)
+        return ref
+
+    def effect_returned(self, ref: str) -> None:
+        """The call of ``ref`` returned (nothing is written: a crash point for tests)."""
+        self._point("effect.returned", ref)
+
+    def record_receipt(self, ref: str, receipt: str, *, settled_by: str = "call") -> None:
+        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
+                (IntentState.COMMITTED.value, receipt, time.time(), settled_by, ref),
+            )
+        self._point("receipt.recorded", ref)
+
+    def hold(self, refs: Sequence[str], reason: str) -> None:
+        """Mark intents held (nobody could say whether they happened), with the reason."""
+        with self._write() as db:
+            for ref in refs:
+                db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
+                           (IntentState.HELD.value, reason, ref))
+
+    def checkpoint(
+        self, turn_id: str, *, steps: Sequence[JournalStep], messages: Sequence[str], first_seq: int, ref: str = ""
+    ) -> None:
+        """In one synced transaction: new steps, the conversation's new messages (JSON,
+        numbered from ``first_seq``) and the checkpoint mark. A resumed turn continues from
+        the last checkpoint. ``ref`` names the effect for the crash-point hook."""
+        with self._write() as db:
+            for step in steps:
+                db.execute(
+                    "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (turn_id, step.index, step.call_id, step.tool, step.arguments_json,
+                     arguments_digest(step.arguments_json), step.subject, int(step.interactive),
+                     int(step.auto_retry), int(step.dispatched), int(step.probe), int(step.retry), int(step.ok),
+                     situation_to_json(step.situation), step.decision, json.dumps(list(step.exempt)),
+                     step.injected, step.content, step.started_s, step.duration_s),
+                )
+                db.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
+            db.executemany(
+                "INSERT OR REPLACE INTO messages VALUES (?, ?, ?)",
+                [(turn_id, first_seq + i, message) for i, message in enumerate(messages)],
+            )
+        self._point("checkpoint.saved", ref)
+
+    def record_validation(self, turn_id: str, name: str, verdict: str, evidence: str) -> None:
+        """Record one validator's verdict (``passed``, ``failed`` or ``not required``)."""
+        with self._write() as db:
+            db.execute("INSERT INTO validations VALUES (?, ?, ?, ?, ?)",
+                       (turn_id, name, verdict, evidence, time.time()))
+
+    def end_turn(self, turn_id: str, status: str, *, answer: str = "", error: str | None = None) -> None:
+        """Record the turn's final (or, for ``interrupted``, current) status."""
+        with self._write() as db:
+            db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ? WHERE turn_id = ?",
+                       (status, time.time(), answer, error, turn_id))
+
+    def reopen_turn(self, turn_id: str) -> None:
+        """Mark an interrupted turn running again (resume)."""
+        with self._write() as db:
+            db.execute("UPDATE turns SET status = 'running', ended_at = NULL WHERE turn_id = ?", (turn_id,))
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def turns(self) -> list[JournalTurn]:
+        """Every turn, newest first."""
+        rows = self._db.execute("SELECT * FROM turns ORDER BY started_at DESC").fetchall()
+        return [self._turn(row) for row in rows]
+
+    def turn(self, turn_id: str) -> JournalTurn:
+        """One turn's header and checkpoint.
+
+        Raises:
+            JournalError: for an unknown turn id (the message lists none; see :meth:`turns`).
+        """
+        row = self._db.execute("SELECT * FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"no turn {turn_id!r} in {self.path}")
+        return self._turn(row)
+
+    @staticmethod
+    def _turn(row: Sequence[Any]) -> JournalTurn:
+        return JournalTurn(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8],
+                           row[9])
+
+    def steps(self, turn_id: str) -> list[JournalStep]:
+        """A turn's steps in order."""
+        rows = self._db.execute(
+            "SELECT idx, call_id, tool, arguments, subject, interactive, auto_retry, dispatched, probe, retry, ok,"
+            " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
+            " WHERE turn_id = ? ORDER BY idx", (turn_id,),
+        ).fetchall()
+        return [
+            JournalStep(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), bool(r[7]), bool(r[8]), bool(r[9]),
+                        bool(r[10]), situation_from_json(r[11]), r[12], tuple(json.loads(r[13])), r[14], r[15],
+                        r[16], r[17])
+            for r in rows
+        ]
+
+    def intents(self, turn_id: str) -> list[JournalIntent]:
+        """A turn's effect intents in step order."""
+        rows = self._db.execute(
+            "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by FROM intents"
+            " WHERE turn_id = ? ORDER BY step", (turn_id,),
+        ).fetchall()
+        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8]) for r in rows]
+
+    def messages(self, turn_id: str) -> list[str]:
+        """A turn's conversation as checkpointed: one JSON message per item, in order."""
+        rows = self._db.execute("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    def validations(self, turn_id: str) -> list[tuple[str, str, str]]:
+        """A turn's validator verdicts: (name, verdict, evidence)."""
+        rows = self._db.execute("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
+                                (turn_id,)).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def attempts(self, turn_id: str, call_id_tool: str, arguments_json: str, kind: str) -> int:
+        """How many times in a row, counting back from the last step, a call with this tool
+        and these arguments failed with ``kind`` (its retries so far plus the first try)."""
+        rows = self._db.execute(
+            "SELECT tool, arguments_digest, situation FROM steps WHERE turn_id = ? AND probe = 0 ORDER BY idx DESC",
+            (turn_id,),
+        ).fetchall()
+        digest = arguments_digest(arguments_json)
+        count = 0
+        for tool, args, situation in rows:
+            if tool != call_id_tool or args != digest:
+                continue
+            found = situation_from_json(situation)
+            if found is None or found.kind.value != kind:
+                break
+            count += 1
+        return count

@@ -1,0 +1,202 @@
+"""What a turn leaves: its status, each step as it happened, and the outcome.
+
+:class:`TurnStatus` is DESIGN.md's vocabulary (``done``, ``blocked``, ``failed``,
+``interrupted``; ``blocked`` is never ``done``); :class:`StepRecord` is one tool call;
+:class:`TurnResult` is the whole turn, with the measures the eval and the cost line use.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from unstuck.escalation import Escalation
+from unstuck.models import Message
+from unstuck.situations import Situation
+from unstuck.tools import ToolCall
+
+__all__ = ["StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
+
+
+class Verdict(enum.StrEnum):
+    """A validator's verdict. ``not required`` is what a turn that stopped (blocked, failed,
+    interrupted) records: never ``passed``."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_REQUIRED = "not required"
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """One validator's verdict on a turn, with its evidence."""
+
+    name: str
+    verdict: Verdict
+    evidence: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Validator:
+    """A postcondition on the world, checked before a turn may be ``done``.
+
+    ``check`` takes no arguments and returns ``True``/``False``, or ``(passed, evidence)``;
+    one that raises has failed, with the exception as its evidence.
+    """
+
+    name: str
+    check: Callable[[], bool | tuple[bool, str]]
+
+    def run(self) -> Validation:
+        """Run the check once and return its verdict (never raises)."""
+        try:
+            outcome = self.check()
+        except Exception as exc:  # a broken postcondition check is a failed validation, with its evidence
+            return Validation(self.name, Verdict.FAILED, f"the check raised {type(exc).__name__}: {exc}")
+        passed, evidence = outcome if isinstance(outcome, tuple) else (outcome, "")
+        return Validation(self.name, Verdict.PASSED if passed else Verdict.FAILED, str(evidence))
+
+
+class TurnStatus(enum.StrEnum):
+    """How a turn ended (DESIGN.md vocabulary)."""
+
+    DONE = "done"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One tool call of a turn, as it happened.
+
+    Attributes:
+        index: position among the turn's calls (0-based; probes included).
+        call: the call.
+        subject: what it affected.
+        dispatched: it ran (``False``: refused before dispatch).
+        probe: the loop ran it as a probe (never charged).
+        ok: it did what was asked.
+        situation: the declared or inferred situation, or ``None``.
+        started_s: seconds from the turn's start to the call's start, on the turn's clock.
+        duration_s: seconds the call took.
+        charged: subjects whose workaround count this call incremented.
+        opened: subjects on which this call's result opened a blocker.
+        closed: subjects whose blocker this call's result closed.
+        content: the result's text (without unstuck's guidance).
+        retry: the loop ran this call again after a wait (the model did not ask for it).
+        injected: the failure-bank form that replaced the tool's real return (fault
+            injection), else ``None``: organic and injected failures stay apart.
+    """
+
+    index: int
+    call: ToolCall
+    subject: str
+    dispatched: bool
+    probe: bool
+    ok: bool
+    situation: Situation | None
+    started_s: float
+    duration_s: float
+    charged: tuple[str, ...] = ()
+    opened: tuple[str, ...] = ()
+    closed: tuple[str, ...] = ()
+    content: str = ""
+    retry: bool = False
+    injected: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn.
+
+    Attributes:
+        turn_id: unique id of the turn.
+        status: done, blocked, failed or interrupted.
+        answer: the model's final text; for a blocked turn, the escalation's text.
+        escalation: the escalation, when the turn escalated.
+        steps: every tool call, in order.
+        elapsed_s: seconds the turn took on its clock.
+        error: why a failed turn failed.
+        guarded: the policy was enforced.
+        messages: the whole conversation.
+        escalated_at_s: seconds from the turn's start to its first escalation (before any
+            time spent waiting for the user's answer), or ``None``.
+        calls_before_escalation: calls made before the first escalation.
+        open_blockers: subjects still blocked when the turn ended (a done turn may have one
+            the model routed around).
+        skipped_subjects: subjects the user chose to skip.
+        validations: each validator's verdict (``not required`` unless the model answered).
+        held_intents: effect intents a resumed turn held (``interrupted``): their effect_refs.
+    """
+
+    turn_id: str
+    status: TurnStatus
+    answer: str
+    escalation: Escalation | None
+    steps: tuple[StepRecord, ...]
+    elapsed_s: float
+    error: str | None = None
+    guarded: bool = True
+    messages: tuple[Message, ...] = field(default=(), repr=False)
+    escalated_at_s: float | None = None
+    calls_before_escalation: int | None = None
+    open_blockers: tuple[str, ...] = ()
+    skipped_subjects: tuple[str, ...] = ()
+    validations: tuple[Validation, ...] = ()
+    held_intents: tuple[str, ...] = ()
+
+    @property
+    def tool_calls(self) -> int:
+        """Calls the model made (dispatched or refused); the loop's probes and retries excluded."""
+        return sum(1 for s in self.steps if not s.probe and not s.retry)
+
+    @property
+    def refused_calls(self) -> int:
+        """Calls refused before dispatch."""
+        return sum(1 for s in self.steps if not s.dispatched and not s.probe)
+
+    def first_blocker_step(self) -> StepRecord | None:
+        """The call whose result first opened the blocker the turn escalated on (or, without
+        an escalation, the first blocker of the turn), if any.
+        """
+        subject = self.escalation.subject if self.escalation is not None else None
+        return next((s for s in self.steps if s.opened and (subject is None or subject in s.opened)), None)
+
+    def first_signal_step(self) -> StepRecord | None:
+        """The first call whose result showed the problem the turn asked about: the same
+        subject and kind as the escalation (for a transient kind, the first failure that was
+        then waited on), or :meth:`first_blocker_step` without an escalation.
+        """
+        if self.escalation is None:
+            return self.first_blocker_step()
+        subject, kind = self.escalation.subject, self.escalation.kind
+        for step in self.steps:
+            if step.situation is not None and (step.situation.subject, step.situation.kind) == (subject, kind):
+                return step
+        return self.first_blocker_step()
+
+    def steps_since_first_signal(self) -> tuple[StepRecord, ...]:
+        """The calls after :meth:`first_signal_step`, up to the first escalation (or the end),
+        probes excluded and the loop's retries included (``StepRecord.retry`` tells them apart).
+        """
+        first = self.first_signal_step()
+        if first is None:
+            return ()
+        window = self.steps[: self.calls_before_escalation] if self.calls_before_escalation is not None else self.steps
+        return tuple(s for s in window if s.index > first.index and not s.probe)
+
+    @property
+    def cost_line(self) -> str | None:
+        """``"N steps · S s after SUBJECT was blocked, before asking"`` for a turn that asked:
+        the calls and seconds between the first signal of what it asked about and the first
+        escalation (waits for retries included).
+        """
+        first = self.first_signal_step()
+        if self.escalated_at_s is None or self.calls_before_escalation is None or first is None:
+            return None
+        later = [s for s in self.steps_since_first_signal() if not s.retry]
+        seconds = self.escalated_at_s - (first.started_s + first.duration_s)
+        blocked = self.escalation.subject if self.escalation is not None else first.opened[0]
+        return f"{len(later)} steps · {max(seconds, 0):.0f} s after {blocked} was blocked, before asking"

@@ -1,0 +1,202 @@
+"""Resume a journaled turn after a crash, repeating no side effect silently.
+
+:func:`resume_turn` reads the turn back from its :class:`~unstuck.journal.Journal`: the
+conversation as last checkpointed, the steps (the recovery state is rebuilt by running the
+pure policy over them again, so retry counts and workaround budgets carry on where they
+were), and the effect intents. The calls of the last model reply that have no result yet are
+then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
+
+* a call whose intent has a receipt (the crash came after it): its recorded result is handed
+  to the model; it is not run again;
+* a call whose intent has no receipt: its tool's *resolver* is asked whether the effect
+  happened. ``committed`` → a receipt is recorded and the call is not repeated; ``absent`` →
+  the same intent is executed now; ``unknown``, a resolver that raises, or no resolver →
+  the turn is *held*: it ends ``interrupted`` with the held intents listed, and no later
+  effect runs;
+* a call with no intent (a read, or a write the crash came before): it runs as usual.
+
+Then the loop carries on from there. Peers re-run a step whose outcome is unknown
+(at-least-once); unstuck holds it for a person instead.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from unstuck import policy
+from unstuck.clock import Clock, RealClock
+from unstuck.events import EventSink
+from unstuck.journal import IntentState, Journal, JournalError, JournalIntent, JournalStep
+from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _Turn
+from unstuck.models import Message, Model, Role, message_from_json
+from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
+from unstuck.presence import Asker
+from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.tools import ToolCall, ToolResult, Toolset
+
+__all__ = ["Resolution", "Resolver", "rebuild_state", "resume_turn"]
+
+
+class Resolution(enum.StrEnum):
+    """A resolver's answer about one effect intent after a crash."""
+
+    COMMITTED = "committed"  # the effect happened: record it, never repeat it
+    ABSENT = "absent"  # it did not happen: run the same intent now
+    UNKNOWN = "unknown"  # nobody can tell: hold the turn for a person
+
+
+#: Asked with an intent's arguments whether its effect happened (a read of the world, e.g. is
+#: order 42 in the ledger?). Keyed by tool name in :func:`resume_turn`.
+Resolver = Callable[[Mapping[str, Any]], Resolution]
+
+_ENDED = frozenset({"done", "blocked", "failed"})
+
+
+def rebuild_state(steps: Sequence[JournalStep], state: policy.RecoveryState) -> policy.RecoveryState:
+    """Run the pure policy over journaled steps again, from ``state``: the recovery state as
+    it stood after the last one (the decisions are pure functions of the same inputs)."""
+    for step in steps:
+        call = ToolCall(step.call_id, step.tool, step.arguments_json)
+        if not (step.probe or step.retry):
+            _, state = policy.before_dispatch(state, call, subject=step.subject, interactive=step.interactive)
+        state = policy.after_result(
+            state, call, subject=step.subject, situation=step.situation, ok=step.ok, executed=step.dispatched,
+            is_probe=step.probe, exempt=frozenset(step.exempt), is_retry=step.retry, auto_retry=step.auto_retry,
+        ).state
+    return state
+
+
+def _step_record(step: JournalStep) -> StepRecord:
+    return StepRecord(
+        step.index, ToolCall(step.call_id, step.tool, step.arguments_json), step.subject, step.dispatched,
+        step.probe, step.ok, step.situation, step.started_s, step.duration_s, content=step.content,
+        retry=step.retry, injected=step.injected,
+    )
+
+
+def _unanswered(turn: _Turn) -> list[ToolCall]:
+    """The calls of the last model reply that have no result message yet."""
+    last = next((i for i in range(len(turn.messages) - 1, -1, -1) if turn.messages[i].role is Role.ASSISTANT), None)
+    if last is None:
+        return []
+    answered = {m.tool_call_id for m in turn.messages[last + 1:] if m.role is Role.TOOL}
+    return [call for call in turn.messages[last].tool_calls if call.id not in answered]
+
+
+def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
+    resolver = resolvers.get(intent.tool)
+    if resolver is None:
+        return Resolution.UNKNOWN, f"no resolver for {intent.tool}"
+    try:
+        answer = resolver(json.loads(intent.arguments_json))
+    except Exception as exc:  # an unreadable world is an unknown outcome: hold, never guess
+        return Resolution.UNKNOWN, f"the resolver raised {type(exc).__name__}: {exc}"
+    if not isinstance(answer, Resolution):
+        return Resolution.UNKNOWN, f"the resolver answered {answer!r}, not a Resolution"
+    return answer, f"resolver: {answer.value}"
+
+
+def resume_turn(
+    journal: Journal,
+    turn_id: str,
+    *,
+    model: Model,
+    tools: Toolset,
+    resolvers: Mapping[str, Resolver] | None = None,
+    clock: Clock | None = None,
+    asker: Asker | None = None,
+    events: EventSink | None = None,
+    config: policy.PolicyConfig | None = None,
+    validators: Sequence[Validator] = (),
+    max_steps: int = 60,
+    max_asks: int = 3,
+) -> TurnResult:
+    """Continue turn ``turn_id`` from its journal (see the module doc).
+
+    Args:
+        journal: the journal the turn was recorded in.
+        turn_id: the turn to continue (``running`` when its process died, or ``interrupted``).
+        model, tools, clock, asker, events, config, validators, max_steps, max_asks: as for
+            :func:`unstuck.loop.run_turn`; ``unattended`` and ``guarded`` are the turn's own.
+        resolvers: by tool name, who says whether an intent without a receipt took effect.
+
+    Returns:
+        The turn's result: ``interrupted`` with ``held_intents`` when an intent was held.
+
+    Raises:
+        JournalError: for an unknown turn, or one that already ended (done, blocked, failed).
+    """
+    header = journal.turn(turn_id)
+    if header.status in _ENDED:
+        raise JournalError(f"turn {turn_id} already ended {header.status}; there is nothing to resume")
+    state = policy.RecoveryState(unattended=header.unattended, config=config or policy.PolicyConfig())
+    steps = journal.steps(turn_id)
+    turn = _Turn(
+        header.task, model, tools, rebuild_state(steps, state), guarded=header.guarded, clock=clock or RealClock(),
+        asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
+    )
+    turn.journal, turn.validators = journal, tuple(validators)
+    turn.messages = [message_from_json(m) for m in journal.messages(turn_id)]
+    turn.steps = [_step_record(s) for s in steps]
+    turn.policy_inputs = [(s.interactive, s.auto_retry, s.exempt, s.decision) for s in steps]
+    turn.saved = (len(turn.steps), len(turn.messages))
+    journal.reopen_turn(turn_id)
+    turn.emit("turn.resumed", steps=len(steps), messages=len(turn.messages))
+    intents = {intent.call_id: intent for intent in journal.intents(turn_id)}
+    held = _settle(turn, _unanswered(turn), intents, resolvers or {})
+    if held:
+        journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
+        for ref, reason in held:
+            turn.emit("intent.held", effect_ref=ref, reason=reason)
+        listed = "; ".join(f"{ref} ({reason})" for ref, reason in held)
+        return turn.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
+                           held=tuple(ref for ref, _ in held))
+    try:
+        return turn.run(max_steps=max_steps, max_asks=max_asks)
+    except KeyboardInterrupt:
+        return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")
+
+
+def _settle(
+    turn: _Turn, calls: Sequence[ToolCall], intents: Mapping[str, JournalIntent], resolvers: Mapping[str, Resolver]
+) -> list[tuple[str, str]]:
+    """Settle the unanswered calls in order; the held intents (ref, reason), if any."""
+    assert turn.journal is not None
+    for position, call in enumerate(calls):
+        intent = intents.get(call.id)
+        if intent is not None and intent.state is IntentState.COMMITTED:
+            receipt = json.loads(intent.receipt or "{}")
+            note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated."
+            recorded = ToolResult(call.tool, bool(receipt.get("ok", True)), f"{receipt.get('content', '')}\n\n{note}",
+                                  exit_code=receipt.get("exit_code"), http_status=receipt.get("http_status"))
+            result, _ = turn.call_tool(call, settled=recorded)
+            _answer(turn, call, result.content)
+            continue
+        if intent is not None:
+            resolution, reason = _resolve(intent, resolvers)
+            if resolution is Resolution.UNKNOWN:
+                later = [intents[c.id] for c in calls[position + 1:] if c.id in intents]
+                return [(intent.effect_ref, reason)] + [
+                    (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
+                ]
+            if resolution is Resolution.COMMITTED:
+                turn.journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
+                                            settled_by="resolver")
+                turn.emit("intent.committed", tool=call.tool, effect_ref=intent.effect_ref, ok=True)
+                confirmed = ToolResult(call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened "
+                                       "before an interruption (its resolver confirmed it); it was not repeated.")
+                result, _ = turn.call_tool(call, settled=confirmed)
+                _answer(turn, call, result.content)
+                continue
+        result, _ = turn.call_tool(call, intent_ref=intent.effect_ref if intent is not None else None)
+        _answer(turn, call, result.content)
+    return []
+
+
+def _answer(turn: _Turn, call: ToolCall, content: str) -> None:
+    turn.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
+    turn.save()
+
