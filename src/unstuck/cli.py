@@ -22,6 +22,7 @@ from rich.table import Table
 from unstuck import __version__
 from unstuck.classify import classify_output
 from unstuck.cli_bank import bank_app
+from unstuck.cli_journal import journal_app
 from unstuck.evals.agents import AGENTS
 from unstuck.evals.casebook import CaseError, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
@@ -39,6 +40,7 @@ from unstuck.evals.runner import (
 )
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
+from unstuck.journal import Journal, JournalError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
@@ -55,6 +57,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(bank_app, name="bank")
+app.add_typer(journal_app, name="journal")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
@@ -285,6 +288,8 @@ def _run_command(
     sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
     events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
+    journal: Annotated[Path | None, typer.Option(
+        help="Record the turn in this journal (SQLite; see `unstuck journal`).")] = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
     (chosen,) = _scenarios(scenario_dir, [scenario])
@@ -301,16 +306,24 @@ def _run_command(
     except OSError as exc:
         raise _fail(f"--events {events}: {exc.strerror or exc}") from exc
     try:
+        store = Journal(journal) if journal is not None else None
+    except (JournalError, OSError) as exc:
+        raise _fail(f"--journal {journal}: {exc}") from exc
+    try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,
             asker=ConsoleAsker(console) if is_attended else None, events=sink,
-            sandbox_root=sandbox, keep_sandbox=sandbox is not None,
+            sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=store,
         )
     except OSError as exc:
         raise _fail(f"could not build the sandbox: {exc}") from exc
     finally:
         if sink is not None:
             sink.close()
+        if store is not None:
+            store.close()
+    if store is not None:
+        console.print(f"journaled as turn {result.turn_id} in {escape(str(journal))}", highlight=False)
     retries = sum(1 for s in result.steps if s.retry)
     console.print(
         f"turn: {result.status.value} · task: {metrics.outcome} · {result.tool_calls} tool call(s)"

@@ -304,6 +304,16 @@ class Journal:
             )
         self._point("receipt.recorded", ref)
 
+    #: ``settled_by`` of an intent a person said did not happen: a resume runs it again.
+    USER_ABSENT = "user:absent"
+
+    def mark_absent(self, ref: str) -> None:
+        """A person checked that ``ref``'s effect did not happen: back to ``prepared``, so a
+        resumed turn runs the same intent (:data:`USER_ABSENT`)."""
+        with self._write() as db:
+            db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
+                       (IntentState.PREPARED.value, self.USER_ABSENT, ref))
+
     def hold(self, refs: Sequence[str], reason: str) -> None:
         """Mark intents held (nobody could say whether they happened), with the reason."""
         with self._write() as db:

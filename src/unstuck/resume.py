@@ -15,6 +15,9 @@ then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
   effect runs;
 * a call with no intent (a read, or a write the crash came before): it runs as usual.
 
+A person can settle held intents instead of a resolver (``unstuck journal resume TURN
+--committed REF --absent REF``); a resume then follows their word.
+
 Then the loop carries on from there. Peers re-run a step whose outcome is unknown
 (at-least-once); unstuck holds it for a person instead.
 """
@@ -87,6 +90,8 @@ def _unanswered(turn: _Turn) -> list[ToolCall]:
 
 
 def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
+    if intent.settled_by == Journal.USER_ABSENT:
+        return Resolution.ABSENT, "a person said it did not happen"
     resolver = resolvers.get(intent.tool)
     if resolver is None:
         return Resolution.UNKNOWN, f"no resolver for {intent.tool}"

@@ -39,6 +39,7 @@ from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.injector import Injector
+from unstuck.journal import Journal
 from unstuck.loop import TurnResult, TurnStatus, run_turn
 from unstuck.models import Model
 from unstuck.policy import PolicyConfig
@@ -227,6 +228,7 @@ def run_scenario(
     repeat: int = 0,
     p_inj: float = 0.0,
     seed: int | str = 0,
+    journal: Journal | None = None,
 ) -> tuple[TurnResult, RunMetrics]:
     """Run one scenario with one agent in a fresh sandbox.
 
@@ -252,7 +254,7 @@ def run_scenario(
         result = run_turn(
             scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
-            events=Tee(log, events) if events is not None else log,
+            events=Tee(log, events) if events is not None else log, journal=journal,
         )
     metrics = measure(scenario, agent, result, unattended=unattended, config=config)
     return result, replace(metrics, repeat=repeat, p_inj=p_inj)

@@ -1,0 +1,143 @@
+"""``unstuck journal``: list, show and settle journaled turns (a thin layer over
+:mod:`unstuck.journal`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from unstuck.journal import IntentState, Journal, JournalError
+
+__all__ = ["DEFAULT_JOURNAL", "journal_app"]
+
+#: Where ``unstuck run --journal`` and these commands look by default.
+DEFAULT_JOURNAL = Path("unstuck-journal.db")
+
+journal_app = typer.Typer(help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
+console = Console(width=None if Console().is_terminal else 150, emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+JournalOption = Annotated[Path, typer.Option("--journal", "-j", help="The journal file (SQLite).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _open(path: Path) -> Journal:
+    if not path.exists():
+        err_console.print(f"[red]error:[/red] no journal at {escape(str(path))}")
+        raise typer.Exit(2)
+    try:
+        return Journal(path)
+    except JournalError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+@journal_app.command("list")
+def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
+    """List the journal's turns, newest first."""
+    with _open(journal) as j:
+        turns = j.turns()
+        rows = [(t, j.intents(t.turn_id)) for t in turns]
+    if as_json:
+        typer.echo(json.dumps([
+            {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
+             "intents": len(intents), "held": sum(i.state is IntentState.HELD for i in intents)}
+            for t, intents in rows
+        ], indent=2))
+        return
+    table = Table("turn", "status", "steps", "intents", "held", "task")
+    for t, intents in rows:
+        held = sum(i.state is IntentState.HELD for i in intents)
+        table.add_row(t.turn_id, t.status, str(t.checkpoint_step + 1), str(len(intents)), str(held),
+                      escape(t.task[:70]))
+    console.print(table)
+
+
+@journal_app.command("show")
+def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck journal list`).")],
+          journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
+    """Show one turn: its steps, effect intents and validations."""
+    with _open(journal) as j:
+        try:
+            header = j.turn(turn)
+        except JournalError as exc:
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
+    if as_json:
+        typer.echo(json.dumps({
+            "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
+            "steps": [{"index": s.index, "tool": s.tool, "arguments": json.loads(s.arguments_json),
+                       "subject": s.subject, "ok": s.ok, "kind": s.situation.kind.value if s.situation else None,
+                       "decision": s.decision, "injected": s.injected} for s in steps],
+            "intents": [{"effect_ref": i.effect_ref, "tool": i.tool, "arguments": json.loads(i.arguments_json),
+                         "state": i.state.value, "settled_by": i.settled_by} for i in intents],
+            "validations": [{"name": n, "verdict": v, "evidence": e} for n, v, e in validations],
+        }, indent=2))
+        return
+    console.print(f"turn {header.turn_id} · {header.status} · {escape(header.task)}")
+    if header.error:
+        console.print(f"error: {escape(header.error)}")
+    table = Table("step", "tool", "subject", "ok", "situation", "decision", "arguments", title="steps")
+    for s in steps:
+        kind = s.situation.kind.value if s.situation else "-"
+        table.add_row(str(s.index), s.tool, escape(s.subject), "yes" if s.ok else "no", kind, s.decision,
+                      escape(s.arguments_json[:60]) + (" [injected]" if s.injected else ""))
+    console.print(table)
+    if intents:
+        itable = Table("effect_ref", "tool", "state", "settled by", "arguments", title="effect intents")
+        for i in intents:
+            itable.add_row(i.effect_ref, i.tool, i.state.value, escape(i.settled_by or "-"),
+                           escape(i.arguments_json[:60]))
+        console.print(itable)
+    for name, verdict, evidence in validations:
+        console.print(f"validator {escape(name)}: {verdict}" + (f" ({escape(evidence)})" if evidence else ""))
+
+
+@journal_app.command("resume")
+def _resume(
+    turn: Annotated[str, typer.Argument(help="A held or crashed turn's id.")],
+    journal: JournalOption = DEFAULT_JOURNAL,
+    committed: Annotated[list[str] | None, typer.Option(
+        "--committed", help="An effect_ref whose effect you checked did happen (repeatable).")] = None,
+    absent: Annotated[list[str] | None, typer.Option(
+        "--absent", help="An effect_ref whose effect you checked did not happen (repeatable).")] = None,
+) -> None:
+    """Settle a turn's unsettled effect intents as you decide, then say what is left.
+
+    unstuck never guesses whether an interrupted side effect happened: a person (or a
+    resolver in code) says so. `--committed` records it as done, so it is never repeated;
+    `--absent` lets the program that owns the tools run it again when it resumes the turn
+    (`unstuck.resume.resume_turn`).
+    """
+    with _open(journal) as j:
+        try:
+            header = j.turn(turn)
+        except JournalError as exc:
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        open_intents = {i.effect_ref: i for i in j.intents(turn) if i.state is not IntentState.COMMITTED}
+        for ref in [*(committed or []), *(absent or [])]:
+            if ref not in open_intents:
+                known = ", ".join(open_intents) or "none"
+                err_console.print(f"[red]error:[/red] {escape(ref)} is not an unsettled intent of {turn}; "
+                                  f"unsettled: {escape(known)}")
+                raise typer.Exit(2)
+        for ref in committed or []:
+            j.record_receipt(ref, json.dumps({"resolved": "committed", "by": "user"}), settled_by="user")
+        for ref in absent or []:
+            j.mark_absent(ref)
+        left = [i for i in j.intents(turn) if i.state is not IntentState.COMMITTED]
+    console.print(f"turn {turn} ({header.status}): {len(committed or [])} marked committed, "
+                  f"{len(absent or [])} marked absent")
+    for i in left:
+        console.print(f"  {i.effect_ref} {i.tool} {escape(i.arguments_json[:60])}: {i.state.value}"
+                      + (f" ({escape(i.settled_by)})" if i.settled_by else ""))
+    if not left:
+        console.print("every effect intent is settled; the program that owns the tools can resume the turn")

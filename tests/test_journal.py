@@ -1,0 +1,179 @@
+"""The journal file: WAL, synced intents before the call, refusal of foreign or corrupt files,
+validations, and the CLI over it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PlaybackModel
+from unstuck.clock import VirtualClock
+from unstuck.journal import APPLICATION_ID, IntentState, Journal, JournalError, situation_from_json, situation_to_json
+from unstuck.loop import run_turn
+from unstuck.outcome import TurnStatus, Validator, Verdict
+from unstuck.situations import Kind, Probe, Situation, Source
+from unstuck.tools import Effect, Toolset, tool
+
+
+def test_a_new_journal_is_marked_and_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    Journal(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_another_programs_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE orders (id INTEGER)")
+        db.execute("INSERT INTO orders VALUES (42)")
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match=r"app\.db is another program's database"):
+        Journal(path)
+    assert path.read_bytes() == before
+
+
+def test_a_file_that_is_not_sqlite_is_refused_naming_it_and_never_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    path.write_bytes(b"this is not a database, but someone's notes\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match=str(path)):
+        Journal(path)
+    assert path.read_bytes() == before
+
+
+def test_situations_round_trip_through_json() -> None:
+    declared = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
+                         probe=Probe.of("check_cli_setup", {"name": "gh"}), detail="logged out")
+    inferred = Situation(Kind.QUOTA, "api", retryable=True, retry_after_s=60.0, source=Source.INFERRED)
+    for situation in (declared, inferred):
+        again = situation_from_json(situation_to_json(situation))
+        assert again == situation and again is not None and again.detail == situation.detail
+    with pytest.raises(JournalError, match="does not read back"):
+        situation_from_json('{"kind": "gremlins", "subject": "x"}')
+
+
+def test_the_intent_is_on_disk_before_the_write_call_runs(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    seen: list[tuple[str, str]] = []
+
+    @tool(effect=Effect.WRITE, subject="ledger")
+    def book(order: int) -> str:
+        """Book an order."""
+        # another connection (as another process would) already sees the prepared intent
+        with sqlite3.connect(path) as db:
+            seen.extend(db.execute("SELECT effect_ref, state FROM intents").fetchall())
+        return f"booked {order}"
+
+    @tool(subject="ledger")
+    def count() -> str:
+        """Count orders (a read: no intent)."""
+        return "1"
+
+    with Journal(path) as journal:
+        model = PlaybackModel([("book", {"order": 1}), ("count", {}), "done"])
+        result = run_turn("book", model=model, tools=Toolset([book, count]), unattended=True,
+                          clock=VirtualClock(), journal=journal, turn_id="t1")
+        assert result.status is TurnStatus.DONE
+        assert seen == [("t1:0", "prepared")]
+        intents = journal.intents("t1")
+        assert [(i.effect_ref, i.state) for i in intents] == [("t1:0", IntentState.COMMITTED)]
+        assert json.loads(intents[0].receipt or "{}")["content"] == "booked 1"
+        assert [s.tool for s in journal.steps("t1")] == ["book", "count"]
+        with pytest.raises(JournalError, match="already exists"):
+            journal.prepare_intent("t1", 0, "c", "book", "{}")
+
+
+def test_validators_decide_done_and_a_stop_is_not_required(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.txt"
+
+    @tool(effect=Effect.WRITE, subject="ledger")
+    def write(text: str) -> str:
+        """Write the ledger."""
+        ledger.write_text(text, encoding="utf-8")
+        return "written"
+
+    def has_order_42() -> tuple[bool, str]:
+        text = ledger.read_text(encoding="utf-8") if ledger.exists() else ""
+        return "order 42" in text, f"ledger holds {text!r}"
+
+    checks = [Validator("ledger has order 42", has_order_42)]
+    with Journal(tmp_path / "j.db") as journal:
+        wrong = run_turn("book 42", model=PlaybackModel([("write", {"text": "order 41"}), "booked"]),
+                         tools=Toolset([write]), unattended=True, clock=VirtualClock(), validators=checks,
+                         journal=journal, turn_id="wrong")
+        assert wrong.status is TurnStatus.FAILED and "ledger holds 'order 41'" in (wrong.error or "")
+        assert [v.verdict for v in wrong.validations] == [Verdict.FAILED]
+        right = run_turn("book 42", model=PlaybackModel([("write", {"text": "order 42"}), "booked"]),
+                         tools=Toolset([write]), unattended=True, clock=VirtualClock(), validators=checks,
+                         journal=journal, turn_id="right")
+        assert right.status is TurnStatus.DONE and [v.verdict for v in right.validations] == [Verdict.PASSED]
+        assert journal.validations("wrong") == [("ledger has order 42", "failed", "ledger holds 'order 41'")]
+        assert journal.turn("right").status == "done"
+
+    def broken() -> bool:
+        raise OSError("ledger unreadable")
+
+    raised = run_turn("x", model=PlaybackModel(["fine"]), tools=Toolset([write]), unattended=True,
+                      clock=VirtualClock(), validators=[Validator("readable", broken)])
+    assert raised.status is TurnStatus.FAILED and "OSError: ledger unreadable" in (raised.error or "")
+
+
+def test_a_blocked_turn_records_validators_as_not_required_never_passed() -> None:
+    @tool(subject="gh")
+    def check() -> dict[str, object]:
+        """Check gh."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    result = run_turn("x", model=PlaybackModel([("check", {})] * 5), tools=Toolset([check]), unattended=True,
+                      clock=VirtualClock(), validators=[Validator("anything", lambda: True)])
+    assert result.status is TurnStatus.BLOCKED
+    assert [v.verdict for v in result.validations] == [Verdict.NOT_REQUIRED]
+
+
+def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "unstuck", *args], capture_output=True, text=True, timeout=300,
+                          check=False, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+
+
+def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path) -> None:
+    journal_path, ledger = tmp_path / "j.db", tmp_path / "ledger.db"
+    with sqlite3.connect(ledger) as db:
+        db.execute("CREATE TABLE ledger (order_id INTEGER NOT NULL)")
+    child = Path(__file__).with_name("crash_child.py")
+    crashed = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "run", "t1",
+                              "effect.returned", "2"], capture_output=True, text=True, timeout=120, check=False)
+    assert crashed.returncode == -9
+    held = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "resume", "t1"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert json.loads(held.stdout.strip().splitlines()[-1])["status"] == "interrupted"
+
+    listed = unstuck("journal", "list", "--journal", str(journal_path), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [{"turn": "t1", "task": "book orders 1 to 3", "status": "interrupted",
+                                          "steps": 1, "intents": 2, "held": 1}]
+    shown = json.loads(unstuck("journal", "show", "t1", "--journal", str(journal_path), "--json").stdout)
+    assert [(i["effect_ref"], i["state"]) for i in shown["intents"]] == [("t1:0", "committed"), ("t1:1", "held")]
+
+    wrong = unstuck("journal", "resume", "t1", "--journal", str(journal_path), "--committed", "t1:9")
+    assert wrong.returncode == 2 and "t1:1" in wrong.stderr
+    settled = unstuck("journal", "resume", "t1", "--journal", str(journal_path), "--committed", "t1:1")
+    assert settled.returncode == 0 and "every effect intent is settled" in settled.stdout
+    done = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "resume", "t1"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert json.loads(done.stdout.strip().splitlines()[-1])["status"] == "done"
+    with sqlite3.connect(ledger) as db:
+        assert [r[0] for r in db.execute("SELECT order_id FROM ledger ORDER BY rowid")] == [1, 2, 3]
+
+
+def test_journal_cli_names_a_foreign_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("not sqlite at all " * 50, encoding="utf-8")
+    proc = unstuck("journal", "list", "--journal", str(path))
+    assert proc.returncode == 2 and "notes.db" in proc.stderr
