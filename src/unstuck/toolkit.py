@@ -19,9 +19,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -29,11 +26,12 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from unstuck.classify import classify_result
 from unstuck.declare import declare_http, declare_lock, declare_refusal
 from unstuck.filelocks import lock_holders
+from unstuck.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import (
     CommandOutput,
@@ -67,8 +65,6 @@ STANDARD_TOOL_NAMES = (
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
 TIMEOUT_EXIT_CODE = 124
-#: Seconds to wait, after a command exits, for output from background jobs it left behind.
-OUTPUT_GRACE_S = 0.5
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")", "\n"})
@@ -263,6 +259,9 @@ class Workspace:
             --reuid=65534 ...`` to run tools as an unprivileged user.
         denied_programs: programs ``run_command`` refuses to run (its permission rule); a
             refused command never runs and declares ``permission`` on its program.
+        grace_s: seconds between SIGTERM and SIGKILL when a command's deadline passes.
+        stdin_tty: give commands this process's terminal as stdin (attended runs only);
+            ``/dev/null`` by default, so a prompt cannot wait on a person who is not there.
     """
 
     root: Path
@@ -270,6 +269,8 @@ class Workspace:
     output_limit_bytes: int = 64_000
     argv_prefix: tuple[str, ...] = ()
     denied_programs: frozenset[str] = frozenset()
+    grace_s: float = DEFAULT_GRACE_S
+    stdin_tty: bool = False
 
     def path(self, name: str) -> Path:
         """``name`` resolved against :attr:`root` (absolute paths are kept)."""
@@ -281,69 +282,30 @@ class Workspace:
         return shutil.which(program, path=self.env.get("PATH", ""))
 
     def run(self, argv: list[str] | str, timeout_s: float = 60.0) -> CommandOutput:
-        """Run a command (a string goes to ``/bin/bash -c``) in its own process group, with no
-        stdin, and return once the command itself has exited.
+        """Run a command (a string goes to ``/bin/bash -c``) as a leased process
+        (:func:`unstuck.leases.run_leased`): its own process group, no terminal stdin unless
+        :attr:`stdin_tty`, and a deadline of ``timeout_s`` seconds.
 
-        * On timeout the whole group is killed (SIGKILL) and the output so far comes back with
-          exit code 124 (as coreutils ``timeout`` reports it) and a line naming the kill, so a
-          prompt the command was waiting on (a device code, a password) is not lost.
-        * Background jobs the command leaves running keep running; their later output is
-          not waited for beyond :data:`OUTPUT_GRACE_S` seconds.
-        * An interrupt (Ctrl-C) while it runs kills the group before it propagates.
+        On expiry the whole tree gets SIGTERM, then SIGKILL after :attr:`grace_s`; the output
+        so far comes back with exit code 124 (as coreutils ``timeout`` reports it) and a line
+        naming what was killed and whether anything survived, so a prompt the command was
+        waiting on (a device code, a password) is not lost.
         """
         args = [*self.argv_prefix, *(["/bin/bash", "-c", argv] if isinstance(argv, str) else argv)]
         shown = argv if isinstance(argv, str) else shlex.join(argv)
-        proc = subprocess.Popen(
-            args, cwd=self.root, env=dict(self.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True,
-        )
-        readers = [_Drain(proc.stdout), _Drain(proc.stderr)]
-        timed_out = False
-        try:
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
-        except BaseException:
-            _kill_group(proc.pid)
-            raise
-        out, err = (reader.text(OUTPUT_GRACE_S) for reader in readers)
+        lease = run_leased(args, cwd=self.root, env=self.env, deadline_s=timeout_s, grace_s=self.grace_s,
+                           stdin_tty=self.stdin_tty)
         limit = self.output_limit_bytes
-        stderr = truncate_content(err, limit)
-        if timed_out:
-            note = f"timed out after {timeout_s:g} s: killed process group {proc.pid} ({shown})"
+        stderr = truncate_content(lease.stderr, limit)
+        if lease.expired:
+            killed = ", ".join(map(str, lease.killed)) or "none (all ended on SIGTERM)"
+            survived = ", ".join(map(str, lease.survivors)) or "none"
+            note = (f"timed out after {timeout_s:g} s: killed process group {lease.group} ({shown}): SIGTERM to "
+                    f"{len(lease.terminated)} process(es), SIGKILL after {self.grace_s:g} s to {killed}; "
+                    f"survivors: {survived}")
             stderr = f"{stderr.rstrip()}\n{note}".lstrip("\n")
-        return CommandOutput(
-            shown, TIMEOUT_EXIT_CODE if timed_out else proc.returncode, truncate_content(out, limit), stderr
-        )
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-class _Drain:
-    """Reads one pipe to its end in a daemon thread (so a full pipe never blocks the child)."""
-
-    def __init__(self, pipe: IO[bytes] | None) -> None:
-        self._chunks: list[bytes] = []
-        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
-        self._thread.start()
-
-    def _read(self, pipe: IO[bytes] | None) -> None:
-        if pipe is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
-                self._chunks.append(chunk)
-
-    def text(self, grace_s: float) -> str:
-        """What was read, waiting at most ``grace_s`` seconds for the pipe to close."""
-        self._thread.join(grace_s)
-        return b"".join(list(self._chunks)).decode("utf-8", errors="replace")
+        code = TIMEOUT_EXIT_CODE if lease.expired else lease.exit_code
+        return CommandOutput(shown, code, truncate_content(lease.stdout, limit), stderr)
 
 
 _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")

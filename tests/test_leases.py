@@ -1,0 +1,63 @@
+"""Leased processes: a deadline ends the whole tree, SIGTERM first, SIGKILL after the grace
+period, with a check that nothing survives; real processes throughout."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from unstuck.leases import descendants, run_leased
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_a_command_that_ends_in_time_keeps_its_exit_and_output(tmp_path: Path) -> None:
+    lease = run_leased(["bash", "-c", "echo out; echo err >&2; exit 3"], cwd=tmp_path, env=ENV, deadline_s=10)
+    assert (lease.exit_code, lease.stdout, lease.stderr, lease.expired) == (3, "out\n", "err\n", False)
+
+
+def test_a_grandchild_that_ignores_sigterm_is_killed_and_nothing_of_the_group_survives(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = (
+        f"bash -c 'trap \"\" TERM; echo $$ >> {pids}; while :; do sleep 0.1; done' & "
+        f"echo $$ >> {pids}; wait"
+    )
+    started = time.monotonic()
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    assert lease.expired and time.monotonic() - started < 10
+    recorded = [int(p) for p in pids.read_text().split()]
+    assert len(recorded) == 2
+    stubborn = recorded[0] if recorded[0] != lease.group else recorded[1]
+    assert stubborn in lease.killed  # it outlived SIGTERM, so it got SIGKILL
+    assert lease.survivors == ()
+    assert not any(alive(p) for p in (*recorded, *lease.terminated))
+
+
+def test_a_descendant_that_left_the_group_is_still_ended(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped"
+    script = f"setsid bash -c 'trap \"\" TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done' & wait"
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.7, grace_s=0.3)
+    escaped = int(pid_file.read_text())
+    assert lease.expired and escaped in lease.terminated and not alive(escaped)
+
+
+def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_printed(tmp_path: Path) -> None:
+    prompt = "import sys, time\nprint('Password for deploy@host:', flush=True)\nsys.stdin.read()\ntime.sleep(60)\n"
+    started = time.monotonic()
+    lease = run_leased(["python3", "-c", prompt], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    assert lease.expired and "Password for deploy@host:" in lease.stdout
+    assert time.monotonic() - started < 5  # stdin is /dev/null: the read ends at once, the sleep costs the deadline
+
+
+def test_descendants_lists_the_tree_of_a_live_process(tmp_path: Path) -> None:
+    me = os.getpid()
+    assert me in descendants(me)
