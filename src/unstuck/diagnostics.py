@@ -6,17 +6,24 @@ and changes nothing because of it.
 * repetition: :data:`REPEAT_LIMIT` (3) consecutive identical calls: same tool, same
   arguments (incident i001 repeated one failing ``git push`` all night);
 * streak: :data:`STREAK_LIMIT` (5) consecutive calls to the same tool with changing
-  arguments (an agent hunting with one tool).
+  arguments (an agent hunting with one tool);
+* stall suspicion: :data:`STALL_AFTER_S` (5 minutes) without an event in an active turn
+  (:class:`StallWatch`): a tool or a model that hangs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from unstuck.clock import Clock
+from unstuck.events import Event, EventSink, event
 from unstuck.tools import ToolCall
 
-__all__ = ["REPEAT_LIMIT", "STREAK_LIMIT", "Pattern", "RunLengths", "advance", "repeated_calls"]
+__all__ = [
+    "REPEAT_LIMIT", "STALL_AFTER_S", "STREAK_LIMIT", "Pattern", "RunLengths", "StallWatch", "advance", "repeated_calls",
+]
 
 #: Consecutive identical calls that count as repetition.
 REPEAT_LIMIT = 3
@@ -74,3 +81,63 @@ def repeated_calls(calls: Sequence[ToolCall]) -> Pattern | None:
     for call in calls:
         runs = advance(runs, call)
     return runs.pattern
+
+
+#: Seconds of silence (no event) in an active turn before a stall is suspected (DESIGN.md).
+STALL_AFTER_S = 300.0
+
+
+class StallWatch:
+    """An event sink that passes events on and notices silence: when an active turn (started,
+    not ended) has emitted nothing for ``after_s`` seconds, :meth:`poll` emits one
+    ``diagnostic.stall`` event (once per silence) naming the last event and the silence.
+
+    The loop polls it from a daemon thread on a real clock; tests call :meth:`poll` on a
+    virtual clock. It has no authority: it stops nothing.
+
+    Args:
+        inner: where events (and the stall event) go.
+        clock: the turn's clock.
+        after_s: the silence that counts as a stall, in seconds (default 300).
+    """
+
+    def __init__(self, inner: EventSink, clock: Clock, after_s: float = STALL_AFTER_S) -> None:
+        self.inner, self.clock, self.after_s = inner, clock, after_s
+        self._lock = threading.Lock()
+        self._last: Event | None = None
+        self._last_at = clock.now()
+        self._active = False
+        self._reported = False
+
+    def emit(self, item: Event) -> None:
+        with self._lock:
+            self._last, self._last_at, self._reported = item, self.clock.now(), False
+            if item.name in ("turn.started", "turn.resumed"):
+                self._active = True
+            elif item.name == "turn.ended":
+                self._active = False
+        self.inner.emit(item)
+
+    def poll(self) -> Event | None:
+        """Emit and return the stall event when the active turn has been silent too long."""
+        with self._lock:
+            silence = self.clock.now() - self._last_at
+            if not self._active or self._reported or silence < self.after_s or self._last is None:
+                return None
+            self._reported = True
+            last = self._last
+        stall = event("diagnostic.stall", last.turn_id, last.at_s + silence, silent_s=round(silence, 3),
+                      last_event=last.name)
+        self.inner.emit(stall)
+        return stall
+
+    def watch(self, interval_s: float) -> Callable[[], None]:
+        """Poll every ``interval_s`` seconds (real time) in a daemon thread; returns ``stop``."""
+        stopped = threading.Event()
+
+        def loop() -> None:
+            while not stopped.wait(interval_s):
+                self.poll()
+
+        threading.Thread(target=loop, name="unstuck-stall-watch", daemon=True).start()
+        return stopped.set

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from unstuck import policy
 from unstuck.classify import classify_result
 from unstuck.clock import Clock, RealClock
-from unstuck.diagnostics import RunLengths, advance
+from unstuck.diagnostics import STALL_AFTER_S, RunLengths, StallWatch, advance
 from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
 from unstuck.journal import Journal, JournalStep
@@ -400,6 +400,7 @@ def run_turn(
     turn_id: str | None = None,
     journal: Journal | None = None,
     validators: Sequence[Validator] = (),
+    stall_after_s: float | None = STALL_AFTER_S,
 ) -> TurnResult:
     """Run one agent turn on ``task``.
 
@@ -424,6 +425,8 @@ def run_turn(
             so :func:`unstuck.resume.resume_turn` can continue it after a crash.
         validators: postconditions checked when the model answers; the turn is ``done``
             only if all pass, else ``failed`` with their evidence.
+        stall_after_s: seconds of silence after which ``events`` gets a ``diagnostic.stall``
+            event (watched from a daemon thread on a real clock); ``None`` turns it off.
 
     Returns:
         The :class:`TurnResult`.
@@ -434,10 +437,26 @@ def run_turn(
     """
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
     state = policy.RecoveryState(unattended=unattended, config=config or policy.PolicyConfig())
+    clock = clock or RealClock()
+    watch = StallWatch(events, clock, stall_after_s) if events is not None and stall_after_s is not None else None
     turn = _Turn(
-        task, model, toolset, state, guarded=guarded, clock=clock or RealClock(), asker=asker, events=events,
+        task, model, toolset, state, guarded=guarded, clock=clock, asker=asker, events=watch or events,
         turn_id=turn_id or uuid.uuid4().hex[:12], system_prompt=system_prompt,
     )
+    stop = None
+    if watch is not None and isinstance(clock, RealClock):
+        stop = watch.watch(min(max(watch.after_s, 0.01) / 10, 30.0))
+    try:
+        return _start(turn, task, model, guarded, unattended, journal, validators, max_steps, max_asks)
+    finally:
+        if stop is not None:
+            stop()
+
+
+def _start(
+    turn: _Turn, task: str, model: Model, guarded: bool, unattended: bool, journal: Journal | None,
+    validators: Sequence[Validator], max_steps: int, max_asks: int,
+) -> TurnResult:
     turn.validators = tuple(validators)
     if journal is not None:
         turn.journal = journal
