@@ -272,3 +272,22 @@ def test_eval_curve_reports_each_rate(tmp_path: Path) -> None:
     assert [p["p_inj"] for p in curve["points"]] == [0.0, 0.05, 0.1, 0.2, 0.3]
     assert [b["injected"] for b in curve["by_injected_failures"]] == ["0", "1", "2", "3+"]
     assert "guarded success against injected failures" in proc.stdout
+
+
+def test_trace_show_renders_each_turn_and_names_lines_that_are_not_events(tmp_path: Path, gh_path: str) -> None:
+    events = tmp_path / "events.jsonl"
+    unstuck("run", "gh_logged_out", "--agent", "compliant", "--events", str(events))
+    recorded = [json.loads(line) for line in events.read_text().splitlines()]
+    with events.open("a") as handle:
+        handle.write("not an event\n")
+    proc = unstuck("trace", "show", str(events))
+    assert proc.returncode == 0, proc.stderr
+    out = plain(proc.stdout)
+    turn = recorded[0]["turn"]
+    assert f"turn {turn}" in out
+    for item in recorded:
+        assert item["event"] in out
+    assert "blocker.opened" in out and "turn.escalated" in out
+    assert f"skipped 1 line(s) of {events}" in plain(proc.stderr).replace("\n", "")
+    missing = unstuck("trace", "show", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and "nope.jsonl" in missing.stderr

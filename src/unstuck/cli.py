@@ -23,6 +23,7 @@ from unstuck import __version__
 from unstuck.classify import classify_output
 from unstuck.cli_bank import bank_app
 from unstuck.cli_journal import journal_app
+from unstuck.cli_trace import trace_app
 from unstuck.evals.agents import AGENTS
 from unstuck.evals.casebook import CaseError, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
@@ -58,6 +59,7 @@ app = typer.Typer(
 )
 app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
+app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 

@@ -190,6 +190,7 @@ class _Turn:
             decision, self.state = policy.before_dispatch(
                 self.state, call, subject=subject, interactive=spec is not None and spec.interactive
             )
+        dispatched = settled is None and not (isinstance(decision, policy.Refuse) and self.guarded)
         if settled is not None:
             result = settled
         elif isinstance(decision, policy.Refuse) and self.guarded:
@@ -204,6 +205,10 @@ class _Turn:
             if result.injected is not None:
                 self.emit("fault.injected", tool=call.tool, subject=subject, form=result.injected)
         situation = self.situation_of(call, spec, result)
+        if dispatched:
+            self.emit("tool.returned", tool=call.tool, subject=subject, ok=result.ok,
+                      kind=situation.kind.value if situation is not None else None,
+                      duration_s=round(self.at() - started, 6))
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
             executed=result.executed, is_probe=probe, exempt=exempt, is_retry=retry,

@@ -1,0 +1,75 @@
+"""``unstuck trace show FILE``: a run's events (JSON lines, as ``--events`` writes them) as a
+timeline, one table per turn (a thin layer over :mod:`unstuck.events`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["trace_app"]
+
+trace_app = typer.Typer(help="Read recorded events.", no_args_is_help=True)
+console = Console(width=None if Console().is_terminal else 160, emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+#: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
+_STYLES = {
+    "blocker.opened": "yellow", "turn.escalated": "bold yellow", "call.refused": "red", "budget.charged": "red",
+    "fault.injected": "magenta", "intent.held": "bold red", "diagnostic.stall": "red", "turn.ended": "bold",
+    "blocker.closed": "green", "validation.checked": "cyan",
+}
+_SHOWN_FIRST = ("tool", "subject", "kind", "status", "reason", "unblock")
+
+
+def _details(fields: dict[str, Any]) -> str:
+    ordered = [k for k in _SHOWN_FIRST if k in fields] + sorted(k for k in fields if k not in _SHOWN_FIRST)
+    return " ".join(f"{k}={fields[k]}" for k in ordered if fields[k] is not None and fields[k] != "")
+
+
+@trace_app.command("show")
+def _show(
+    path: Annotated[Path, typer.Argument(help="An events file (JSON lines), e.g. from `unstuck run --events`.")],
+    turn: Annotated[str | None, typer.Option(help="Only this turn.")] = None,
+) -> None:
+    """Render a run's events as a timeline, one table per turn."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(path))}: {escape(exc.strerror or str(exc))}")
+        raise typer.Exit(2) from None
+    turns: dict[str, list[dict[str, Any]]] = {}
+    bad: list[int] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            name, turn_id, at = str(item["event"]), str(item["turn"]), float(item["at_s"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            bad.append(number)
+            continue
+        fields = {k: v for k, v in item.items() if k not in ("event", "turn", "at_s")}
+        turns.setdefault(turn_id, []).append({"event": name, "at_s": at, "fields": fields})
+    if turn is not None:
+        turns = {k: v for k, v in turns.items() if k == turn}
+    for turn_id, events in turns.items():
+        started = next((e for e in events if e["event"] == "turn.started"), None)
+        title = f"turn {turn_id}" + (f" · {started['fields'].get('task', '')}" if started else "")
+        table = Table("t (s)", "event", "details", title=escape(title), title_justify="left")
+        for e in events:
+            style = _STYLES.get(e["event"], "")
+            table.add_row(f"{e['at_s']:.3f}", e["event"], escape(_details(e["fields"])), style=style)
+        console.print(table)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+        where = escape(str(path))
+        err_console.print(f"[yellow]skipped {len(bad)} line(s) of {where} that are not events: {shown}[/yellow]")
+    if not turns:
+        err_console.print(f"[red]error:[/red] no events in {escape(str(path))}" + (f" for turn {turn}" if turn else ""))
+        raise typer.Exit(2)

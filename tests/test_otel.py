@@ -1,0 +1,56 @@
+"""OpenTelemetry spans following the GenAI conventions, read back with the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from conftest import PlaybackModel
+from unstuck.clock import VirtualClock
+from unstuck.events import EventLog, Tee
+from unstuck.loop import run_turn
+from unstuck.otel import OtelSink
+from unstuck.tools import Toolset, tool
+
+
+def test_a_blocked_turn_becomes_an_agent_span_with_execute_tool_children() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    @tool(subject="gh")
+    def check_cli_setup(name: str) -> dict[str, Any]:
+        """Check a CLI."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": name, "unblock": "gh auth login"}}
+
+    @tool(subject="files")
+    def list_files() -> list[str]:
+        """List files."""
+        return ["README.md"]
+
+    log = EventLog()
+    model = PlaybackModel([("list_files", {}), ("check_cli_setup", {"name": "gh"}),
+                           ("check_cli_setup", {"name": "gh"}), ("check_cli_setup", {"name": "gh"}),
+                           ("check_cli_setup", {"name": "gh"})])
+    result = run_turn("x", model=model, tools=Toolset([check_cli_setup, list_files]), unattended=True,
+                      clock=VirtualClock(), events=Tee(log, OtelSink(provider.get_tracer("test"))))
+    spans = exporter.get_finished_spans()
+    agent = [s for s in spans if s.name == "invoke_agent unstuck"]
+    tools = [s for s in spans if s.name.startswith("execute_tool ")]
+    assert len(agent) == 1 and agent[0].status.status_code is StatusCode.ERROR
+    assert agent[0].attributes is not None and agent[0].attributes["unstuck.turn.status"] == result.status.value
+    dispatched = [e for e in log if e.name == "tool.called"]
+    assert len(tools) == len(dispatched)
+    for span in tools:
+        assert span.parent is not None and span.parent.span_id == agent[0].context.span_id
+        assert span.attributes is not None and span.attributes["gen_ai.operation.name"] == "execute_tool"
+    first, second = tools[0], tools[1]
+    assert first.name == "execute_tool list_files" and "error.type" not in (first.attributes or {})
+    assert second.name == "execute_tool check_cli_setup" and (second.attributes or {})["error.type"] == "auth"
+    assert second.status.status_code is StatusCode.ERROR
+    names = [e.name for e in agent[0].events]
+    assert "blocker.opened" in names and "turn.escalated" in names
