@@ -340,3 +340,10 @@ def test_classify_output_never_raises_on_bytes_decoded_as_a_cli_would(raw: bytes
     text = raw.decode("utf-8", errors="replace")
     situation = classify_output("tool", {}, text, exit_code=exit_code)
     assert situation is None or situation.source is Source.INFERRED
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_a_retry_after_that_is_not_a_finite_number_gives_no_wait(value: str) -> None:
+    result = ToolResult("api", False, "HTTP 429\ntoo many requests", http_status=429, headers=(("Retry-After", value),))
+    situation = classify_result("api", {}, result)
+    assert situation is not None and situation.kind is Kind.QUOTA and situation.retry_after_s is None

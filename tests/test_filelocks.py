@@ -74,6 +74,11 @@ def test_waiters_and_unparsable_lines_are_skipped() -> None:
         (0xFD, 1, 1835011, 4242, "WRITE"), (0, 0x2F, 99, 77, "READ")]
 
 
+def test_leases_and_delegations_are_not_locks() -> None:
+    text = "1: LEASE  ACTIVE    READ 4242 fd:01:1835011 0 EOF\n2: DELEG  ACTIVE    READ 4243 fd:01:9 0 EOF\n"
+    assert parse_proc_locks(text) == []
+
+
 def test_a_missing_locks_table_reports_nothing(tmp_path: Path) -> None:
     target = tmp_path / "x"
     target.write_text("", encoding="utf-8")

@@ -4,6 +4,7 @@ the workspace denies, and a file another live process has locked."""
 from __future__ import annotations
 
 import http.server
+import json
 import subprocess
 import sys
 import threading
@@ -134,6 +135,22 @@ def test_a_failed_command_on_a_locked_file_declares_the_lock_and_its_holder(
     assert declared is not None and (declared.kind, declared.subject) == (Kind.CONFLICT, "data/ledger.lock")
     assert f"pid {held.pid}" in declared.detail and declared.probe is not None
     assert declared.probe.tool == "check_file_lock"
+
+
+def test_a_failure_with_another_cause_is_not_blamed_on_a_lock_it_names(
+    tmp_path: Path, held: subprocess.Popen[str]
+) -> None:
+    tools = standard_tools(workspace(tmp_path))
+    result = tools["run_command"].invoke({"command": "grep -q needle data/ledger.lock missing.log"})
+    assert not result.ok and result.declared is None  # "No such file or directory": not the lock's doing
+
+
+def test_a_declared_situation_reaches_the_model_as_json_not_a_python_repr(
+    tmp_path: Path, held: subprocess.Popen[str]
+) -> None:
+    content = standard_tools(workspace(tmp_path))["check_file_lock"].invoke({"path": "data/ledger.lock"}).content
+    shown = json.loads(content)
+    assert shown["situation"]["kind"] == "conflict" and "Situation(" not in content
 
 
 def test_a_successful_command_on_a_locked_file_declares_nothing(tmp_path: Path, held: subprocess.Popen[str]) -> None:

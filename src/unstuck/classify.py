@@ -22,6 +22,7 @@ Inferred situations have ``source=inferred`` and never an unblock or a probe.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,11 +136,16 @@ def _retry_after(table: SignalTable, result: ToolResult) -> float | None:
         value = result.header(name)
         if value is not None:
             try:
-                return max(float(value.strip()), 0.0)
+                wait = float(value.strip())
             except ValueError:
-                continue  # an HTTP-date Retry-After needs a clock; left to the retry layer
+                continue  # an HTTP-date Retry-After needs a clock: tools declare it (unstuck.declare)
+            if math.isfinite(wait):  # "nan" and "inf" parse as floats; neither is a wait
+                return max(wait, 0.0)
     found = table.retry_after_text.search(result.content.lower())
-    return float(found.group(1)) if found else None
+    if found is None:
+        return None
+    wait = float(found.group(1))
+    return wait if math.isfinite(wait) else None
 
 
 def _subject(tool: ToolSpec | str, args: Mapping[str, Any]) -> str:

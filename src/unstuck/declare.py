@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from unstuck.classify import classify_output
 from unstuck.situations import Kind, Probe, Situation
 
 __all__ = ["LockHolder", "declare_http", "declare_lock", "declare_refusal", "retry_after_seconds"]
@@ -41,28 +44,58 @@ def _header(headers: Mapping[str, str] | Sequence[tuple[str, str]], name: str) -
     return next((value for key, value in pairs if key.lower() == wanted), None)
 
 
+_NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?")
+#: Epoch values above this are milliseconds (year 5138 in seconds).
+_EPOCH_MS_ABOVE = 1e11
+#: Reset values below this are a delay in seconds, not an epoch (2001-09-09 as an epoch).
+_DELTA_BELOW = 1e9
+#: Waits beyond this (ten years) are nonsense, and ignored.
+_LONGEST_S = 10 * 365 * 86400.0
+
+
+def _number(text: str) -> float | None:
+    text = text.strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
+
+
 def retry_after_seconds(headers: Mapping[str, str] | Sequence[tuple[str, str]], *, now_s: float) -> float | None:
     """The server's requested wait in seconds, or ``None`` when it names none.
 
-    Read in order: ``Retry-After`` as delay-seconds or as an HTTP-date (RFC 9110 §10.2.3),
-    then ``X-RateLimit-Reset`` as epoch seconds (GitHub, and many APIs after it). A time in
-    the past gives 0. Malformed values are ignored, never raised.
+    Read in order: ``Retry-After`` as delay-seconds or as an HTTP-date (RFC 9110 §10.2.3;
+    a decimal is accepted too), then ``X-RateLimit-Reset`` as an epoch in seconds (GitHub),
+    in milliseconds (above 10^11), or as a delay in seconds (below 10^9, as some APIs send
+    it). A time in the past gives 0. Malformed values and waits over ten years are ignored,
+    never raised on.
     """
+    wait: float | None = None
     retry_after = _header(headers, "retry-after")
     if retry_after is not None:
-        text = retry_after.strip()
-        if text.isdigit():
-            return float(text)
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            when = None
-        if when is not None and when.tzinfo is not None:
-            return max(when.timestamp() - now_s, 0.0)
-    reset = _header(headers, "x-ratelimit-reset")
-    if reset is not None and reset.strip().isdigit():
-        return max(float(reset.strip()) - now_s, 0.0)
-    return None
+        wait = _number(retry_after)
+        if wait is None:
+            try:
+                when = email.utils.parsedate_to_datetime(retry_after.strip())
+            except (TypeError, ValueError, IndexError, OverflowError):
+                when = None
+            if when is not None:
+                stamp = when.timestamp() if when.tzinfo is not None else when.replace(tzinfo=datetime.UTC).timestamp()
+                wait = max(stamp - now_s, 0.0)
+    if wait is None:
+        reset = _number(_header(headers, "x-ratelimit-reset") or "")
+        if reset is not None:
+            epoch = reset / 1000 if reset > _EPOCH_MS_ABOVE else reset
+            wait = reset if reset < _DELTA_BELOW else max(epoch - now_s, 0.0)
+    if wait is None or not math.isfinite(wait) or wait > _LONGEST_S:
+        return None
+    return wait
+
+
+def _resets_at(now_s: float, wait: float) -> str:
+    """``"13:00 UTC"`` (or with the date when it is not within a day), never raising."""
+    try:
+        at = datetime.datetime.fromtimestamp(now_s + wait, tz=datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"in {wait:.0f} s"
+    return f"{at:%H:%M} UTC" if wait < 86400 else f"{at:%Y-%m-%d %H:%M} UTC"
 
 
 def _challenge(headers: Mapping[str, str] | Sequence[tuple[str, str]], name: str) -> str:
@@ -76,44 +109,56 @@ def declare_http(
     subject: str,
     *,
     now_s: float,
+    body: str = "",
     probe: Probe | None = None,
 ) -> Situation | None:
     """The situation an HTTP response declares for a call on ``subject`` (a host or API
     name), or ``None`` for a status this function has no rule for (the classifier then
     infers from the body).
 
+    The status and headers decide, except where the body says more: a 429 or 403 whose body
+    reads as a spent balance (``insufficient_quota``, "credit balance is too low") is a
+    quota that waiting will not fix, and a 403 whose body reads as a rate limit
+    ("secondary rate limit") is a retryable quota even without rate-limit headers. The
+    body's wording is read with the classifier's signal table.
+
     Args:
         status: the response's status code.
         headers: its headers, as a mapping or (name, value) pairs.
-        subject: what the call was about, e.g. ``api.github.com``.
+        subject: what the call was about, e.g. ``api.github.com``; the situation's subject.
         now_s: the current time in epoch seconds (for ``X-RateLimit-Reset`` and HTTP-dates).
+        body: the response body (text), when there is one.
         probe: a read-only call that re-checks the situation, if the tool has one.
     """
     if status in (401, 407):
-        proxy = status == 407
-        where = "the proxy" if proxy else subject
-        challenge = _challenge(headers, "proxy-authenticate" if proxy else "www-authenticate")
+        challenge = _challenge(headers, "proxy-authenticate" if status == 407 else "www-authenticate")
+        needs = "the proxy requires authentication" if status == 407 else f"{subject} requires authentication"
         return Situation(
-            Kind.AUTH, where if proxy else subject, unblock=f"Provide valid credentials for {where}.", probe=probe,
-            detail=f"HTTP {status}: {where} requires authentication{challenge}",
+            Kind.AUTH, subject, probe=probe, detail=f"HTTP {status}: {needs}{challenge}",
+            unblock=f"Provide valid credentials for {'the proxy' if status == 407 else subject}.",
+        )
+    if status not in (403, 429):
+        return None
+    worded = classify_output("http", {}, body, http_status=status) if body else None
+    if worded is not None and worded.kind is Kind.QUOTA and not worded.retryable:
+        return Situation(
+            Kind.QUOTA, subject, probe=probe,
+            unblock=f"Add credit to, or raise the quota of, the account on {subject}.",
+            detail=f"HTTP {status}: {subject} says the account's quota or balance is spent ({worded.detail})",
         )
     wait = retry_after_seconds(headers, now_s=now_s)
     spent = (_header(headers, "x-ratelimit-remaining") or "").strip() == "0"
-    if status == 429 or (status == 403 and (spent or _header(headers, "retry-after") is not None)):
-        resets = ""
-        if wait is not None:
-            at = datetime.datetime.fromtimestamp(now_s + wait, tz=datetime.UTC)
-            resets = f"; it resets at {at:%H:%M} UTC, in {wait:.0f} s"
+    limited = spent or _header(headers, "retry-after") is not None or (worded is not None and worded.kind is Kind.QUOTA)
+    if status == 429 or limited:
+        resets = f"; it resets at {_resets_at(now_s, wait)}, in {wait:.0f} s" if wait is not None else ""
         return Situation(
             Kind.QUOTA, subject, retryable=True, retry_after_s=wait, probe=probe,
             detail=f"HTTP {status}: {subject}'s rate limit is spent{resets}",
         )
-    if status == 403:
-        return Situation(
-            Kind.PERMISSION, subject, unblock=f"Grant this account access to the resource on {subject}.", probe=probe,
-            detail=f"HTTP 403: {subject} refused access",
-        )
-    return None
+    return Situation(
+        Kind.PERMISSION, subject, unblock=f"Grant this account access to the resource on {subject}.", probe=probe,
+        detail=f"HTTP 403: {subject} refused access",
+    )
 
 
 def declare_refusal(program: str, command: str, rule: str) -> Situation:
@@ -146,10 +191,16 @@ def declare_lock(path: str, holders: Sequence[LockHolder], *, probe: Probe | Non
     """
     if not holders:
         raise ValueError(f"declare_lock({path!r}) needs at least one holder")
-    named = ", ".join(f"pid {h.pid} ({h.command}, {h.lock_type} {h.access})" for h in holders)
-    first = holders[0]
+    named = ", ".join(f"{_holder(h)} holding a {h.lock_type} {h.access.lower()} lock" for h in holders)
     return Situation(
         Kind.CONFLICT, path, retryable=True, probe=probe,
-        unblock=f"Let pid {first.pid} ({first.command}) finish, or stop it, so {path} is released.",
+        unblock=f"Let {_holder(holders[0])} finish, or stop it, so {path} is released.",
         detail=f"{path} is locked by {named}",
     )
+
+
+def _holder(holder: LockHolder) -> str:
+    """``pid 42 (python3)``; an open file description lock names no pid."""
+    if holder.pid <= 0:
+        return "the process holding an open-file-description lock (its pid is not shown)"
+    return f"pid {holder.pid} ({holder.command})"

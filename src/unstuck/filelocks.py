@@ -9,8 +9,9 @@
 The fields are the lock's ordinal, its type (``FLOCK`` from flock(2), ``POSIX`` from fcntl(2)
 record locks as SQLite takes them, ``OFDLCK``), ``ADVISORY`` or ``MANDATORY``, ``READ`` or
 ``WRITE``, the holder's pid, the file as ``major:minor:inode`` (major and minor in hex), and
-the locked byte range. Waiters (``->``) hold nothing and are skipped. On a system without
-``/proc/locks`` nothing is ever reported held.
+the locked byte range. Waiters (``->``) hold nothing and are skipped. An open file
+description lock (``OFDLCK``) belongs to no process, so its pid reads -1: the holder is then
+named as unknown. On a system without ``/proc/locks`` nothing is ever reported held.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from pathlib import Path
 
 from unstuck.declare import LockHolder
 
-__all__ = ["PROC_LOCKS", "lock_holders", "parse_proc_locks"]
+__all__ = ["LOCK_TYPES", "PROC_LOCKS", "lock_holders", "parse_proc_locks"]
 
 PROC_LOCKS = Path("/proc/locks")
+#: The lock types counted (``LEASE`` and ``DELEG`` lines are skipped).
+LOCK_TYPES = frozenset({"FLOCK", "POSIX", "OFDLCK"})
 
 
 def parse_proc_locks(text: str) -> list[tuple[int, int, int, LockHolder]]:
@@ -38,6 +41,8 @@ def parse_proc_locks(text: str) -> list[tuple[int, int, int, LockHolder]]:
         try:
             lock_type, access, pid = fields[1], fields[3], int(fields[4])
             major, minor, inode = fields[5].split(":")
+            if lock_type not in LOCK_TYPES:
+                continue  # leases and delegations are not locks another writer waits on
             rows.append((int(major, 16), int(minor, 16), int(inode), LockHolder(pid, "", lock_type, access)))
         except ValueError:
             continue
@@ -45,6 +50,8 @@ def parse_proc_locks(text: str) -> list[tuple[int, int, int, LockHolder]]:
 
 
 def _command(pid: int) -> str:
+    if pid <= 0:
+        return "unknown"
     try:
         return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip() or "?"
     except OSError:

@@ -108,15 +108,7 @@ def arguments_digest(arguments_json: str) -> str:
 
 def situation_to_json(situation: Situation | None) -> str | None:
     """A situation as JSON (every field; the probe as ``{"tool", "args"}``), or ``None``."""
-    if situation is None:
-        return None
-    probe = situation.probe
-    return json.dumps({
-        "kind": situation.kind.value, "subject": situation.subject, "interactive": situation.interactive,
-        "retryable": situation.retryable, "retry_after_s": situation.retry_after_s, "unblock": situation.unblock,
-        "probe": {"tool": probe.tool, "args": json.loads(probe.arguments_json)} if probe is not None else None,
-        "source": situation.source.value, "detail": situation.detail,
-    })
+    return None if situation is None else json.dumps(situation.to_dict())
 
 
 def situation_from_json(text: str | None) -> Situation | None:

@@ -311,10 +311,15 @@ class Workspace:
 _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
 
 
-def _named_files(workspace: Workspace, command: str, limit: int = 32) -> list[Path]:
-    """Existing files the command's words name (relative to the workspace or absolute)."""
+def _named_files(workspace: Workspace, command: str, limit: int = 64) -> list[Path]:
+    """Existing files the command's words name (relative to the workspace or absolute):
+    shell words (quoted paths with spaces included) and path-like parts of longer words."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
     found: list[Path] = []
-    for word in dict.fromkeys(_PATH_WORD.findall(command)):
+    for word in dict.fromkeys([*words, *_PATH_WORD.findall(command)]):
         if len(found) >= limit:
             break
         with contextlib.suppress(OSError, ValueError):
@@ -322,6 +327,17 @@ def _named_files(workspace: Workspace, command: str, limit: int = 32) -> list[Pa
             if path.is_file():
                 found.append(path)
     return found
+
+
+def _lock_may_explain(result: ToolResult) -> bool:
+    """A held lock explains a failure that reads as a conflict or a timeout, or that says
+    nothing at all (``flock -n`` exits 1 silently); it does not explain one that names
+    another cause (a missing file, a bad option)."""
+    inferred = classify_result("run_command", {}, result)
+    if inferred is None or inferred.kind in (Kind.CONFLICT, Kind.TIMEOUT):
+        return True
+    said = result.content.replace(f"(exit code {result.exit_code})", "").strip()
+    return inferred.kind is Kind.EXECUTION_ERROR and not said
 
 
 def _lock_probe(path: str) -> Probe:
@@ -346,12 +362,11 @@ def _shown_path(workspace: Workspace, path: Path) -> str:
         return str(path)
 
 
-def _http_get(tool_name: str, url: str, proxy: str | None, *, limit: int = 200_000) -> ToolResult:
+def _http_get(tool_name: str, url: str, proxy: str | None, subject: str, *, limit: int = 200_000) -> ToolResult:
     """GET ``url`` (through ``proxy`` when set); an error status comes back as a result with
     its declared situation (:func:`unstuck.declare.declare_http`), never as an exception."""
     handlers = [urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {})]
     opener = urllib.request.build_opener(*handlers)
-    host = urllib.parse.urlsplit(url).hostname or url
     try:
         with opener.open(url, timeout=20) as response:
             body = response.read(limit).decode("utf-8", errors="replace")
@@ -361,7 +376,7 @@ def _http_get(tool_name: str, url: str, proxy: str | None, *, limit: int = 200_0
             body = error.read(limit).decode("utf-8", errors="replace")
         headers = tuple(error.headers.items()) if error.headers is not None else ()
         result = normalize_result(tool_name, HttpResponse(error.code, body, headers))
-        declared = declare_http(error.code, headers, host, now_s=time.time())
+        declared = declare_http(error.code, headers, subject, now_s=time.time(), body=body)
         return dataclasses.replace(result, declared=declared) if declared is not None else result
 
 
@@ -473,9 +488,12 @@ def standard_tools(workspace: Workspace) -> Toolset:
             return {"status": "refused", "executed": False, "reason": rule,
                     "situation": declare_refusal(program, command, rule)}
         out = workspace.run(command, timeout_s=timeout_s)
-        if out.exit_code != 0 and (lock := _declared_lock(workspace, command)) is not None:
-            return dataclasses.replace(normalize_result("run_command", out), declared=lock)
-        return out
+        if out.exit_code == 0:
+            return out
+        result = normalize_result("run_command", out)
+        if _lock_may_explain(result) and (lock := _declared_lock(workspace, command)) is not None:
+            return dataclasses.replace(result, declared=lock)
+        return result
 
     @tool(subject=lambda a: str(a.get("name") or "") or None, probe=None)
     def check_cli_setup(name: str) -> dict[str, Any]:
@@ -515,13 +533,13 @@ def standard_tools(workspace: Workspace) -> Toolset:
     def web_search(query: str) -> ToolResult:
         """Search the web (an HTML results page), through the workspace's proxy settings."""
         url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": query})
-        return _http_get("web_search", url, proxy_for(url))
+        return _http_get("web_search", url, proxy_for(url), "web")
 
     @tool(subject=lambda a: urllib.parse.urlsplit(str(a.get("url", ""))).hostname or None)
     def fetch_url(url: str) -> ToolResult:
         """Fetch a URL with GET (status, headers and up to 200 kB of the body), through the
         workspace's proxy settings; 401/403/429 come back declared."""
-        return _http_get("fetch_url", url, proxy_for(url))
+        return _http_get("fetch_url", url, proxy_for(url), urllib.parse.urlsplit(url).hostname or url)
 
     @tool(subject=lambda a: str(a.get("path") or "") or None)
     def check_file_lock(path: str) -> dict[str, Any]:

@@ -229,6 +229,12 @@ def _from_mcp(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult | None:
     return ToolResult(tool_name, not is_error, text)
 
 
+def _json_default(value: object) -> object:
+    """How a tool's mapping shows what JSON cannot hold: a situation as its fields, the rest
+    as text."""
+    return value.to_dict() if isinstance(value, Situation) else str(value)
+
+
 def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
     if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
         return mcp
@@ -246,7 +252,7 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
     else:
         ok = situation is None and executed and "error" not in raw
     try:
-        content = json.dumps(raw, default=str, ensure_ascii=False)
+        content = json.dumps(raw, default=_json_default, ensure_ascii=False)
     except (TypeError, ValueError):
         content = repr(dict(raw))
     return ToolResult(

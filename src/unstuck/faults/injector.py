@@ -120,13 +120,14 @@ class Injector:
     def replace_return(self, spec: ToolSpec, arguments: Mapping[str, Any], real: ToolResult) -> ToolResult:
         """Decide for one return: the real result, or a fitting failure marked ``injected``.
 
-        The coin is tossed for every return, so the stream of draws does not depend on which
-        calls had fitting forms.
+        The coin is tossed for every return, refused calls included, so whether one call is
+        replaced does not depend on the earlier calls' results; a call that never ran keeps
+        its refusal.
         """
         index = self.calls
         self.calls += 1
-        if self._random.random() >= self.p_inj:
-            return real
+        if self._random.random() >= self.p_inj or not real.executed:
+            return real  # a call that never ran (refused) has no return to lose
         tags, channel = self.targets(spec, arguments)
         form = self.draw(tags, channel)
         if form is None:
