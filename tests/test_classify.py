@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.classify import classify_result
+from unstuck.classify import classify_output, classify_result
 from unstuck.situations import Kind, Source
 from unstuck.tools import (
     TRUNCATION_MARKER,
@@ -347,3 +349,19 @@ def test_a_retry_after_that_is_not_a_finite_number_gives_no_wait(value: str) -> 
     result = ToolResult("api", False, "HTTP 429\ntoo many requests", http_status=429, headers=(("Retry-After", value),))
     situation = classify_result("api", {}, result)
     assert situation is not None and situation.kind is Kind.QUOTA and situation.retry_after_s is None
+
+
+MORE_CASES = Path(__file__).with_name("data") / "more_cases.jsonl"
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(json.loads(line), id=json.loads(line)["id"]) for line in MORE_CASES.read_text().splitlines()]
+)
+def test_more_real_outputs_written_by_a_reviewer_classify_by_generic_signals(case: dict[str, object]) -> None:
+    # outputs of aws, gcloud, az, npm, cargo, docker, ssh, git, psql, mysql, HTTP APIs, MCP and
+    # Python, labelled by shared/cases' conventions; each is matched by a row for its whole kind
+    situation = classify_output(str(case["tool"]), {}, str(case["output"]),
+                                exit_code=case["exit_code"], http_status=case["http_status"])  # type: ignore[arg-type]
+    assert (situation.kind.value if situation is not None else "ok") == case["expected_kind"]
+    assert (situation.interactive if situation is not None else False) == case["interactive"]
+    assert (situation.retryable if situation is not None else False) == case["retryable"]

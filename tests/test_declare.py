@@ -113,3 +113,5 @@ def test_a_command_unblock_is_still_shown_as_run() -> None:
     from unstuck.situations import Situation
 
     assert user_action(Situation(Kind.AUTH, "gh", unblock="gh auth login")) == "Run: gh auth login"
+    policy = Situation(Kind.PERMISSION, "powershell", unblock="Set-ExecutionPolicy RemoteSigned -Scope CurrentUser")
+    assert user_action(policy) == "Run: Set-ExecutionPolicy RemoteSigned -Scope CurrentUser"

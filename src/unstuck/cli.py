@@ -41,6 +41,7 @@ from unstuck.evals.runner import (
 )
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.events import JsonLinesSink
+from unstuck.faults.bank import BankError, FailureBank, load_bank
 from unstuck.journal import Journal, JournalError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
@@ -215,7 +216,8 @@ def _eval_command(
     base_url: Annotated[str | None, typer.Option(help="The server's API root, e.g. http://127.0.0.1:11434/v1.")] = None,
     api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="The server's API key.")] = "unstuck",
     repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
-    seed: Annotated[int | None, typer.Option(help="Seed of the model's sampling; repeat i uses seed + i.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed of the model's sampling (repeat i uses seed + i) and of fault injection.")] = None,
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
     p_inj: Annotated[float, typer.Option(
         "--p-inj", min=0.0, max=1.0,
@@ -223,6 +225,8 @@ def _eval_command(
     curve: Annotated[bool, typer.Option(
         "--curve", help="Also run the guarded loop at p_inj 0, 0.05, 0.1, 0.2, 0.3 and report success against it.",
     )] = False,
+    bank: Annotated[Path | None, typer.Option(
+        help="The failure bank to inject from (JSON lines; the bundled one by default).")] = None,
 ) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table."""
     chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
@@ -232,6 +236,14 @@ def _eval_command(
         if not chosen:
             raise _fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
     models = _model_factories(model, base_url, api_key, seed)
+    if compare is not None and p_inj > 0:
+        raise _fail("--compare checks clean runs against a clean baseline; drop --p-inj (use --curve to add injection)")
+    failures: FailureBank | None = None
+    if p_inj > 0 or curve or bank is not None:
+        try:
+            failures = load_bank(bank)
+        except (BankError, OSError) as exc:
+            raise _fail(f"failure bank: {exc}") from exc
     try:
         baseline = load_baseline(compare) if compare is not None else None
     except BaselineError as exc:
@@ -254,10 +266,10 @@ def _eval_command(
             progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}{rate}")
 
         results = run_eval(chosen, agents=wanted, models=models, repeat=repeat, progress=advance,
-                           p_inj=p_inj, seed=injection_seed)
+                           p_inj=p_inj, seed=injection_seed, bank=failures)
         if curve:
             sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
-                              progress=advance)
+                              progress=advance, bank=failures)
     console.print(_table(results, injected=p_inj > 0))
     console.print(_comparison_table(results))
     if sweep is not None:
@@ -420,9 +432,9 @@ def _score_cases(path: Path, as_json: bool) -> None:
     console.print(confusion)
     console.print(f"wrong: {', '.join(i for i, _, _ in score.wrong) or 'none'}", highlight=False)
     console.print(
-        f"{score.total} cases · kind accuracy {score.kind_accuracy:.1%} · interactive precision "
-        f"{score.interactive_precision:.1%}, recall {score.interactive_recall:.1%} · retryable accuracy "
-        f"{score.retryable_accuracy:.1%}",
+        f"{score.total} cases · kind accuracy {score.kind_accuracy:.1%} · interactive accuracy "
+        f"{score.interactive_accuracy:.1%} (precision {score.interactive_precision:.1%}, recall "
+        f"{score.interactive_recall:.1%}) · retryable accuracy {score.retryable_accuracy:.1%}",
         highlight=False,
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from unstuck.evals.harvest import RECIPES, forms_from_cases, harvest
+from unstuck.evals.harvest import RECIPES, Recipe, forms_from_cases, harvest
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
 
 __all__ = ["bank_app"]
@@ -43,31 +43,52 @@ def _harvest(
         "failure_bank.jsonl"),
     cases: Annotated[Path | None, typer.Option(
         "--cases", help="Add the failures of a labelled corpus (shared/cases/tool_outputs.jsonl format).")] = None,
-    only: Annotated[str | None, typer.Option("--only", help="Comma-separated recipe ids or programs to run.")] = None,
+    only: Annotated[str | None, typer.Option(
+        "--only", help="Comma-separated recipe ids, programs or tags to run (e.g. gh,curl,python).")] = None,
 ) -> None:
     """Run real programs in failure states and record what they print, exit with, answer or raise."""
-    wanted = {part.strip() for part in only.split(",")} if only else None
-    recipes = [r for r in RECIPES if wanted is None or r.id in wanted or r.program in wanted]
-    if wanted is not None and not recipes:
-        err_console.print(f"[red]error:[/red] --only matched no recipe; known: {', '.join(r.id for r in RECIPES)}")
-        raise typer.Exit(2)
+    if not out.parent.is_dir():
+        _usage(f"--out {out}: the folder {out.parent} does not exist")
+    reported: list[FailureForm] = []
+    if cases is not None:
+        try:
+            reported = list(forms_from_cases(cases))
+        except (OSError, ValueError) as exc:
+            _usage(f"--cases: {exc}")
+    recipes = list(RECIPES)
+    if only is not None:
+        wanted = [part.strip().lower() for part in only.split(",") if part.strip()]
+        if not wanted:
+            _usage("--only needs at least one recipe id, program or tag")
+        unmatched = [w for w in wanted if not any(_matches(r, w) for r in RECIPES)]
+        if unmatched:
+            _usage(f"--only: {', '.join(unmatched)} matched no recipe; recipes: {', '.join(r.id for r in RECIPES)}")
+        recipes = [r for r in RECIPES if any(_matches(r, w) for w in wanted)]
     with Progress(TextColumn("harvest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   console=err_console, transient=True) as progress:
         task = progress.add_task("", total=len(recipes))
         report = harvest(recipes, on_form=lambda rid: progress.update(task, advance=1, description=rid))
-    forms: list[FailureForm] = list(report.forms)
-    if cases is not None:
-        try:
-            forms.extend(forms_from_cases(cases))
-        except (OSError, ValueError) as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-            raise typer.Exit(2) from None
-    FailureBank(forms).write(out)
+    forms: list[FailureForm] = [*report.forms, *reported]
     for recipe_id, reason in report.skipped:
         err_console.print(f"skipped {escape(recipe_id)}: {escape(reason)}")
+    if not forms:
+        err_console.print("[red]error:[/red] no recipe produced a form, and no cases were given; nothing written")
+        raise typer.Exit(1)
+    FailureBank(forms).write(out)
     from_cases = len(forms) - len(report.forms)
     console.print(f"wrote {len(forms)} forms to {escape(str(out))} ({len(report.forms)} harvested here, "
                   f"{from_cases} from reports, {len(report.skipped)} recipes skipped)")
+
+
+def _usage(message: str) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(2)
+
+
+def _matches(recipe: Recipe, wanted: str) -> bool:
+    """``--only`` matches a recipe by id, program or tag, ignoring case (``python`` is the
+    ``python3`` program's tag)."""
+    return wanted in (recipe.id.lower(), recipe.program.lower(), *(t.lower() for t in recipe.tools))
 
 
 @bank_app.command("list")
@@ -117,5 +138,6 @@ def _stats(bank: BankOption = None, as_json: JsonOption = False) -> None:
         counts = [by_cell[(fam, ch)] for ch in Channel]
         table.add_row(fam.value, *[str(c) for c in counts], str(sum(counts)))
     console.print(table)
-    console.print(f"{len(forms)} forms: {transient} transient, {len(forms) - transient} permanent; "
-                  + ", ".join(f"{n} from {source}" for source, n in sorted(by_source.items())))
+    sources = ", ".join(f"{n} from {source}" for source, n in sorted(by_source.items()))
+    console.print(f"{len(forms)} forms: {transient} transient, {len(forms) - transient} permanent"
+                  + (f"; {sources}" if sources else ""))

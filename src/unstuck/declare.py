@@ -1,7 +1,7 @@
 """Declared situations for common channels, for tool authors to return.
 
-An ``unblock`` written here is an action in words, so it starts with a capital letter (the
-escalation shows it as is; a lower-case unblock is a command and is shown as "Run: ...").
+An ``unblock`` written here is an action in words, a sentence with a capital letter and a
+full stop, which the escalation shows as is (anything else is a command: "Run: ...").
 
 A tool knows more than its output shows: an HTTP tool has the status and headers, a shell
 tool knows when its own permission rules refused a command, a file tool can see who holds a

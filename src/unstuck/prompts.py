@@ -131,12 +131,14 @@ def _excerpt(text: str, limit: int = 200) -> str:
 def user_action(situation: Situation) -> str:
     """Rule 4, part 2: the exact unblock text from tool code, else a kind's default wording.
 
-    An unblock is either a command (``gh auth login``: shown as "Run: gh auth login") or an
-    action in words, which starts with a capital letter ("Stop pid 42 ...": shown as is).
+    An unblock is either a command (``gh auth login``, ``Set-ExecutionPolicy RemoteSigned``:
+    shown as "Run: ...") or an action in words: a sentence, which starts with a capital letter
+    and ends with a full stop ("Let pid 42 finish, or stop it.": shown as is).
     """
     if situation.unblock:
-        action = situation.unblock
-        return action if action[:1].isupper() else f"Run: {action}"
+        action = situation.unblock.strip()
+        sentence = action[:1].isupper() and action.endswith(".") and " " in action
+        return action if sentence else f"Run: {action}"
     template = USER_ACTION_DEFAULT.get(situation.kind, USER_ACTION_OTHER)
     return template.format(subject=situation.subject)
 

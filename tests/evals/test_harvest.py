@@ -85,11 +85,14 @@ def test_failure_cases_become_forms_with_their_report_as_provenance(tmp_path: Pa
         + case_line(id="c4", tool="aider", exit_code=None, expected_kind="network")
         + case_line(id="c5", expected_kind="ok")
         + case_line(id="c6", expected_kind="injected_instruction")
-        + case_line(id="c7", expected_kind="truncated"),
+        + case_line(id="c7", expected_kind="truncated")
+        + case_line(id="c8", tool="kubectl", http_status=403, expected_kind="permission"),
         encoding="utf-8",
     )
     forms = {f.id: f for f in forms_from_cases(path)}
-    assert set(forms) == {"case-c1", "case-c2", "case-c3", "case-c4"}
+    assert set(forms) == {"case-c1", "case-c2", "case-c3", "case-c4", "case-c8"}
+    # a CLI that printed an HTTP error reached the agent as its output, not as an HTTP body
+    assert (forms["case-c8"].channel, forms["case-c8"].tools) == (Channel.EXIT, ("kubectl",))
     assert (forms["case-c1"].channel, forms["case-c1"].family) == (Channel.EXIT, Family.AUTH_PERMISSION)
     assert forms["case-c1"].provenance.reference == "c1: org/repo#1"
     assert (forms["case-c2"].channel, forms["case-c2"].http_status, forms["case-c2"].transient) == (
@@ -98,8 +101,13 @@ def test_failure_cases_become_forms_with_their_report_as_provenance(tmp_path: Pa
     assert (forms["case-c4"].exit_code, forms["case-c4"].kind) == (1, Kind.NETWORK)
 
 
-def test_a_broken_case_line_names_the_file_and_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [('{"id": "c2"}\n', "not a case line"), (case_line(id="c2", expected_kind="authz"), "unknown expected_kind 'authz'"),
+     (case_line(id="c2", exit_code="128"), "exit_code must be an integer")],
+)
+def test_a_broken_case_line_names_the_file_and_line(tmp_path: Path, line: str, named: str) -> None:
     path = tmp_path / "cases.jsonl"
-    path.write_text(case_line() + '{"id": "c2"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"cases\.jsonl:2: not a case line"):
+    path.write_text(case_line() + line, encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"cases\.jsonl:2: {re.escape(named)}"):
         list(forms_from_cases(path))

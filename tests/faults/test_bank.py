@@ -74,6 +74,8 @@ def test_a_good_line_round_trips_through_the_file(tmp_path: Path) -> None:
         ({"transient": "no"}, "'transient' must be bool"),
         ({"provenance": {"source": "rumour", "reference": "x"}}, "provenance source 'rumour'"),
         ({"headers": [["only-a-name"]]}, "'headers'"),
+        ({"exit_code": 4, "retries": 3}, "unknown field(s) retries"),
+        ({"channel": "http", "http_status": 200}, "http_status 200 is not an error status"),
     ],
 )
 def test_a_malformed_line_names_the_file_the_line_and_the_field(tmp_path: Path, change: dict, named: str) -> None:
@@ -90,8 +92,8 @@ def test_a_line_that_is_not_json_names_its_line(tmp_path: Path) -> None:
         load_bank(path)
 
 
-def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(BankError, match="duplicate failure form id 'gh-logged-out'"):
+def test_duplicate_ids_are_refused_naming_both_lines(tmp_path: Path) -> None:
+    with pytest.raises(BankError, match=r"bank\.jsonl:2: duplicate failure form id 'gh-logged-out' \(first on line 1\)"):
         load_bank(write_lines(tmp_path / "bank.jsonl", GOOD, GOOD))
 
 

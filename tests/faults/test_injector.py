@@ -114,13 +114,32 @@ def test_only_forms_that_fit_the_program_and_channel_are_drawn() -> None:
 
 def test_file_and_web_tools_get_exceptions_and_http_responses(tmp_path: Path) -> None:
     spec_tools = standard_tools(Workspace(tmp_path))
-    assert call_targets(spec_tools["read_file"], {"path": "x"}) == (frozenset({"filesystem", "python"}), Channel.EXCEPTION)
+    assert call_targets(spec_tools["read_file"], {"path": "x"}) == (frozenset({"filesystem"}), Channel.EXCEPTION)
     assert call_targets(spec_tools["web_search"], {"query": "x"}) == (frozenset({"http"}), Channel.HTTP)
     assert call_targets(spec_tools["check_cli_setup"], {"name": "gh"}) == (frozenset({"gh"}), Channel.EXIT)
     tools = Injector(1.0, seed=4, bank=load_bank()).wrap(spec_tools)
     (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
     result = tools["read_file"].invoke({"path": "notes.txt"})
     assert result.error_type is not None and result.content.startswith(result.error_type + ": ")
+
+
+def test_slots_name_the_program_and_path_of_the_call_a_form_stands_in_for(tmp_path: Path) -> None:
+    bank = load_bank()
+    missing = next(f for f in bank if f.id == "shell-command-not-found")
+    denied = next(f for f in bank if f.id == "python-permission-error")
+    only = Injector(1.0, bank=FailureBank([missing]))
+    result = only.wrap(shell_tools([]))["run_command"].invoke({"command": "gh pr list --limit 5"})
+    assert "gh: command not found" in result.content and "unstuck-no-such" not in result.content
+    files = Injector(1.0, bank=FailureBank([denied])).wrap(standard_tools(Workspace(tmp_path)))
+    result = files["read_file"].invoke({"path": "notes/todo.md"})
+    assert result.content == "PermissionError: [Errno 13] Permission denied: 'notes/todo.md'"
+
+
+def test_a_refused_call_keeps_its_refusal(tmp_path: Path) -> None:
+    tools = Injector(1.0, bank=load_bank()).wrap(
+        standard_tools(Workspace(tmp_path, denied_programs=frozenset({"rm"}))))
+    result = tools["run_command"].invoke({"command": "rm -rf build"})
+    assert not result.executed and result.injected is None and result.declared is not None
 
 
 def test_no_fitting_form_keeps_the_real_return() -> None:

@@ -73,6 +73,15 @@ class CaseScore:
         return self.interactive_true_positive / self.interactive_actual if self.interactive_actual else 1.0
 
     @property
+    def interactive_accuracy(self) -> float:
+        """Share of cases whose interactive flag was right (the issue's bar: at least 90%)."""
+        if not self.total:
+            return 0.0
+        false_positive = self.interactive_predicted - self.interactive_true_positive
+        false_negative = self.interactive_actual - self.interactive_true_positive
+        return (self.total - false_positive - false_negative) / self.total
+
+    @property
     def retryable_accuracy(self) -> float:
         """Share of cases whose retryable flag was right."""
         return self.retryable_correct / self.total if self.total else 0.0

@@ -15,6 +15,7 @@ from typing import Any
 
 from unstuck.evals.runner import ModelFactory, RunMetrics, run_eval
 from unstuck.evals.scenarios import Scenario
+from unstuck.faults.bank import FailureBank
 
 __all__ = ["CURVE_LEVELS", "Curve", "CurvePoint", "InjectedBucket", "run_curve", "summarise"]
 
@@ -107,9 +108,13 @@ def run_curve(
     repeat: int = 1,
     seed: int | str = 0,
     progress: Callable[[RunMetrics], None] | None = None,
+    bank: FailureBank | None = None,
 ) -> Curve:
     """Run the guarded loop on ``scenarios`` at each rate of ``levels`` (``repeat`` times)
-    and summarise. Each rate draws its own injections from ``seed``.
+    and summarise. Every rate uses the same random stream (``seed``), so a run at 0.2 is
+    the run ``unstuck eval --p-inj 0.2 --seed SEED`` makes, and a return replaced at a low
+    rate is replaced at every higher one (common random numbers: the curve's steps come from
+    the rate, not from luck).
 
     Raises:
         ValueError: when a level is outside [0, 1].
@@ -121,6 +126,6 @@ def run_curve(
     for level in levels:
         runs.extend(run_eval(
             scenarios, agents=agents, models=models, repeat=repeat, progress=progress, p_inj=level,
-            seed=f"{seed}:{level}", modes=(True,),
+            seed=seed, modes=(True,), bank=bank,
         ))
     return summarise(runs)

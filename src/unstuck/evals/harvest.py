@@ -252,6 +252,9 @@ class Recipe:
         program: the program that must be on ``PATH`` (skipped when missing).
         run: builds the state and runs the program.
         needs_root: skipped unless running as root (``unshare --net``).
+        slots: (scratch text, slot) pairs: names the harvest made up (a missing program, a
+            file) become ``{program}``, ``{path}`` or ``{command}``, filled from the call a
+            form later stands in for (:meth:`unstuck.faults.FailureForm.render`).
     """
 
     id: str
@@ -262,6 +265,7 @@ class Recipe:
     transient: bool = False
     interactive: bool = False
     needs_root: bool = False
+    slots: tuple[tuple[str, str], ...] = ()
 
 
 def _gh(*args: str) -> list[str]:
@@ -325,21 +329,24 @@ RECIPES: tuple[Recipe, ...] = (
         display="curl -sS http://api.example.invalid/"), transient=True, needs_root=True),
     # the shell itself
     Recipe("shell-command-not-found", Kind.NOT_INSTALLED, ("shell",), "bash", lambda s: _run(
-        s, ["bash", "-c", "unstuck-no-such-program --version"], display="unstuck-no-such-program --version")),
+        s, ["bash", "-c", "unstuck-no-such-program --version"], display="unstuck-no-such-program --version"),
+        slots=(("unstuck-no-such-program", "{program}"),)),
     Recipe("shell-not-executable", Kind.PERMISSION, ("shell",), "bash", lambda s: _run(
-        s, ["bash", "-c", f"{_plain_file(s)}"], display="./deploy.sh")),
-    Recipe("shell-no-such-file", Kind.NOT_FOUND, ("shell", "ls"), "ls", lambda s: _run(
-        s, ["ls", "build/output"])),
-    Recipe("shell-unrecognized-option", Kind.INVALID_ARGS, ("shell", "ls"), "ls", lambda s: _run(
+        s, ["bash", "-c", f"{_plain_file(s)}"], display="./deploy.sh"), slots=(("./deploy.sh", "{program}"),)),
+    Recipe("ls-no-such-file", Kind.NOT_FOUND, ("ls",), "ls", lambda s: _run(
+        s, ["ls", "build/output"]), slots=(("build/output", "{path}"),)),
+    Recipe("ls-unrecognized-option", Kind.INVALID_ARGS, ("ls",), "ls", lambda s: _run(
         s, ["ls", "--no-such-option"])),
     Recipe("shell-timeout", Kind.TIMEOUT, ("shell",), "timeout", lambda s: _run(
         s, ["timeout", "1", "sleep", "30"]), transient=True),
     Recipe("shell-killed", Kind.EXECUTION_ERROR, ("shell",), "bash", lambda s: _run(
-        s, ["bash", "-c", 'sh -c "kill -KILL \\$\\$"; exit $?'], display="./train.sh")),
+        s, ["bash", "-c", 'sh -c "kill -KILL \\$\\$"; exit $?'], display="./train.sh"),
+        slots=(('sh -c "kill -KILL \\$\\$"', "{command}"),)),
     # Python's own exceptions (filesystem and socket tools)
-    Recipe("python-permission-error", Kind.PERMISSION, ("filesystem", "python"), "python3", _permission_error),
+    Recipe("python-permission-error", Kind.PERMISSION, ("filesystem", "python"), "python3", _permission_error,
+           slots=((f"{WORK_PLACEHOLDER}/secrets.env", "{path}"),)),
     Recipe("python-file-not-found", Kind.NOT_FOUND, ("filesystem", "python"), "python3", lambda s: _python_raise(
-        s, "open('config.yaml').read()")),
+        s, "open('config.yaml').read()"), slots=(("config.yaml", "{path}"),)),
     Recipe("python-unicode-decode-error", Kind.EXECUTION_ERROR, ("filesystem", "python"), "python3",
            lambda s: _python_raise(s, _latin1_read(s))),
     Recipe("python-timeout-error", Kind.TIMEOUT, ("python",), "python3", lambda s: _python_raise(
@@ -459,13 +466,20 @@ def _form(recipe: Recipe, observed: Observed, scratch: Scratch, version: str | N
     assert family is not None, recipe.id
     return FailureForm(
         id=recipe.id, family=family, kind=recipe.kind, tools=recipe.tools, channel=observed.channel,
-        transient=recipe.transient, interactive=recipe.interactive, output=scratch.scrub(observed.output),
+        transient=recipe.transient, interactive=recipe.interactive,
+        output=_slotted(recipe, scratch.scrub(observed.output)),
         provenance=Provenance("harvest", scratch.scrub(observed.reference), version),
         exit_code=observed.exit_code, http_status=observed.http_status,
         headers=tuple((name, scratch.scrub(value)) for name, value in observed.headers
                       if name.lower() != "x-ratelimit-reset") + _reset_placeholder(observed.headers),
         exception_type=observed.exception_type,
     )
+
+
+def _slotted(recipe: Recipe, text: str) -> str:
+    for literal, slot in recipe.slots:
+        text = text.replace(literal, slot)
+    return re.sub(r"line 1: \d+ Killed", "line 1: 4242 Killed", text)  # the pid differs every run
 
 
 def _reset_placeholder(headers: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -481,9 +495,10 @@ def forms_from_cases(path: Path) -> Iterator[FailureForm]:
     """Forms from a labelled corpus in the ``shared/cases/tool_outputs.jsonl`` format.
 
     Each failure case (not ``ok``, and a kind with a family) becomes a form ``case-{id}``:
-    channel ``mcp`` for an MCP tool, ``http`` when it has an HTTP status, else ``exit`` (a
-    report without an exit code gets 1, what most programs exit with on error); tags are the
-    case's tool (and ``http`` for HTTP); provenance is the case id and its report.
+    channel ``mcp`` for an MCP tool, ``http`` for an HTTP API's own response (tool ``http``
+    with a status), else ``exit``: a CLI or script that printed an HTTP error still reached
+    the agent as its output (a report without an exit code gets 1, what most programs exit
+    with on error). Tags are the case's tool; provenance is the case id and its report.
 
     Raises:
         ValueError: naming the file and line, for a line that is not JSON or lacks a field.
@@ -494,19 +509,28 @@ def forms_from_cases(path: Path) -> Iterator[FailureForm]:
                 continue
             try:
                 case = json.loads(line)
-                kind_name, tool_name, output = case["expected_kind"], case["tool"], case["output"]
+                kind_name, tool_name, output = case["expected_kind"], str(case["tool"]), str(case["output"])
                 case_id, report = case["id"], case.get("source") or ""
+                status, code = case.get("http_status"), case.get("exit_code")
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not a case line ({exc})") from None
             if kind_name == "ok":
                 continue
-            kind = Kind(kind_name)
+            try:
+                kind = Kind(kind_name)
+            except ValueError:
+                raise ValueError(f"{path}:{number}: unknown expected_kind {kind_name!r}") from None
+            for name, value in (("exit_code", code), ("http_status", status)):
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise ValueError(f"{path}:{number}: {name} must be an integer or null, got {value!r}")
             family = family_of(kind)
             if family is None or kind in _CASE_EXCLUDED:
                 continue
-            status, code = case.get("http_status"), case.get("exit_code")
-            channel = Channel.MCP if tool_name == "mcp" else Channel.HTTP if status else Channel.EXIT
-            tags = (tool_name, "http") if channel is Channel.HTTP and tool_name != "http" else (tool_name,)
+            # an HTTP body only when the case is an API's own response; a CLI or a script that
+            # printed an HTTP error still reached the agent as its exit and output
+            api_response = bool(status) and tool_name == "http"
+            channel = Channel.MCP if tool_name == "mcp" else Channel.HTTP if api_response else Channel.EXIT
+            tags = (tool_name,)
             yield FailureForm(
                 id=f"case-{case_id}", family=family, kind=kind, tools=tags, channel=channel,
                 transient=bool(case.get("retryable")), interactive=bool(case.get("interactive")), output=output,

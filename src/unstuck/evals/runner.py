@@ -38,6 +38,7 @@ from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
 from unstuck.events import EventLog, EventSink, Tee
+from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
 from unstuck.journal import Journal
 from unstuck.loop import TurnResult, TurnStatus, run_turn
@@ -229,6 +230,7 @@ def run_scenario(
     p_inj: float = 0.0,
     seed: int | str = 0,
     journal: Journal | None = None,
+    bank: FailureBank | None = None,
 ) -> tuple[TurnResult, RunMetrics]:
     """Run one scenario with one agent in a fresh sandbox.
 
@@ -250,7 +252,8 @@ def run_scenario(
         log = EventLog()
         tools = standard_tools(sandbox.workspace())
         if p_inj > 0:
-            tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}").wrap(tools)
+            tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",
+                             bank=bank if bank is not None else load_bank()).wrap(tools)
         result = run_turn(
             scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
@@ -292,13 +295,14 @@ def run_eval(
     p_inj: float = 0.0,
     seed: int | str = 0,
     modes: Sequence[bool] = (False, True),
+    bank: FailureBank | None = None,
 ) -> list[RunMetrics]:
     """Run every scenario for each of its reference agents and each extra model (all filtered
     by ``agents``), ``repeat`` times, unguarded then guarded, unattended.
 
     ``models`` maps an agent name to a factory called with the repeat index (so a stochastic
     model can be seeded per repeat). A run that raises is recorded as ``failed`` with its
-    error; the others go on. ``p_inj`` and ``seed`` set fault injection (see
+    error; the others go on. ``p_inj``, ``seed`` and ``bank`` set fault injection (see
     :func:`run_scenario`); ``modes`` lists the guarded flags to run, in order.
     """
     results: list[RunMetrics] = []
@@ -309,7 +313,7 @@ def run_eval(
                 factory = factories.get(agent)
                 model = factory(index) if factory is not None else None
                 _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index,
-                                          p_inj=p_inj, seed=seed)
+                                          p_inj=p_inj, seed=seed, bank=bank)
             except Exception as exc:  # recorded, never lost: the harness reports it
                 metrics = RunMetrics(
                     scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,

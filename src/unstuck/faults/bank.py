@@ -14,6 +14,12 @@ One JSON object per line::
      "exit_code": 4, "output": "To get started with GitHub CLI, please run:  gh auth login ...",
      "provenance": {"source": "harvest", "reference": "gh repo view cli/cli", "version": "gh version 2.23.0"}}
 
+Slots: a harvested form's text may hold ``{program}`` (the program that failed), ``{path}``
+(the file it failed on) or ``{command}`` (the command line). They were the scratch names the
+harvest used; when a form stands in for a real call, they are filled from that call (its
+program, its path argument or a path its command names, its command), so an injected
+"command not found" names the program the agent ran, not a made-up one.
+
 Fields by channel: ``exit`` needs ``exit_code`` (``output`` is what the program printed,
 stderr after stdout); ``http`` needs ``http_status`` and may carry ``headers`` (name/value
 pairs) with ``output`` as the body; ``exception`` needs ``exception_type`` with ``output`` as
@@ -147,24 +153,32 @@ class FailureForm:
         with any of ``tools``."""
         return self.channel is channel and not set(self.tools).isdisjoint(tools)
 
-    def to_result(self, tool_name: str, command: str = "") -> ToolResult:
+    def render(self, *, program: str, path: str, command: str) -> str:
+        """The output with its slots filled (see the module doc)."""
+        return self.output.replace("{program}", program).replace("{path}", path).replace("{command}", command)
+
+    def to_result(self, tool_name: str, command: str = "", path: str = "") -> ToolResult:
         """The form as the tool's normalised result, marked ``injected`` with the form's id.
 
         The content is exactly what the real return would normalise to: an exit form goes
         through :class:`CommandOutput`, an HTTP form through :class:`HttpResponse`, an MCP
         form through an ``isError`` result, an exception form as ``"{type}: {message}"``.
+        Slots are filled from ``command`` (its program) and ``path`` (else ``data.txt``).
         """
+        program = (command.split() or [tool_name])[0].rsplit("/", 1)[-1]
+        text = self.render(program=program, path=path or "data.txt", command=command or tool_name)
         raw: object
         match self.channel:
             case Channel.EXIT:
-                raw = CommandOutput(command or tool_name, self.exit_code or 1, "", self.output)
+                code = self.exit_code if self.exit_code is not None else 1  # some failures exit 0
+                raw = CommandOutput(command or tool_name, code, "", text)
             case Channel.HTTP:
-                raw = HttpResponse(self.http_status or 500, self.output, self.headers)
+                raw = HttpResponse(self.http_status or 500, text, self.headers)
             case Channel.MCP:
-                raw = {"content": [{"type": "text", "text": self.output}], "isError": True}
+                raw = {"content": [{"type": "text", "text": text}], "isError": True}
             case Channel.EXCEPTION:
                 name = self.exception_type or "Exception"
-                return ToolResult(tool_name, False, f"{name}: {self.output}", error_type=name, injected=self.id)
+                return ToolResult(tool_name, False, f"{name}: {text}", error_type=name, injected=self.id)
         result = normalize_result(tool_name, raw)
         return ToolResult(
             result.tool, False, result.content, True, result.exit_code, result.http_status,
@@ -196,6 +210,10 @@ class FailureForm:
 
 
 _SOURCES = ("harvest", "report")
+_FIELDS = frozenset({
+    "id", "family", "kind", "tools", "channel", "transient", "interactive", "exit_code", "http_status", "headers",
+    "exception_type", "output", "provenance",
+})
 
 
 def _field(
@@ -244,6 +262,12 @@ def parse_form(where: str, data: object) -> FailureForm:
     needed = {Channel.EXIT: "exit_code", Channel.HTTP: "http_status", Channel.EXCEPTION: "exception_type"}.get(channel)
     if needed is not None and data.get(needed) is None:
         raise BankError(f"{where}: channel {channel.value!r} needs field {needed!r}")
+    unknown = sorted(set(map(str, data)) - _FIELDS)
+    if unknown:
+        raise BankError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_FIELDS))}")
+    status = data.get("http_status")
+    if isinstance(status, int) and not isinstance(status, bool) and status < 400:
+        raise BankError(f"{where}: http_status {status} is not an error status (400 and above)")
     headers = _field(where, data, "headers", list, required=False) or []
     if not all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h) for h in headers):
         raise BankError(f"{where}: field 'headers' must be a list of [name, value] pairs")
@@ -326,6 +350,7 @@ def load_bank(path: Path | str | None = None) -> FailureBank:
     """
     source = Path(path) if path is not None else bundled_bank_path()
     forms: list[FailureForm] = []
+    seen: dict[str, int] = {}
     with source.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -335,8 +360,9 @@ def load_bank(path: Path | str | None = None) -> FailureBank:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise BankError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-            forms.append(parse_form(where, data))
-    try:
-        return FailureBank(forms)
-    except BankError as exc:
-        raise BankError(f"{source}: {exc}") from None
+            form = parse_form(where, data)
+            if form.id in seen:
+                raise BankError(f"{where}: duplicate failure form id {form.id!r} (first on line {seen[form.id]})")
+            seen[form.id] = number
+            forms.append(form)
+    return FailureBank(forms)

@@ -36,8 +36,8 @@ DEFAULT_P_INJ = 0.1
 
 #: What each standard tool's returns are: tags a form must share, and the channel.
 _TOOL_TARGETS: Mapping[str, tuple[frozenset[str], Channel]] = {
-    "read_file": (frozenset({"filesystem", "python"}), Channel.EXCEPTION),
-    "search_files": (frozenset({"filesystem", "python"}), Channel.EXCEPTION),
+    "read_file": (frozenset({"filesystem"}), Channel.EXCEPTION),
+    "search_files": (frozenset({"filesystem"}), Channel.EXCEPTION),
     "web_search": (frozenset({"http"}), Channel.HTTP),
     "fetch_url": (frozenset({"http"}), Channel.HTTP),
 }
@@ -51,8 +51,7 @@ def call_targets(spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[frozense
       channel ``exit``;
     * a call with a CLI ``name`` argument (``check_cli_setup``, ``sign_in_cli``): that
       program, channel ``exit``;
-    * the standard file and web tools: ``filesystem``/``python`` exceptions and ``http``
-      responses;
+    * the standard file and web tools: ``filesystem`` exceptions and ``http`` responses;
     * any other tool: exceptions tagged with its name or ``python`` (a Python tool can raise
       any of Python's own errors).
     """
@@ -134,7 +133,11 @@ class Injector:
             return real
         self.injections.append(Injection(index, spec.name, form))
         command = arguments.get("command")
-        return form.to_result(spec.name, command if isinstance(command, str) else "")
+        command = command if isinstance(command, str) else ""
+        path = arguments.get("path")
+        if not isinstance(path, str) or not path:
+            path = next((w for w in command.split()[1:] if "/" in w or "." in w), "")
+        return form.to_result(spec.name, command, path)
 
     def wrap_spec(self, spec: ToolSpec) -> ToolSpec:
         """``spec`` with its returns passed through :meth:`replace_return` (same name,
