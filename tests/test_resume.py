@@ -101,3 +101,46 @@ def test_resuming_a_finished_turn_is_refused(tmp_path: Path, ledger: Path) -> No
     last_json(child(journal, ledger, "run", "t1"))
     proc = child(journal, ledger, "resume", "t1")
     assert proc.returncode != 0 and "already ended done" in proc.stderr
+
+
+class Crash(BaseException):
+    """Stands in for the process dying at a journal point (what is on disk stays)."""
+
+
+def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Path) -> None:
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.events import EventLog
+    from unstuck.loop import run_turn
+    from unstuck.resume import resume_turn
+    from unstuck.tools import Toolset, tool
+
+    runs: list[str] = []
+
+    @tool(subject="api")
+    def fetch() -> str:
+        """A read that always times out."""
+        runs.append("fetch")
+        raise TimeoutError("read timed out")
+
+    saves = {"n": 0}
+
+    def crash_after_the_first_retry_wait(point: str, ref: str) -> None:
+        if point == "checkpoint.saved":
+            saves["n"] += 1
+            if saves["n"] == 2:  # the reply asking for the call; then the first attempt, before its retry
+                raise Crash
+
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("fetch", model=PlaybackModel([("fetch", {})]), tools=Toolset([fetch]), unattended=True,
+                 clock=VirtualClock(), journal=Journal(path, on_point=crash_after_the_first_retry_wait), turn_id="t1")
+    assert runs == ["fetch"]  # one attempt made, the retry's wait was on its way
+    with Journal(path) as journal:
+        assert [(s.tool, s.retry) for s in journal.steps("t1")] == [("fetch", False)]
+        log = EventLog()
+        result = resume_turn(journal, "t1", model=PlaybackModel(["gave up"]), tools=Toolset([fetch]),
+                             clock=VirtualClock(), events=log)
+    # timeout allows 2 attempts: the one before the crash counts, so the resumed call is the last
+    assert runs == ["fetch", "fetch"] and log.named("retry.scheduled") == []
+    assert result.status.value in ("blocked", "done", "failed")

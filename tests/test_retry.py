@@ -56,3 +56,53 @@ def test_a_lock_held_by_another_process_is_waited_for_twice() -> None:
     assert waits(Kind.CONFLICT) == [5.0, 10.0]  # three attempts
     rejected_push = Situation(Kind.CONFLICT, "git", retryable=False, source=Source.INFERRED)
     assert next_retry(rejected_push, 0) is None, "a conflict waiting cannot fix is the agent's to resolve"
+
+
+def test_full_jitter_is_a_uniform_share_of_the_backoff() -> None:
+    from unstuck.retry import full_jitter
+
+    assert full_jitter(40.0, 0.0) == 0.0
+    assert full_jitter(40.0, 0.25) == 10.0
+    with pytest.raises(ValueError, match="within"):
+        full_jitter(40.0, 1.0)
+
+
+def test_the_loop_jitters_computed_backoff_but_never_a_servers_retry_after() -> None:
+    import random
+
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.events import EventLog
+    from unstuck.loop import run_turn
+    from unstuck.tools import Toolset, tool
+
+    replies: dict[str, list[object]] = {
+        "backoff": [TimeoutError("read timed out")],
+        "server": [{"status": "error", "http_status": 429, "situation": {
+            "kind": "quota", "subject": "api", "retryable": True, "retry_after_s": 42.0}}],
+    }
+
+    def delays(which: str, jitter: random.Random | None) -> list[float]:
+        calls = {"n": 0}
+
+        @tool(subject="api")
+        def fetch() -> object:
+            """Fetch."""
+            calls["n"] += 1
+            if calls["n"] == 1:
+                outcome = replies[which][0]
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                return outcome
+            return "ok"
+
+        log = EventLog()
+        run_turn("x", model=PlaybackModel([("fetch", {}), "done"]), tools=Toolset([fetch]), unattended=True,
+                 clock=VirtualClock(), events=log, jitter=jitter)
+        return [float(e.get("delay_s")) for e in log.named("retry.scheduled")]  # type: ignore[arg-type]
+
+    assert delays("backoff", None) == [5.0]  # timeout: base 5 s
+    jittered = delays("backoff", random.Random(7))
+    assert len(jittered) == 1 and 0.0 <= jittered[0] < 5.0
+    assert jittered[0] == pytest.approx(5.0 * random.Random(7).random())
+    assert delays("server", random.Random(7)) == [42.0]

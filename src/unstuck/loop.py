@@ -17,6 +17,7 @@ cost can be measured against a guarded one.
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Iterable, Sequence
 
@@ -31,6 +32,7 @@ from unstuck.models import Message, Model, ModelError, ModelReply, Role, message
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validation, Validator, Verdict
 from unstuck.presence import Answer, Asker
 from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, RETRIED_NOTE
+from unstuck.retry import full_jitter
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
 
@@ -69,6 +71,7 @@ class _Turn:
         self.policy_inputs: list[tuple[bool, bool, tuple[str, ...], str]] = []  # per step, for the journal
         self.saved = (0, 0)  # steps and messages already in the journal
         self.last_ref = ""  # the effect_ref of the last side-effecting call
+        self.jitter: random.Random | None = None  # full jitter of computed backoff, when asked for
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -301,9 +304,13 @@ class _Turn:
             waited = 0.0
             while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
                 wait = assessment.decision
-                self.emit("retry.scheduled", tool=call.tool, attempt=wait.attempt, delay_s=wait.delay_s)
-                self.clock.sleep(wait.delay_s)
-                waited += wait.delay_s
+                delay = wait.delay_s
+                if self.jitter is not None and not wait.server_said:
+                    delay = full_jitter(delay, self.jitter.random())
+                self.emit("retry.scheduled", tool=call.tool, attempt=wait.attempt, delay_s=round(delay, 6))
+                self.clock.sleep(delay)
+                waited += delay
+                self.save()  # the attempts so far are on disk: a resumed turn counts on from them
                 result, assessment = self.call_tool(call, retry=True)
             # Later calls of this reply were chosen before the model saw a *new* blocker's
             # guidance: they are not charged to it. A reopened blocker was seen before.
@@ -406,6 +413,7 @@ def run_turn(
     journal: Journal | None = None,
     validators: Sequence[Validator] = (),
     stall_after_s: float | None = STALL_AFTER_S,
+    jitter: random.Random | None = None,
 ) -> TurnResult:
     """Run one agent turn on ``task``.
 
@@ -432,6 +440,9 @@ def run_turn(
             only if all pass, else ``failed`` with their evidence.
         stall_after_s: seconds of silence after which ``events`` gets a ``diagnostic.stall``
             event (watched from a daemon thread on a real clock); ``None`` turns it off.
+        jitter: a random source for full jitter of the computed backoff
+            (:func:`unstuck.retry.full_jitter`); ``None`` (the default) waits the exact
+            backoff. A server's Retry-After is honoured as given either way.
 
     Returns:
         The :class:`TurnResult`.
@@ -448,6 +459,7 @@ def run_turn(
         task, model, toolset, state, guarded=guarded, clock=clock, asker=asker, events=watch or events,
         turn_id=turn_id or uuid.uuid4().hex[:12], system_prompt=system_prompt,
     )
+    turn.jitter = jitter
     stop = None
     if watch is not None and isinstance(clock, RealClock):
         stop = watch.watch(min(max(watch.after_s, 0.01) / 10, 30.0))

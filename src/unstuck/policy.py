@@ -179,10 +179,13 @@ class Continue:
 
 @dataclass(frozen=True, slots=True)
 class RetryAfter:
-    """Wait ``delay_s`` seconds on the turn's clock, then run the same call again."""
+    """Wait ``delay_s`` seconds on the turn's clock, then run the same call again.
+    ``server_said`` is true when the wait is the server's own (Retry-After): it is never
+    jittered below what the server asked."""
 
     delay_s: float
     attempt: int
+    server_said: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +407,9 @@ def after_result(
         return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
     if wait is not None and retry_key is not None and auto_retry and not blockers:  # no waiting on workarounds
         attempt = retries[retry_key]
-        return Assessment(RetryAfter(wait, attempt), new_state, tuple(opened), tuple(closed), tuple(charged))
+        server_said = situation is not None and situation.retry_after_s is not None
+        return Assessment(RetryAfter(wait, attempt, server_said), new_state, tuple(opened), tuple(closed),
+                          tuple(charged))
     guidance = _guidance(situation, {**skipped, **blockers}, charged)
     return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from unstuck.situations import Kind, KindClass, Situation
 
-__all__ = ["CAP_S", "RETRY_RULES", "RetryRule", "backoff_delay", "next_retry", "waitable"]
+__all__ = ["CAP_S", "RETRY_RULES", "RetryRule", "backoff_delay", "full_jitter", "next_retry", "waitable"]
 
 #: The longest single wait, in seconds.
 CAP_S = 300.0
@@ -62,6 +62,22 @@ def backoff_delay(rule: RetryRule, attempt: int, retry_after_s: float | None = N
     if retry_after_s is not None:
         return min(max(retry_after_s, 0.0), cap_s)
     return float(min(rule.base_s * 2 ** (attempt - 1), cap_s))
+
+
+def full_jitter(delay_s: float, draw: float) -> float:
+    """Full jitter: a uniformly random wait in [0, ``delay_s``), given a ``draw`` in [0, 1)
+    from the caller's random source (so this stays pure and testable).
+
+    Source: "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015): ``sleep =
+    random_between(0, min(cap, base · 2^attempt))``; it spreads the retries of many clients
+    hitting one limit. Off by default; a server's own Retry-After is never jittered.
+
+    Raises:
+        ValueError: when ``draw`` is outside [0, 1).
+    """
+    if not 0.0 <= draw < 1.0:
+        raise ValueError(f"a jitter draw is within [0, 1), got {draw!r}")
+    return delay_s * draw
 
 
 def waitable(situation: Situation | None) -> bool:
