@@ -160,3 +160,15 @@ def test_the_loop_marks_injected_failures_apart_from_organic_ones() -> None:
         1 for s in result.steps if s.injected)
     # the policy sees an injected failure as it would a real one: the execution_error is inferred
     assert first.situation.kind is Kind.EXECUTION_ERROR
+
+
+def test_the_journal_marks_injected_steps_apart_from_organic_ones(tmp_path: Path) -> None:
+    from unstuck.journal import Journal
+
+    injector = Injector(1.0, seed=1, bank=FailureBank([form("shell-timeout", Kind.TIMEOUT)]))
+    with Journal(tmp_path / "j.db") as journal:
+        run_turn("run the tests", model=PlaybackModel([("run_command", {"command": "make test"}), "gave up"]),
+                 tools=injector.wrap(shell_tools([])), unattended=True, clock=VirtualClock(), journal=journal,
+                 turn_id="t1")
+        steps = journal.steps("t1")
+    assert steps and all(s.injected == "shell-timeout" for s in steps)
