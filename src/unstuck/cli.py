@@ -23,6 +23,7 @@ from unstuck import __version__
 from unstuck.classify import classify_output
 from unstuck.cli_bank import bank_app
 from unstuck.cli_journal import journal_app
+from unstuck.cli_lessons import lessons_app
 from unstuck.cli_trace import trace_app
 from unstuck.evals.agents import AGENTS
 from unstuck.evals.casebook import CaseError, load_cases, score_cases
@@ -43,6 +44,7 @@ from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, 
 from unstuck.events import JsonLinesSink
 from unstuck.faults.bank import BankError, FailureBank, load_bank
 from unstuck.journal import Journal, JournalError
+from unstuck.lessons import LessonStore, LessonStoreError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
@@ -60,6 +62,7 @@ app = typer.Typer(
 )
 app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
+app.add_typer(lessons_app, name="lessons")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -304,6 +307,8 @@ def _run_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
     journal: Annotated[Path | None, typer.Option(
         help="Record the turn in this journal (SQLite; see `unstuck journal`).")] = None,
+    lessons: Annotated[Path | None, typer.Option(
+        help="Use and update this lesson store (SQLite; see `unstuck lessons`).")] = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
     (chosen,) = _scenarios(scenario_dir, [scenario])
@@ -324,10 +329,14 @@ def _run_command(
     except (JournalError, OSError) as exc:
         raise _fail(f"--journal {journal}: {exc}") from exc
     try:
+        memory = LessonStore(lessons) if lessons is not None else None
+    except (LessonStoreError, OSError) as exc:
+        raise _fail(f"--lessons {lessons}: {exc}") from exc
+    try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,
             asker=ConsoleAsker(console) if is_attended else None, events=sink,
-            sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=store,
+            sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=store, lessons=memory,
         )
     except OSError as exc:
         raise _fail(f"could not build the sandbox: {exc}") from exc
@@ -336,6 +345,8 @@ def _run_command(
             sink.close()
         if store is not None:
             store.close()
+        if memory is not None:
+            memory.close()
     if store is not None:
         console.print(f"journaled as turn {result.turn_id} in {escape(str(journal))}", highlight=False)
     retries = sum(1 for s in result.steps if s.retry)

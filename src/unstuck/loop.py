@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from unstuck import policy
 from unstuck.classify import classify_result
@@ -28,10 +29,12 @@ from unstuck.diagnostics import STALL_AFTER_S, RunLengths, StallWatch, advance
 from unstuck.escalation import Escalation, build_escalation
 from unstuck.events import EventSink, Scalar, event
 from unstuck.journal import Journal, JournalStep
+from unstuck.lessons import Lesson, LessonStore
 from unstuck.models import Message, Model, ModelError, ModelReply, Role, message_to_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validation, Validator, Verdict
 from unstuck.presence import Answer, Asker
-from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, RETRIED_NOTE
+from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADING, RETRIED_NOTE
+from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
@@ -72,6 +75,8 @@ class _Turn:
         self.saved = (0, 0)  # steps and messages already in the journal
         self.last_ref = ""  # the effect_ref of the last side-effecting call
         self.jitter: random.Random | None = None  # full jitter of computed backoff, when asked for
+        self.keeper: LessonKeeper | None = None
+        self.cited: dict[str, Lesson] = {}  # subjects escalated on a lesson's word
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -266,8 +271,14 @@ class _Turn:
             blocker.situation, task=self.task, next_step=next_step, closing_error=error,
             workaround_calls=blocker.workarounds,
         )
+        cited = self.cited.get(blocker.subject)
+        if cited is not None:
+            known = f"Known blocker: {known_blocker_note(cited)}; its probe says it still holds."
+            escalation = replace(escalation, blocked=f"{escalation.blocked} {known}")
         self.emit("turn.escalated", subject=escalation.subject, kind=escalation.kind.value,
-                  unblock=escalation.unblock, workaround_calls=blocker.workarounds, closing_error=error)
+                  unblock=escalation.unblock, workaround_calls=blocker.workarounds, closing_error=error,
+                  lesson=cited.id if cited is not None else None)
+        self.remember(blocker)
         return escalation
 
     # -- the turn ------------------------------------------------------------------------------
@@ -300,6 +311,15 @@ class _Turn:
         """Run one reply's calls; the blocker to escalate on, if the policy said so."""
         fresh: frozenset[str] = frozenset()
         for position, call in enumerate(calls):
+            known, note = self.check_lesson(call)
+            if known is not None:
+                for skipped in calls[position:]:
+                    self.messages.append(Message(
+                        Role.TOOL, f"Not executed: {known.subject} is a known blocker on this machine, and its probe "
+                        "says it still holds; the turn stopped to ask the user.", tool_call_id=skipped.id,
+                        name=skipped.tool,
+                    ))
+                return known
             result, assessment = self.call_tool(call, exempt=fresh)
             waited = 0.0
             while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
@@ -322,6 +342,8 @@ class _Turn:
                 content = f"{content}\n\n{RETRIED_NOTE.format(times=retried, seconds=f'{waited:g}')}"
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
                 content = f"{content}\n\n{decision.guidance}"
+            if note:
+                content = f"{note}\n{content}"
             self.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
             self.save()
             if self.guarded and isinstance(decision, policy.Escalate):
@@ -332,6 +354,46 @@ class _Turn:
                     ))
                 return decision.blocker
         return None
+
+    def check_lesson(self, call: ToolCall) -> tuple[policy.OpenBlocker | None, str]:
+        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
+        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
+        one-line note for the call's result."""
+        if self.keeper is None or not self.guarded:
+            return None, ""
+        spec = self.spec_for(call)
+        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+        lesson = self.keeper.lesson_for(subject)
+        if lesson is None:
+            return None, ""
+        if lesson.probe is None:
+            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=False)
+            return None, f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+        clean, _evidence = self.run_probe(lesson.probe)
+        if clean:
+            self.keeper.store.invalidate(lesson.id, "its probe came back clean")
+            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="probe clean")
+            return None, ""
+        self.keeper.store.verified(lesson.id)
+        self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
+        found = self.steps[-1].situation
+        situation = found if found is not None and found.subject == subject else lesson.situation()
+        self.state = policy.open_known_blocker(self.state, situation, len(self.steps) - 1)
+        self.cited[subject] = lesson
+        return self.state.open_blockers[subject], ""
+
+    def remember(self, blocker: policy.OpenBlocker) -> None:
+        """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
+        if self.keeper is None or blocker.subject in self.cited:
+            return
+        declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
+        if declaring is None:
+            return
+        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
+                                      why="escalated")
+        if lesson is not None:
+            self.emit("lesson.stored", lesson=lesson.id, subject=lesson.signature.subject,
+                      kind=lesson.signature.kind.value)
 
     def blocker_left_at_answer(self) -> policy.OpenBlocker | None:
         """The model answered. A blocker still open means the turn is blocked, unless a call
@@ -414,6 +476,8 @@ def run_turn(
     validators: Sequence[Validator] = (),
     stall_after_s: float | None = STALL_AFTER_S,
     jitter: random.Random | None = None,
+    lessons: LessonStore | None = None,
+    fingerprint: Callable[[str], str] | None = None,
 ) -> TurnResult:
     """Run one agent turn on ``task``.
 
@@ -440,6 +504,10 @@ def run_turn(
             only if all pass, else ``failed`` with their evidence.
         stall_after_s: seconds of silence after which ``events`` gets a ``diagnostic.stall``
             event (watched from a daemon thread on a real clock); ``None`` turns it off.
+        lessons: remembered blockers (:mod:`unstuck.lessons`): shown at turn start, probed
+            before the first call on their subject, and stored after the turn asked.
+        fingerprint: the environment fingerprint of a subject, for lessons
+            (:func:`unstuck.toolkit.cli_fingerprint` for CLIs); none by default.
         jitter: a random source for full jitter of the computed backoff
             (:func:`unstuck.retry.full_jitter`); ``None`` (the default) waits the exact
             backoff. A server's Retry-After is honoured as given either way.
@@ -460,6 +528,8 @@ def run_turn(
         turn_id=turn_id or uuid.uuid4().hex[:12], system_prompt=system_prompt,
     )
     turn.jitter = jitter
+    if lessons is not None:
+        turn.keeper = LessonKeeper(lessons, fingerprint)
     stop = None
     if watch is not None and isinstance(clock, RealClock):
         stop = watch.watch(min(max(watch.after_s, 0.01) / 10, 30.0))
@@ -480,6 +550,14 @@ def _start(
         journal.begin_turn(turn.turn_id, task, unattended=unattended, guarded=guarded)
     turn.emit("turn.started", task=task, model=getattr(model, "name", type(model).__name__),
               guarded=guarded, unattended=unattended)
+    if turn.keeper is not None and guarded:
+        known = turn.keeper.known_blockers(turn.tools)
+        if known:
+            section = "\n".join(f"- {known_blocker_note(lesson)}" for lesson in known)
+            prompt = f"{turn.messages[0].content}\n\n{KNOWN_BLOCKERS_HEADING}\n{section}"
+            turn.messages[0] = Message(Role.SYSTEM, prompt)
+            for lesson in known:
+                turn.emit("lesson.shown", lesson=lesson.id, subject=lesson.signature.subject)
     try:
         return turn.run(max_steps=max_steps, max_asks=max_asks)
     except KeyboardInterrupt:

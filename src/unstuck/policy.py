@@ -46,6 +46,7 @@ __all__ = [
     "after_result",
     "before_dispatch",
     "close_blocker",
+    "open_known_blocker",
     "skip_subject",
 ]
 
@@ -412,6 +413,16 @@ def after_result(
                           tuple(charged))
     guidance = _guidance(situation, {**skipped, **blockers}, charged)
     return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
+
+
+def open_known_blocker(state: RecoveryState, situation: Situation, at_call: int) -> RecoveryState:
+    """A remembered blocker whose probe says it still holds: open it with its budget spent,
+    so the turn asks at once and no call is wasted on it (lessons, seed 000 section 3.4)."""
+    config = state.config
+    budget = config.max_workarounds_after_blocker if situation.is_declared else (
+        config.max_workarounds_after_inferred_blocker)
+    blocker = OpenBlocker(situation, at_call, workarounds=budget, budget=budget)
+    return replace(state, open_blockers=types.MappingProxyType({**state.open_blockers, situation.subject: blocker}))
 
 
 def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:

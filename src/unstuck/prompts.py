@@ -22,6 +22,7 @@ __all__ = [
     "GUIDANCE_BY_CLASS",
     "GUIDANCE_PREFIX",
     "INJECTED_REFUSAL",
+    "KNOWN_BLOCKERS_HEADING",
     "NEXT_STEP_DEFAULT",
     "RETRIED_NOTE",
     "SKIPPED_REFUSAL",
@@ -113,6 +114,12 @@ USER_ACTION_OTHER = "Resolve what blocks {subject} (the tool gave no exact comma
 #: Rule 4, part 3, when no closing model call is made.
 NEXT_STEP_DEFAULT = (
     "Once you have done this, I will re-check {subject} and continue the task: {task}"
+)
+
+#: The system prompt's section listing remembered blockers (lessons) at turn start.
+KNOWN_BLOCKERS_HEADING = (
+    "Known blockers on this machine (remembered from earlier sessions; each is re-checked by its "
+    "probe before a call on it, so do not work around them):"
 )
 
 #: The closing model call (tools withheld) that writes part 3.

@@ -53,6 +53,7 @@ __all__ = [
     "CliFacts",
     "Workspace",
     "check_cli",
+    "cli_fingerprint",
     "command_subject",
     "standard_tools",
 ]
@@ -382,6 +383,23 @@ def _http_get(tool_name: str, url: str, proxy: str | None, subject: str, *, limi
 
 def _cli_probe(name: str) -> Probe:
     return Probe.of("check_cli_setup", {"name": name})
+
+
+def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10.0) -> str:
+    """The environment fingerprint of a CLI, for lessons: its resolved binary path and the
+    first line of its ``--version`` (``/usr/bin/gh|gh version 2.23.0 (2023-02-14)``);
+    ``"{program}: not on PATH"`` when it is not installed. A subject that is not a program
+    (a path, a host) has the fingerprint ``""``. gh upgraded or moved gives another
+    fingerprint, so an old lesson no longer matches."""
+    if not program or "/" in program or not re.fullmatch(r"[\w.+-]+", program):
+        return ""
+    path = workspace.which(program)
+    if path is None:
+        return f"{program}: not on PATH"
+    resolved = os.path.realpath(path)
+    out = workspace.run([path, "--version"], timeout_s=timeout_s)
+    first = next((line.strip() for line in (out.stdout or out.stderr).splitlines() if line.strip()), "")
+    return f"{resolved}|{first}"
 
 
 def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ never asking (seed 000 section 1).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -41,11 +42,12 @@ from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
 from unstuck.journal import Journal
+from unstuck.lessons import LessonStore
 from unstuck.loop import TurnResult, TurnStatus, run_turn
 from unstuck.models import Model
 from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker
-from unstuck.toolkit import standard_tools
+from unstuck.toolkit import cli_fingerprint, standard_tools
 
 __all__ = [
     "REFERENCE_INCIDENT",
@@ -231,6 +233,7 @@ def run_scenario(
     seed: int | str = 0,
     journal: Journal | None = None,
     bank: FailureBank | None = None,
+    lessons: LessonStore | None = None,
 ) -> tuple[TurnResult, RunMetrics]:
     """Run one scenario with one agent in a fresh sandbox.
 
@@ -250,14 +253,16 @@ def run_scenario(
             model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
                                task=scenario.task)
         log = EventLog()
-        tools = standard_tools(sandbox.workspace())
+        workspace = sandbox.workspace()
+        tools = standard_tools(workspace)
         if p_inj > 0:
             tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",
                              bank=bank if bank is not None else load_bank()).wrap(tools)
         result = run_turn(
             scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
-            events=Tee(log, events) if events is not None else log, journal=journal,
+            events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
+            fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
         )
     metrics = measure(scenario, agent, result, unattended=unattended, config=config)
     return result, replace(metrics, repeat=repeat, p_inj=p_inj)

@@ -1,0 +1,105 @@
+"""``unstuck lessons``: list, show, forget and search remembered blockers (a thin layer over
+:mod:`unstuck.lessons`). Forgetting closes a lesson; its row stays."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
+
+__all__ = ["lessons_app"]
+
+lessons_app = typer.Typer(help="Remembered blockers: shown at turn start, re-checked before use.",
+                          no_args_is_help=True)
+console = Console(width=None if Console().is_terminal else 150, emoji=False)
+err_console = Console(stderr=True, emoji=False)
+
+StoreOption = Annotated[Path | None, typer.Option(
+    "--store", help=f"The lesson store (SQLite); default {default_store_path()}.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _open(path: Path | None) -> LessonStore:
+    try:
+        return LessonStore(path)
+    except (LessonStoreError, OSError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def _when(epoch_s: float | None) -> str:
+    if epoch_s is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(epoch_s, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _table(lessons: list[Lesson], title: str) -> Table:
+    table = Table("id", "subject", "kind", "tool", "unblock", "probe", "last verified", "state", title=title)
+    for lesson in lessons:
+        state = "active" if lesson.active else (
+            f"superseded by {lesson.superseded_by}" if lesson.superseded_by else "closed")
+        table.add_row(str(lesson.id), escape(lesson.signature.subject), lesson.signature.kind.value,
+                      escape(lesson.signature.tool), escape(lesson.unblock or "-"),
+                      escape(lesson.probe.tool if lesson.probe else "-"), _when(lesson.last_verified_at), state)
+    return table
+
+
+@lessons_app.command("list")
+def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all", help="Closed lessons too.")] = False,
+          as_json: JsonOption = False) -> None:
+    """List the active lessons (with --all, closed ones too)."""
+    with _open(store) as s:
+        lessons = s.all() if all_ else s.active()
+    if as_json:
+        typer.echo(json.dumps([lesson.to_dict() for lesson in lessons], indent=2))
+    else:
+        console.print(_table(lessons, "lessons" + (" (all)" if all_ else " (active)")))
+
+
+@lessons_app.command("show")
+def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store: StoreOption = None,
+          as_json: JsonOption = False) -> None:
+    """Show one lesson, whole."""
+    with _open(store) as s:
+        lesson = s.get(lesson_id)
+    if lesson is None:
+        err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
+        raise typer.Exit(2)
+    data = lesson.to_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for key, value in data.items():
+        shown = _when(value) if key.endswith("_at") and isinstance(value, float) else value
+        console.print(f"{key}: {escape(str(shown))}", highlight=False)
+
+
+@lessons_app.command("forget")
+def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store: StoreOption = None) -> None:
+    """Close a lesson (its row is kept, marked forgotten)."""
+    with _open(store) as s:
+        if s.get(lesson_id) is None:
+            err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
+            raise typer.Exit(2)
+        closed = s.invalidate(lesson_id, "forgotten by the user")
+    console.print(f"lesson {lesson_id} " + ("closed" if closed else "was already closed"))
+
+
+@lessons_app.command("search")
+def _search(text: Annotated[str, typer.Argument(help="Words to find in lessons.")], store: StoreOption = None,
+            as_json: JsonOption = False) -> None:
+    """Full-text search over lessons (closed ones included)."""
+    with _open(store) as s:
+        found = s.search(text)
+    if as_json:
+        typer.echo(json.dumps([lesson.to_dict() for lesson in found], indent=2))
+    else:
+        console.print(_table(found, f"lessons matching {text!r}"))

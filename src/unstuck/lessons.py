@@ -1,0 +1,343 @@
+"""Lessons: remembered blockers that survive sessions, expire when the world changes, and are
+re-checked rather than believed (seed 000, section 3.4).
+
+A lesson is a blocker the loop met and asked about: its *signature* (tool, subject, kind,
+environment fingerprint), the unblock the tool declared, its probe, and a line of content.
+The rules the store and the loop keep between them:
+
+* **Only the loop writes**, only from a *declared* situation of a blocker kind (auth,
+  permission, not_installed, a spent quota), and only after the turn escalated or the user
+  answered. Network kinds are never stored (the store refuses them), nor inferred
+  situations, nor anything whose result text reads as an injected instruction. No tool
+  output and no model output can write or change a lesson: they never reach this module.
+* **A changed environment stops a match.** For a CLI the fingerprint is its resolved binary
+  path and its ``--version`` line (:func:`unstuck.toolkit.cli_fingerprint`): gh upgraded or
+  moved, and the old lesson no longer applies.
+* **Close, never delete.** An invalidated or forgotten lesson keeps its row with
+  ``invalidated_at`` set; a replaced one points at its successor (``superseded_by``).
+
+Storage: SQLite (WAL, ``busy_timeout`` 10 s, so several processes may write at once), path
+configurable, by default ``lessons.db`` in the user data directory (platformdirs); the
+``knowledge`` table with FTS5 over its content. A file that is not SQLite, or another
+program's database, is refused with :class:`LessonStoreError` naming the path, and is never
+recreated over.
+
+Errors::
+
+    LessonStoreError (RuntimeError)   unreadable, corrupt or foreign store file
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from unstuck.situations import Kind, KindClass, Probe, Situation, Source
+
+__all__ = [
+    "APPLICATION_ID",
+    "Lesson",
+    "LessonStore",
+    "LessonStoreError",
+    "Signature",
+    "default_store_path",
+    "storable",
+]
+
+#: ``PRAGMA application_id`` of an unstuck lesson store ("unsl").
+APPLICATION_ID = 0x756E736C
+_SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE knowledge (
+        id INTEGER PRIMARY KEY, domain TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT NOT NULL,
+        kind TEXT NOT NULL, fingerprint TEXT NOT NULL, unblock TEXT, probe TEXT, content TEXT NOT NULL,
+        confidence REAL NOT NULL, created_at REAL NOT NULL, last_verified_at REAL NOT NULL, invalidated_at REAL,
+        superseded_by INTEGER REFERENCES knowledge(id), source TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX knowledge_active ON knowledge (subject, fingerprint) "
+    "WHERE invalidated_at IS NULL AND superseded_by IS NULL",
+    "CREATE VIRTUAL TABLE knowledge_fts USING fts5(content, subject, tool, content='knowledge', content_rowid='id')",
+    """CREATE TRIGGER knowledge_ai AFTER INSERT ON knowledge BEGIN
+        INSERT INTO knowledge_fts (rowid, content, subject, tool) VALUES (new.id, new.content, new.subject, new.tool);
+    END""",
+    """CREATE TRIGGER knowledge_au AFTER UPDATE OF content, subject, tool ON knowledge BEGIN
+        INSERT INTO knowledge_fts (knowledge_fts, rowid, content, subject, tool)
+            VALUES ('delete', old.id, old.content, old.subject, old.tool);
+        INSERT INTO knowledge_fts (rowid, content, subject, tool) VALUES (new.id, new.content, new.subject, new.tool);
+    END""",
+)
+
+_COLUMNS = ("id, domain, tool, subject, kind, fingerprint, unblock, probe, content, confidence, created_at, "
+            "last_verified_at, invalidated_at, superseded_by, source, metadata")
+
+
+class LessonStoreError(RuntimeError):
+    """A store file that cannot be used; the message names the path."""
+
+
+def default_store_path() -> Path:
+    """``lessons.db`` in the user data directory (platformdirs' ``user_data_path("unstuck")``)."""
+    return platformdirs.user_data_path("unstuck") / "lessons.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What a lesson is about: the tool that declared it, the subject, the kind, and the
+    environment fingerprint at the time (a changed fingerprint stops a match)."""
+
+    tool: str
+    subject: str
+    kind: Kind
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lesson:
+    """One remembered blocker (see the module doc). Timestamps are epoch seconds."""
+
+    id: int
+    domain: str
+    signature: Signature
+    unblock: str | None
+    probe: Probe | None
+    content: str
+    confidence: float
+    created_at: float
+    last_verified_at: float
+    invalidated_at: float | None
+    superseded_by: int | None
+    source: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Neither invalidated nor superseded."""
+        return self.invalidated_at is None and self.superseded_by is None
+
+    def situation(self) -> Situation:
+        """The declared situation the lesson remembers (for an escalation that cites it)."""
+        return Situation(self.signature.kind, self.signature.subject, unblock=self.unblock, probe=self.probe,
+                         detail=self.content)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the CLI's ``--json``)."""
+        return {
+            "id": self.id, "domain": self.domain, "tool": self.signature.tool, "subject": self.signature.subject,
+            "kind": self.signature.kind.value, "fingerprint": self.signature.fingerprint, "unblock": self.unblock,
+            "probe": {"tool": self.probe.tool, "args": self.probe.arguments} if self.probe else None,
+            "content": self.content, "confidence": self.confidence, "created_at": self.created_at,
+            "last_verified_at": self.last_verified_at, "invalidated_at": self.invalidated_at,
+            "superseded_by": self.superseded_by, "source": self.source, "metadata": dict(self.metadata),
+        }
+
+
+def storable(situation: Situation) -> str | None:
+    """Why ``situation`` may not become a lesson, or ``None`` when it may: it must be
+    declared, of a blocker kind, and not a network kind."""
+    if situation.source is not Source.DECLARED:
+        return "only declared situations are stored"
+    if situation.kind is Kind.NETWORK:
+        return "network kinds are never stored"
+    if situation.kind_class is not KindClass.BLOCKER:
+        return f"{situation.kind.value} is not a blocker kind"
+    return None
+
+
+class LessonStore:
+    """An open lesson store. Use as a context manager, or call :meth:`close`.
+
+    Args:
+        path: the SQLite file; :func:`default_store_path` when ``None`` (folders made).
+
+    Raises:
+        LessonStoreError: when the file is not SQLite, is another program's database, has no
+            FTS5, or is of a newer schema.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 10000")
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {exc}") from None
+
+    def _open(self) -> None:
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == 0 and tables == 0:
+            self._db.execute("PRAGMA journal_mode = WAL")
+            with self._write() as db:
+                if db.execute("PRAGMA application_id").fetchone()[0] == 0:  # another process may have won the race
+                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+        elif app_id != APPLICATION_ID:
+            raise LessonStoreError(f"{self.path} is another program's database (application_id {app_id}), "
+                                   "not an unstuck lesson store; it was left untouched")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > _SCHEMA_VERSION:
+            raise LessonStoreError(f"{self.path} is a lesson store of schema {version}; "
+                                   f"this unstuck reads {_SCHEMA_VERSION}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    def __enter__(self) -> LessonStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing (the loop only) ---------------------------------------------------------------
+
+    def record(
+        self, situation: Situation, *, tool: str, fingerprint: str, content: str, source: str,
+        domain: str = "", metadata: Mapping[str, Any] | None = None, now_s: float | None = None,
+    ) -> Lesson:
+        """Store (or re-verify) the lesson of a declared blocker.
+
+        An active lesson with the same signature and unblock is re-verified (its
+        ``last_verified_at`` moves, its confidence rises); one with another unblock is
+        superseded by a new row; otherwise a new lesson is made.
+
+        Raises:
+            ValueError: when ``situation`` may not be stored (see :func:`storable`).
+        """
+        refused = storable(situation)
+        if refused is not None:
+            raise ValueError(f"not storing a lesson on {situation.subject}: {refused}")
+        now = time.time() if now_s is None else now_s
+        probe = None
+        if situation.probe is not None:
+            probe = json.dumps({"tool": situation.probe.tool, "args": situation.probe.arguments})
+        with self._write() as db:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM knowledge WHERE tool = ? AND subject = ? AND kind = ? AND fingerprint = ?"
+                " AND invalidated_at IS NULL AND superseded_by IS NULL ORDER BY id DESC LIMIT 1",
+                (tool, situation.subject, situation.kind.value, fingerprint),
+            ).fetchone()
+            if row is not None and row[6] == situation.unblock:
+                db.execute("UPDATE knowledge SET last_verified_at = ?, confidence = min(1.0, confidence + 0.1) "
+                           "WHERE id = ?", (now, row[0]))
+                lesson_id = row[0]
+            else:
+                cursor = db.execute(
+                    "INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content,"
+                    " confidence, created_at, last_verified_at, source, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (domain, tool, situation.subject, situation.kind.value, fingerprint, situation.unblock, probe,
+                     content, 0.5, now, now, source, json.dumps(dict(metadata or {}))),
+                )
+                lesson_id = int(cursor.lastrowid or 0)
+                if row is not None:
+                    db.execute("UPDATE knowledge SET superseded_by = ? WHERE id = ?", (lesson_id, row[0]))
+        found = self.get(lesson_id)
+        assert found is not None
+        return found
+
+    def invalidate(self, lesson_id: int, reason: str, *, now_s: float | None = None) -> bool:
+        """Close a lesson (its row stays, with ``invalidated_at`` and the reason in its
+        metadata). True when an active lesson was closed."""
+        now = time.time() if now_s is None else now_s
+        with self._write() as db:
+            row = db.execute("SELECT metadata FROM knowledge WHERE id = ? AND invalidated_at IS NULL",
+                             (lesson_id,)).fetchone()
+            if row is None:
+                return False
+            metadata = {**json.loads(row[0] or "{}"), "invalidated_because": reason}
+            db.execute("UPDATE knowledge SET invalidated_at = ?, metadata = ? WHERE id = ?",
+                       (now, json.dumps(metadata), lesson_id))
+        return True
+
+    def verified(self, lesson_id: int, *, now_s: float | None = None) -> None:
+        """A probe confirmed the lesson still holds: move ``last_verified_at``."""
+        with self._write() as db:
+            db.execute("UPDATE knowledge SET last_verified_at = ? WHERE id = ?",
+                       (time.time() if now_s is None else now_s, lesson_id))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get(self, lesson_id: int) -> Lesson | None:
+        """One lesson by id (active or not), or ``None``."""
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM knowledge WHERE id = ?", (lesson_id,)).fetchone()
+        return _lesson(row) if row is not None else None
+
+    def on_subject(self, subject: str) -> list[Lesson]:
+        """Active lessons on ``subject``, newest first (an index serves it)."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM knowledge WHERE subject = ? AND invalidated_at IS NULL"
+            " AND superseded_by IS NULL ORDER BY id DESC", (subject,),
+        ).fetchall()
+        return [_lesson(r) for r in rows]
+
+    def match(self, subject: str, fingerprint: str) -> Lesson | None:
+        """The newest active lesson on ``subject`` recorded under ``fingerprint`` (the lookup
+        before dispatch; an index serves it), or ``None``."""
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM knowledge WHERE subject = ? AND fingerprint = ? AND invalidated_at IS NULL"
+            " AND superseded_by IS NULL ORDER BY id DESC LIMIT 1", (subject, fingerprint),
+        ).fetchone()
+        return _lesson(row) if row is not None else None
+
+    def active(self, *, tools: Iterable[str] | None = None, limit: int | None = None) -> list[Lesson]:
+        """Active lessons, most recently verified first; only those declared by ``tools``
+        when given; at most ``limit``."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM knowledge WHERE invalidated_at IS NULL AND superseded_by IS NULL"
+            " ORDER BY last_verified_at DESC, id DESC"
+        ).fetchall()
+        wanted = set(tools) if tools is not None else None
+        found = [_lesson(r) for r in rows if wanted is None or r[2] in wanted]
+        return found[:limit] if limit is not None else found
+
+    def all(self) -> list[Lesson]:
+        """Every lesson, closed ones included, newest first."""
+        return [_lesson(r) for r in self._db.execute(f"SELECT {_COLUMNS} FROM knowledge ORDER BY id DESC")]
+
+    def search(self, text: str, *, limit: int = 20) -> list[Lesson]:
+        """Lessons whose content, subject or tool match ``text`` (FTS5; words are matched as
+        given, quoted, so no query syntax is needed), best first."""
+        words = [w for w in text.split() if w]
+        if not words:
+            return []
+        query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        rows = self._db.execute(
+            f"SELECT {', '.join('k.' + c.strip() for c in _COLUMNS.split(','))} FROM knowledge_fts f"
+            " JOIN knowledge k ON k.id = f.rowid WHERE knowledge_fts MATCH ? ORDER BY rank LIMIT ?",
+            (query, limit),
+        ).fetchall()
+        return [_lesson(r) for r in rows]
+
+
+def _lesson(row: Sequence[Any]) -> Lesson:
+    probe_raw = json.loads(row[7]) if row[7] else None
+    probe = Probe.of(probe_raw["tool"], probe_raw.get("args") or {}) if probe_raw else None
+    return Lesson(
+        id=row[0], domain=row[1], signature=Signature(row[2], row[3], Kind(row[4]), row[5]), unblock=row[6],
+        probe=probe, content=row[8], confidence=row[9], created_at=row[10], last_verified_at=row[11],
+        invalidated_at=row[12], superseded_by=row[13], source=row[14], metadata=json.loads(row[15] or "{}"),
+    )

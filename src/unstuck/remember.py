@@ -1,0 +1,98 @@
+"""The loop's side of lessons: what to show at turn start, what to check before a call, and
+what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuck.lessons`).
+
+:class:`LessonKeeper` holds a store and a fingerprint function for one turn. The loop:
+
+* at turn start, adds :meth:`LessonKeeper.known_blockers` (at most 3 active lessons declared
+  by the tools in play whose environment still matches) to the system prompt;
+* before dispatching a call, asks :meth:`LessonKeeper.lesson_for` about the call's subject
+  (once per subject per turn). With a lesson, the loop runs its probe first: still blocked →
+  it escalates at once, citing the lesson, and the call never runs; clear → the lesson is
+  invalidated and the call runs. A lesson without a probe only adds a one-line note to the
+  call's result. Lessons never add a tool, a permission or a command, and never skip a call
+  without saying so;
+* after it escalated or the user answered, calls :meth:`LessonKeeper.remember`, which stores
+  a declared blocker unless the result that declared it reads as an injected instruction.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+
+from unstuck.classify import classify_output
+from unstuck.lessons import Lesson, LessonStore, storable
+from unstuck.situations import Kind, Situation
+
+__all__ = ["LessonKeeper", "known_blocker_note"]
+
+#: Lessons shown at turn start (DESIGN.md, "Defaults").
+SHOWN_AT_START = 3
+
+
+def _day(epoch_s: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch_s, tz=datetime.UTC).strftime("%Y-%m-%d")
+
+
+def known_blocker_note(lesson: Lesson) -> str:
+    """One line about a lesson: what it is about, its unblock, its id and when it was last
+    seen to hold."""
+    sig = lesson.signature
+    fix = f"; the fix was: {lesson.unblock}" if lesson.unblock else ""
+    return (f"{sig.subject} ({sig.kind.value}){fix} (lesson {lesson.id}, last verified "
+            f"{_day(lesson.last_verified_at)})")
+
+
+class LessonKeeper:
+    """Lessons for one turn (see the module doc).
+
+    Args:
+        store: the lesson store.
+        fingerprint: the environment fingerprint of a subject (for a CLI, its resolved path
+            and ``--version``: :func:`unstuck.toolkit.cli_fingerprint`); asked once per subject.
+    """
+
+    def __init__(self, store: LessonStore, fingerprint: Callable[[str], str] | None = None) -> None:
+        self.store = store
+        self._fingerprint = fingerprint or (lambda subject: "")
+        self._prints: dict[str, str] = {}
+        self.checked: set[str] = set()
+
+    def fingerprint(self, subject: str) -> str:
+        """The subject's fingerprint, computed once per turn."""
+        if subject not in self._prints:
+            self._prints[subject] = self._fingerprint(subject)
+        return self._prints[subject]
+
+    def known_blockers(self, tools: Iterable[str]) -> list[Lesson]:
+        """At most 3 active lessons declared by ``tools`` whose fingerprint still matches."""
+        found = [
+            lesson for lesson in self.store.active(tools=tools)
+            if lesson.signature.fingerprint == self.fingerprint(lesson.signature.subject)
+        ]
+        return found[:SHOWN_AT_START]
+
+    def lesson_for(self, subject: str) -> Lesson | None:
+        """The lesson on ``subject`` to act on before its first call this turn, or ``None``
+        (no lesson, a changed environment, or already checked this turn)."""
+        if subject in self.checked:
+            return None
+        self.checked.add(subject)
+        candidates = self.store.on_subject(subject)  # the fingerprint (a subprocess for a CLI) only when needed
+        if not candidates:
+            return None
+        current = self.fingerprint(subject)
+        return next((lesson for lesson in candidates if lesson.signature.fingerprint == current), None)
+
+    def remember(self, situation: Situation, *, tool: str, result_text: str, why: str) -> Lesson | None:
+        """Store the lesson of a declared blocker the turn asked about; ``None`` when the
+        rules say no (see :func:`unstuck.lessons.storable`) or the declaring result reads
+        as an injected instruction."""
+        if storable(situation) is not None:
+            return None
+        flagged = classify_output(tool, {}, result_text)
+        if flagged is not None and flagged.kind is Kind.INJECTED_INSTRUCTION:
+            return None
+        content = f"{situation.subject} was blocked ({situation.kind.value}): {situation.detail}".strip()
+        return self.store.record(situation, tool=tool, fingerprint=self.fingerprint(situation.subject),
+                                 content=content, source=why)
