@@ -41,6 +41,7 @@ from unstuck.evals.runner import (
     write_json,
 )
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
+from unstuck.evals.sessions import SessionResult, run_sessions
 from unstuck.events import JsonLinesSink
 from unstuck.faults.bank import BankError, FailureBank, load_bank
 from unstuck.journal import Journal, JournalError
@@ -151,6 +152,17 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def _sessions_table(across: list[SessionResult]) -> Table:
+    table = Table(title="lessons across sessions (each a separate process, one lesson store)")
+    for column in ("session", "scenario", "expect", "status", "steps", "lesson events", "pass"):
+        table.add_column(column, justify="left" if column in ("scenario", "expect", "lesson events") else "right")
+    for s in across:
+        verdict = "[green]yes[/green]" if s.passed else "[red]NO[/red]"
+        table.add_row(str(s.session), s.scenario, s.expect, s.status, str(s.steps), ", ".join(s.lesson_events) or "-",
+                      verdict)
+    return table
+
+
 def _curve_table(sweep: Curve) -> Table:
     table = Table(title="guarded success against injected failures")
     for column in ("p_inj", "runs", "passed", "success", "injected per run"):
@@ -230,6 +242,9 @@ def _eval_command(
     )] = False,
     bank: Annotated[Path | None, typer.Option(
         help="The failure bank to inject from (JSON lines; the bundled one by default).")] = None,
+    sessions: Annotated[bool | None, typer.Option(
+        "--sessions/--no-sessions",
+        help="Run the multi-session lessons scenario (default: when no scenario, tag or agent is chosen).")] = None,
 ) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table."""
     chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
@@ -273,12 +288,18 @@ def _eval_command(
         if curve:
             sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
                               progress=advance, bank=failures)
+    across: list[SessionResult] = []
+    if sessions if sessions is not None else (scenarios is None and tags is None and agents is None):
+        with err_console.status("lessons across sessions (3 processes)"):
+            across = run_sessions()
     console.print(_table(results, injected=p_inj > 0))
     console.print(_comparison_table(results))
+    if across:
+        console.print(_sessions_table(across))
     if sweep is not None:
         console.print(_curve_table(sweep))
     if json_path is not None:
-        write_json(results, json_path, curve=sweep)
+        write_json(results, json_path, curve=sweep, sessions=[s.to_dict() for s in across])
         console.print(f"results written to {escape(str(json_path))}")
     if html_path is not None:
         write_html(results, html_path, curve=sweep)
@@ -286,9 +307,13 @@ def _eval_command(
     if baseline is not None:
         _print_regressions(*find_regressions(baseline, results))
     errors = [r for r in results if r.error is not None]
+    broken = [s for s in across if s.error is not None and s.status == "failed"]
+    for s in broken:
+        where = f"session {s.session} ({s.scenario}): {s.error}"
+        err_console.print(f"[red]harness error[/red] in {escape(where)}")
     for r in errors:
         err_console.print(f"[red]harness error[/red] in {escape(f'{r.scenario} · {r.agent}: {r.error}')}")
-    if errors:
+    if errors or broken:
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -382,10 +382,14 @@ class _Summary(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-def write_json(results: Sequence[RunMetrics], path: Path, *, curve: _Summary | None = None) -> None:
+def write_json(
+    results: Sequence[RunMetrics], path: Path, *, curve: _Summary | None = None,
+    sessions: Sequence[Mapping[str, Any]] = (),
+) -> None:
     """Write ``{"runs": [...], "comparisons": [...], "reference_incident": {...}}`` (UTF-8);
     with ``curve`` (an :class:`unstuck.evals.curve.Curve`), also ``"injection_curve"``: its
-    points, its breakdown by injected failures, and its runs."""
+    points, its breakdown by injected failures, and its runs; with ``sessions``, the
+    multi-session lessons scenario's results as ``"sessions"``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     comparisons = [
         {**asdict(c), "calls_ratio": c.calls_ratio, "seconds_ratio": c.seconds_ratio} for c in compare_modes(results)
@@ -395,6 +399,8 @@ def write_json(results: Sequence[RunMetrics], path: Path, *, curve: _Summary | N
         "comparisons": comparisons,
         "reference_incident": {"calls": REFERENCE_INCIDENT[0], "seconds": REFERENCE_INCIDENT[1]},
     }
+    if sessions:
+        document["sessions"] = list(sessions)
     if curve is not None:
         document["injection_curve"] = {**curve.to_dict(), "runs": [r.to_dict() for r in curve.runs]}
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,160 @@
+"""The lesson store: what it keeps, what it refuses, and what survives several processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unstuck.lessons import APPLICATION_ID, LessonStore, LessonStoreError, default_store_path, storable
+from unstuck.situations import Kind, Probe, Situation, Source
+
+LOGGED_OUT = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
+                       probe=Probe.of("check_cli_setup", {"name": "gh"}), detail="You are not logged into any GitHub hosts.")
+FP = "/usr/bin/gh|gh version 2.23.0 (2023-02-14)"
+
+
+def record(store: LessonStore, situation: Situation = LOGGED_OUT, fingerprint: str = FP) -> int:
+    return store.record(situation, tool="check_cli_setup", fingerprint=fingerprint, content="gh was logged out",
+                        source="escalated").id
+
+
+def test_a_new_store_is_marked_wal_and_holds_the_knowledge_table(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.db"
+    LessonStore(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        columns = [row[1] for row in db.execute("PRAGMA table_info(knowledge)")]
+    assert columns == ["id", "domain", "tool", "subject", "kind", "fingerprint", "unblock", "probe", "content",
+                       "confidence", "created_at", "last_verified_at", "invalidated_at", "superseded_by", "source",
+                       "metadata"]
+
+
+def test_the_default_path_is_in_the_user_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_store_path() == tmp_path / "data" / "unstuck" / "lessons.db"
+    with LessonStore() as store:
+        assert store.path == tmp_path / "data" / "unstuck" / "lessons.db" and store.path.exists()
+
+
+def test_a_lesson_keeps_its_signature_unblock_and_probe(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        lesson = store.get(record(store))
+        assert lesson is not None and lesson.active
+        assert (lesson.signature.tool, lesson.signature.subject, lesson.signature.kind, lesson.signature.fingerprint) == (
+            "check_cli_setup", "gh", Kind.AUTH, FP)
+        assert lesson.unblock == "gh auth login" and lesson.probe == LOGGED_OUT.probe
+
+
+def test_the_same_blocker_again_is_reverified_not_duplicated(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        first = record(store)
+        before = store.get(first)
+        again = store.record(LOGGED_OUT, tool="check_cli_setup", fingerprint=FP, content="x", source="escalated",
+                             now_s=(before.last_verified_at if before else 0) + 60)
+        assert again.id == first and len(store.all()) == 1
+        assert before is not None and again.last_verified_at == before.last_verified_at + 60
+        assert again.confidence > before.confidence
+
+
+def test_a_new_unblock_supersedes_the_old_lesson_which_keeps_its_row(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        first = record(store)
+        scoped = Situation(Kind.AUTH, "gh", unblock="gh auth login --scopes read:org")
+        second = record(store, scoped)
+        old = store.get(first)
+        assert old is not None and old.superseded_by == second and not old.active
+        assert [lesson.id for lesson in store.active()] == [second]
+
+
+@pytest.mark.parametrize(
+    ("situation", "why"),
+    [
+        (Situation(Kind.NETWORK, "api.github.com", retryable=True), "network kinds are never stored"),
+        (Situation(Kind.AUTH, "gh", source=Source.INFERRED), "only declared situations"),
+        (Situation(Kind.TIMEOUT, "gh", retryable=True), "not a blocker kind"),
+        (Situation(Kind.QUOTA, "api", retryable=True), "not a blocker kind"),
+    ],
+)
+def test_what_is_never_stored(tmp_path: Path, situation: Situation, why: str) -> None:
+    assert why in (storable(situation) or "")
+    with LessonStore(tmp_path / "l.db") as store, pytest.raises(ValueError, match=why):
+        record(store, situation)
+    assert storable(LOGGED_OUT) is None
+
+
+def test_a_changed_fingerprint_stops_a_match(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        lesson_id = record(store)
+        assert store.match("gh", FP) is not None and store.match("gh", FP).id == lesson_id  # type: ignore[union-attr]
+        assert store.match("gh", "/usr/local/bin/gh|gh version 2.60.0 (2024-10-01)") is None
+
+
+def test_invalidating_closes_and_keeps_the_row_and_why(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        lesson_id = record(store)
+        assert store.invalidate(lesson_id, "its probe came back clean")
+        assert not store.invalidate(lesson_id, "again")
+        kept = store.get(lesson_id)
+        assert kept is not None and kept.invalidated_at is not None
+        assert kept.metadata["invalidated_because"] == "its probe came back clean"
+        assert store.match("gh", FP) is None and store.active() == [] and len(store.all()) == 1
+
+
+def test_full_text_search_finds_lessons_by_their_words(tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        gh = record(store)
+        npm = store.record(Situation(Kind.AUTH, "npm", unblock="npm login"), tool="run_command", fingerprint="",
+                           content="npm registry said E401 Unable to authenticate", source="escalated").id
+        assert [lesson.id for lesson in store.search("authenticate")] == [npm]
+        assert [lesson.id for lesson in store.search("logged out")] == [gh]
+        assert store.search('"; DROP TABLE knowledge; --') == []  # words are quoted, never query syntax
+
+
+def test_another_programs_database_is_refused_and_never_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    before = path.read_bytes()
+    with pytest.raises(LessonStoreError, match=r"app\.db is another program's database"):
+        LessonStore(path)
+    assert path.read_bytes() == before
+
+
+def test_a_corrupt_file_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.db"
+    path.write_bytes(os.urandom(8192))
+    before = path.read_bytes()
+    with pytest.raises(LessonStoreError, match=str(path)):
+        LessonStore(path)
+    assert path.read_bytes() == before
+
+
+WRITER = """
+import sys
+from unstuck.lessons import LessonStore
+from unstuck.situations import Kind, Situation
+with LessonStore(sys.argv[1]) as store:
+    for i in range(int(sys.argv[3])):
+        store.record(Situation(Kind.NOT_INSTALLED, f"{sys.argv[2]}-{i}", unblock=f"apt install {sys.argv[2]}-{i}"),
+                     tool="check_cli_setup", fingerprint="", content=f"{sys.argv[2]} {i} missing", source="escalated")
+print("done")
+"""
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.db"
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "150"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for name in ("alpha", "beta")]
+    outputs = [w.communicate(timeout=120) for w in writers]
+    assert all(w.returncode == 0 for w in writers), outputs
+    with LessonStore(path) as store:
+        subjects = {lesson.signature.subject for lesson in store.all()}
+    assert subjects == {f"{name}-{i}" for name in ("alpha", "beta") for i in range(150)}
+    assert json.loads(json.dumps(len(subjects))) == 300
