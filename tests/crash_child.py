@@ -15,6 +15,7 @@ import os
 import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,8 @@ class LedgerModel:
 def ledger_tools(ledger: str) -> Toolset:
     @tool(effect=Effect.WRITE, subject="ledger")
     def book_order(order: int) -> str:
-        """Append one order to the ledger."""
+        """Append one order to the ledger (after BOOK_DELAY seconds, when set: a slow effect)."""
+        time.sleep(float(os.environ.get("BOOK_DELAY", "0")))
         with sqlite3.connect(ledger) as db:
             db.execute("INSERT INTO ledger (order_id) VALUES (?)", (order,))
         return f"booked order {order}"

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,3 +145,201 @@ def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Pa
     # timeout allows 2 attempts: the one before the crash counts, so the resumed call is the last
     assert runs == ["fetch", "fetch"] and log.named("retry.scheduled") == []
     assert result.status.value in ("blocked", "done", "failed")
+
+
+def test_a_persons_absent_answer_is_spent_once_the_intent_runs_again(tmp_path: Path, ledger: Path) -> None:
+    journal = tmp_path / "j.db"
+    assert child(journal, ledger, "run", "t1", "intent.prepared", "1").returncode == -9
+    settle = subprocess.run([sys.executable, "-m", "unstuck", "journal", "resume", "t1", "--journal", str(journal),
+                             "--absent", "t1:0"], capture_output=True, text=True, timeout=120, check=False)
+    assert settle.returncode == 0, settle.stderr
+    # the resumed run dies again, after the effect and before its receipt
+    again = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {str(CHILD.parent)!r})\n"
+        "import crash_child\n"
+        "from unstuck.clock import VirtualClock\nfrom unstuck.journal import Journal\nfrom unstuck.resume import resume_turn\n"
+        "def hook(point, ref):\n"
+        "    if point == 'effect.returned' and ref == 't1:0':\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"with Journal({str(journal)!r}, on_point=hook) as j:\n"
+        f"    resume_turn(j, 't1', model=crash_child.LedgerModel(), tools=crash_child.ledger_tools({str(ledger)!r}),"
+        " clock=VirtualClock())\n")], capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == -9, again.stderr
+    assert booked(ledger) == [1]
+    done = last_json(child(journal, ledger, "resume", "t1", "--resolvers"))
+    assert done["status"] == "done" and booked(ledger) == [1, 2, 3]  # the old "absent" did not run it twice
+
+
+def test_two_processes_resuming_one_turn_at_once_book_each_order_once(tmp_path: Path, ledger: Path) -> None:
+    journal = tmp_path / "j.db"
+    assert child(journal, ledger, "run", "t1", "intent.prepared", "1").returncode == -9
+    env = {**__import__("os").environ, "BOOK_DELAY": "0.5"}
+    racers = [subprocess.Popen([sys.executable, str(CHILD), str(journal), str(ledger), "resume", "t1", "--resolvers"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outcomes = [r.communicate(timeout=120) for r in racers]
+    codes = sorted(r.returncode for r in racers)
+    assert codes[0] == 0 and codes[1] != 0, outcomes
+    loser = next(err for (out, err), r in zip(outcomes, racers, strict=True) if r.returncode != 0)
+    assert "claimed by another process" in loser or "still owned by live process" in loser
+    assert booked(ledger) == [1, 2, 3]
+
+
+def test_a_turn_whose_process_still_runs_cannot_be_resumed(tmp_path: Path, ledger: Path) -> None:
+    import os
+    import time
+
+    journal = tmp_path / "j.db"
+    env = {**os.environ, "BOOK_DELAY": "1.5"}
+    running = subprocess.Popen([sys.executable, str(CHILD), str(journal), str(ledger), "run", "t1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if journal.exists():
+            with Journal(journal) as j:
+                if j.turns():
+                    break
+        time.sleep(0.05)
+    refused = child(journal, ledger, "resume", "t1", "--resolvers")
+    running.communicate(timeout=120)
+    assert refused.returncode != 0 and "still owned by live process" in refused.stderr
+    assert booked(ledger) == [1, 2, 3]
+
+
+def test_call_ids_repeated_across_replies_never_replay_another_calls_receipt(tmp_path: Path, ledger: Path) -> None:
+    from collections.abc import Sequence
+
+    from crash_child import ledger_tools
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.models import Message, ModelReply, Role
+    from unstuck.resume import resume_turn
+    from unstuck.tools import ToolCall, ToolSpec
+
+    class SameIdModel:
+        """Every reply's call has the id "call_0", as some servers send."""
+
+        name = "same-id"
+
+        def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+            done = sum(1 for m in messages if m.role is Role.TOOL)
+            if done >= 3 or not tools:
+                return ModelReply("booked")
+            return ModelReply("", (ToolCall.of("call_0", "book_order", {"order": done + 1}),))
+
+    def crash_before_the_second_intent(point: str, ref: str) -> None:
+        if point == "checkpoint.saved" and ref == "t1:0":
+            state["saves"] += 1
+            if state["saves"] == 2:  # the first call's result saved, then the second reply saved
+                raise Crash
+
+    state = {"saves": 0}
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("book", model=SameIdModel(), tools=ledger_tools(str(ledger)), unattended=True, clock=VirtualClock(),
+                 journal=Journal(path, on_point=crash_before_the_second_intent), turn_id="t1")
+    assert booked(ledger) == [1]
+    with Journal(path) as journal:
+        result = resume_turn(journal, "t1", model=SameIdModel(), tools=ledger_tools(str(ledger)), clock=VirtualClock())
+    assert result.status.value == "done" and booked(ledger) == [1, 2, 3]
+
+
+def test_a_resumed_reply_obeys_the_policy_it_stopped_on(tmp_path: Path, ledger: Path) -> None:
+    """A reply [failing write, second write] where the failure exhausts an open blocker: the
+    control run asks and books nothing; a crash after the first receipt must not book the second."""
+
+    from conftest import PlaybackModel
+    from crash_child import ledger_tools
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.resume import resume_turn
+    from unstuck.tools import Effect, Toolset, ToolCall, tool
+    from unstuck.models import ModelReply
+
+    @tool(subject="gh")
+    def check() -> dict[str, Any]:
+        """gh's sign-in."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    @tool(effect=Effect.WRITE, subject="gh")
+    def push(n: int) -> dict[str, Any]:
+        """A write on gh that fails while gh is signed out."""
+        return {"status": "error", "exit_code": 1, "output": "gh: not logged in"}
+
+    def tools() -> Toolset:
+        return Toolset([check, push, *ledger_tools(str(ledger)).values()])
+
+    reply = ModelReply("", (ToolCall.of("a", "push", {"n": 1}), ToolCall.of("b", "book_order", {"order": 9})))
+    script: list[object] = [("check", {}), ("push", {"n": 0}), ("push", {"n": 0}), reply]
+    control = run_turn("x", model=PlaybackModel(list(script)), tools=tools(), unattended=True, clock=VirtualClock())
+    assert control.status.value == "blocked" and booked(ledger) == []
+
+    def crash(point: str, ref: str) -> None:
+        if point == "receipt.recorded" and ref == "t1:3":
+            raise Crash
+
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("x", model=PlaybackModel(list(script)), tools=tools(), unattended=True, clock=VirtualClock(),
+                 journal=Journal(path, on_point=crash), turn_id="t1")
+    with Journal(path) as journal:
+        resumed = resume_turn(journal, "t1", model=PlaybackModel(["finished"]), tools=tools(), clock=VirtualClock())
+    assert resumed.status.value == "blocked" and booked(ledger) == []
+
+
+def test_a_users_skip_is_replayed_on_resume(tmp_path: Path) -> None:
+
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.presence import Answer, ScriptedAsker
+    from unstuck.resume import Resolution, resume_turn
+    from unstuck.tools import Effect, Toolset, tool
+
+    opened: list[str] = []
+
+    @tool(subject="gh")
+    def check() -> dict[str, Any]:
+        """gh's sign-in."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    @tool(effect=Effect.WRITE, subject="gh")
+    def open_pr(title: str) -> str:
+        """Open a pull request."""
+        opened.append(title)
+        return "opened"
+
+    @tool(effect=Effect.WRITE, subject="notes")
+    def note(text: str) -> str:
+        """Write a note."""
+        return "noted"
+
+    def crash(point: str, ref: str) -> None:
+        if point == "intent.prepared" and ref.endswith(":5"):
+            raise Crash
+
+    script: list[object] = [("check", {}), ("check", {}), ("check", {}), ("check", {}), ("note", {"text": "a"}),
+                            ("note", {"text": "b"}), ("open_pr", {"title": "second"}), "done"]
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("x", model=PlaybackModel(list(script)), tools=Toolset([check, open_pr, note]), unattended=False,
+                 asker=ScriptedAsker([Answer.SKIP]), clock=VirtualClock(),
+                 journal=Journal(path, on_point=crash), turn_id="t1")
+    with Journal(path) as journal:
+        assert journal.decisions("t1") == [(3, "skip", "gh")]
+        result = resume_turn(journal, "t1", model=PlaybackModel([("open_pr", {"title": "second"}), "done"]),
+                             tools=Toolset([check, open_pr, note]), asker=ScriptedAsker([Answer.STOP]),
+                             clock=VirtualClock(), resolvers={"note": lambda arguments: Resolution.ABSENT})
+    assert result.status.value != "interrupted" and "gh" in result.skipped_subjects
+    assert opened == []  # gh was skipped before the crash: still refused after it
+    refused = [s for s in result.steps if s.call.tool == "open_pr"]
+    assert refused and not refused[-1].dispatched
+
+
+def test_the_policy_config_is_journaled_and_used_on_resume(tmp_path: Path) -> None:
+    from unstuck.policy import PolicyConfig
+
+    path = tmp_path / "j.db"
+    with Journal(path) as journal:
+        journal.begin_turn("t1", "x", unattended=True, guarded=True,
+                           config_json='{"max_workarounds_after_blocker": 6, "max_workarounds_after_inferred_blocker": 8}')
+        assert PolicyConfig(**__import__("json").loads(journal.config("t1"))).max_workarounds_after_blocker == 6

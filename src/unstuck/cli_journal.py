@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Annotated
 
@@ -27,23 +28,31 @@ JournalOption = Annotated[Path, typer.Option("--journal", "-j", help="The journa
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _open(path: Path) -> Journal:
+def _open(path: Path, *, readonly: bool = True) -> Journal:
     if not path.exists():
         err_console.print(f"[red]error:[/red] no journal at {escape(str(path))}")
         raise typer.Exit(2)
     try:
-        return Journal(path)
+        return Journal(path, readonly=readonly)
     except JournalError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+
+
+def _damaged(path: Path, exc: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {escape(str(path))} is damaged: {escape(str(exc))}")
+    return typer.Exit(2)
 
 
 @journal_app.command("list")
 def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
     """List the journal's turns, newest first."""
     with _open(journal) as j:
-        turns = j.turns()
-        rows = [(t, j.intents(t.turn_id)) for t in turns]
+        try:
+            turns = j.turns()
+            rows = [(t, j.intents(t.turn_id)) for t in turns]
+        except (sqlite3.DatabaseError, JournalError, ValueError) as exc:
+            raise _damaged(journal, exc) from None
     if as_json:
         typer.echo(json.dumps([
             {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
@@ -69,7 +78,10 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         except JournalError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
-        steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
+        try:
+            steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
+        except (sqlite3.DatabaseError, JournalError, ValueError) as exc:
+            raise _damaged(journal, exc) from None
     if as_json:
         typer.echo(json.dumps({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
@@ -116,7 +128,11 @@ def _resume(
     `--absent` lets the program that owns the tools run it again when it resumes the turn
     (`unstuck.resume.resume_turn`).
     """
-    with _open(journal) as j:
+    both = set(committed or []) & set(absent or [])
+    if both:
+        err_console.print(f"[red]error:[/red] {escape(', '.join(sorted(both)))} cannot be both committed and absent")
+        raise typer.Exit(2)
+    with _open(journal, readonly=False) as j:
         try:
             header = j.turn(turn)
         except JournalError as exc:

@@ -64,7 +64,7 @@ def _show(
         table = Table("t (s)", "event", "details", title=escape(title), title_justify="left")
         for e in events:
             style = _STYLES.get(e["event"], "")
-            table.add_row(f"{e['at_s']:.3f}", e["event"], escape(_details(e["fields"])), style=style)
+            table.add_row(f"{e['at_s']:.3f}", escape(e["event"]), escape(_details(e["fields"])), style=style)
         console.print(table)
     if bad:
         shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -62,7 +63,12 @@ _SCHEMA = """
 CREATE TABLE turns (
     turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
     guarded INTEGER NOT NULL, started_at REAL NOT NULL, ended_at REAL, answer TEXT, error TEXT,
-    checkpoint_step INTEGER NOT NULL DEFAULT -1
+    checkpoint_step INTEGER NOT NULL DEFAULT -1, config TEXT NOT NULL DEFAULT '{}',
+    owner_pid INTEGER, owner_start INTEGER
+);
+CREATE TABLE decisions (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), after_step INTEGER NOT NULL, action TEXT NOT NULL,
+    subject TEXT NOT NULL
 );
 CREATE TABLE messages (
     turn_id TEXT NOT NULL REFERENCES turns(turn_id), seq INTEGER NOT NULL, message TEXT NOT NULL,
@@ -78,8 +84,8 @@ CREATE TABLE steps (
 );
 CREATE TABLE intents (
     effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step INTEGER NOT NULL,
-    call_id TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL, state TEXT NOT NULL,
-    prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT
+    call_id TEXT NOT NULL, reply_seq INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+    state TEXT NOT NULL, prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT
 );
 CREATE TABLE validations (
     turn_id TEXT NOT NULL REFERENCES turns(turn_id), name TEXT NOT NULL, verdict TEXT NOT NULL,
@@ -99,6 +105,41 @@ class IntentState(enum.StrEnum):
     PREPARED = "prepared"  # written before the call; no receipt yet
     COMMITTED = "committed"  # a receipt says the effect happened
     HELD = "held"  # after a crash nobody could say whether it happened: the turn waits for a person
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8 for SQLite: lone surrogates (undecodable bytes a tool passed
+    on as ``surrogateescape``) become U+FFFD instead of failing the write."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def process_identity(pid: int | None = None) -> tuple[int, int]:
+    """(pid, start time in clock ticks since boot) of a process, this one by default; the
+    start time tells a live owner from a later process that reused its pid."""
+    pid = os.getpid() if pid is None else pid
+    return pid, _start_time(pid) or 0
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(raw[raw.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+    """Whether the process ``pid`` started at ``start`` still runs (not a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    fields = raw[raw.rfind(")") + 2:].split()
+    return fields[0] != "Z" and (start is None or start == 0 or int(fields[19]) == start)
 
 
 def arguments_digest(arguments_json: str) -> str:
@@ -163,6 +204,7 @@ class JournalIntent:
     state: IntentState
     receipt: str | None = None
     settled_by: str | None = None
+    reply_seq: int = -1  # the model reply (its message's position) that asked for the call
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,21 +232,30 @@ class Journal:
     """An open journal file. Use as a context manager, or call :meth:`close`.
 
     Args:
-        path: the SQLite file (made, with its folder, when missing).
+        path: the SQLite file (made, with its folder, when missing, unless ``readonly``).
         on_point: a test hook called at each crash point (see :data:`PointHook`); ``None``
             in normal use.
+        readonly: open for reading only (a read-only file or mount works; nothing is made).
 
     Raises:
         JournalError: when the file is not SQLite, is another program's database, or is a
             journal of a newer schema.
     """
 
-    def __init__(self, path: Path | str, *, on_point: PointHook | None = None) -> None:
+    def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False) -> None:
         self.path = Path(path)
         self.on_point = on_point
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if readonly and not self.path.is_file():
+            raise JournalError(f"no journal at {self.path}")
+        if readonly and self.path.stat().st_size == 0:
+            raise JournalError(f"{self.path} is empty, not an unstuck journal")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
+            self._db = sqlite3.connect(target, timeout=10.0, isolation_level=None, check_same_thread=False,
+                                       uri=readonly)
             self._db.execute("PRAGMA busy_timeout = 10000")
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -213,22 +264,27 @@ class Journal:
     def _open(self) -> None:
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app_id == 0 and tables == 0:
+        if app_id == 0 and tables == 0 and not self.readonly:
             self._db.execute("PRAGMA journal_mode = WAL")
             with self._write() as db:
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-        elif app_id != APPLICATION_ID:
-            raise JournalError(f"{self.path} is another program's database (application_id {app_id}), "
-                               "not an unstuck journal; it was left untouched")
+                # checked again inside the write lock: another process may have made it meanwhile
+                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            empty = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            what = "an empty database" if empty else f"another program's database (application_id {app_id})"
+            raise JournalError(f"{self.path} is {what}, not an unstuck journal; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
             raise JournalError(f"{self.path} is a journal of schema {version}; this unstuck reads {_SCHEMA_VERSION}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")
+        if not self.readonly:
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -256,15 +312,72 @@ class Journal:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def begin_turn(self, turn_id: str, task: str, *, unattended: bool, guarded: bool) -> None:
-        """Record a new turn, status ``running``."""
+    def begin_turn(self, turn_id: str, task: str, *, unattended: bool, guarded: bool, config_json: str = "{}") -> None:
+        """Record a new turn, status ``running``, owned by this process (its pid and start
+        time), with the policy's settings as JSON."""
+        pid, start = process_identity()
         with self._write() as db:
             db.execute(
-                "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (turn_id, task, "running", int(unattended), int(guarded), time.time()),
+                "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
+                " owner_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (turn_id, clean_text(task), "running", int(unattended), int(guarded), time.time(), config_json, pid,
+                 start),
             )
 
-    def prepare_intent(self, turn_id: str, step: int, call_id: str, tool: str, arguments_json: str) -> str:
+    def claim(self, turn_id: str) -> None:
+        """Take a turn over to resume it: it must not have ended, and its owner must be gone
+        (a dead process, or one that let go). Compare-and-set on the owner, so of two
+        processes resuming at once exactly one wins.
+
+        Raises:
+            JournalError: for an unknown turn, one that ended, one whose owner still runs,
+                or one another process claimed first.
+        """
+        row = self._db.execute("SELECT status, owner_pid, owner_start FROM turns WHERE turn_id = ?",
+                               (turn_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"no turn {turn_id!r} in {self.path}")
+        status, pid, start = row
+        if status in ("done", "blocked", "failed"):
+            raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
+        if pid is not None and (pid, start) != process_identity() and process_alive(pid, start):
+            raise JournalError(f"turn {turn_id} is still owned by live process {pid}; resume it once that ends")
+        me, my_start = process_identity()
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE turns SET owner_pid = ?, owner_start = ?, status = 'running', ended_at = NULL"
+                " WHERE turn_id = ? AND owner_pid IS ? AND owner_start IS ?", (me, my_start, turn_id, pid, start),
+            ).rowcount
+        if changed != 1:
+            raise JournalError(f"turn {turn_id} was claimed by another process first")
+
+    def record_decision(self, turn_id: str, after_step: int, action: str, subject: str) -> None:
+        """Record a user's answer that changed the recovery state (``close`` or ``skip`` of a
+        subject) after step ``after_step``, so a resumed turn replays it."""
+        with self._write() as db:
+            db.execute("INSERT INTO decisions VALUES (?, ?, ?, ?)", (turn_id, after_step, action, subject))
+
+    def decisions(self, turn_id: str) -> list[tuple[int, str, str]]:
+        """A turn's recorded answers: (after_step, action, subject), in order."""
+        rows = self._db.execute("SELECT after_step, action, subject FROM decisions WHERE turn_id = ? ORDER BY rowid",
+                                (turn_id,)).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def config(self, turn_id: str) -> str:
+        """The policy settings the turn was started with (JSON)."""
+        row = self._db.execute("SELECT config FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+        return str(row[0]) if row is not None else "{}"
+
+    def resume_intent(self, ref: str) -> None:
+        """A prepared intent is about to run again on resume: whatever a person said of it
+        is spent (so a second crash asks again, never re-runs on an old answer)."""
+        with self._write() as db:
+            db.execute("UPDATE intents SET settled_by = NULL WHERE effect_ref = ? AND state = ?",
+                       (ref, IntentState.PREPARED.value))
+
+    def prepare_intent(
+        self, turn_id: str, step: int, call_id: str, tool: str, arguments_json: str, *, reply_seq: int = -1
+    ) -> str:
         """Write the intent of a side-effecting call and sync it, before the call; returns
         its ``effect_ref`` (``{turn_id}:{step}``).
 
@@ -276,9 +389,10 @@ class Journal:
             if db.execute("SELECT 1 FROM intents WHERE effect_ref = ?", (ref,)).fetchone() is not None:
                 raise JournalError(f"effect intent {ref} already exists in {self.path}")
             db.execute(
-                "INSERT INTO intents (effect_ref, turn_id, step, call_id, tool, arguments, state,"
-                " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (ref, turn_id, step, call_id, tool, arguments_json, IntentState.PREPARED.value, time.time()),
+                "INSERT INTO intents (effect_ref, turn_id, step, call_id, reply_seq, tool, arguments, state,"
+                " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (ref, turn_id, step, call_id, reply_seq, tool, clean_text(arguments_json), IntentState.PREPARED.value,
+                 time.time()),
             )
         self._point("intent.prepared", ref)
         return ref
@@ -327,7 +441,7 @@ class Journal:
                      arguments_digest(step.arguments_json), step.subject, int(step.interactive),
                      int(step.auto_retry), int(step.dispatched), int(step.probe), int(step.retry), int(step.ok),
                      situation_to_json(step.situation), step.decision, json.dumps(list(step.exempt)),
-                     step.injected, step.content, step.started_s, step.duration_s),
+                     step.injected, clean_text(step.content), step.started_s, step.duration_s),
                 )
                 db.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
             db.executemany(
@@ -346,12 +460,7 @@ class Journal:
         """Record the turn's final (or, for ``interrupted``, current) status."""
         with self._write() as db:
             db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ? WHERE turn_id = ?",
-                       (status, time.time(), answer, error, turn_id))
-
-    def reopen_turn(self, turn_id: str) -> None:
-        """Mark an interrupted turn running again (resume)."""
-        with self._write() as db:
-            db.execute("UPDATE turns SET status = 'running', ended_at = NULL WHERE turn_id = ?", (turn_id,))
+                       (status, time.time(), clean_text(answer), clean_text(error) if error else error, turn_id))
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -393,10 +502,10 @@ class Journal:
     def intents(self, turn_id: str) -> list[JournalIntent]:
         """A turn's effect intents in step order."""
         rows = self._db.execute(
-            "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by FROM intents"
-            " WHERE turn_id = ? ORDER BY step", (turn_id,),
+            "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq"
+            " FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
         ).fetchall()
-        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8]) for r in rows]
+        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9]) for r in rows]
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""

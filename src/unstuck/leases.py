@@ -1,15 +1,22 @@
 """Leased tool processes: every subprocess a tool starts runs in its own process group under
 a deadline (seed 002, "leases"; DESIGN.md: a hung prompt costs one deadline, never the turn).
 
-On expiry :func:`run_leased` ends the whole tree:
+Every process of the lease carries a token in its environment (``UNSTUCK_LEASE``), which
+children inherit. On expiry :func:`run_leased` ends the whole tree:
 
-1. it notes every process of the group and every descendant of the child (walking
-   ``/proc/*/stat`` by parent pid, so one that left the group with ``setsid`` is caught too);
+1. it notes every process of the group, every descendant of the child (walking
+   ``/proc/*/stat`` by parent pid, so one that left the group with ``setsid`` is caught
+   while its parent lives), and every process carrying the token (so a double-forked
+   daemon, reparented away, is caught too, unless it cleared its environment);
 2. sends SIGTERM to the group and to each of them;
 3. waits ``grace_s`` seconds for them to exit;
-4. sends SIGKILL to whatever is left;
+4. looks again (processes started during the grace period count too) and sends SIGKILL to
+   whatever is left, up to three rounds;
 5. checks that none survives (a pid still alive with the same start time), and reports the
    pids it killed and any survivor.
+
+A command that ends in time may leave background jobs running (``server &``): the lease
+ends at expiry only, as its deadline says.
 
 Stdin is ``/dev/null`` unless the caller passes ``stdin_tty=True`` (attended runs), so a
 password or sign-in prompt reads end-of-file or waits on nothing and the deadline ends it.
@@ -25,12 +32,13 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-__all__ = ["DEFAULT_GRACE_S", "OUTPUT_GRACE_S", "LeaseOutcome", "descendants", "run_leased"]
+__all__ = ["DEFAULT_GRACE_S", "LEASE_ENV", "OUTPUT_GRACE_S", "LeaseOutcome", "descendants", "run_leased", "tagged"]
 
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE_S = 2.0
@@ -123,6 +131,26 @@ def descendants(pid: int, group: int | None = None) -> dict[int, int]:
     return found
 
 
+#: The environment variable that marks a lease's processes.
+LEASE_ENV = "UNSTUCK_LEASE"
+
+
+def tagged(token: str) -> dict[int, int]:
+    """Live processes whose environment carries ``UNSTUCK_LEASE=token``, with start times."""
+    marker = f"{LEASE_ENV}={token}".encode()
+    found: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0") and (row := _stat(int(entry))) is not None and row[2] != "Z":
+            found[int(entry)] = row[3]
+    return found
+
+
 def _alive(pids: Mapping[int, int]) -> dict[int, int]:
     alive: dict[int, int] = {}
     for pid, start in pids.items():
@@ -143,23 +171,36 @@ def _signal(group: int, pids: Sequence[int], signum: int) -> None:
 _Pids = tuple[int, ...]
 
 
-def _end_tree(proc: subprocess.Popen[bytes], grace_s: float) -> tuple[_Pids, _Pids, _Pids]:
-    tree = descendants(proc.pid, proc.pid)
+def _everything(proc: subprocess.Popen[bytes], token: str) -> dict[int, int]:
+    found = {**descendants(proc.pid, proc.pid), **tagged(token)}
+    found.pop(os.getpid(), None)
+    return found
+
+
+def _end_tree(proc: subprocess.Popen[bytes], grace_s: float, token: str) -> tuple[_Pids, _Pids, _Pids]:
+    tree = _everything(proc, token)
     _signal(proc.pid, list(tree), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.05)
-        if not _alive(tree) and proc.poll() is not None:
+        if not _alive(tree) and proc.poll() is not None and not tagged(token):
             break
-    left = _alive(tree)
-    if left or proc.poll() is None:
+    killed: dict[int, int] = {}
+    for _ in range(3):  # processes started during the grace period, or while killing, count too
+        left = {**_alive(tree), **_everything(proc, token)}
+        if not left and proc.poll() is not None:
+            break
+        killed.update(left)
         _signal(proc.pid, list(left), signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
+        settle = time.monotonic() + 1.0
+        while _alive(left) and time.monotonic() < settle:  # the kernel reaps killed processes promptly
+            time.sleep(0.01)
     proc.wait()
-    settle = time.monotonic() + 1.0
-    while _alive(left) and time.monotonic() < settle:  # the kernel reaps killed processes promptly
-        time.sleep(0.01)
-    return tuple(sorted(tree)), tuple(sorted(left)), tuple(sorted(_alive(left)))
+    survivors = {**_alive(killed), **tagged(token)}
+    return tuple(sorted(tree)), tuple(sorted(killed)), tuple(sorted(survivors))
 
 
 def run_leased(
@@ -187,9 +228,13 @@ def run_leased(
     Raises:
         OSError: when the command cannot be started (not found, not executable).
     """
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"
     proc = subprocess.Popen(
-        list(argv), cwd=cwd, env=dict(env), stdin=None if stdin_tty else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        list(argv), cwd=cwd, env={**env, LEASE_ENV: token}, stdin=None if stdin_tty else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # attended: a new process group in this session, so /dev/tty (a password prompt) still works;
+        # unattended: a new session, with no terminal at all
+        start_new_session=not stdin_tty, process_group=0 if stdin_tty else None,
     )
     readers = [_Drain(proc.stdout), _Drain(proc.stderr)]
     expired = False
@@ -201,9 +246,9 @@ def run_leased(
             proc.wait(timeout=deadline_s)
         except subprocess.TimeoutExpired:
             expired = True
-            terminated, killed, survivors = _end_tree(proc, grace_s)
+            terminated, killed, survivors = _end_tree(proc, grace_s, token)
     except BaseException:  # an interrupt while it runs ends the tree before it propagates
-        _signal(proc.pid, list(descendants(proc.pid, proc.pid)), signal.SIGKILL)
+        _signal(proc.pid, list(_everything(proc, token)), signal.SIGKILL)
         raise
     out, err = (reader.text(OUTPUT_GRACE_S) for reader in readers)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL

@@ -16,11 +16,12 @@ cost can be measured against a guarded one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, replace
 
 from unstuck import policy
 from unstuck.classify import classify_result
@@ -168,8 +169,13 @@ class _Turn:
         """Before a side-effecting call: its intent, synced to the journal (or the resumed one)."""
         if self.journal is None or spec is None or spec.effect is not Effect.WRITE:
             return None
-        ref = reuse or self.journal.prepare_intent(self.turn_id, len(self.steps), call.id, call.tool,
-                                                   call.arguments_json)
+        if reuse is not None:
+            self.journal.resume_intent(reuse)
+            ref = reuse
+        else:
+            reply = max((i for i, m in enumerate(self.messages) if m.role is Role.ASSISTANT), default=-1)
+            ref = self.journal.prepare_intent(self.turn_id, len(self.steps), call.id, call.tool, call.arguments_json,
+                                              reply_seq=reply)
         self.emit("intent.prepared", tool=call.tool, effect_ref=ref)
         return ref
 
@@ -283,8 +289,14 @@ class _Turn:
 
     # -- the turn ------------------------------------------------------------------------------
 
-    def run(self, *, max_steps: int, max_asks: int) -> TurnResult:
+    def run(self, *, max_steps: int, max_asks: int, pending: policy.OpenBlocker | None = None) -> TurnResult:
+        """Ask the model, dispatch its calls, escalate when told; ``pending`` is a blocker a
+        resumed turn's settled calls already escalated on."""
         specs: Sequence[ToolSpec] = tuple(self.tools.values())
+        if pending is not None:
+            escalation = self.escalation_for(pending)
+            if self.state.unattended or self.asker is None or not self.ask_user(pending, escalation, max_asks):
+                return self.finish(TurnStatus.BLOCKED, escalation.text, escalation)
         for _ in range(max_steps):
             try:
                 reply: ModelReply = self.model.complete(tuple(self.messages), specs)
@@ -307,11 +319,16 @@ class _Turn:
                 return self.finish(TurnStatus.BLOCKED, escalation.text, escalation)
         return self.finish(TurnStatus.FAILED, "", error=f"step limit reached ({max_steps} model replies)")
 
-    def dispatch_all(self, calls: Sequence[ToolCall]) -> policy.OpenBlocker | None:
-        """Run one reply's calls; the blocker to escalate on, if the policy said so."""
+    def dispatch_all(
+        self, calls: Sequence[ToolCall], overrides: Mapping[str, tuple[ToolResult | None, str | None]] | None = None,
+    ) -> policy.OpenBlocker | None:
+        """Run one reply's calls; the blocker to escalate on, if the policy said so.
+        ``overrides`` (resume) maps a call id to a result already known (not run again) or
+        to the effect intent it runs under."""
         fresh: frozenset[str] = frozenset()
         for position, call in enumerate(calls):
-            known, note = self.check_lesson(call)
+            settled, intent_ref = (overrides or {}).get(call.id, (None, None))
+            known, note = self.check_lesson(call) if settled is None and intent_ref is None else (None, "")
             if known is not None:
                 for skipped in calls[position:]:
                     self.messages.append(Message(
@@ -319,8 +336,9 @@ class _Turn:
                         "says it still holds; the turn stopped to ask the user.", tool_call_id=skipped.id,
                         name=skipped.tool,
                     ))
+                self.save()
                 return known
-            result, assessment = self.call_tool(call, exempt=fresh)
+            result, assessment = self.call_tool(call, exempt=fresh, settled=settled, intent_ref=intent_ref)
             waited = 0.0
             while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
                 wait = assessment.decision
@@ -352,6 +370,7 @@ class _Turn:
                         Role.TOOL, "Not executed: the turn stopped to ask the user.",
                         tool_call_id=skipped.id, name=skipped.tool,
                     ))
+                self.save()  # a crash while asking must not run what the policy stopped
                 return decision.blocker
         return None
 
@@ -434,6 +453,8 @@ class _Turn:
                 return False
             if answer is Answer.SKIP:
                 self.state = policy.skip_subject(self.state, blocker.subject)
+                if self.journal is not None:
+                    self.journal.record_decision(self.turn_id, len(self.steps) - 1, "skip", blocker.subject)
                 self.emit("blocker.closed", subject=blocker.subject, reason="user skipped")
                 self.messages.append(Message(Role.USER, (
                     f"{GUIDANCE_PREFIX} The user chose to skip {blocker.subject}. Calls on it will be "
@@ -447,6 +468,8 @@ class _Turn:
                 clean, evidence = self.run_probe(probe)
             if clean:
                 self.state = policy.close_blocker(self.state, blocker.subject)
+                if self.journal is not None:
+                    self.journal.record_decision(self.turn_id, len(self.steps) - 1, "close", blocker.subject)
                 self.emit("blocker.closed", subject=blocker.subject, reason="user answered")
                 self.messages.append(Message(Role.USER, (
                     f"{GUIDANCE_PREFIX} The user has resolved the block on {blocker.subject} "
@@ -547,7 +570,8 @@ def _start(
     turn.validators = tuple(validators)
     if journal is not None:
         turn.journal = journal
-        journal.begin_turn(turn.turn_id, task, unattended=unattended, guarded=guarded)
+        journal.begin_turn(turn.turn_id, task, unattended=unattended, guarded=guarded,
+                           config_json=json.dumps(asdict(turn.state.config)))
     turn.emit("turn.started", task=task, model=getattr(model, "name", type(model).__name__),
               guarded=guarded, unattended=unattended)
     if turn.keeper is not None and guarded:
@@ -558,8 +582,25 @@ def _start(
             turn.messages[0] = Message(Role.SYSTEM, prompt)
             for lesson in known:
                 turn.emit("lesson.shown", lesson=lesson.id, subject=lesson.signature.subject)
+    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks)
+
+
+def _guarded_run(
+    turn: _Turn, *, max_steps: int, max_asks: int, pending: policy.OpenBlocker | None = None
+) -> TurnResult:
+    """Run the turn; an interrupt ends it ``interrupted``. An error from a tool's malformed
+    declaration (or the journal) still propagates, loudly, after the turn is recorded as
+    ``failed`` (the journal's status, the ``turn.ended`` event), so nothing is left running."""
     try:
-        return turn.run(max_steps=max_steps, max_asks=max_asks)
+        return turn.run(max_steps=max_steps, max_asks=max_asks, pending=pending)
     except KeyboardInterrupt:
         return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        turn.emit("turn.ended", status=TurnStatus.FAILED.value, calls=len(turn.steps), elapsed_s=round(turn.at(), 6),
+                  error=error)
+        if turn.journal is not None:
+            with contextlib.suppress(Exception):  # the original error matters more than a second one
+                turn.journal.end_turn(turn.turn_id, TurnStatus.FAILED.value, error=error)
+        raise
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -137,7 +138,7 @@ def _parse_call(index: int, raw: Any) -> ToolCall:
         raise ModelError(f"tool call {index} to {name!r} has arguments that are not JSON: {exc}") from exc
     if not isinstance(arguments, dict):
         raise ModelError(f"tool call {index} to {name!r} has arguments that are not a JSON object")
-    call_id = getattr(raw, "id", None) or f"call_{index}"
+    call_id = getattr(raw, "id", None) or f"call_{uuid.uuid4().hex[:12]}_{index}"  # unique in the turn
     return ToolCall.of(str(call_id), name, arguments)
 
 

@@ -41,8 +41,11 @@ class Validation:
 class Validator:
     """A postcondition on the world, checked before a turn may be ``done``.
 
-    ``check`` takes no arguments and returns ``True``/``False``, or ``(passed, evidence)``;
-    one that raises has failed, with the exception as its evidence.
+    ``check`` takes no arguments and returns ``True``/``False``, or ``(passed, evidence)``
+    with ``passed`` a bool. Anything else (a string, a process result, a dict) has failed,
+    saying what it returned: a check must say yes or no, not merely return something. One
+    that raises has failed, with the exception as its evidence. A check that hangs is not
+    cut off (the stall diagnostic notices it).
     """
 
     name: str
@@ -54,7 +57,13 @@ class Validator:
             outcome = self.check()
         except Exception as exc:  # a broken postcondition check is a failed validation, with its evidence
             return Validation(self.name, Verdict.FAILED, f"the check raised {type(exc).__name__}: {exc}")
-        passed, evidence = outcome if isinstance(outcome, tuple) else (outcome, "")
+        if isinstance(outcome, tuple) and len(outcome) == 2 and isinstance(outcome[0], bool):
+            passed, evidence = outcome
+        elif isinstance(outcome, bool):
+            passed, evidence = outcome, ""
+        else:
+            return Validation(self.name, Verdict.FAILED,
+                              f"the check returned {outcome!r:.200}, not True/False or (bool, evidence)")
         return Validation(self.name, Verdict.PASSED if passed else Verdict.FAILED, str(evidence))
 
 

@@ -32,9 +32,9 @@ from typing import Any
 from unstuck import policy
 from unstuck.clock import Clock, RealClock
 from unstuck.events import EventSink
-from unstuck.journal import IntentState, Journal, JournalError, JournalIntent, JournalStep
-from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _Turn
-from unstuck.models import Message, Model, Role, message_from_json
+from unstuck.journal import IntentState, Journal, JournalIntent, JournalStep
+from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _guarded_run, _Turn
+from unstuck.models import Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
@@ -55,12 +55,18 @@ class Resolution(enum.StrEnum):
 #: order 42 in the ledger?). Keyed by tool name in :func:`resume_turn`.
 Resolver = Callable[[Mapping[str, Any]], Resolution]
 
-_ENDED = frozenset({"done", "blocked", "failed"})
-
-
-def rebuild_state(steps: Sequence[JournalStep], state: policy.RecoveryState) -> policy.RecoveryState:
-    """Run the pure policy over journaled steps again, from ``state``: the recovery state as
-    it stood after the last one (the decisions are pure functions of the same inputs)."""
+def rebuild_state(
+    steps: Sequence[JournalStep], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
+) -> policy.RecoveryState:
+    """Run the pure policy over journaled steps again, from ``state``, with the user's
+    recorded answers (``close`` or ``skip`` of a subject after a step) at their places: the
+    recovery state as it stood after the last step (the decisions are pure functions of the
+    same inputs)."""
+    answers: dict[int, list[tuple[str, str]]] = {}
+    for after, action, subject in decisions:
+        answers.setdefault(after, []).append((action, subject))
+    for action, subject in answers.get(-1, []):
+        state = _answer_state(state, action, subject)
     for step in steps:
         call = ToolCall(step.call_id, step.tool, step.arguments_json)
         if not (step.probe or step.retry):
@@ -69,7 +75,13 @@ def rebuild_state(steps: Sequence[JournalStep], state: policy.RecoveryState) -> 
             state, call, subject=step.subject, situation=step.situation, ok=step.ok, executed=step.dispatched,
             is_probe=step.probe, exempt=frozenset(step.exempt), is_retry=step.retry, auto_retry=step.auto_retry,
         ).state
+        for action, subject in answers.get(step.index, []):
+            state = _answer_state(state, action, subject)
     return state
+
+
+def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> policy.RecoveryState:
+    return policy.skip_subject(state, subject) if action == "skip" else policy.close_blocker(state, subject)
 
 
 def _step_record(step: JournalStep) -> StepRecord:
@@ -80,13 +92,20 @@ def _step_record(step: JournalStep) -> StepRecord:
     )
 
 
-def _unanswered(turn: _Turn) -> list[ToolCall]:
-    """The calls of the last model reply that have no result message yet."""
+def _unanswered(turn: _Turn) -> tuple[int, list[ToolCall]]:
+    """The last model reply's position and its calls that have no result message yet (a
+    call id repeated in the reply is answered in order)."""
     last = next((i for i in range(len(turn.messages) - 1, -1, -1) if turn.messages[i].role is Role.ASSISTANT), None)
     if last is None:
-        return []
-    answered = {m.tool_call_id for m in turn.messages[last + 1:] if m.role is Role.TOOL}
-    return [call for call in turn.messages[last].tool_calls if call.id not in answered]
+        return -1, []
+    answered = [m.tool_call_id for m in turn.messages[last + 1:] if m.role is Role.TOOL]
+    waiting: list[ToolCall] = []
+    for call in turn.messages[last].tool_calls:
+        if call.id in answered:
+            answered.remove(call.id)
+        else:
+            waiting.append(call)
+    return last, waiting
 
 
 def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
@@ -124,34 +143,38 @@ def resume_turn(
     Args:
         journal: the journal the turn was recorded in.
         turn_id: the turn to continue (``running`` when its process died, or ``interrupted``).
-        model, tools, clock, asker, events, config, validators, max_steps, max_asks: as for
+        model, tools, clock, asker, events, validators, max_steps, max_asks: as for
             :func:`unstuck.loop.run_turn`; ``unattended`` and ``guarded`` are the turn's own.
         resolvers: by tool name, who says whether an intent without a receipt took effect.
+        config: the policy's budgets; the turn's own, as journaled, by default.
 
     Returns:
         The turn's result: ``interrupted`` with ``held_intents`` when an intent was held.
 
     Raises:
-        JournalError: for an unknown turn, or one that already ended (done, blocked, failed).
+        JournalError: for an unknown turn, one that already ended (done, blocked, failed),
+            one whose process still runs, or one another process is resuming.
     """
+    journal.claim(turn_id)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
-    if header.status in _ENDED:
-        raise JournalError(f"turn {turn_id} already ended {header.status}; there is nothing to resume")
-    state = policy.RecoveryState(unattended=header.unattended, config=config or policy.PolicyConfig())
+    if config is None:
+        config = policy.PolicyConfig(**json.loads(journal.config(turn_id) or "{}"))
+    state = policy.RecoveryState(unattended=header.unattended, config=config)
     steps = journal.steps(turn_id)
     turn = _Turn(
-        header.task, model, tools, rebuild_state(steps, state), guarded=header.guarded, clock=clock or RealClock(),
-        asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
+        header.task, model, tools, rebuild_state(steps, state, journal.decisions(turn_id)), guarded=header.guarded,
+        clock=clock or RealClock(), asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
     )
     turn.journal, turn.validators = journal, tuple(validators)
     turn.messages = [message_from_json(m) for m in journal.messages(turn_id)]
     turn.steps = [_step_record(s) for s in steps]
     turn.policy_inputs = [(s.interactive, s.auto_retry, s.exempt, s.decision) for s in steps]
     turn.saved = (len(turn.steps), len(turn.messages))
-    journal.reopen_turn(turn_id)
     turn.emit("turn.resumed", steps=len(steps), messages=len(turn.messages))
-    intents = {intent.call_id: intent for intent in journal.intents(turn_id)}
-    held = _settle(turn, _unanswered(turn), intents, resolvers or {})
+    reply, calls = _unanswered(turn)
+    # intents of this reply only: a call id may recur in another reply
+    intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
+    overrides, held = _settle(turn, calls, intents, resolvers or {})
     if held:
         journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
         for ref, reason in held:
@@ -160,48 +183,45 @@ def resume_turn(
         return turn.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
                            held=tuple(ref for ref, _ in held))
     try:
-        return turn.run(max_steps=max_steps, max_asks=max_asks)
+        pending = turn.dispatch_all(calls, overrides) if calls else None  # the policy decides as it did before
     except KeyboardInterrupt:
         return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")
+    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks, pending=pending)
 
 
 def _settle(
     turn: _Turn, calls: Sequence[ToolCall], intents: Mapping[str, JournalIntent], resolvers: Mapping[str, Resolver]
-) -> list[tuple[str, str]]:
-    """Settle the unanswered calls in order; the held intents (ref, reason), if any."""
+) -> tuple[dict[str, tuple[ToolResult | None, str | None]], list[tuple[str, str]]]:
+    """Decide, in order, how each unanswered call is settled: a known result (not run
+    again), or its intent to run under; or the held intents (ref, reason), if any."""
     assert turn.journal is not None
+    overrides: dict[str, tuple[ToolResult | None, str | None]] = {}
     for position, call in enumerate(calls):
         intent = intents.get(call.id)
-        if intent is not None and intent.state is IntentState.COMMITTED:
+        if intent is None:
+            continue  # a read, or a write the crash came before: it runs as usual
+        if intent.state is IntentState.COMMITTED:
             receipt = json.loads(intent.receipt or "{}")
             note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated."
-            recorded = ToolResult(call.tool, bool(receipt.get("ok", True)), f"{receipt.get('content', '')}\n\n{note}",
-                                  exit_code=receipt.get("exit_code"), http_status=receipt.get("http_status"))
-            result, _ = turn.call_tool(call, settled=recorded)
-            _answer(turn, call, result.content)
+            content = str(receipt.get("content", "")) if "content" in receipt else (
+                f"{GUIDANCE_PREFIX} Its effect was confirmed before an interruption.")
+            overrides[call.id] = (ToolResult(
+                call.tool, bool(receipt.get("ok", True)), f"{content}\n\n{note}", exit_code=receipt.get("exit_code"),
+                http_status=receipt.get("http_status"), injected=receipt.get("injected"),
+            ), None)
             continue
-        if intent is not None:
-            resolution, reason = _resolve(intent, resolvers)
-            if resolution is Resolution.UNKNOWN:
-                later = [intents[c.id] for c in calls[position + 1:] if c.id in intents]
-                return [(intent.effect_ref, reason)] + [
-                    (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
-                ]
-            if resolution is Resolution.COMMITTED:
-                turn.journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
-                                            settled_by="resolver")
-                turn.emit("intent.committed", tool=call.tool, effect_ref=intent.effect_ref, ok=True)
-                confirmed = ToolResult(call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened "
-                                       "before an interruption (its resolver confirmed it); it was not repeated.")
-                result, _ = turn.call_tool(call, settled=confirmed)
-                _answer(turn, call, result.content)
-                continue
-        result, _ = turn.call_tool(call, intent_ref=intent.effect_ref if intent is not None else None)
-        _answer(turn, call, result.content)
-    return []
-
-
-def _answer(turn: _Turn, call: ToolCall, content: str) -> None:
-    turn.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
-    turn.save()
-
+        resolution, reason = _resolve(intent, resolvers)
+        if resolution is Resolution.UNKNOWN:
+            later = [intents[c.id] for c in calls[position + 1:] if c.id in intents]
+            return overrides, [(intent.effect_ref, reason)] + [
+                (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
+            ]
+        if resolution is Resolution.COMMITTED:
+            turn.journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
+            turn.emit("intent.committed", tool=call.tool, effect_ref=intent.effect_ref, ok=True)
+            overrides[call.id] = (ToolResult(
+                call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
+                "(its resolver confirmed it); it was not repeated."), None)
+        else:
+            overrides[call.id] = (None, intent.effect_ref)
+    return overrides, []

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SESSION_PLAN", "SessionResult", "run_sessions"]
+__all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
 
 @dataclass(frozen=True, slots=True)
