@@ -158,3 +158,38 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         subjects = {lesson.signature.subject for lesson in store.all()}
     assert subjects == {f"{name}-{i}" for name in ("alpha", "beta") for i in range(150)}
     assert json.loads(json.dumps(len(subjects))) == 300
+
+
+def test_processes_making_one_new_store_at_once_all_write(tmp_path: Path) -> None:
+    for trial in range(3):
+        path = tmp_path / f"fresh-{trial}.db"
+        writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{n}", "40"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for n in range(6)]
+        outputs = [w.communicate(timeout=120) for w in writers]
+        assert all(w.returncode == 0 for w in writers), outputs
+        with LessonStore(path) as store:
+            assert len(store.all()) == 240
+
+
+def test_a_read_only_store_can_be_read(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with LessonStore(path) as store:
+        record(store)
+    path.chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        with LessonStore(path, readonly=True) as store:
+            assert [lesson.signature.subject for lesson in store.active()] == ["gh"]
+    finally:
+        tmp_path.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_an_empty_database_of_another_program_is_not_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 7")
+    with pytest.raises(LessonStoreError, match="another program's database"):
+        LessonStore(path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,6 +18,8 @@ from rich.table import Table
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
 
 __all__ = ["lessons_app"]
+
+T = TypeVar("T")
 
 lessons_app = typer.Typer(help="Remembered blockers: shown at turn start, re-checked before use.",
                           no_args_is_help=True)
@@ -27,11 +31,23 @@ StoreOption = Annotated[Path | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _open(path: Path | None) -> LessonStore:
+def _open(path: Path | None, *, readonly: bool = True) -> LessonStore:
+    if path is None and readonly and not default_store_path().exists():
+        console.print(f"no lessons yet (no store at {escape(str(default_store_path()))})", highlight=False)
+        raise typer.Exit(0)
     try:
-        return LessonStore(path)
+        return LessonStore(path, readonly=readonly)
     except (LessonStoreError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
+    """Run a read; a damaged store is a clear error naming its path, not a traceback."""
+    try:
+        return action(store)
+    except (sqlite3.DatabaseError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(store.path))} is damaged: {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 
@@ -57,7 +73,7 @@ def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all",
           as_json: JsonOption = False) -> None:
     """List the active lessons (with --all, closed ones too)."""
     with _open(store) as s:
-        lessons = s.all() if all_ else s.active()
+        lessons = _read(s, lambda x: x.all() if all_ else x.active())
     if as_json:
         typer.echo(json.dumps([lesson.to_dict() for lesson in lessons], indent=2))
     else:
@@ -69,7 +85,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store:
           as_json: JsonOption = False) -> None:
     """Show one lesson, whole."""
     with _open(store) as s:
-        lesson = s.get(lesson_id)
+        lesson = _read(s, lambda x: x.get(lesson_id))
     if lesson is None:
         err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
         raise typer.Exit(2)
@@ -85,8 +101,8 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store:
 @lessons_app.command("forget")
 def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store: StoreOption = None) -> None:
     """Close a lesson (its row is kept, marked forgotten)."""
-    with _open(store) as s:
-        if s.get(lesson_id) is None:
+    with _open(store, readonly=False) as s:
+        if _read(s, lambda x: x.get(lesson_id)) is None:
             err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
             raise typer.Exit(2)
         closed = s.invalidate(lesson_id, "forgotten by the user")
@@ -98,7 +114,7 @@ def _search(text: Annotated[str, typer.Argument(help="Words to find in lessons."
             as_json: JsonOption = False) -> None:
     """Full-text search over lessons (closed ones included)."""
     with _open(store) as s:
-        found = s.search(text)
+        found = _read(s, lambda x: x.search(text))
     if as_json:
         typer.echo(json.dumps([lesson.to_dict() for lesson in found], indent=2))
     else:

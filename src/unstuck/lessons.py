@@ -163,35 +163,57 @@ class LessonStore:
             FTS5, or is of a newer schema.
     """
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else default_store_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 10000")
-            self._open()
-        except sqlite3.DatabaseError as exc:
-            raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {exc}") from None
+        self.readonly = readonly
+        if readonly and not self.path.is_file():
+            raise LessonStoreError(f"no lesson store at {self.path}")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        last: Exception | None = None
+        for attempt in range(5):  # several processes making one new store at once: the losers wait and retry
+            try:
+                target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
+                self._db = sqlite3.connect(target, timeout=10.0, isolation_level=None, check_same_thread=False,
+                                           uri=readonly)
+                self._db.execute("PRAGMA busy_timeout = 10000")
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                last = exc
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    break
+                time.sleep(0.05 * (attempt + 1))
+            except sqlite3.DatabaseError as exc:
+                last = exc
+                break
+        raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from None
 
     def _open(self) -> None:
-        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app_id == 0 and tables == 0:
-            self._db.execute("PRAGMA journal_mode = WAL")
-            with self._write() as db:
-                if db.execute("PRAGMA application_id").fetchone()[0] == 0:  # another process may have won the race
+        if not self.readonly:
+            with self._write() as db:  # the check and the making under one write lock: no race to make it twice
+                app_id = db.execute("PRAGMA application_id").fetchone()[0]
+                tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if app_id == 0 and tables == 0 and version == 0:
                     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                     for statement in _SCHEMA:
                         db.execute(statement)
-        elif app_id != APPLICATION_ID:
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        if app_id != APPLICATION_ID:
             raise LessonStoreError(f"{self.path} is another program's database (application_id {app_id}), "
                                    "not an unstuck lesson store; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
             raise LessonStoreError(f"{self.path} is a lesson store of schema {version}; "
                                    f"this unstuck reads {_SCHEMA_VERSION}")
-        self._db.execute("PRAGMA journal_mode = WAL")
+        has_table = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'knowledge'").fetchone()[0]
+        if not has_table:
+            raise LessonStoreError(f"{self.path} is marked as a lesson store but has no knowledge table")
+        if not self.readonly:
+            self._db.execute("PRAGMA journal_mode = WAL")
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -249,8 +271,9 @@ class LessonStore:
                 cursor = db.execute(
                     "INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content,"
                     " confidence, created_at, last_verified_at, source, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (domain, tool, situation.subject, situation.kind.value, fingerprint, situation.unblock, probe,
-                     content, 0.5, now, now, source, json.dumps(dict(metadata or {}))),
+                    (domain, tool, situation.subject, situation.kind.value, fingerprint,
+                     _clean(situation.unblock) if situation.unblock else None, probe, _clean(content), 0.5, now, now,
+                     source, json.dumps(dict(metadata or {}))),
                 )
                 lesson_id = int(cursor.lastrowid or 0)
                 if row is not None:
@@ -306,13 +329,17 @@ class LessonStore:
     def active(self, *, tools: Iterable[str] | None = None, limit: int | None = None) -> list[Lesson]:
         """Active lessons, most recently verified first; only those declared by ``tools``
         when given; at most ``limit``."""
-        rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM knowledge WHERE invalidated_at IS NULL AND superseded_by IS NULL"
-            " ORDER BY last_verified_at DESC, id DESC"
-        ).fetchall()
-        wanted = set(tools) if tools is not None else None
-        found = [_lesson(r) for r in rows if wanted is None or r[2] in wanted]
-        return found[:limit] if limit is not None else found
+        query = f"SELECT {_COLUMNS} FROM knowledge WHERE invalidated_at IS NULL AND superseded_by IS NULL"
+        params: list[Any] = []
+        if tools is not None:
+            names = sorted(set(tools))
+            query += f" AND tool IN ({', '.join('?' * len(names))})" if names else " AND 0"
+            params.extend(names)
+        query += " ORDER BY last_verified_at DESC, id DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        return [_lesson(r) for r in self._db.execute(query, params).fetchall()]
 
     def all(self) -> list[Lesson]:
         """Every lesson, closed ones included, newest first."""
@@ -321,7 +348,7 @@ class LessonStore:
     def search(self, text: str, *, limit: int = 20) -> list[Lesson]:
         """Lessons whose content, subject or tool match ``text`` (FTS5; words are matched as
         given, quoted, so no query syntax is needed), best first."""
-        words = [w for w in text.split() if w]
+        words = [w for w in "".join(c if c.isprintable() else " " for c in text).split() if w]
         if not words:
             return []
         query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -331,6 +358,11 @@ class LessonStore:
             (query, limit),
         ).fetchall()
         return [_lesson(r) for r in rows]
+
+
+def _clean(text: str) -> str:
+    """Valid UTF-8 for SQLite (lone surrogates become U+FFFD) and one line."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\n", " ").replace("\r", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:

@@ -78,6 +78,7 @@ class _Turn:
         self.jitter: random.Random | None = None  # full jitter of computed backoff, when asked for
         self.keeper: LessonKeeper | None = None
         self.cited: dict[str, Lesson] = {}  # subjects escalated on a lesson's word
+        self.noted: dict[str, Lesson] = {}  # subjects whose lesson only added a note (no probe could tell)
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -339,6 +340,7 @@ class _Turn:
                 self.save()
                 return known
             result, assessment = self.call_tool(call, exempt=fresh, settled=settled, intent_ref=intent_ref)
+            self.settle_noted(call, result.ok and self.steps[-1].situation is None)
             waited = 0.0
             while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
                 wait = assessment.decision
@@ -385,29 +387,48 @@ class _Turn:
         lesson = self.keeper.lesson_for(subject)
         if lesson is None:
             return None, ""
-        if lesson.probe is None:
+        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+        if lesson.probe is None or not self.probe_allowed(lesson.probe):
             self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=False)
-            return None, f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+            self.noted[subject] = lesson
+            return None, note
         clean, _evidence = self.run_probe(lesson.probe)
+        found = self.steps[-1].situation
         if clean:
-            self.keeper.store.invalidate(lesson.id, "its probe came back clean")
+            self.keeper.close(lesson, "its probe came back clean")
             self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="probe clean")
             return None, ""
+        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
+        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
+            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True, probe_told=False)
+            self.noted[subject] = lesson
+            return None, f"{note} (Its probe could not tell whether it still holds.)"
+        assert found is not None
         self.keeper.store.verified(lesson.id)
         self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
-        found = self.steps[-1].situation
-        situation = found if found is not None and found.subject == subject else lesson.situation()
-        self.state = policy.open_known_blocker(self.state, situation, len(self.steps) - 1)
+        self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
         self.cited[subject] = lesson
         return self.state.open_blockers[subject], ""
+
+    def settle_noted(self, call: ToolCall, ok: bool) -> None:
+        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
+        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
+        if self.keeper is None or not ok:
+            return
+        spec = self.spec_for(call)
+        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+        lesson = self.noted.pop(subject, None)
+        if lesson is not None:
+            self.keeper.close(lesson, "a call on its subject succeeded")
+            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="call succeeded")
 
     def remember(self, blocker: policy.OpenBlocker) -> None:
         """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
         if self.keeper is None or blocker.subject in self.cited:
             return
         declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
-        if declaring is None:
-            return
+        if declaring is None or not declaring.dispatched:
+            return  # unstuck's own refusal says what this run may do, not what the machine is
         lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
                                       why="escalated")
         if lesson is not None:
@@ -434,7 +455,16 @@ class _Turn:
         spec = self.tools.get(blocker.subject)
         return spec.probe if spec is not None else None
 
+    def probe_allowed(self, probe: Probe) -> bool:
+        """A probe is a cheap read-only call (DESIGN.md): one naming a missing, interactive or
+        writing tool is never run, whoever declared it."""
+        spec = self.tools.get(probe.tool)
+        return spec is not None and not spec.interactive and spec.effect is Effect.READ
+
     def run_probe(self, probe: Probe) -> tuple[bool, str]:
+        if not self.probe_allowed(probe):
+            self.emit("probe.refused", tool=probe.tool, reason="missing, interactive or writing tool")
+            return False, f"the probe {probe.tool} is not a read-only tool here, so it was not run"
         call = ToolCall(f"probe_{len(self.steps)}", probe.tool, probe.arguments_json)
         result, _assessment = self.call_tool(call, probe=True)
         situation = self.steps[-1].situation
@@ -468,6 +498,11 @@ class _Turn:
                 clean, evidence = self.run_probe(probe)
             if clean:
                 self.state = policy.close_blocker(self.state, blocker.subject)
+                if self.keeper is not None:  # the user resolved it, and the probe (if any) agrees
+                    for lesson in self.keeper.on_subject(blocker.subject):
+                        self.keeper.close(lesson, "the user resolved it")
+                        self.emit("lesson.invalidated", lesson=lesson.id, subject=blocker.subject,
+                                  reason="user resolved")
                 if self.journal is not None:
                     self.journal.record_decision(self.turn_id, len(self.steps) - 1, "close", blocker.subject)
                 self.emit("blocker.closed", subject=blocker.subject, reason="user answered")

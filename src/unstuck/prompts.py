@@ -118,8 +118,9 @@ NEXT_STEP_DEFAULT = (
 
 #: The system prompt's section listing remembered blockers (lessons) at turn start.
 KNOWN_BLOCKERS_HEADING = (
-    "Known blockers on this machine (remembered from earlier sessions; each is re-checked by its "
-    "probe before a call on it, so do not work around them):"
+    "Blockers remembered on this machine from earlier sessions. They may be fixed by now: unstuck "
+    "re-checks each one with its probe before your first call on it, so call the tools as the task "
+    "needs; if one still holds, you will be told, and must not work around it:"
 )
 
 #: The closing model call (tools withheld) that writes part 3.

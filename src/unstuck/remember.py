@@ -18,16 +18,34 @@ what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuc
 from __future__ import annotations
 
 import datetime
+import re
+import sqlite3
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from unstuck.classify import classify_output
-from unstuck.lessons import Lesson, LessonStore, storable
+from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.situations import Kind, Situation
 
-__all__ = ["LessonKeeper", "known_blocker_note"]
+__all__ = ["CANDIDATES_AT_START", "SHOWN_AT_START", "LessonKeeper", "known_blocker_note", "plain_subject"]
 
 #: Lessons shown at turn start (DESIGN.md, "Defaults").
 SHOWN_AT_START = 3
+
+
+#: Active lessons looked at, at most, to find the ones shown at turn start.
+CANDIDATES_AT_START = 20
+
+T = TypeVar("T")
+
+#: A subject a lesson may be about: a program, a file path, a host; one token, no spaces,
+#: control characters or shell syntax (so a stored subject can never carry an instruction).
+_PLAIN_SUBJECT = re.compile(r"[A-Za-z0-9_./:@+-]{1,200}")
+
+
+def plain_subject(subject: str) -> bool:
+    """Whether ``subject`` is a plain token that may be remembered (see :data:`_PLAIN_SUBJECT`)."""
+    return bool(_PLAIN_SUBJECT.fullmatch(subject))
 
 
 def _day(epoch_s: float) -> str:
@@ -57,6 +75,7 @@ class LessonKeeper:
         self._fingerprint = fingerprint or (lambda subject: "")
         self._prints: dict[str, str] = {}
         self.checked: set[str] = set()
+        self.errors: list[str] = []
 
     def fingerprint(self, subject: str) -> str:
         """The subject's fingerprint, computed once per turn."""
@@ -65,12 +84,34 @@ class LessonKeeper:
         return self._prints[subject]
 
     def known_blockers(self, tools: Iterable[str]) -> list[Lesson]:
-        """At most 3 active lessons declared by ``tools`` whose fingerprint still matches."""
-        found = [
-            lesson for lesson in self.store.active(tools=tools)
-            if lesson.signature.fingerprint == self.fingerprint(lesson.signature.subject)
-        ]
-        return found[:SHOWN_AT_START]
+        """At most 3 active lessons declared by ``tools`` whose fingerprint still matches
+        (fingerprints are computed for at most :data:`CANDIDATES_AT_START` candidates)."""
+        found: list[Lesson] = []
+        none: list[Lesson] = []
+        for lesson in self._guard(lambda: self.store.active(tools=tools, limit=CANDIDATES_AT_START), none):
+            if lesson.signature.fingerprint == self.fingerprint(lesson.signature.subject):
+                found.append(lesson)
+            if len(found) == SHOWN_AT_START:
+                break
+        return found
+
+    def on_subject(self, subject: str) -> list[Lesson]:
+        """Active lessons on ``subject`` (none when the store cannot be read)."""
+        none: list[Lesson] = []
+        return self._guard(lambda: self.store.on_subject(subject), none)
+
+    def close(self, lesson: Lesson, reason: str) -> None:
+        """Invalidate ``lesson`` (its row stays); a store error is recorded, never raised."""
+        self._guard(lambda: self.store.invalidate(lesson.id, reason), False)
+
+    def _guard(self, action: Callable[[], T], fallback: T) -> T:
+        """Run a store action; a broken store must not break the turn: the error is kept in
+        :attr:`errors` and the turn goes on without lessons."""
+        try:
+            return action()
+        except (sqlite3.Error, LessonStoreError, ValueError) as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return fallback
 
     def lesson_for(self, subject: str) -> Lesson | None:
         """The lesson on ``subject`` to act on before its first call this turn, or ``None``
@@ -78,21 +119,28 @@ class LessonKeeper:
         if subject in self.checked:
             return None
         self.checked.add(subject)
-        candidates = self.store.on_subject(subject)  # the fingerprint (a subprocess for a CLI) only when needed
+        candidates = self.on_subject(subject)  # the fingerprint (a subprocess for a CLI) only when needed
         if not candidates:
             return None
         current = self.fingerprint(subject)
-        return next((lesson for lesson in candidates if lesson.signature.fingerprint == current), None)
+        matching = [lesson for lesson in candidates if lesson.signature.fingerprint == current]
+        for stale in candidates:
+            if stale.signature.fingerprint != current:  # gh upgraded or moved: the old lesson is closed, kept
+                self.close(stale, f"its environment changed ({stale.signature.fingerprint!r} -> {current!r})")
+        with_probe = [lesson for lesson in matching if lesson.probe is not None]
+        chosen = with_probe or matching
+        return chosen[0] if chosen else None
 
     def remember(self, situation: Situation, *, tool: str, result_text: str, why: str) -> Lesson | None:
         """Store the lesson of a declared blocker the turn asked about; ``None`` when the
         rules say no (see :func:`unstuck.lessons.storable`) or the declaring result reads
         as an injected instruction."""
-        if storable(situation) is not None:
+        if storable(situation) is not None or not plain_subject(situation.subject):
             return None
         flagged = classify_output(tool, {}, result_text)
         if flagged is not None and flagged.kind is Kind.INJECTED_INSTRUCTION:
             return None
         content = f"{situation.subject} was blocked ({situation.kind.value}): {situation.detail}".strip()
-        return self.store.record(situation, tool=tool, fingerprint=self.fingerprint(situation.subject),
-                                 content=content, source=why)
+        return self._guard(lambda: self.store.record(
+            situation, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
+        ), None)

@@ -402,8 +402,19 @@ def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10
     return f"{resolved}|{first}"
 
 
+PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
 def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
-    """``check_cli_setup``'s body: installed? version? signed in? scopes? (see module doc)."""
+    """``check_cli_setup``'s body: installed? version? signed in? scopes? (see module doc).
+
+    Raises:
+        ValueError: when ``name`` is not a program name (letters, digits, ``._+-``; no path,
+            space or shell syntax): a model's argument never becomes a declared subject or
+            unblock as it was typed.
+    """
+    if not isinstance(name, str) or not PROGRAM_NAME.fullmatch(name):
+        raise ValueError(f"not a program name: {str(name)[:80]!r} (letters, digits and ._+- only)")
     facts = KNOWN_CLIS.get(name, CliFacts(name=name, display=name))
     probe = _cli_probe(name)
     path = workspace.which(name)
