@@ -291,3 +291,10 @@ def test_trace_show_renders_each_turn_and_names_lines_that_are_not_events(tmp_pa
     assert f"skipped 1 line(s) of {events}" in plain(proc.stderr).replace("\n", "")
     missing = unstuck("trace", "show", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2 and "nope.jsonl" in missing.stderr
+
+
+def test_trace_show_prints_event_names_that_look_like_markup(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"event": "[/bold]", "turn": "t1", "at_s": 0.0}\n', encoding="utf-8")
+    proc = unstuck("trace", "show", str(events))
+    assert proc.returncode == 0 and "[/bold]" in proc.stdout

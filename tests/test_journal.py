@@ -177,3 +177,53 @@ def test_journal_cli_names_a_foreign_file(tmp_path: Path) -> None:
     path.write_text("not sqlite at all " * 50, encoding="utf-8")
     proc = unstuck("journal", "list", "--journal", str(path))
     assert proc.returncode == 2 and "notes.db" in proc.stderr
+
+
+def test_undecodable_tool_output_is_journaled_not_fatal(tmp_path: Path) -> None:
+    @tool(subject="files")
+    def listing() -> str:
+        """A directory listing with a Latin-1 file name, decoded as a filesystem does."""
+        return b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+
+    with Journal(tmp_path / "j.db") as journal:
+        result = run_turn("x", model=PlaybackModel([("listing", {}), "done"]), tools=Toolset([listing]),
+                          unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
+        assert result.status is TurnStatus.DONE and journal.turn("t1").status == "done"
+        assert journal.steps("t1")[0].content == "caf\ufffd.txt"
+
+
+def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(tmp_path: Path) -> None:
+    from unstuck.events import EventLog
+
+    @tool(subject="x")
+    def broken() -> dict[str, object]:
+        """Declares a kind that does not exist."""
+        return {"status": "error", "situation": {"kind": "gremlins", "subject": "x"}}
+
+    log = EventLog()
+    with Journal(tmp_path / "j.db") as journal:
+        with pytest.raises(ValueError, match="gremlins"):
+            run_turn("x", model=PlaybackModel([("broken", {})]), tools=Toolset([broken]), unattended=True,
+                     clock=VirtualClock(), journal=journal, turn_id="t1", events=log)
+        assert journal.turn("t1").status == "failed" and "gremlins" in (journal.turn("t1").error or "")
+    assert log.named("turn.ended")[-1].get("status") == "failed"
+
+
+@pytest.mark.parametrize("returned", ["missing file", {"ok": False}, ["False", "why"], (False,), (False, "e", 1), None])
+def test_a_validator_must_say_true_or_false(returned: object) -> None:
+    verdict = Validator("odd", lambda: returned).run()  # type: ignore[arg-type,return-value]
+    assert verdict.verdict is Verdict.FAILED and "not True/False" in verdict.evidence
+
+
+def test_read_commands_open_the_journal_read_only_and_never_make_one(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    proc = unstuck("journal", "list", "--journal", str(empty))
+    assert proc.returncode == 2 and "empty" in proc.stderr and empty.stat().st_size == 0
+    with Journal(tmp_path / "j.db") as journal:
+        journal.begin_turn("t1", "x", unattended=True, guarded=True)
+    with Journal(tmp_path / "j.db", readonly=True) as journal:
+        assert [t.turn_id for t in journal.turns()] == ["t1"]
+    both = unstuck("journal", "resume", "t1", "--journal", str(tmp_path / "j.db"), "--committed", "t1:0",
+                   "--absent", "t1:0")
+    assert both.returncode == 2 and "both committed and absent" in both.stderr

@@ -61,3 +61,25 @@ def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_prin
 def test_descendants_lists_the_tree_of_a_live_process(tmp_path: Path) -> None:
     me = os.getpid()
     assert me in descendants(me)
+
+
+def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon"
+    script = (f"setsid bash -c '(trap \"\" TERM; echo $BASHPID > {pid_file}; exec sleep 60) &' ; "
+              "sleep 30")
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.3)
+    daemon = int(pid_file.read_text())
+    assert lease.expired and not alive(daemon) and lease.survivors == ()
+
+
+def test_a_process_started_during_the_grace_period_is_killed_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "late"
+    script = f"trap 'bash -c \"echo \\$\\$ > {pid_file}; exec sleep 60\" & sleep 5' TERM; sleep 30 & wait"
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    assert lease.expired
+    deadline = time.monotonic() + 2
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the TERM trap started its late process"
+    late = int(pid_file.read_text())
+    assert not alive(late) and late in lease.killed and lease.survivors == ()

@@ -251,9 +251,9 @@ def test_a_resumed_reply_obeys_the_policy_it_stopped_on(tmp_path: Path, ledger: 
     from crash_child import ledger_tools
     from unstuck.clock import VirtualClock
     from unstuck.loop import run_turn
-    from unstuck.resume import resume_turn
-    from unstuck.tools import Effect, Toolset, ToolCall, tool
     from unstuck.models import ModelReply
+    from unstuck.resume import resume_turn
+    from unstuck.tools import Effect, ToolCall, Toolset, tool
 
     @tool(subject="gh")
     def check() -> dict[str, Any]:

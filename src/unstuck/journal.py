@@ -32,6 +32,7 @@ import enum
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +52,9 @@ __all__ = [
     "JournalStep",
     "JournalTurn",
     "arguments_digest",
+    "clean_text",
+    "process_alive",
+    "process_identity",
     "situation_from_json",
     "situation_to_json",
 ]
@@ -113,8 +117,11 @@ def clean_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", text)
     return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def process_identity(pid: int | None = None) -> tuple[int, int]:

@@ -30,6 +30,7 @@ Errors::
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -362,7 +363,7 @@ class LessonStore:
 
 def _clean(text: str) -> str:
     """Valid UTF-8 for SQLite (lone surrogates become U+FFFD) and one line."""
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\n", " ").replace("\r", " ")
+    return re.sub("[\ud800-\udfff]", "\ufffd", text).replace("\n", " ").replace("\r", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:
