@@ -129,7 +129,7 @@ def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Pa
     def crash_after_the_first_retry_wait(point: str, ref: str) -> None:
         if point == "checkpoint.saved":
             saves["n"] += 1
-            if saves["n"] == 2:  # the reply asking for the call; then the first attempt, before its retry
+            if saves["n"] == 3:  # the opening messages, the reply asking for the call, then the first attempt
                 raise Crash
 
     path = tmp_path / "j.db"
@@ -343,3 +343,88 @@ def test_the_policy_config_is_journaled_and_used_on_resume(tmp_path: Path) -> No
         journal.begin_turn("t1", "x", unattended=True, guarded=True,
                            config_json='{"max_workarounds_after_blocker": 6, "max_workarounds_after_inferred_blocker": 8}')
         assert PolicyConfig(**__import__("json").loads(journal.config("t1"))).max_workarounds_after_blocker == 6
+
+
+def test_an_owner_in_another_pid_namespace_is_not_taken_for_dead(tmp_path: Path) -> None:
+    from unstuck.journal import JournalError
+
+    path = tmp_path / "j.db"
+    with Journal(path) as journal:
+        journal.begin_turn("t1", "x", unattended=True, guarded=True)
+    with sqlite3.connect(path) as db:  # as a container sharing the journal volume would have written it
+        db.execute("UPDATE turns SET owner_pid = 1, owner_start = 42, owner_host = 'other-boot/4026531836'")
+    with Journal(path) as journal:
+        with pytest.raises(JournalError, match="another machine or pid namespace"):
+            journal.claim("t1")
+        journal.claim("t1", force=True)
+
+
+def test_an_interrupted_turn_lets_go_of_its_owner(tmp_path: Path, ledger: Path) -> None:
+    journal = tmp_path / "j.db"
+    assert child(journal, ledger, "run", "t1", "effect.returned", "1").returncode == -9
+    held = last_json(child(journal, ledger, "resume", "t1"))
+    assert held["status"] == "interrupted"
+    with sqlite3.connect(journal) as db:
+        assert db.execute("SELECT owner_pid FROM turns").fetchone()[0] is None
+    assert last_json(child(journal, ledger, "resume", "t1", "--resolvers"))["status"] == "done"
+
+
+def test_a_turn_that_died_before_its_first_reply_resumes_with_its_task(tmp_path: Path) -> None:
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.resume import resume_turn
+    from unstuck.tools import Toolset
+
+    class DiesAsked:
+        name = "dies"
+
+        def complete(self, messages: object, tools: object) -> object:
+            raise Crash
+
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("book order 7", model=DiesAsked(), tools=Toolset([]), unattended=True,  # type: ignore[arg-type]
+                 clock=VirtualClock(), journal=Journal(path), turn_id="t1")
+    model = PlaybackModel(["booked"])
+    with Journal(path) as journal:
+        resume_turn(journal, "t1", model=model, tools=Toolset([]), clock=VirtualClock())
+    sent = model.requests[0][0]
+    assert [m.role.value for m in sent[:2]] == ["system", "user"] and sent[1].content == "book order 7"
+
+
+def test_two_calls_with_one_id_in_a_reply_are_both_run_once(tmp_path: Path, ledger: Path) -> None:
+    from collections.abc import Sequence
+
+    from crash_child import ledger_tools
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.models import Message, ModelReply
+    from unstuck.resume import Resolution, resume_turn
+    from unstuck.tools import ToolCall, ToolSpec
+
+    class SameIdsInOneReply:
+        name = "same-ids"
+
+        def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+            if any(m.role.value == "tool" for m in messages) or not tools:
+                return ModelReply("booked")
+            return ModelReply("", (ToolCall.of("x", "book_order", {"order": 1}),
+                                   ToolCall.of("x", "book_order", {"order": 2})))
+
+    def crash(point: str, ref: str) -> None:
+        if point == "effect.returned" and ref == "t1:0":
+            raise Crash
+
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("book", model=SameIdsInOneReply(), tools=ledger_tools(str(ledger)), unattended=True,
+                 clock=VirtualClock(), journal=Journal(path, on_point=crash), turn_id="t1")
+
+    def booked_already(arguments: Any) -> Resolution:
+        return Resolution.COMMITTED if arguments["order"] in booked(ledger) else Resolution.ABSENT
+
+    with Journal(path) as journal:
+        result = resume_turn(journal, "t1", model=SameIdsInOneReply(), tools=ledger_tools(str(ledger)),
+                             clock=VirtualClock(), resolvers={"book_order": booked_already})
+    assert result.status.value == "done" and booked(ledger) == [1, 2]

@@ -53,6 +53,7 @@ __all__ = [
     "JournalTurn",
     "arguments_digest",
     "clean_text",
+    "host_identity",
     "process_alive",
     "process_identity",
     "situation_from_json",
@@ -68,7 +69,7 @@ CREATE TABLE turns (
     turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
     guarded INTEGER NOT NULL, started_at REAL NOT NULL, ended_at REAL, answer TEXT, error TEXT,
     checkpoint_step INTEGER NOT NULL DEFAULT -1, config TEXT NOT NULL DEFAULT '{}',
-    owner_pid INTEGER, owner_start INTEGER
+    owner_pid INTEGER, owner_start INTEGER, owner_host TEXT
 );
 CREATE TABLE decisions (
     turn_id TEXT NOT NULL REFERENCES turns(turn_id), after_step INTEGER NOT NULL, action TEXT NOT NULL,
@@ -99,6 +100,24 @@ CREATE INDEX intents_by_turn ON intents (turn_id, step);
 """
 
 
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    """Open ``path``; read-only, when asked, falling back to ``immutable=1`` on read-only
+    media (where SQLite cannot make the WAL's ``-shm`` file)."""
+    if not readonly:
+        db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    else:
+        uri = path.resolve().as_uri()
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", timeout=10.0, isolation_level=None, check_same_thread=False,
+                                 uri=True)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=10.0, isolation_level=None,
+                                 check_same_thread=False, uri=True)
+    db.execute("PRAGMA busy_timeout = 10000")
+    return db
+
+
 class JournalError(RuntimeError):
     """A journal file that cannot be used (named in the message), or an unknown turn."""
 
@@ -122,6 +141,18 @@ def clean_text(text: str) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def host_identity() -> str:
+    """This machine's boot and pid namespace (``/proc/sys/kernel/random/boot_id`` and the
+    inode of ``/proc/self/ns/pid``): pids mean something only where these match. Empty
+    when ``/proc`` cannot tell."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{boot}/{namespace}"
 
 
 def process_identity(pid: int | None = None) -> tuple[int, int]:
@@ -260,10 +291,7 @@ class Journal:
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
-            self._db = sqlite3.connect(target, timeout=10.0, isolation_level=None, check_same_thread=False,
-                                       uri=readonly)
-            self._db.execute("PRAGMA busy_timeout = 10000")
+            self._db = _connect(self.path, readonly)
             self._open()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from None
@@ -326,34 +354,44 @@ class Journal:
         with self._write() as db:
             db.execute(
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
-                " owner_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " owner_start, owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (turn_id, clean_text(task), "running", int(unattended), int(guarded), time.time(), config_json, pid,
-                 start),
+                 start, host_identity()),
             )
 
-    def claim(self, turn_id: str) -> None:
+    def claim(self, turn_id: str, *, force: bool = False) -> None:
         """Take a turn over to resume it: it must not have ended, and its owner must be gone
-        (a dead process, or one that let go). Compare-and-set on the owner, so of two
-        processes resuming at once exactly one wins.
+        (a dead process on this machine and pid namespace, or one that let go when its turn
+        ended or was held). An owner elsewhere (another container, another machine, no
+        ``/proc`` to ask) cannot be seen: it is taken as alive unless ``force``, which a
+        person uses once they know it is gone. Compare-and-set on the owner, so of two
+        processes resuming at once exactly one wins. A process may resume its own turn.
 
         Raises:
-            JournalError: for an unknown turn, one that ended, one whose owner still runs,
-                or one another process claimed first.
+            JournalError: for an unknown turn, one that ended, one whose owner still runs
+                (or may), or one another process claimed first.
         """
-        row = self._db.execute("SELECT status, owner_pid, owner_start FROM turns WHERE turn_id = ?",
+        row = self._db.execute("SELECT status, owner_pid, owner_start, owner_host FROM turns WHERE turn_id = ?",
                                (turn_id,)).fetchone()
         if row is None:
             raise JournalError(f"no turn {turn_id!r} in {self.path}")
-        status, pid, start = row
+        status, pid, start, host = row
         if status in ("done", "blocked", "failed"):
             raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
-        if pid is not None and (pid, start) != process_identity() and process_alive(pid, start):
-            raise JournalError(f"turn {turn_id} is still owned by live process {pid}; resume it once that ends")
+        mine = (pid, start) == process_identity() and host == host_identity()
+        if pid is not None and not mine and not force:
+            here = host_identity()
+            if not here or host != here:
+                raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
+                                   "which cannot be checked from here; resume with force once you know it is gone")
+            if process_alive(pid, start):
+                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; resume it once that ends")
         me, my_start = process_identity()
         with self._write() as db:
             changed = db.execute(
-                "UPDATE turns SET owner_pid = ?, owner_start = ?, status = 'running', ended_at = NULL"
-                " WHERE turn_id = ? AND owner_pid IS ? AND owner_start IS ?", (me, my_start, turn_id, pid, start),
+                "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = 'running', ended_at = NULL"
+                " WHERE turn_id = ? AND owner_pid IS ? AND owner_start IS ?",
+                (me, my_start, host_identity(), turn_id, pid, start),
             ).rowcount
         if changed != 1:
             raise JournalError(f"turn {turn_id} was claimed by another process first")
@@ -398,8 +436,8 @@ class Journal:
             db.execute(
                 "INSERT INTO intents (effect_ref, turn_id, step, call_id, reply_seq, tool, arguments, state,"
                 " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ref, turn_id, step, call_id, reply_seq, tool, clean_text(arguments_json), IntentState.PREPARED.value,
-                 time.time()),
+                (ref, turn_id, step, clean_text(call_id), reply_seq, clean_text(tool), clean_text(arguments_json),
+                 IntentState.PREPARED.value, time.time()),
             )
         self._point("intent.prepared", ref)
         return ref
@@ -444,8 +482,9 @@ class Journal:
             for step in steps:
                 db.execute(
                     "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (turn_id, step.index, step.call_id, step.tool, step.arguments_json,
-                     arguments_digest(step.arguments_json), step.subject, int(step.interactive),
+                    (turn_id, step.index, clean_text(step.call_id), clean_text(step.tool),
+                     clean_text(step.arguments_json), arguments_digest(clean_text(step.arguments_json)),
+                     clean_text(step.subject), int(step.interactive),
                      int(step.auto_retry), int(step.dispatched), int(step.probe), int(step.retry), int(step.ok),
                      situation_to_json(step.situation), step.decision, json.dumps(list(step.exempt)),
                      step.injected, clean_text(step.content), step.started_s, step.duration_s),
@@ -466,7 +505,8 @@ class Journal:
     def end_turn(self, turn_id: str, status: str, *, answer: str = "", error: str | None = None) -> None:
         """Record the turn's final (or, for ``interrupted``, current) status."""
         with self._write() as db:
-            db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ? WHERE turn_id = ?",
+            db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
+                       " owner_start = NULL, owner_host = NULL WHERE turn_id = ?",  # the owner lets go
                        (status, time.time(), clean_text(answer), clean_text(error) if error else error, turn_id))
 
     # -- reading -----------------------------------------------------------------------------

@@ -49,6 +49,18 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+def _unique_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The reply's calls with ids unique within it (a repeated id gets ``#2``, ``#3`` ...):
+    each call's result, intent and receipt must be told apart."""
+    seen: dict[str, int] = {}
+    unique: list[ToolCall] = []
+    for call in calls:
+        seen[call.id] = seen.get(call.id, 0) + 1
+        unique.append(call if seen[call.id] == 1 else ToolCall(f"{call.id}#{seen[call.id]}", call.tool,
+                                                               call.arguments_json))
+    return tuple(unique)
+
+
 def receipt_of(result: ToolResult) -> str:
     """What the journal keeps of a side-effecting call's return (JSON; content cut at 4,000
     characters)."""
@@ -174,6 +186,8 @@ class _Turn:
             self.journal.resume_intent(reuse)
             ref = reuse
         else:
+            if self.saved[0] < len(self.steps):
+                self.save()  # probes and retries before it are on disk: step numbers and intents stay aligned
             reply = max((i for i, m in enumerate(self.messages) if m.role is Role.ASSISTANT), default=-1)
             ref = self.journal.prepare_intent(self.turn_id, len(self.steps), call.id, call.tool, call.arguments_json,
                                               reply_seq=reply)
@@ -305,10 +319,11 @@ class _Turn:
                 return self.finish(TurnStatus.FAILED, "", error=str(exc))
             except Exception as exc:  # a model adapter that raises anything else is still a failed turn
                 return self.finish(TurnStatus.FAILED, "", error=f"model raised {type(exc).__name__}: {exc}")
-            self.messages.append(Message(Role.ASSISTANT, reply.content, reply.tool_calls))
+            calls = _unique_ids(reply.tool_calls)
+            self.messages.append(Message(Role.ASSISTANT, reply.content, calls))
             self.save()
-            if reply.tool_calls:
-                blocker = self.dispatch_all(reply.tool_calls)
+            if calls:
+                blocker = self.dispatch_all(calls)
             else:
                 blocker = self.blocker_left_at_answer()
                 if blocker is None:
@@ -365,15 +380,15 @@ class _Turn:
             if note:
                 content = f"{note}\n{content}"
             self.messages.append(Message(Role.TOOL, content, tool_call_id=call.id, name=call.tool))
-            self.save()
             if self.guarded and isinstance(decision, policy.Escalate):
                 for skipped in calls[position + 1 :]:
                     self.messages.append(Message(
                         Role.TOOL, "Not executed: the turn stopped to ask the user.",
                         tool_call_id=skipped.id, name=skipped.tool,
                     ))
-                self.save()  # a crash while asking must not run what the policy stopped
+                self.save()  # with the stopped calls' answers, in one commit: a resume never runs them
                 return decision.blocker
+            self.save()
         return None
 
     def check_lesson(self, call: ToolCall) -> tuple[policy.OpenBlocker | None, str]:
@@ -404,7 +419,7 @@ class _Turn:
             self.noted[subject] = lesson
             return None, f"{note} (Its probe could not tell whether it still holds.)"
         assert found is not None
-        self.keeper.store.verified(lesson.id)
+        self.keeper.verified(lesson)
         self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
         self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
         self.cited[subject] = lesson
@@ -617,16 +632,20 @@ def _start(
             turn.messages[0] = Message(Role.SYSTEM, prompt)
             for lesson in known:
                 turn.emit("lesson.shown", lesson=lesson.id, subject=lesson.signature.subject)
+    turn.save()  # the system prompt and the task: a turn that dies on its first model call resumes with them
     return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks)
 
 
 def _guarded_run(
-    turn: _Turn, *, max_steps: int, max_asks: int, pending: policy.OpenBlocker | None = None
+    turn: _Turn, *, max_steps: int, max_asks: int, pending: policy.OpenBlocker | None = None,
+    first: Callable[[], policy.OpenBlocker | None] | None = None,
 ) -> TurnResult:
     """Run the turn; an interrupt ends it ``interrupted``. An error from a tool's malformed
     declaration (or the journal) still propagates, loudly, after the turn is recorded as
     ``failed`` (the journal's status, the ``turn.ended`` event), so nothing is left running."""
     try:
+        if first is not None:
+            pending = first()
         return turn.run(max_steps=max_steps, max_asks=max_asks, pending=pending)
     except KeyboardInterrupt:
         return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")

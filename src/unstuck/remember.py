@@ -33,6 +33,9 @@ __all__ = ["CANDIDATES_AT_START", "SHOWN_AT_START", "LessonKeeper", "known_block
 SHOWN_AT_START = 3
 
 
+#: The fingerprint of a subject whose fingerprint could not be taken: matches nothing.
+UNKNOWN_FINGERPRINT = "\x00unknown"
+
 #: Active lessons looked at, at most, to find the ones shown at turn start.
 CANDIDATES_AT_START = 20
 
@@ -78,10 +81,19 @@ class LessonKeeper:
         self.errors: list[str] = []
 
     def fingerprint(self, subject: str) -> str:
-        """The subject's fingerprint, computed once per turn."""
+        """The subject's fingerprint, computed once per turn; :data:`UNKNOWN_FINGERPRINT`
+        (which matches no lesson, and stores none) when the fingerprint function fails."""
         if subject not in self._prints:
-            self._prints[subject] = self._fingerprint(subject)
+            try:
+                self._prints[subject] = self._fingerprint(subject)
+            except Exception as exc:  # e.g. a PATH script that cannot be exec'd for --version
+                self.errors.append(f"fingerprint of {subject}: {type(exc).__name__}: {exc}")
+                self._prints[subject] = UNKNOWN_FINGERPRINT
         return self._prints[subject]
+
+    def verified(self, lesson: Lesson) -> None:
+        """Its probe says the lesson still holds; a store error is recorded, never raised."""
+        self._guard(lambda: self.store.verified(lesson.id), None)
 
     def known_blockers(self, tools: Iterable[str]) -> list[Lesson]:
         """At most 3 active lessons declared by ``tools`` whose fingerprint still matches
@@ -137,8 +149,12 @@ class LessonKeeper:
         as an injected instruction."""
         if storable(situation) is not None or not plain_subject(situation.subject):
             return None
-        flagged = classify_output(tool, {}, result_text)
+        # what would be stored (the unblock, the detail) is screened with the result it came in
+        screened = "\n".join((result_text, situation.unblock or "", situation.detail))
+        flagged = classify_output(tool, {}, screened)
         if flagged is not None and flagged.kind is Kind.INJECTED_INSTRUCTION:
+            return None
+        if self.fingerprint(situation.subject) == UNKNOWN_FINGERPRINT:
             return None
         content = f"{situation.subject} was blocked ({situation.kind.value}): {situation.detail}".strip()
         return self._guard(lambda: self.store.record(

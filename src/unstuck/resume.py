@@ -34,7 +34,7 @@ from unstuck.clock import Clock, RealClock
 from unstuck.events import EventSink
 from unstuck.journal import IntentState, Journal, JournalIntent, JournalStep
 from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _guarded_run, _Turn
-from unstuck.models import Model, Role, message_from_json
+from unstuck.models import Message, Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
@@ -137,6 +137,7 @@ def resume_turn(
     validators: Sequence[Validator] = (),
     max_steps: int = 60,
     max_asks: int = 3,
+    force: bool = False,
 ) -> TurnResult:
     """Continue turn ``turn_id`` from its journal (see the module doc).
 
@@ -147,6 +148,8 @@ def resume_turn(
             :func:`unstuck.loop.run_turn`; ``unattended`` and ``guarded`` are the turn's own.
         resolvers: by tool name, who says whether an intent without a receipt took effect.
         config: the policy's budgets; the turn's own, as journaled, by default.
+        force: take the turn over from an owner that cannot be checked from here (another
+            machine or pid namespace); only once a person knows it is gone.
 
     Returns:
         The turn's result: ``interrupted`` with ``held_intents`` when an intent was held.
@@ -155,7 +158,7 @@ def resume_turn(
         JournalError: for an unknown turn, one that already ended (done, blocked, failed),
             one whose process still runs, or one another process is resuming.
     """
-    journal.claim(turn_id)  # one owner at a time: a live turn, or a second resumer, is refused
+    journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
     if config is None:
         config = policy.PolicyConfig(**json.loads(journal.config(turn_id) or "{}"))
@@ -166,10 +169,11 @@ def resume_turn(
         clock=clock or RealClock(), asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
     )
     turn.journal, turn.validators = journal, tuple(validators)
-    turn.messages = [message_from_json(m) for m in journal.messages(turn_id)]
+    turn.messages = [message_from_json(m) for m in journal.messages(turn_id)] or [
+        Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, header.task)]
     turn.steps = [_step_record(s) for s in steps]
     turn.policy_inputs = [(s.interactive, s.auto_retry, s.exempt, s.decision) for s in steps]
-    turn.saved = (len(turn.steps), len(turn.messages))
+    turn.saved = (len(turn.steps), len(journal.messages(turn_id)))
     turn.emit("turn.resumed", steps=len(steps), messages=len(turn.messages))
     reply, calls = _unanswered(turn)
     # intents of this reply only: a call id may recur in another reply
@@ -182,11 +186,9 @@ def resume_turn(
         listed = "; ".join(f"{ref} ({reason})" for ref, reason in held)
         return turn.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
                            held=tuple(ref for ref, _ in held))
-    try:
-        pending = turn.dispatch_all(calls, overrides) if calls else None  # the policy decides as it did before
-    except KeyboardInterrupt:
-        return turn.finish(TurnStatus.INTERRUPTED, "", error="interrupted (KeyboardInterrupt)")
-    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks, pending=pending)
+    # the settled calls go through the policy as they did before; errors end the turn as in run_turn
+    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks,
+                        first=(lambda: turn.dispatch_all(calls, overrides)) if calls else None)
 
 
 def _settle(
