@@ -298,3 +298,17 @@ def test_trace_show_prints_event_names_that_look_like_markup(tmp_path: Path) -> 
     events.write_text('{"event": "[/bold]", "turn": "t1", "at_s": 0.0}\n', encoding="utf-8")
     proc = unstuck("trace", "show", str(events))
     assert proc.returncode == 0 and "[/bold]" in proc.stdout
+
+
+def test_bad_files_and_paths_are_named_before_any_work(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\xff\xfe not text \x80\n")
+    for args in (("bank", "stats", "--bank", str(binary)), ("classify", "--cases", str(binary))):
+        proc = unstuck(*args)
+        assert proc.returncode != 0 and "not UTF-8" in plain(proc.stderr).replace("\n", ""), args
+    proc = unstuck("eval", "--json", str(tmp_path), "--scenarios", "wrong_path")
+    assert proc.returncode != 0 and "is a directory" in proc.stderr
+    proc = unstuck("bank", "harvest", "--only", "shell-timeout", "--out", str(tmp_path))
+    assert proc.returncode != 0 and "is a directory" in proc.stderr
+    proc = unstuck("lessons", "forget", "1", "--store", str(tmp_path / "nope.db"))
+    assert proc.returncode == 2 and "no lesson store" in proc.stderr and not (tmp_path / "nope.db").exists()

@@ -163,17 +163,20 @@ def _sessions_table(across: list[SessionResult]) -> Table:
     return table
 
 
-def _curve_table(sweep: Curve) -> Table:
+def _curve_tables(sweep: Curve) -> tuple[Table, Table]:
     table = Table(title="guarded success against injected failures")
     for column in ("p_inj", "runs", "passed", "success", "injected per run"):
         table.add_column(column, justify="right")
     for point in sweep.points:
         rate = "-" if point.success_rate is None else f"{point.success_rate:.0%}"
         table.add_row(f"{point.p_inj:g}", str(point.runs), str(point.passed), rate, f"{point.mean_injected:.2f}")
+    recovery = Table(title="recovery by injected failures in the run (all rates)")
+    for column in ("injected failures", "runs", "passed", "recovered"):
+        recovery.add_column(column, justify="right")
     for bucket in sweep.buckets:
         rate = "-" if bucket.success_rate is None else f"{bucket.success_rate:.0%}"
-        table.add_row(f"{bucket.label} injected", str(bucket.runs), str(bucket.passed), rate, "", style="dim")
-    return table
+        recovery.add_row(bucket.label, str(bucket.runs), str(bucket.passed), rate)
+    return table, recovery
 
 
 def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
@@ -254,6 +257,10 @@ def _eval_command(
         if not chosen:
             raise _fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
     models = _model_factories(model, base_url, api_key, seed)
+    for option, path in (("--json", json_path), ("--html", html_path)):
+        if path is not None and (path.is_dir() or not path.parent.is_dir()):
+            raise _fail(f"{option} {path}: " + ("is a directory; give a file path" if path.is_dir()
+                                                 else f"the folder {path.parent} does not exist"))
     if compare is not None and p_inj > 0:
         raise _fail("--compare checks clean runs against a clean baseline; drop --p-inj (use --curve to add injection)")
     failures: FailureBank | None = None
@@ -289,7 +296,8 @@ def _eval_command(
             sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
                               progress=advance, bank=failures)
     across: list[SessionResult] = []
-    if sessions if sessions is not None else (scenarios is None and tags is None and agents is None):
+    chose = scenarios is not None or tags is not None or agents is not None or scenario_dir is not None
+    if sessions if sessions is not None else not chose:
         with err_console.status("lessons across sessions (3 processes)"):
             across = run_sessions()
     console.print(_table(results, injected=p_inj > 0))
@@ -297,7 +305,8 @@ def _eval_command(
     if across:
         console.print(_sessions_table(across))
     if sweep is not None:
-        console.print(_curve_table(sweep))
+        for table in _curve_tables(sweep):
+            console.print(table)
     if json_path is not None:
         write_json(results, json_path, curve=sweep, sessions=[s.to_dict() for s in across])
         console.print(f"results written to {escape(str(json_path))}")

@@ -49,6 +49,8 @@ def _harvest(
     """Run real programs in failure states and record what they print, exit with, answer or raise."""
     if not out.parent.is_dir():
         _usage(f"--out {out}: the folder {out.parent} does not exist")
+    if out.is_dir():
+        _usage(f"--out {out}: is a directory; give a file path")
     reported: list[FailureForm] = []
     if cases is not None:
         try:

@@ -145,9 +145,13 @@ def _resume(
                 err_console.print(f"[red]error:[/red] {escape(ref)} is not an unsettled intent of {turn}; "
                                   f"unsettled: {escape(known)}")
                 raise typer.Exit(2)
-        for ref in committed or []:
+        if header.status in ("done", "blocked", "failed") and not open_intents:
+            console.print(f"turn {turn} ended {header.status}; it has no unsettled effect intent, nothing to resume")
+            return
+        committed, absent = sorted(set(committed or [])), sorted(set(absent or []))
+        for ref in committed:
             j.record_receipt(ref, json.dumps({"resolved": "committed", "by": "user"}), settled_by="user")
-        for ref in absent or []:
+        for ref in absent:
             j.mark_absent(ref)
         left = [i for i in j.intents(turn) if i.state is not IntentState.COMMITTED]
     console.print(f"turn {turn} ({header.status}): {len(committed or [])} marked committed, "

@@ -35,6 +35,9 @@ def _open(path: Path | None, *, readonly: bool = True) -> LessonStore:
     if path is None and readonly and not default_store_path().exists():
         console.print(f"no lessons yet (no store at {escape(str(default_store_path()))})", highlight=False)
         raise typer.Exit(0)
+    if not (path or default_store_path()).exists():  # a read, or forgetting: never make a store for it
+        err_console.print(f"[red]error:[/red] no lesson store at {escape(str(path or default_store_path()))}")
+        raise typer.Exit(2)
     try:
         return LessonStore(path, readonly=readonly)
     except (LessonStoreError, OSError) as exc:

@@ -312,7 +312,8 @@ class Journal:
             app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
             empty = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-            what = "an empty database" if empty else f"another program's database (application_id {app_id})"
+            what = ("an empty database" if empty else "an unstuck lesson store" if app_id == 0x756E736C
+                    else f"another program's database (application_id {app_id})")
             raise JournalError(f"{self.path} is {what}, not an unstuck journal; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:

@@ -203,8 +203,10 @@ class LessonStore:
                         db.execute(statement)
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
-            raise LessonStoreError(f"{self.path} is another program's database (application_id {app_id}), "
-                                   "not an unstuck lesson store; it was left untouched")
+            empty = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            what = ("an empty database" if empty else "an unstuck journal" if app_id == 0x756E736A
+                    else f"another program's database (application_id {app_id})")
+            raise LessonStoreError(f"{self.path} is {what}, not an unstuck lesson store; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
             raise LessonStoreError(f"{self.path} is a lesson store of schema {version}; "

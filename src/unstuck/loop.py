@@ -592,6 +592,8 @@ def run_turn(
         ValueError: naming the tool, when a tool declares a malformed situation (a bug in that
             tool, never guessed around). Events recorded before it are kept.
     """
+    if fingerprint is not None and not callable(fingerprint):
+        raise TypeError(f"fingerprint must be a function of a subject returning a string, got {fingerprint!r}")
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
     state = policy.RecoveryState(unattended=unattended, config=config or policy.PolicyConfig())
     clock = clock or RealClock()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from unstuck import policy
@@ -38,7 +38,7 @@ from unstuck.models import Message, Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.tools import ToolCall, ToolResult, Toolset
+from unstuck.tools import ToolCall, ToolResult, Toolset, ToolSpec
 
 __all__ = ["Resolution", "Resolver", "rebuild_state", "resume_turn"]
 
@@ -128,7 +128,7 @@ def resume_turn(
     turn_id: str,
     *,
     model: Model,
-    tools: Toolset,
+    tools: Toolset | Iterable[ToolSpec],
     resolvers: Mapping[str, Resolver] | None = None,
     clock: Clock | None = None,
     asker: Asker | None = None,
@@ -164,8 +164,9 @@ def resume_turn(
         config = policy.PolicyConfig(**json.loads(journal.config(turn_id) or "{}"))
     state = policy.RecoveryState(unattended=header.unattended, config=config)
     steps = journal.steps(turn_id)
+    toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
     turn = _Turn(
-        header.task, model, tools, rebuild_state(steps, state, journal.decisions(turn_id)), guarded=header.guarded,
+        header.task, model, toolset, rebuild_state(steps, state, journal.decisions(turn_id)), guarded=header.guarded,
         clock=clock or RealClock(), asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
     )
     turn.journal, turn.validators = journal, tuple(validators)

@@ -105,6 +105,8 @@ def load_cases(path: Path) -> list[Case]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise CaseError(f"{path}: cannot read the cases: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CaseError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     cases = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

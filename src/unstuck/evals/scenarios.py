@@ -331,6 +331,8 @@ def load_scenario(path: str | Path) -> Scenario:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{source}: cannot read the file: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

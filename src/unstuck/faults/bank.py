@@ -351,18 +351,21 @@ def load_bank(path: Path | str | None = None) -> FailureBank:
     source = Path(path) if path is not None else bundled_bank_path()
     forms: list[FailureForm] = []
     seen: dict[str, int] = {}
-    with source.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{source}:{number}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BankError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-            form = parse_form(where, data)
-            if form.id in seen:
-                raise BankError(f"{where}: duplicate failure form id {form.id!r} (first on line {seen[form.id]})")
-            seen[form.id] = number
-            forms.append(form)
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise BankError(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BankError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        form = parse_form(where, data)
+        if form.id in seen:
+            raise BankError(f"{where}: duplicate failure form id {form.id!r} (first on line {seen[form.id]})")
+        seen[form.id] = number
+        forms.append(form)
     return FailureBank(forms)
