@@ -35,7 +35,7 @@ from unstuck.models import Message, Model, ModelError, ModelReply, Role, message
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validation, Validator, Verdict
 from unstuck.presence import Answer, Asker
 from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADING, RETRIED_NOTE
-from unstuck.remember import LessonKeeper, known_blocker_note
+from unstuck.remember import LessonHooks, LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
@@ -68,7 +68,7 @@ def receipt_of(result: ToolResult) -> str:
                        "http_status": result.http_status, "injected": result.injected})
 
 
-class _Turn:
+class _Turn(LessonHooks):
     """The mutable bookkeeping of one running turn (private to :func:`run_turn`)."""
 
     def __init__(
@@ -390,65 +390,6 @@ class _Turn:
                 return decision.blocker
             self.save()
         return None
-
-    def check_lesson(self, call: ToolCall) -> tuple[policy.OpenBlocker | None, str]:
-        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
-        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
-        one-line note for the call's result."""
-        if self.keeper is None or not self.guarded:
-            return None, ""
-        spec = self.spec_for(call)
-        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
-        lesson = self.keeper.lesson_for(subject)
-        if lesson is None:
-            return None, ""
-        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
-        if lesson.probe is None or not self.probe_allowed(lesson.probe):
-            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=False)
-            self.noted[subject] = lesson
-            return None, note
-        clean, _evidence = self.run_probe(lesson.probe)
-        found = self.steps[-1].situation
-        if clean:
-            self.keeper.close(lesson, "its probe came back clean")
-            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="probe clean")
-            return None, ""
-        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
-        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
-            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True, probe_told=False)
-            self.noted[subject] = lesson
-            return None, f"{note} (Its probe could not tell whether it still holds.)"
-        assert found is not None
-        self.keeper.verified(lesson)
-        self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
-        self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
-        self.cited[subject] = lesson
-        return self.state.open_blockers[subject], ""
-
-    def settle_noted(self, call: ToolCall, ok: bool) -> None:
-        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
-        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
-        if self.keeper is None or not ok:
-            return
-        spec = self.spec_for(call)
-        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
-        lesson = self.noted.pop(subject, None)
-        if lesson is not None:
-            self.keeper.close(lesson, "a call on its subject succeeded")
-            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="call succeeded")
-
-    def remember(self, blocker: policy.OpenBlocker) -> None:
-        """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
-        if self.keeper is None or blocker.subject in self.cited:
-            return
-        declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
-        if declaring is None or not declaring.dispatched:
-            return  # unstuck's own refusal says what this run may do, not what the machine is
-        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
-                                      why="escalated")
-        if lesson is not None:
-            self.emit("lesson.stored", lesson=lesson.id, subject=lesson.signature.subject,
-                      kind=lesson.signature.kind.value)
 
     def blocker_left_at_answer(self) -> policy.OpenBlocker | None:
         """The model answered. A blocker still open means the turn is blocked, unless a call

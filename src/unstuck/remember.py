@@ -21,13 +21,21 @@ import datetime
 import re
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+from unstuck import policy
 from unstuck.classify import classify_output
+from unstuck.events import Scalar
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
-from unstuck.situations import Kind, Situation
+from unstuck.outcome import StepRecord
+from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.situations import Kind, Probe, Situation
+from unstuck.tools import ToolCall, ToolSpec
 
-__all__ = ["CANDIDATES_AT_START", "SHOWN_AT_START", "LessonKeeper", "known_blocker_note", "plain_subject"]
+__all__ = [
+    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonHooks", "LessonKeeper",
+    "known_blocker_note", "plain_subject",
+]
 
 #: Lessons shown at turn start (DESIGN.md, "Defaults").
 SHOWN_AT_START = 3
@@ -160,3 +168,83 @@ class LessonKeeper:
         return self._guard(lambda: self.store.record(
             situation, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
         ), None)
+
+
+class _TurnParts(Protocol):
+    """What the lesson steps use of the loop's turn."""
+
+    keeper: LessonKeeper | None
+    guarded: bool
+    state: policy.RecoveryState
+    steps: list[StepRecord]
+    cited: dict[str, Lesson]
+    noted: dict[str, Lesson]
+
+    def spec_for(self, call: ToolCall) -> ToolSpec | None: ...
+    def probe_allowed(self, probe: Probe) -> bool: ...
+    def run_probe(self, probe: Probe) -> tuple[bool, str]: ...
+    def emit(self, name: str, **fields: Scalar) -> None: ...
+
+
+class LessonHooks:
+    """The loop's lesson steps, mixed into its turn (kept here to keep the loop short): check a
+    call's subject before dispatch, close a noted lesson on success, store after asking."""
+
+    def check_lesson(self: _TurnParts, call: ToolCall) -> tuple[policy.OpenBlocker | None, str]:
+        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
+        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
+        one-line note for the call's result."""
+        if self.keeper is None or not self.guarded:
+            return None, ""
+        spec = self.spec_for(call)
+        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+        lesson = self.keeper.lesson_for(subject)
+        if lesson is None:
+            return None, ""
+        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+        if lesson.probe is None or not self.probe_allowed(lesson.probe):
+            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=False)
+            self.noted[subject] = lesson
+            return None, note
+        clean, _evidence = self.run_probe(lesson.probe)
+        found = self.steps[-1].situation
+        if clean:
+            self.keeper.close(lesson, "its probe came back clean")
+            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="probe clean")
+            return None, ""
+        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
+        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
+            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True, probe_told=False)
+            self.noted[subject] = lesson
+            return None, f"{note} (Its probe could not tell whether it still holds.)"
+        assert found is not None
+        self.keeper.verified(lesson)
+        self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
+        self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
+        self.cited[subject] = lesson
+        return self.state.open_blockers[subject], ""
+
+    def settle_noted(self: _TurnParts, call: ToolCall, ok: bool) -> None:
+        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
+        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
+        if self.keeper is None or not ok:
+            return
+        spec = self.spec_for(call)
+        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+        lesson = self.noted.pop(subject, None)
+        if lesson is not None:
+            self.keeper.close(lesson, "a call on its subject succeeded")
+            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="call succeeded")
+
+    def remember(self: _TurnParts, blocker: policy.OpenBlocker) -> None:
+        """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
+        if self.keeper is None or blocker.subject in self.cited:
+            return
+        declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
+        if declaring is None or not declaring.dispatched:
+            return  # unstuck's own refusal says what this run may do, not what the machine is
+        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
+                                      why="escalated")
+        if lesson is not None:
+            self.emit("lesson.stored", lesson=lesson.id, subject=lesson.signature.subject,
+                      kind=lesson.signature.kind.value)
