@@ -54,3 +54,22 @@ def test_a_blocked_turn_becomes_an_agent_span_with_execute_tool_children() -> No
     assert second.status.status_code is StatusCode.ERROR
     names = [e.name for e in agent[0].events]
     assert "blocker.opened" in names and "turn.escalated" in names
+
+
+def test_a_call_that_raised_ends_its_span_with_the_turn() -> None:
+    import pytest
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    @tool(subject="x")
+    def broken() -> dict[str, Any]:
+        """Declares a kind that does not exist."""
+        return {"status": "error", "situation": {"kind": "gremlins", "subject": "x"}}
+
+    with pytest.raises(ValueError, match="gremlins"):
+        run_turn("x", model=PlaybackModel([("broken", {})]), tools=Toolset([broken]), unattended=True,
+                 clock=VirtualClock(), events=OtelSink(provider.get_tracer("test")))
+    names = sorted(s.name for s in exporter.get_finished_spans())
+    assert names == ["execute_tool broken", "invoke_agent unstuck"]

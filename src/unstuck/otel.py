@@ -65,6 +65,10 @@ class OtelSink:
             return
         turn.add_event(item.name, _attributes(fields, ""))
         if item.name == "turn.ended":
+            unfinished = self._calls.pop(item.turn_id, None)
+            if unfinished is not None:  # the call raised (a malformed declaration): it ends with its turn
+                unfinished.set_status(Status(StatusCode.ERROR, str(fields.get("error") or "no result")))
+                unfinished.end()
             status = str(fields.get("status", ""))
             turn.set_attribute("unstuck.turn.status", status)
             if status in ("blocked", "failed", "interrupted"):
