@@ -203,7 +203,8 @@ class LessonStore:
                         db.execute(statement)
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
-            empty = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            empty = (self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+                     and self._db.execute("PRAGMA user_version").fetchone()[0] == 0)
             what = ("an empty database" if empty else "an unstuck journal" if app_id == 0x756E736A
                     else f"another program's database (application_id {app_id})")
             raise LessonStoreError(f"{self.path} is {what}, not an unstuck lesson store; it was left untouched")
