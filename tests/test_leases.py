@@ -59,8 +59,20 @@ def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_prin
 
 
 def test_descendants_lists_the_tree_of_a_live_process(tmp_path: Path) -> None:
-    me = os.getpid()
-    assert me in descendants(me)
+    import subprocess
+
+    child = subprocess.Popen(["bash", "-c", "sleep 30 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        found: dict[int, int] = {}
+        while time.monotonic() < deadline and len(found) < 2:
+            found = descendants(child.pid)
+            time.sleep(0.05)
+        assert child.pid in found and len(found) == 2  # bash and its sleep
+        assert os.getpid() not in found
+    finally:
+        os.killpg(child.pid, 9)
+        child.wait()
 
 
 def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> None:

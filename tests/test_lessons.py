@@ -193,3 +193,10 @@ def test_an_empty_database_of_another_program_is_not_taken_over(tmp_path: Path) 
         LessonStore(path)
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_a_multi_line_unblock_recorded_again_is_reverified_not_superseded(tmp_path: Path) -> None:
+    situation = Situation(Kind.AUTH, "gh", unblock="gh auth login\nthen gh auth refresh -s read:org")
+    with LessonStore(tmp_path / "l.db") as store:
+        first, again = record(store, situation), record(store, situation)
+        assert first == again and len(store.all()) == 1

@@ -284,3 +284,34 @@ def test_a_fingerprint_that_fails_stores_nothing_and_breaks_nothing(tmp_path: Pa
         result = run_turn("x", model=PlaybackModel(list(IMPROVISING)), tools=cli.tools(), unattended=True,
                           clock=VirtualClock(), lessons=store, fingerprint=broken)
         assert result.status is TurnStatus.BLOCKED and store.all() == []
+
+
+def test_a_crash_while_asking_about_a_cited_lesson_resumes_asking_not_running(tmp_path: Path) -> None:
+    from unstuck.journal import Journal
+    from unstuck.resume import resume_turn
+
+    class Crash(BaseException):
+        pass
+
+    cli = Cli()
+    with LessonStore(tmp_path / "l.db") as store:
+        session(cli, store, list(IMPROVISING))
+        runs_before = list(cli.runs)
+        saves = {"n": 0}
+
+        def crash_after_the_stop_is_saved(point: str, ref: str) -> None:
+            if point == "checkpoint.saved":
+                saves["n"] += 1
+                if saves["n"] == 3:  # opening messages, the reply, then the probe and the "Not executed" answers
+                    raise Crash
+
+        with pytest.raises(Crash):
+            run_turn("list the repos with cli", model=PlaybackModel([("run", {"command": "cli repo list"})]),
+                     tools=cli.tools(), unattended=True, clock=VirtualClock(), lessons=store,
+                     fingerprint=cli.fingerprint, journal=Journal(tmp_path / "j.db", on_point=crash_after_the_stop_is_saved),
+                     turn_id="t2")
+        with Journal(tmp_path / "j.db") as journal:
+            assert [a for _, a, _ in journal.decisions("t2")] == ["known"]
+            result = resume_turn(journal, "t2", model=PlaybackModel([("run", {"command": "cli repo list"}), "done"]),
+                                 tools=cli.tools(), clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and cli.runs == runs_before  # asked again; the call never ran

@@ -144,7 +144,9 @@ def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Pa
                              clock=VirtualClock(), events=log)
     # timeout allows 2 attempts: the one before the crash counts, so the resumed call is the last
     assert runs == ["fetch", "fetch"] and log.named("retry.scheduled") == []
-    assert result.status.value in ("blocked", "done", "failed")
+    # exhausted, the timeout blocks its subject (DESIGN: transient kinds that exhaust their retries become
+    # blockers), and the answer without a success after it leaves the turn blocked
+    assert result.status.value == "blocked" and result.escalation is not None and result.escalation.subject == "api"
 
 
 def test_a_persons_absent_answer_is_spent_once_the_intent_runs_again(tmp_path: Path, ledger: Path) -> None:

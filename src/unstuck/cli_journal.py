@@ -17,7 +17,7 @@ from unstuck.journal import IntentState, Journal, JournalError
 
 __all__ = ["DEFAULT_JOURNAL", "journal_app"]
 
-#: Where ``unstuck run --journal`` and these commands look by default.
+#: Where these commands look when ``--journal`` is not given.
 DEFAULT_JOURNAL = Path("unstuck-journal.db")
 
 journal_app = typer.Typer(help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)

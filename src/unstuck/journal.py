@@ -565,21 +565,3 @@ class Journal:
         rows = self._db.execute("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
                                 (turn_id,)).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]
-
-    def attempts(self, turn_id: str, call_id_tool: str, arguments_json: str, kind: str) -> int:
-        """How many times in a row, counting back from the last step, a call with this tool
-        and these arguments failed with ``kind`` (its retries so far plus the first try)."""
-        rows = self._db.execute(
-            "SELECT tool, arguments_digest, situation FROM steps WHERE turn_id = ? AND probe = 0 ORDER BY idx DESC",
-            (turn_id,),
-        ).fetchall()
-        digest = arguments_digest(arguments_json)
-        count = 0
-        for tool, args, situation in rows:
-            if tool != call_id_tool or args != digest:
-                continue
-            found = situation_from_json(situation)
-            if found is None or found.kind.value != kind:
-                break
-            count += 1
-        return count

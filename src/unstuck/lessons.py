@@ -258,6 +258,7 @@ class LessonStore:
         if refused is not None:
             raise ValueError(f"not storing a lesson on {situation.subject}: {refused}")
         now = time.time() if now_s is None else now_s
+        unblock = _clean(situation.unblock) if situation.unblock else None  # as stored, so as compared
         probe = None
         if situation.probe is not None:
             probe = json.dumps({"tool": situation.probe.tool, "args": situation.probe.arguments})
@@ -267,7 +268,7 @@ class LessonStore:
                 " AND invalidated_at IS NULL AND superseded_by IS NULL ORDER BY id DESC LIMIT 1",
                 (tool, situation.subject, situation.kind.value, fingerprint),
             ).fetchone()
-            if row is not None and row[6] == situation.unblock:
+            if row is not None and row[6] == unblock:
                 db.execute("UPDATE knowledge SET last_verified_at = ?, confidence = min(1.0, confidence + 0.1) "
                            "WHERE id = ?", (now, row[0]))
                 lesson_id = row[0]
@@ -275,9 +276,8 @@ class LessonStore:
                 cursor = db.execute(
                     "INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content,"
                     " confidence, created_at, last_verified_at, source, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (domain, tool, situation.subject, situation.kind.value, fingerprint,
-                     _clean(situation.unblock) if situation.unblock else None, probe, _clean(content), 0.5, now, now,
-                     source, json.dumps(dict(metadata or {}))),
+                    (domain, tool, situation.subject, situation.kind.value, fingerprint, unblock, probe,
+                     _clean(content), 0.5, now, now, source, json.dumps(dict(metadata or {}))),
                 )
                 lesson_id = int(cursor.lastrowid or 0)
                 if row is not None:
@@ -322,8 +322,9 @@ class LessonStore:
         return [_lesson(r) for r in rows]
 
     def match(self, subject: str, fingerprint: str) -> Lesson | None:
-        """The newest active lesson on ``subject`` recorded under ``fingerprint`` (the lookup
-        before dispatch; an index serves it), or ``None``."""
+        """The newest active lesson on ``subject`` recorded under ``fingerprint`` (an index
+        serves it), or ``None``. The loop itself uses :meth:`on_subject`, so that it takes a
+        fingerprint only when a lesson on the subject exists."""
         row = self._db.execute(
             f"SELECT {_COLUMNS} FROM knowledge WHERE subject = ? AND fingerprint = ? AND invalidated_at IS NULL"
             " AND superseded_by IS NULL ORDER BY id DESC LIMIT 1", (subject, fingerprint),

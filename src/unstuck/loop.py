@@ -69,7 +69,8 @@ def receipt_of(result: ToolResult) -> str:
 
 
 class _Turn(LessonHooks):
-    """The mutable bookkeeping of one running turn (private to :func:`run_turn`)."""
+    """The mutable bookkeeping of one running turn (private to this module and
+    :mod:`unstuck.resume`, which rebuilds one from a journal)."""
 
     def __init__(
         self, task: str, model: Model, tools: Toolset, state: policy.RecoveryState, *, guarded: bool,
@@ -356,7 +357,7 @@ class _Turn(LessonHooks):
                 return known
             result, assessment = self.call_tool(call, exempt=fresh, settled=settled, intent_ref=intent_ref)
             self.settle_noted(call, result.ok and self.steps[-1].situation is None)
-            waited = 0.0
+            waited, retried = 0.0, 0
             while self.guarded and isinstance(assessment.decision, policy.RetryAfter):
                 wait = assessment.decision
                 delay = wait.delay_s
@@ -367,13 +368,13 @@ class _Turn(LessonHooks):
                 waited += delay
                 self.save()  # the attempts so far are on disk: a resumed turn counts on from them
                 result, assessment = self.call_tool(call, retry=True)
+                retried += 1
             # Later calls of this reply were chosen before the model saw a *new* blocker's
             # guidance: they are not charged to it. A reopened blocker was seen before.
             fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
             content = result.content
             decision = assessment.decision
             if waited:
-                retried = sum(1 for s in self.steps if s.retry and s.call == call)
                 content = f"{content}\n\n{RETRIED_NOTE.format(times=retried, seconds=f'{waited:g}')}"
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
                 content = f"{content}\n\n{decision.guidance}"
@@ -545,7 +546,8 @@ def run_turn(
     )
     turn.jitter = jitter
     if lessons is not None:
-        turn.keeper = LessonKeeper(lessons, fingerprint)
+        turn.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: turn.emit("lesson.error",
+                                                                                             error=message))
     stop = None
     if watch is not None and isinstance(clock, RealClock):
         stop = watch.watch(min(max(watch.after_s, 0.01) / 10, 30.0))

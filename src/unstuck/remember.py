@@ -26,6 +26,7 @@ from typing import Protocol, TypeVar
 from unstuck import policy
 from unstuck.classify import classify_output
 from unstuck.events import Scalar
+from unstuck.journal import Journal
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.outcome import StepRecord
 from unstuck.prompts import GUIDANCE_PREFIX
@@ -81,8 +82,12 @@ class LessonKeeper:
             and ``--version``: :func:`unstuck.toolkit.cli_fingerprint`); asked once per subject.
     """
 
-    def __init__(self, store: LessonStore, fingerprint: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self, store: LessonStore, fingerprint: Callable[[str], str] | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
+        self.on_error = on_error
         self._fingerprint = fingerprint or (lambda subject: "")
         self._prints: dict[str, str] = {}
         self.checked: set[str] = set()
@@ -95,7 +100,7 @@ class LessonKeeper:
             try:
                 self._prints[subject] = self._fingerprint(subject)
             except Exception as exc:  # e.g. a PATH script that cannot be exec'd for --version
-                self.errors.append(f"fingerprint of {subject}: {type(exc).__name__}: {exc}")
+                self._error(f"fingerprint of {subject}: {type(exc).__name__}: {exc}")
                 self._prints[subject] = UNKNOWN_FINGERPRINT
         return self._prints[subject]
 
@@ -125,13 +130,19 @@ class LessonKeeper:
         self._guard(lambda: self.store.invalidate(lesson.id, reason), False)
 
     def _guard(self, action: Callable[[], T], fallback: T) -> T:
-        """Run a store action; a broken store must not break the turn: the error is kept in
-        :attr:`errors` and the turn goes on without lessons."""
+        """Run a store action; a broken store must not break the turn: the action gives its
+        fallback, the error is kept in :attr:`errors` and reported (a ``lesson.error`` event),
+        and the turn goes on."""
         try:
             return action()
         except (sqlite3.Error, LessonStoreError, ValueError) as exc:
-            self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._error(f"{type(exc).__name__}: {exc}")
             return fallback
+
+    def _error(self, message: str) -> None:
+        self.errors.append(message)
+        if self.on_error is not None:
+            self.on_error(message)
 
     def lesson_for(self, subject: str) -> Lesson | None:
         """The lesson on ``subject`` to act on before its first call this turn, or ``None``
@@ -174,6 +185,8 @@ class _TurnParts(Protocol):
     """What the lesson steps use of the loop's turn."""
 
     keeper: LessonKeeper | None
+    journal: Journal | None
+    turn_id: str
     guarded: bool
     state: policy.RecoveryState
     steps: list[StepRecord]
@@ -221,6 +234,8 @@ class LessonHooks:
         self.keeper.verified(lesson)
         self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
         self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
+        if self.journal is not None:  # replayed on resume, like a user's answer
+            self.journal.record_decision(self.turn_id, len(self.steps) - 1, "known", subject)
         self.cited[subject] = lesson
         return self.state.open_blockers[subject], ""
 

@@ -58,8 +58,9 @@ Resolver = Callable[[Mapping[str, Any]], Resolution]
 def rebuild_state(
     steps: Sequence[JournalStep], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
 ) -> policy.RecoveryState:
-    """Run the pure policy over journaled steps again, from ``state``, with the user's
-    recorded answers (``close`` or ``skip`` of a subject after a step) at their places: the
+    """Run the pure policy over journaled steps again, from ``state``, with the recorded
+    decisions (a user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker whose
+    probe said it still holds) after the steps they followed: the
     recovery state as it stood after the last step (the decisions are pure functions of the
     same inputs)."""
     answers: dict[int, list[tuple[str, str]]] = {}
@@ -76,7 +77,10 @@ def rebuild_state(
             is_probe=step.probe, exempt=frozenset(step.exempt), is_retry=step.retry, auto_retry=step.auto_retry,
         ).state
         for action, subject in answers.get(step.index, []):
-            state = _answer_state(state, action, subject)
+            if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
+                state = policy.open_known_blocker(state, step.situation, step.index)
+            else:
+                state = _answer_state(state, action, subject)
     return state
 
 
@@ -187,8 +191,11 @@ def resume_turn(
         listed = "; ".join(f"{ref} ({reason})" for ref, reason in held)
         return turn.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
                            held=tuple(ref for ref, _ in held))
-    # the settled calls go through the policy as they did before; errors end the turn as in run_turn
-    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks,
+    # the settled calls go through the policy as they did before; errors end the turn as in run_turn.
+    # With nothing left to settle, a blocker whose budget was already spent is asked about at once.
+    known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
+    spent = next((b for b in turn.state.open_blockers.values() if b.exhausted or b.subject in known), None)
+    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks, pending=None if calls else spent,
                         first=(lambda: turn.dispatch_all(calls, overrides)) if calls else None)
 
 

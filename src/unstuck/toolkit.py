@@ -55,6 +55,7 @@ __all__ = [
     "check_cli",
     "cli_fingerprint",
     "command_subject",
+    "path_words",
     "standard_tools",
 ]
 
@@ -312,15 +313,23 @@ class Workspace:
 _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
 
 
-def _named_files(workspace: Workspace, command: str, limit: int = 64) -> list[Path]:
-    """Existing files the command's words name (relative to the workspace or absolute):
-    shell words (quoted paths with spaces included) and path-like parts of longer words."""
+def path_words(command: str) -> list[str]:
+    """The words of a shell command that look like paths (they hold ``/`` or ``.``): its
+    shell words (quoted paths with spaces included) and path-like parts of longer words,
+    in order, each once; the program itself left out."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = []
+    program = command_subject(command)
+    return [w for w in dict.fromkeys([*words, *_PATH_WORD.findall(command)])
+            if ("/" in w or "." in w) and w != program]
+
+
+def _named_files(workspace: Workspace, command: str, limit: int = 64) -> list[Path]:
+    """Existing files the command's words name (relative to the workspace or absolute)."""
     found: list[Path] = []
-    for word in dict.fromkeys([*words, *_PATH_WORD.findall(command)]):
+    for word in path_words(command):
         if len(found) >= limit:
             break
         with contextlib.suppress(OSError, ValueError):

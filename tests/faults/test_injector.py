@@ -172,3 +172,25 @@ def test_the_journal_marks_injected_steps_apart_from_organic_ones(tmp_path: Path
                  turn_id="t1")
         steps = journal.steps("t1")
     assert steps and all(s.injected == "shell-timeout" for s in steps)
+
+
+def test_a_return_replaced_at_a_low_rate_is_replaced_at_every_higher_rate() -> None:
+    bank = load_bank()
+
+    def replaced(p: float) -> set[int]:
+        injector = Injector(p, seed=9, bank=bank)
+        tools = injector.wrap(shell_tools([]))
+        for i in range(300):
+            tools["run_command"].invoke({"command": "git status" if i % 3 else "ls build"})
+        return {i.call_index for i in injector.injections}
+
+    low, mid, high = replaced(0.05), replaced(0.1), replaced(0.3)
+    assert low and low <= mid <= high
+
+
+def test_slots_name_the_program_the_command_runs_not_its_first_word() -> None:
+    missing = next(f for f in load_bank() if f.id == "shell-command-not-found")
+    tools = Injector(1.0, bank=FailureBank([missing])).wrap(shell_tools([]))
+    for command in ("cd repo && gh pr list", "GH_TOKEN=x gh pr list", "sudo gh pr list"):
+        content = tools["run_command"].invoke({"command": command}).content
+        assert "gh: command not found" in content, (command, content)

@@ -157,16 +157,17 @@ class FailureForm:
         """The output with its slots filled (see the module doc)."""
         return self.output.replace("{program}", program).replace("{path}", path).replace("{command}", command)
 
-    def to_result(self, tool_name: str, command: str = "", path: str = "") -> ToolResult:
+    def to_result(self, tool_name: str, command: str = "", path: str = "", *, program: str = "") -> ToolResult:
         """The form as the tool's normalised result, marked ``injected`` with the form's id.
 
         The content is exactly what the real return would normalise to: an exit form goes
         through :class:`CommandOutput`, an HTTP form through :class:`HttpResponse`, an MCP
         form through an ``isError`` result, an exception form as ``"{type}: {message}"``.
-        Slots are filled from ``command`` (its program) and ``path`` (else ``data.txt``).
+        Slots are filled from ``program`` (the program the command runs, as
+        :func:`unstuck.toolkit.command_subject` reads it; the tool's name by default),
+        ``path`` (else ``data.txt``) and ``command``.
         """
-        program = (command.split() or [tool_name])[0].rsplit("/", 1)[-1]
-        text = self.render(program=program, path=path or "data.txt", command=command or tool_name)
+        text = self.render(program=program or tool_name, path=path or "data.txt", command=command or tool_name)
         raw: object
         match self.channel:
             case Channel.EXIT:

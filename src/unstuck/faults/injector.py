@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from unstuck.faults.bank import Channel, FailureBank, FailureForm, load_bank
-from unstuck.toolkit import command_subject
+from unstuck.toolkit import command_subject, path_words
 from unstuck.tools import ToolResult, Toolset, ToolSpec
 
 __all__ = ["DEFAULT_P_INJ", "Injection", "Injector", "call_targets"]
@@ -104,7 +104,11 @@ class Injector:
     def __post_init__(self) -> None:
         if not 0.0 <= self.p_inj <= 1.0:
             raise ValueError(f"p_inj must be within [0, 1], got {self.p_inj!r}")
-        self._random = random.Random(str(self.seed))
+        # two streams: the coin of call i is the same whatever happened at other calls and
+        # whatever the rate, so at a higher rate the replaced calls are a superset (common
+        # random numbers); the forms are drawn from the other stream
+        self._coin = random.Random(f"{self.seed}:coin")
+        self._random = random.Random(f"{self.seed}:pick")
 
     def draw(self, tags: Iterable[str], channel: Channel) -> FailureForm | None:
         """A fitting form, balanced across families; ``None`` when none fits."""
@@ -125,7 +129,7 @@ class Injector:
         """
         index = self.calls
         self.calls += 1
-        if self._random.random() >= self.p_inj or not real.executed:
+        if self._coin.random() >= self.p_inj or not real.executed:
             return real  # a call that never ran (refused) has no return to lose
         tags, channel = self.targets(spec, arguments)
         form = self.draw(tags, channel)
@@ -136,8 +140,8 @@ class Injector:
         command = command if isinstance(command, str) else ""
         path = arguments.get("path")
         if not isinstance(path, str) or not path:
-            path = next((w for w in command.split()[1:] if "/" in w or "." in w), "")
-        return form.to_result(spec.name, command, path)
+            path = next(iter(path_words(command)), "")
+        return form.to_result(spec.name, command, path, program=command_subject(command) or "")
 
     def wrap_spec(self, spec: ToolSpec) -> ToolSpec:
         """``spec`` with its returns passed through :meth:`replace_return` (same name,
