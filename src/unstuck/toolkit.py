@@ -529,7 +529,8 @@ def standard_tools(workspace: Workspace) -> Toolset:
         if out.exit_code == 0:
             return out
         result = normalize_result("run_command", out)
-        if _lock_may_explain(result) and (lock := _declared_lock(workspace, command)) is not None:
+        lock = _declared_lock(workspace, command)  # cheap when nothing is locked: one read of /proc/locks
+        if lock is not None and _lock_may_explain(result):
             return dataclasses.replace(result, declared=lock)
         return result
 

@@ -488,9 +488,6 @@ def _reset_placeholder(headers: Sequence[tuple[str, str]]) -> tuple[tuple[str, s
     return tuple(("X-RateLimit-Reset", "1767272400") for name, _ in headers if name.lower() == "x-ratelimit-reset")
 
 
-_CASE_EXCLUDED = frozenset({Kind.EMPTY, Kind.TRUNCATED, Kind.INJECTED_INSTRUCTION})
-
-
 def forms_from_cases(path: Path) -> Iterator[FailureForm]:
     """Forms from a labelled corpus in the ``shared/cases/tool_outputs.jsonl`` format.
 
@@ -524,7 +521,7 @@ def forms_from_cases(path: Path) -> Iterator[FailureForm]:
                 if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                     raise ValueError(f"{path}:{number}: {name} must be an integer or null, got {value!r}")
             family = family_of(kind)
-            if family is None or kind in _CASE_EXCLUDED:
+            if family is None:  # empty, truncated, injected_instruction: not failures of a call
                 continue
             # an HTTP body only when the case is an API's own response; a CLI or a script that
             # printed an HTTP error still reached the agent as its exit and output
