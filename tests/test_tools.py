@@ -158,3 +158,11 @@ def test_exception_whose_message_cannot_be_printed_is_still_a_result() -> None:
 
     result = normalize_result("t", NastyError())
     assert not result.ok and result.error_type == "NastyError" and "unprintable" in result.content
+
+
+def test_repeated_call_ids_in_one_reply_are_told_apart() -> None:
+    from unstuck.tools import ToolCall, unique_call_ids
+
+    calls = (ToolCall.of("x", "a"), ToolCall.of("x", "b"), ToolCall.of("y", "c"), ToolCall.of("x", "d"))
+    assert [c.id for c in unique_call_ids(calls)] == ["x", "x#2", "y", "x#3"]
+    assert [c.tool for c in unique_call_ids(calls)] == ["a", "b", "c", "d"]

@@ -38,7 +38,7 @@ from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADIN
 from unstuck.remember import LessonHooks, LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.situations import Kind, Probe, Situation, validate_situation
-from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec
+from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, unique_call_ids
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "StepRecord", "TurnResult", "TurnStatus", "receipt_of", "run_turn"]
 
@@ -47,18 +47,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "result says the environment needs the user (signed out, not installed, no permission, "
     "quota spent), do not work around it: stop and say so."
 )
-
-
-def _unique_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-    """The reply's calls with ids unique within it (a repeated id gets ``#2``, ``#3`` ...):
-    each call's result, intent and receipt must be told apart."""
-    seen: dict[str, int] = {}
-    unique: list[ToolCall] = []
-    for call in calls:
-        seen[call.id] = seen.get(call.id, 0) + 1
-        unique.append(call if seen[call.id] == 1 else ToolCall(f"{call.id}#{seen[call.id]}", call.tool,
-                                                               call.arguments_json))
-    return tuple(unique)
 
 
 def receipt_of(result: ToolResult) -> str:
@@ -320,7 +308,7 @@ class _Turn(LessonHooks):
                 return self.finish(TurnStatus.FAILED, "", error=str(exc))
             except Exception as exc:  # a model adapter that raises anything else is still a failed turn
                 return self.finish(TurnStatus.FAILED, "", error=f"model raised {type(exc).__name__}: {exc}")
-            calls = _unique_ids(reply.tool_calls)
+            calls = unique_call_ids(reply.tool_calls)
             self.messages.append(Message(Role.ASSISTANT, reply.content, calls))
             self.save()
             if calls:

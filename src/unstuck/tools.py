@@ -23,7 +23,7 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "normalize_result",
     "tool",
     "truncate_content",
+    "unique_call_ids",
 ]
 
 #: The marker a tool puts where it cut a large output; the classifier reads it as ``truncated``.
@@ -266,6 +267,18 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
         ),
         declared=situation,
     )
+
+
+def unique_call_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """One reply's calls with ids unique within it (a repeated id gets ``#2``, ``#3`` ...):
+    each call's result, effect intent and receipt must be told apart."""
+    seen: dict[str, int] = {}
+    unique: list[ToolCall] = []
+    for call in calls:
+        seen[call.id] = seen.get(call.id, 0) + 1
+        n = seen[call.id]
+        unique.append(call if n == 1 else ToolCall(f"{call.id}#{n}", call.tool, call.arguments_json))
+    return tuple(unique)
 
 
 def normalize_result(tool_name: str, raw: object) -> ToolResult:
