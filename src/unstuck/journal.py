@@ -32,16 +32,16 @@ import enum
 import hashlib
 import json
 import os
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from unstuck.situations import Situation, validate_situation
+from unstuck.sqlite_store import clean_text, connect, describe, write
 
 __all__ = [
     "APPLICATION_ID",
@@ -52,7 +52,6 @@ __all__ = [
     "JournalStep",
     "JournalTurn",
     "arguments_digest",
-    "clean_text",
     "host_identity",
     "process_alive",
     "process_identity",
@@ -100,24 +99,6 @@ CREATE INDEX intents_by_turn ON intents (turn_id, step);
 """
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-    """Open ``path``; read-only, when asked, falling back to ``immutable=1`` on read-only
-    media (where SQLite cannot make the WAL's ``-shm`` file)."""
-    if not readonly:
-        db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-    else:
-        uri = path.resolve().as_uri()
-        try:
-            db = sqlite3.connect(f"{uri}?mode=ro", timeout=10.0, isolation_level=None, check_same_thread=False,
-                                 uri=True)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:
-            db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=10.0, isolation_level=None,
-                                 check_same_thread=False, uri=True)
-    db.execute("PRAGMA busy_timeout = 10000")
-    return db
-
-
 class JournalError(RuntimeError):
     """A journal file that cannot be used (named in the message), or an unknown turn."""
 
@@ -128,19 +109,6 @@ class IntentState(enum.StrEnum):
     PREPARED = "prepared"  # written before the call; no receipt yet
     COMMITTED = "committed"  # a receipt says the effect happened
     HELD = "held"  # after a crash nobody could say whether it happened: the turn waits for a person
-
-
-def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 for SQLite: lone surrogates (undecodable bytes a tool passed
-    on as ``surrogateescape``) become U+FFFD instead of failing the write."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def host_identity() -> str:
@@ -291,7 +259,7 @@ class Journal:
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = _connect(self.path, readonly)
+            self._db = connect(self.path, readonly=readonly)
             self._open()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from None
@@ -311,9 +279,7 @@ class Journal:
                             db.execute(statement)
             app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
-            empty = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-            what = ("an empty database" if empty else "an unstuck lesson store" if app_id == 0x756E736C
-                    else f"another program's database (application_id {app_id})")
+            what = describe(self._db, app_id)
             raise JournalError(f"{self.path} is {what}, not an unstuck journal; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
@@ -322,15 +288,8 @@ class Journal:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return write(self._db)
 
     def _point(self, name: str, ref: str) -> None:
         if self.on_point is not None:

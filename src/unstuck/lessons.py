@@ -30,11 +30,10 @@ Errors::
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from typing import Any
 import platformdirs
 
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
+from unstuck.sqlite_store import clean_text, connect, describe, write
 
 __all__ = [
     "APPLICATION_ID",
@@ -174,10 +174,7 @@ class LessonStore:
         last: Exception | None = None
         for attempt in range(5):  # several processes making one new store at once: the losers wait and retry
             try:
-                target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
-                self._db = sqlite3.connect(target, timeout=10.0, isolation_level=None, check_same_thread=False,
-                                           uri=readonly)
-                self._db.execute("PRAGMA busy_timeout = 10000")
+                self._db = connect(self.path, readonly=readonly)
                 self._open()
                 return
             except sqlite3.OperationalError as exc:
@@ -203,10 +200,7 @@ class LessonStore:
                         db.execute(statement)
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
-            empty = (self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-                     and self._db.execute("PRAGMA user_version").fetchone()[0] == 0)
-            what = ("an empty database" if empty else "an unstuck journal" if app_id == 0x756E736A
-                    else f"another program's database (application_id {app_id})")
+            what = describe(self._db, app_id)
             raise LessonStoreError(f"{self.path} is {what}, not an unstuck lesson store; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
@@ -219,15 +213,8 @@ class LessonStore:
         if not self.readonly:
             self._db.execute("PRAGMA journal_mode = WAL")
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return write(self._db)
 
     def close(self) -> None:
         """Close the file."""
@@ -367,7 +354,7 @@ class LessonStore:
 
 def _clean(text: str) -> str:
     """Valid UTF-8 for SQLite (lone surrogates become U+FFFD) and one line."""
-    return re.sub("[\ud800-\udfff]", "\ufffd", text).replace("\n", " ").replace("\r", " ")
+    return clean_text(text).replace("\n", " ").replace("\r", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:
