@@ -315,3 +315,29 @@ def test_a_crash_while_asking_about_a_cited_lesson_resumes_asking_not_running(tm
             result = resume_turn(journal, "t2", model=PlaybackModel([("run", {"command": "cli repo list"}), "done"]),
                                  tools=cli.tools(), clock=VirtualClock())
     assert result.status is TurnStatus.BLOCKED and cli.runs == runs_before  # asked again; the call never ran
+
+
+def test_a_resumed_turn_stores_the_lesson_of_what_it_asks_about(tmp_path: Path) -> None:
+    from unstuck.journal import Journal
+    from unstuck.resume import resume_turn
+
+    class Crash(BaseException):
+        pass
+
+    def crash_on_the_first_reply(point: str, ref: str) -> None:
+        if point == "checkpoint.saved" and saves.append(point) is None and len(saves) == 2:
+            raise Crash
+
+    saves: list[str] = []
+    cli = Cli()
+    with LessonStore(tmp_path / "l.db") as store:
+        with pytest.raises(Crash):
+            run_turn("x", model=PlaybackModel(list(IMPROVISING)), tools=cli.tools(), unattended=True,
+                     clock=VirtualClock(), lessons=store, fingerprint=cli.fingerprint,
+                     journal=Journal(tmp_path / "j.db", on_point=crash_on_the_first_reply), turn_id="t1")
+        assert store.all() == []
+        with Journal(tmp_path / "j.db") as journal:
+            result = resume_turn(journal, "t1", model=PlaybackModel(list(IMPROVISING[1:])), tools=cli.tools(),
+                                 clock=VirtualClock(), lessons=store, fingerprint=cli.fingerprint)
+        assert result.status is TurnStatus.BLOCKED
+        assert [(x.signature.subject, x.unblock) for x in store.active()] == [("cli", "cli auth login")]

@@ -33,11 +33,13 @@ from unstuck import policy
 from unstuck.clock import Clock, RealClock
 from unstuck.events import EventSink
 from unstuck.journal import IntentState, Journal, JournalIntent, JournalStep
+from unstuck.lessons import LessonStore
 from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _guarded_run, _Turn
 from unstuck.models import Message, Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.remember import LessonKeeper
 from unstuck.tools import ToolCall, ToolResult, Toolset, ToolSpec
 
 __all__ = ["Resolution", "Resolver", "rebuild_state", "resume_turn"]
@@ -142,6 +144,8 @@ def resume_turn(
     max_steps: int = 60,
     max_asks: int = 3,
     force: bool = False,
+    lessons: LessonStore | None = None,
+    fingerprint: Callable[[str], str] | None = None,
 ) -> TurnResult:
     """Continue turn ``turn_id`` from its journal (see the module doc).
 
@@ -154,6 +158,8 @@ def resume_turn(
         config: the policy's budgets; the turn's own, as journaled, by default.
         force: take the turn over from an owner that cannot be checked from here (another
             machine or pid namespace); only once a person knows it is gone.
+        lessons, fingerprint: as for :func:`unstuck.loop.run_turn`: the resumed turn checks
+            and stores lessons too.
 
     Returns:
         The turn's result: ``interrupted`` with ``held_intents`` when an intent was held.
@@ -174,6 +180,9 @@ def resume_turn(
         clock=clock or RealClock(), asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
     )
     turn.journal, turn.validators = journal, tuple(validators)
+    if lessons is not None:
+        turn.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: turn.emit("lesson.error",
+                                                                                             error=message))
     turn.messages = [message_from_json(m) for m in journal.messages(turn_id)] or [
         Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, header.task)]
     turn.steps = [_step_record(s) for s in steps]
