@@ -3,7 +3,6 @@ timeline, one table per turn (a thin layer over :mod:`unstuck.events`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from unstuck.events import Event, read_events
 
 __all__ = ["trace_app"]
 
@@ -39,32 +40,21 @@ def _show(
 ) -> None:
     """Render a run's events as a timeline, one table per turn."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        recorded, bad = read_events(path)
     except OSError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(path))}: {escape(exc.strerror or str(exc))}")
         raise typer.Exit(2) from None
-    turns: dict[str, list[dict[str, Any]]] = {}
-    bad: list[int] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            name, turn_id, at = str(item["event"]), str(item["turn"]), float(item["at_s"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            bad.append(number)
-            continue
-        fields = {k: v for k, v in item.items() if k not in ("event", "turn", "at_s")}
-        turns.setdefault(turn_id, []).append({"event": name, "at_s": at, "fields": fields})
-    if turn is not None:
-        turns = {k: v for k, v in turns.items() if k == turn}
+    turns: dict[str, list[Event]] = {}
+    for item in recorded:
+        if turn is None or item.turn_id == turn:
+            turns.setdefault(item.turn_id, []).append(item)
     for turn_id, events in turns.items():
-        started = next((e for e in events if e["event"] == "turn.started"), None)
-        title = f"turn {turn_id}" + (f" · {started['fields'].get('task', '')}" if started else "")
+        started = next((e for e in events if e.name == "turn.started"), None)
+        title = f"turn {turn_id}" + (f" · {started.get('task') or ''}" if started else "")
         table = Table("t (s)", "event", "details", title=escape(title), title_justify="left")
         for e in events:
-            style = _STYLES.get(e["event"], "")
-            table.add_row(f"{e['at_s']:.3f}", escape(e["event"]), escape(_details(e["fields"])), style=style)
+            table.add_row(f"{e.at_s:.3f}", escape(e.name), escape(_details(dict(e.fields))),
+                          style=_STYLES.get(e.name, ""))
         console.print(table)
     if bad:
         shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")

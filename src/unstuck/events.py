@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee", "event"]
+__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee", "event", "read_events"]
 
 Scalar = str | int | float | bool | None
 
@@ -48,6 +48,30 @@ class Event:
 def event(name: str, turn_id: str, at_s: float, **fields: Scalar) -> Event:
     """Build an :class:`Event` from keyword fields."""
     return Event(name, turn_id, at_s, tuple(fields.items()))
+
+
+def read_events(path: Path) -> tuple[list[Event], list[int]]:
+    """Read a JSON-lines events file (the inverse of :meth:`Event.to_dict`): the events, and
+    the numbers of the lines that are not events (skipped, never raised on; undecodable
+    bytes are replaced).
+
+    Raises:
+        OSError: when the file cannot be read.
+    """
+    found: list[Event] = []
+    bad: list[int] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            name, turn_id, at = str(item["event"]), str(item["turn"]), float(item["at_s"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            bad.append(number)
+            continue
+        fields = tuple((k, v) for k, v in item.items() if k not in ("event", "turn", "at_s"))
+        found.append(Event(name, turn_id, at, fields))
+    return found, bad
 
 
 class EventSink(Protocol):

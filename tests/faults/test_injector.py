@@ -156,8 +156,9 @@ def test_the_loop_marks_injected_failures_apart_from_organic_ones() -> None:
                       clock=VirtualClock(), events=log)
     first = result.steps[0]
     assert first.injected == "shell-timeout" and first.situation is not None
-    assert [e.get("form") for e in log.named("fault.injected")] == ["shell-timeout"] * sum(
-        1 for s in result.steps if s.injected)
+    # p_inj 1: every dispatched return was replaced, and each replacement is one event
+    assert result.steps and all(s.injected == "shell-timeout" for s in result.steps)
+    assert [e.get("form") for e in log.named("fault.injected")] == ["shell-timeout"] * len(result.steps)
     # the policy sees an injected failure as it would a real one: the execution_error is inferred
     assert first.situation.kind is Kind.EXECUTION_ERROR
 

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from unstuck.events import read_events
+
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
 
@@ -65,12 +67,6 @@ class SessionResult:
         return asdict(self)
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def _judge(step: SessionStep, status: str, outcome: str, names: Sequence[str], steps: int, cited: bool) -> bool:
     if step.expect == "stored":
         return status == "blocked" and "lesson.stored" in names
@@ -100,11 +96,11 @@ def run_sessions(
                 results.append(SessionResult(number, step.scenario, step.expect, "failed", "failed", 0, 0, (), False,
                                              False, f"{type(exc).__name__}: {exc}"))
                 continue
-            recorded = _events(events)
-            names = tuple(e["event"] for e in recorded if e["event"].startswith("lesson."))
-            escalated = next((e for e in recorded if e["event"] == "turn.escalated"), None)
+            recorded = read_events(events)[0] if events.exists() else []
+            names = tuple(e.name for e in recorded if e.name.startswith("lesson."))
+            escalated = next((e for e in recorded if e.name == "turn.escalated"), None)
             cited = escalated is not None and escalated.get("lesson") is not None
-            steps = sum(1 for e in recorded if e["event"] in ("tool.called", "call.refused"))
+            steps = sum(1 for e in recorded if e.name in ("tool.called", "call.refused"))
             status, outcome = str(run["status"]), str(run["outcome"])
             error = done.stderr.strip()[-500:] or None if done.returncode not in (0, 3) else None
             results.append(SessionResult(

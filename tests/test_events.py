@@ -1,0 +1,20 @@
+"""Reading an events file back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unstuck.events import JsonLinesSink, event, read_events
+
+
+def test_events_written_as_json_lines_read_back_and_bad_lines_are_numbered(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    written = [event("turn.started", "t1", 0.0, task="x"), event("blocker.opened", "t1", 0.25, subject="gh")]
+    for item in written:
+        sink.emit(item)
+    sink.close()
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("not json\n{\"event\": \"x\"}\n")
+    read, bad = read_events(path)
+    assert read == written and bad == [3, 4]
