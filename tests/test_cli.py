@@ -214,9 +214,42 @@ def test_classify_scores_a_labelled_corpus(tmp_path: Path) -> None:
                                   "retryable": False}) + "\n")
     proc = unstuck("classify", "--cases", str(corpus), "--json")
     assert proc.returncode == 0
-    assert json.loads(proc.stdout)["kind_accuracy"] == 1.0
+    assert json.loads(proc.stdout)[0]["kind_accuracy"] == 1.0
     bad = unstuck("classify", "--cases", str(tmp_path / "missing.jsonl"))
     assert bad.returncode == 1 and "cannot read the cases" in bad.stderr
+
+
+def test_classify_scores_several_corpora_per_file_and_per_tool(tmp_path: Path) -> None:
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    first.write_text(json.dumps({"id": "a", "tool": "gh", "output": "please run: gh auth login", "exit_code": 4,
+                                 "http_status": None, "expected_kind": "auth", "interactive": True,
+                                 "retryable": False}) + "\n")
+    second.write_text("\n".join(json.dumps(case) for case in [
+        {"id": "b", "tool": "curl", "output": "curl: (6) Could not resolve host: x.test", "exit_code": 6,
+         "http_status": None, "expected_kind": "network", "interactive": False, "retryable": True},
+        {"id": "c", "tool": "curl", "output": "curl: (6) Could not resolve host: y.test", "exit_code": 6,
+         "http_status": None, "expected_kind": "auth", "interactive": True, "retryable": False},
+    ]) + "\n")
+    proc = unstuck("classify", "--cases", str(first), "--cases", str(second), "--json")
+    assert proc.returncode == 0, proc.stderr
+    one, two = json.loads(proc.stdout)
+    assert (one["file"], two["file"]) == (str(first), str(second))
+    assert two["by_tool"] == [{"tool": "curl", "total": 2, "kind_correct": 1, "interactive": 1, "interactive_flagged": 0}]
+    assert two["missed_interactive"] == ["c"]
+    table = unstuck("classify", "--cases", str(first), "--cases", str(second))
+    assert "per file" in table.stdout and "per tool" in table.stdout
+
+
+def test_classify_explain_names_the_deciding_row_and_its_source() -> None:
+    proc = subprocess.run([*UNSTUCK, "classify", "--explain", "--exit-code", "1"],
+                          input="psql: error: FATAL:  sorry, too many clients already", capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": "200"}, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "unavailable" in proc.stdout and "decided by: cause" in proc.stdout
+    assert "source: " in proc.stdout and "PostgreSQL" in proc.stdout
+    odd = subprocess.run([*UNSTUCK, "classify", "--explain", "--exit-code", "3"], input="the frobnicator sulks",
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, check=False, timeout=60)
+    assert "nothing matched" in odd.stdout and "execution_error" in odd.stdout
 
 
 def test_bank_stats_and_list_count_the_bundled_forms() -> None:

@@ -228,3 +228,53 @@ def test_the_local_api_answers_502_once_then_works(gh_path: str) -> None:
         second = tools["run_command"].invoke({"command": "gh repo view cli/cli --json description"})
     assert not first.ok and "HTTP 502" in first.content
     assert second.ok and "GitHub's official command line tool" in second.content
+
+
+# --- issue 10: interactive calls through a generic shell tool, the tool's own setup probe -----
+
+
+def _guarded(box: Sandbox, calls: list[tuple[str, dict[str, object]]]) -> tuple[object, object]:
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.events import EventLog
+    from unstuck.loop import run_turn
+
+    model = PlaybackModel(list(calls))
+    log = EventLog()
+    result = run_turn("list the open pull requests of cli/cli", model=model, tools=standard_tools(box.workspace()),
+                      unattended=True, clock=VirtualClock(), events=log)
+    return result, log
+
+
+def test_gh_auth_login_through_run_command_is_refused_before_it_runs_when_unattended(gh_path: str) -> None:
+    with Sandbox() as box:
+        result, log = _guarded(box, [("run_command", {"command": "gh auth login --web"})])
+    steps = result.steps  # type: ignore[attr-defined]
+    assert steps[0].dispatched is False, "the sign-in must never start when nobody can approve it"
+    assert steps[0].situation.kind is Kind.PERMISSION and steps[0].situation.interactive
+    assert "gh auth login --web" in steps[0].content and "waits for a person" in steps[0].content
+    assert not log.named("tool.called")  # type: ignore[attr-defined]
+
+
+def test_gh_auth_login_with_a_token_on_stdin_is_not_refused(gh_path: str) -> None:
+    with Sandbox() as box:
+        result, _ = _guarded(box, [("run_command", {"command": "echo bad | gh auth login --with-token"})])
+    assert result.steps[0].dispatched is True  # type: ignore[attr-defined]
+
+
+def test_logged_out_gh_through_run_command_asks_with_gh_auth_login_without_a_setup_call(gh_path: str) -> None:
+    calls = [("run_command", {"command": "gh pr list -R cli/cli"}),
+             ("run_command", {"command": "curl -s https://api.github.com/repos/cli/cli/pulls"}),
+             ("run_command", {"command": "env | grep -i token"}),
+             ("run_command", {"command": "cat ~/.config/gh/hosts.yml"})]
+    with Sandbox() as box:
+        result, log = _guarded(box, calls)
+    assert result.status.value == "blocked"  # type: ignore[attr-defined]
+    escalation = result.escalation  # type: ignore[attr-defined]
+    assert escalation.subject == "gh" and escalation.kind is Kind.AUTH
+    assert escalation.unblock == "gh auth login", "the setup probe's declared unblock, not a guess"
+    assert "Run: gh auth login" in escalation.text
+    model_calls = [s.call.tool for s in result.steps if not s.probe]  # type: ignore[attr-defined]
+    assert "check_cli_setup" not in model_calls, "the model never called a setup tool"
+    assert [s.call.tool for s in result.steps if s.probe] == ["check_cli_setup"]  # type: ignore[attr-defined]
+    assert log.named("probe.setup")  # type: ignore[attr-defined]

@@ -1,137 +1,415 @@
 """Infer a situation from a tool result that declared none, from generic signals only.
 
-The signals are data, in ``unstuck/data/signals.yaml`` (seed 000 section 3.2 lists them):
+The signals are data (:mod:`unstuck.signals`; DESIGN.md, "How a result is recognised"), read
+in two steps.
 
-* a call that was not executed (refused by a permission tier) → ``permission``;
-* the text rows, tried in order, first match wins: sign-in prompts and "not logged in" →
-  ``auth``; "rate limit" → ``quota`` (retryable, with ``retry_after_s`` from a Retry-After
-  header or "retry in N seconds"); "command not found" and "is not recognized as an internal
-  or external command" → ``not_installed``; connection-failure and not-permitted wordings;
-  the truncation marker → ``truncated``; and so on;
-* then the exception type, the HTTP status (401 → auth, 403 → permission, ...), the exit
-  code (127 → not_installed, 126 → permission, 124 → timeout);
-* an empty success from a search tool → ``empty``.
+**Did it fail?** A failure status (a non-zero exit, an HTTP status of 400 or more, a raised
+exception, a tool's own ``error``) says so, unless a *harmless* wording explains it ("nothing
+to commit" under exit 1) or the program's manual gives that exit status another meaning
+(``grep`` exits 1 when nothing matched). Without a status, the text decides: a failure
+marker (an error or fatal log level, a traceback, a panic, an exception name), an envelope
+that says it failed (``ok: false``, a GraphQL ``errors`` array, a Kubernetes ``Status`` of
+``Failure``), or a cause worded. A status that says success is overruled only by a crash
+(a traceback, a panic), a structural failure envelope, or a marker with a cause worded. A
+*document* a tool returns (``read_file``'s text, a fetched page: ``ToolSpec.document_output``)
+is data, never read for failure.
 
-A successful result is read only for degenerate and adversarial signals (truncation,
-emptiness, an injected instruction): output that merely contains the word "error" in a
-success is not a failure. A failed result that matches nothing is ``execution_error``.
+**What does it mean?** The first stage of this table that says something decides
+(:data:`PRECEDENCE`); a body naming a specific cause beats a bare status:
 
-Inferred situations have ``source=inferred`` and never an unblock or a probe.
+=================  ==========================================================================
+stage              evidence
+=================  ==========================================================================
+not executed       the call was refused before it ran → ``permission``
+decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat any wording
+cause              the first wording row that names a cause (sign-in and prompt shapes,
+                   spent quotas, locks, ...), then a program's own message in any installed
+                   language (gettext catalogues)
+code               a machine code in an envelope's fields or in the text (errno, Node, gRPC,
+                   SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub, OpenAI, Anthropic, ...)
+status             the HTTP status (the result's, else one the body states), the exception
+                   class, the exit code
+weak               generic wording ("not found", "already exists") and category-level codes
+                   (``invalid_request_error``)
+unrecognised       a failure nothing explains → ``execution_error`` (inferred), said so by
+                   :func:`explain_result`
+=================  ==========================================================================
+
+A success is read only for degenerate and adversarial signals (truncation, emptiness, an
+injected instruction). The tool's own suggested fix ("please run: gh auth login") rides on the
+situation as ``suggestion``, screened (:func:`unstuck.shell.screen_command`) and always quoted
+as what the tool said. Inferred situations have ``source=inferred`` and never an unblock or a
+probe.
+
+Only a window of a result is read: its first :data:`SCAN_HEAD_CHARS` and last
+:data:`SCAN_TAIL_CHARS` characters; every signal compiles under re2, so a result costs time
+linear in the window, and flat beyond it.
 """
 
 from __future__ import annotations
 
-import functools
+import enum
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from unstuck.codes import CodeVerdict
+from unstuck.envelopes import Envelope, Shape, find_envelopes
+from unstuck.shell import screen_command
+from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
 from unstuck.tools import ToolResult, ToolSpec
 
-__all__ = ["SignalTable", "classify_output", "classify_result", "load_signal_table"]
+__all__ = [
+    "PRECEDENCE",
+    "SCAN_HEAD_CHARS",
+    "SCAN_TAIL_CHARS",
+    "Classification",
+    "Decision",
+    "Evidence",
+    "Stage",
+    "classify_output",
+    "classify_result",
+    "explain_output",
+    "explain_result",
+    "find_injection",
+]
 
 _DETAIL_CHARS = 240
+_SUGGESTION_CHARS = 200
 #: Only this much of a result is read: its head and its tail (characters). Failures are worded
 #: at the start or the end; a tool's own truncation keeps a result under the head size.
 SCAN_HEAD_CHARS = 96_000
 SCAN_TAIL_CHARS = 16_000
 
 
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    kind: Kind
-    interactive: bool = False
-    retryable: bool = False
+class Stage(enum.StrEnum):
+    """Which kind of evidence decided a classification (see the module's table)."""
+
+    NOT_EXECUTED = "not executed"
+    DECISIVE_EXIT = "decisive exit code"
+    CAUSE = "cause"
+    CODE = "code"
+    STATUS = "status"
+    WEAK = "weak"
+    UNRECOGNISED = "unrecognised"
+    SUCCESS = "success"
+
+
+#: The order in which stages decide a failure's kind: the first that says something wins.
+PRECEDENCE: tuple[Stage, ...] = (
+    Stage.NOT_EXECUTED, Stage.DECISIVE_EXIT, Stage.CAUSE, Stage.CODE, Stage.STATUS, Stage.WEAK,
+    Stage.UNRECOGNISED,
+)
 
 
 @dataclass(frozen=True, slots=True)
-class _TextRow:
-    verdict: _Verdict
-    pattern: re.Pattern[str]
-    success_too: bool
-    subject: re.Pattern[str] | None = None
+class Decision:
+    """The rule that decided: its stage, where it is (``signals.yaml text row 7``,
+    ``codes.yaml sqlstate 53300``, ``HTTP 403``) and its documented source."""
+
+    stage: Stage
+    rule: str
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
-class SignalTable:
-    """The compiled signal table: text rows in order, and lookup tables by code and type."""
+class Evidence:
+    """One thing the classifier saw: what (``marker: traceback``, ``envelope: graphql``,
+    ``code: grpc UNAVAILABLE``, ``status: HTTP 403``, ``harmless``, ``suggestion``) and a
+    short excerpt."""
 
-    text_rows: tuple[_TextRow, ...]
-    http_status: Mapping[int, _Verdict]
-    exit_code: Mapping[int, _Verdict]
-    exception: Mapping[str, _Verdict]
-    decisive_exit_codes: frozenset[int]
-    search_tool: re.Pattern[str]
-    empty: re.Pattern[str]
-    retry_after_headers: tuple[str, ...]
-    retry_after_text: re.Pattern[str]
+    what: str
+    excerpt: str
 
 
-def _verdict(where: str, raw: object) -> _Verdict:
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"signal table: {where} must be a mapping, got {raw!r}")
-    try:
-        kind = Kind(raw["kind"])
-    except (KeyError, ValueError):
-        raise ValueError(f"signal table: {where} has an unknown or missing kind {raw.get('kind')!r}") from None
-    return _Verdict(kind, bool(raw.get("interactive", False)), bool(raw.get("retryable", False)))
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """A classification with its reasons (``unstuck classify --explain``).
 
-
-_ESCAPE = re.compile(r"\\.")
-
-
-def _compile(where: str, pattern: object) -> re.Pattern[str]:
-    if not isinstance(pattern, str):
-        raise ValueError(f"signal table: {where} pattern must be a string")
-    if any(ch.isupper() for ch in _ESCAPE.sub("", pattern)):
-        raise ValueError(f"signal table: {where} pattern has an upper-case letter; text is matched in lower case")
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"signal table: {where} pattern does not compile: {exc}") from exc
-
-
-def _parse_table(data: Mapping[str, Any]) -> SignalTable:
-    rows = []
-    for index, row in enumerate(data.get("text", [])):
-        where = f"text row {index}"
-        subject = row.get("subject")
-        rows.append(_TextRow(
-            _verdict(where, row), _compile(where, row.get("pattern")), bool(row.get("success_too")),
-            _compile(f"{where} subject", subject) if subject is not None else None,
-        ))
-    return SignalTable(
-        text_rows=tuple(rows),
-        http_status={int(k): _verdict(f"http_status {k}", v) for k, v in data.get("http_status", {}).items()},
-        exit_code={int(k): _verdict(f"exit_code {k}", v) for k, v in data.get("exit_code", {}).items()},
-        exception={str(k): _verdict(f"exception {k}", v) for k, v in data.get("exception", {}).items()},
-        decisive_exit_codes=frozenset(int(code) for code in data.get("decisive_exit_codes", [])),
-        search_tool=_compile("search_tool_pattern", data.get("search_tool_pattern", "search")),
-        empty=_compile("empty_pattern", data.get("empty_pattern", r"^\s*$")),
-        retry_after_headers=tuple(str(h).lower() for h in data.get("retry_after_headers", [])),
-        retry_after_text=_compile("retry_after_text", data.get("retry_after_text", r"(?!x)x")),
-    )
-
-
-@functools.cache
-def load_signal_table() -> SignalTable:
-    """Load and compile the bundled signal table (cached).
-
-    Raises:
-        ValueError: naming the row, when a row has an unknown kind or a pattern that does not
-            compile.
+    Attributes:
+        situation: the inferred situation, or ``None`` for an ordinary success.
+        failed: whether the result was read as a failure.
+        decided_by: the rule that decided the kind (``None`` for a plain success).
+        evidence: what was seen on the way, in order.
     """
-    text = resources.files("unstuck").joinpath("data/signals.yaml").read_text(encoding="utf-8")
-    return _parse_table(yaml.safe_load(text))
+
+    situation: Situation | None
+    failed: bool
+    decided_by: Decision | None
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def recognised(self) -> bool:
+        """False when a failure matched nothing (it stays ``execution_error``, inferred)."""
+        return self.decided_by is None or self.decided_by.stage is not Stage.UNRECOGNISED
 
 
-def _retry_after(table: SignalTable, result: ToolResult) -> float | None:
+# ----------------------------------------------------------------------------- reading
+
+
+def _window(text: str) -> str:
+    if len(text) <= SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
+        return text
+    return text[:SCAN_HEAD_CHARS] + "\n" + text[-SCAN_TAIL_CHARS:]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_utf8(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes a tool passed on as
+    ``surrogateescape``) as U+FFFD: re2 matches UTF-8 and refuses them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    first = text.rfind("\n", 0, start) + 1
+    last = text.find("\n", end)
+    line = text[first : last if last != -1 else len(text)].strip()
+    return line[:_DETAIL_CHARS]
+
+
+#: Words without which no envelope can state a failure or carry a code: a cheap test that
+#: spares the parser the many results that hold none (envelopes.py: failure fields and codes).
+_ENVELOPE_WORDS = ("error", "fail", "fault", "exception", "false", "detail", "code", "status", "level",
+                   "severity", "reason", "__type")
+
+
+class _Reader:
+    """One result's window, read lazily: each signal set at most once."""
+
+    def __init__(self, table: SignalTable, window: str) -> None:
+        self.table = table
+        self.text = _valid_utf8(window)
+        self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
+        # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
+        self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered
+        self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
+        self._cache: dict[str, Any] = {}
+        self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
+
+    def _once(self, key: str, compute: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def computed(self, key: str) -> bool:
+        return key in self._cache
+
+    def excerpt(self, match: RowMatch) -> str:
+        return _line_around(self.shown, match.start, match.end)
+
+    def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
+        indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
+        for index in indices:
+            if accept(rows.rows[index]):
+                located: RowMatch | None = rows.locate(index, self.lowered)
+                return located
+        return None
+
+    def cause(self, *, failed: bool) -> RowMatch | None:
+        """The first cause row (a failure is never read for an injected instruction)."""
+        def accept(row: Any) -> bool:
+            return not (failed and row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION)
+        return self._once(f"cause{failed}", lambda: self._first("causes", self.table.causes, accept))  # type: ignore[no-any-return]
+
+    def failure_cause(self) -> RowMatch | None:
+        """The first cause row that names a failure (not a degenerate or adversarial one)."""
+        return self._once("failure_cause", lambda: self._first(  # type: ignore[no-any-return]
+            "causes", self.table.causes, lambda row: not row.success_too))
+
+    def success_signal(self) -> RowMatch | None:
+        """The first degenerate or adversarial row (what a success is read for)."""
+        return self._once("success", lambda: self._first(  # type: ignore[no-any-return]
+            "causes", self.table.causes, lambda row: row.success_too))
+
+    def injection(self) -> RowMatch | None:
+        """The first adversarial row, whatever else the text reads as."""
+        return self._once("injection", lambda: self._first(  # type: ignore[no-any-return]
+            "causes", self.table.causes,
+            lambda row: row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION))
+
+    def weak(self) -> RowMatch | None:
+        return self._once("weak", lambda: self._first("weak", self.table.weak, lambda row: True))  # type: ignore[no-any-return]
+
+    def harmless(self) -> tuple[RowMatch, ...]:
+        return self._once("harmless", lambda: self.table.harmless.every(self.lowered, self.encoded))  # type: ignore[no-any-return]
+
+    def markers(self) -> tuple[RowMatch, ...]:
+        """Failure markers, minus those on a line a harmless wording explains."""
+        def compute() -> tuple[RowMatch, ...]:
+            harmless_lines = {self._line_of(m.start) for m in self.harmless()}
+            return tuple(m for m in self.table.markers.every(self.lowered, self.encoded)
+                         if self._line_of(m.start) not in harmless_lines)
+        return self._once("markers", compute)  # type: ignore[no-any-return]
+
+    def crashed(self) -> bool:
+        return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
+
+    def _line_of(self, offset: int) -> int:
+        return self.lowered.rfind("\n", 0, offset) + 1
+
+    def envelopes(self) -> tuple[Envelope, ...]:
+        def compute() -> tuple[Envelope, ...]:
+            if not any(word in self.lowered for word in _ENVELOPE_WORDS):
+                return ()
+            return find_envelopes(self.text)
+        return self._once("envelopes", compute)  # type: ignore[no-any-return]
+
+    def codes(self) -> tuple[CodeVerdict, ...]:
+        """Machine codes: envelope fields first (in envelope order), then tokens in the text."""
+        def compute() -> tuple[CodeVerdict, ...]:
+            found: list[CodeVerdict] = []
+            for envelope in self.envelopes():
+                for code in envelope.codes:
+                    verdict = self.table.codes.for_field(code.leaf, code.value, text=self.text)
+                    if verdict is not None:
+                        found.append(verdict)
+            found.extend(self.table.codes.in_text(self.text))
+            return tuple(found)
+        return self._once("codes", compute)  # type: ignore[no-any-return]
+
+    def stated_status(self) -> int | None:
+        """An HTTP status the body states: an envelope's, else one worded with context."""
+        def compute() -> int | None:
+            for envelope in self.envelopes():
+                if envelope.status is not None and envelope.failed:
+                    return envelope.status
+            return self.table.codes.status_in_text(self.text)
+        return self._once("status", compute)  # type: ignore[no-any-return]
+
+    def evidence(self) -> list[Evidence]:
+        """What was read (and only that: a cheap classification reads little)."""
+        seen: list[Evidence] = []
+        if self.computed("markers"):
+            seen += [Evidence(f"marker: {m.row.name}", self.excerpt(m)) for m in self.markers()]
+        if self.computed("envelopes"):
+            seen += [Evidence(f"envelope: {e.shape.value}{' (failed)' if e.failed else ''}",
+                              self.text[e.start:e.end][:_DETAIL_CHARS]) for e in self.envelopes()]
+        if self.computed("codes"):
+            seen += [Evidence(f"code: {c.table} {c.code}", c.kind.value) for c in self.codes()]
+        if self.computed("harmless"):
+            seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
+        return seen
+
+
+#: Envelope shapes that are log lines: a line-strength marker, not a structural failure.
+_LOG_SHAPES = frozenset({Shape.LOGFMT, Shape.JSON_LOG})
+
+
+def _structural_failure(reader: _Reader) -> Envelope | None:
+    return next((e for e in reader.envelopes() if e.failed and e.shape not in _LOG_SHAPES), None)
+
+
+def _log_failure(reader: _Reader) -> Envelope | None:
+    return next((e for e in reader.envelopes() if e.failed and e.shape in _LOG_SHAPES), None)
+
+
+def _program(tool: ToolSpec | str, subject: str) -> str:
+    name = tool.name if isinstance(tool, ToolSpec) else tool
+    return subject if subject and subject != name and "/" not in subject and " " not in subject else name
+
+
+def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
+    """Whether the result failed; and, when a program's exit status or a harmless wording
+    explains a failure status, what it means instead (``None`` verdict: nothing failed)."""
+    stated = result.exit_code is not None or result.http_status is not None or result.error_type is not None \
+        or result.status_stated
+    if not result.ok:
+        program_code = reader.table.program_exit_codes.get(program, {}).get(result.exit_code or 0)
+        explained = program_code is not None and bool(result.exit_code)
+        harmless = () if explained else reader.harmless()
+        if (explained or harmless) and reader.failure_cause() is None and _structural_failure(reader) is None:
+            if explained:
+                return False, program_code
+            if not reader.crashed():
+                return False, Coded(None, harmless[0].row.source)
+        return True, None
+    if reader.crashed() or _structural_failure(reader) is not None:
+        return True, None
+    lines = bool(reader.markers()) or _log_failure(reader) is not None
+    if stated:
+        return lines and reader.failure_cause() is not None, None
+    return lines or reader.failure_cause() is not None, None
+
+
+def _decide(
+    reader: _Reader, result: ToolResult
+) -> tuple[Verdict, Decision, RowMatch | None, str]:
+    """The failure's verdict, the rule that decided, the row match (for a subject) and the
+    evidence line."""
+    cause = reader.cause(failed=True)
+    if cause is not None and cause.row.verdict is not None:
+        return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
+    codes = reader.codes()
+    strong = next((c for c in codes if not c.weak), None)
+    if strong is not None:
+        return _code_verdict(strong), _code_decision(Stage.CODE, strong), None, _code_line(reader, strong)
+    status = _status_verdict(reader, result)
+    if status is not None:
+        return status
+    weak_row = reader.weak()
+    weak_verdict = weak_row.row.verdict if weak_row is not None else None
+    if weak_row is not None and weak_verdict is not None:
+        row = weak_row.row
+        return weak_verdict, Decision(Stage.WEAK, row.where, row.source), weak_row, reader.excerpt(weak_row)
+    weak_code = next((c for c in codes if c.weak), None)
+    if weak_code is not None:
+        return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
+    text = reader.shown.strip()
+    last = text.splitlines()[-1] if text else ""
+    return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
+                                                    "DESIGN.md: a failure that matches nothing is execution_error"),
+            None, last[:_DETAIL_CHARS])
+
+
+def _code_verdict(code: CodeVerdict) -> Verdict:
+    return Verdict(code.kind, code.interactive, code.retryable)
+
+
+def _code_decision(stage: Stage, code: CodeVerdict) -> Decision:
+    return Decision(stage, f"codes.yaml {code.table} {code.code}", code.source)
+
+
+def _code_line(reader: _Reader, code: CodeVerdict) -> str:
+    at = reader.text.find(code.code)
+    return _line_around(reader.text, at, at + len(code.code)) if at != -1 else f"{code.table} code {code.code}"
+
+
+def _status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, Decision, None, str] | None:
+    table = reader.table
+    status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
+    if status is None and result.http_status is None:
+        status = reader.stated_status()
+    if status is not None:
+        coded = table.codes.http_status(status)
+        if coded is not None and not coded.weak:
+            return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, f"HTTP {status}"
+    if result.error_type and result.error_type in table.exception:
+        exc = table.exception[result.error_type]
+        if exc.verdict is not None:
+            line = reader.shown.strip().splitlines()[-1] if reader.shown.strip() else result.error_type
+            return exc.verdict, Decision(Stage.STATUS, f"exception {result.error_type}", exc.source), None, line
+    if result.exit_code is not None and result.exit_code in table.exit_code:
+        coded_exit = table.exit_code[result.exit_code]
+        if coded_exit.verdict is not None:
+            return (coded_exit.verdict, Decision(Stage.STATUS, f"exit code {result.exit_code}", coded_exit.source),
+                    None, f"exit code {result.exit_code}")
+    if status is not None:
+        coded = table.codes.http_status(status)
+        if coded is not None:  # a weak status (400, 500) still beats nothing
+            return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, f"HTTP {status}"
+    return None
+
+
+def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
     for name in table.retry_after_headers:
         value = result.header(name)
         if value is not None:
@@ -141,7 +419,7 @@ def _retry_after(table: SignalTable, result: ToolResult) -> float | None:
                 continue  # an HTTP-date Retry-After needs a clock: tools declare it (unstuck.declare)
             if math.isfinite(wait):  # "nan" and "inf" parse as floats; neither is a wait
                 return max(wait, 0.0)
-    found = table.retry_after_text.search(result.content.lower())
+    found = table.retry_after_text.search(lowered)
     if found is None:
         return None
     wait = float(found.group(1))
@@ -154,10 +432,65 @@ def _subject(tool: ToolSpec | str, args: Mapping[str, Any]) -> str:
     return tool
 
 
+def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str:
+    """The subject a row's wording names (a missing program, a refused path), in its
+    original case."""
+    if match is None or match.row.subject is None:
+        return default
+    found = match.row.subject.search(reader.lowered)
+    if found is None:
+        return default
+    index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+    if index is None:
+        return default
+    start, end = found.span(index)
+    named = reader.shown[start:end].strip()
+    return named or default
+
+
+#: Words that end a suggested command where prose begins ("gh auth login to authenticate").
+_PROSE = frozenset({
+    "to", "and", "for", "or", "then", "if", "first", "again", "before", "after", "which", "that", "so", "in",
+    "from", "when", "once", "instead", "as", "on", "with", "by", "this", "it", "more",
+})
+#: Words that are not programs ("run the tests", "run out of memory").
+_NOT_PROGRAMS = frozenset({
+    "the", "a", "an", "it", "this", "that", "out", "into", "again", "away", "time", "command", "following",
+    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is",
+})
+
+
+def _suggestion(reader: _Reader) -> str | None:
+    """The command the tool's own output says fixes it, cut where prose begins and screened;
+    ``None`` when there is none or it fails the screen."""
+    for index in reader.table.suggestions.matching(reader.encoded):
+        match = reader.table.suggestions.locate(index, reader.lowered)
+        if match is None or not match.groups or match.groups[0] is None:
+            continue
+        found = match.row.compiled.search(reader.lowered)
+        start, end = found.span(1)
+        raw = reader.shown[start:end]
+        words = raw.split()
+        kept: list[str] = []
+        for position, word in enumerate(words):
+            if position > 0 and word.lower() in _PROSE:
+                break
+            kept.append(word)
+        command = " ".join(kept).rstrip(".,:;!")
+        if not kept or kept[0].lower() in _NOT_PROGRAMS:
+            continue
+        screened = screen_command(command)
+        if screened.command is None:
+            reader.refused_suggestion = f"{command[:_SUGGESTION_CHARS]} ({screened.refused})"
+            return None
+        return screened.command[:_SUGGESTION_CHARS]
+    return None
+
+
 def _situation(
-    table: SignalTable, verdict: _Verdict, subject: str, result: ToolResult, evidence: str
+    reader: _Reader, verdict: Verdict, subject: str, result: ToolResult, detail: str, suggestion: str | None = None
 ) -> Situation:
-    retry_after = _retry_after(table, result) if verdict.retryable else None
+    retry_after = _retry_after(reader.table, result, reader.lowered) if verdict.retryable else None
     return Situation(
         kind=verdict.kind,
         subject=subject,
@@ -165,75 +498,110 @@ def _situation(
         retryable=verdict.retryable,
         retry_after_s=retry_after,
         source=Source.INFERRED,
-        detail=evidence[:_DETAIL_CHARS],
+        detail=detail[:_DETAIL_CHARS],
+        suggestion=suggestion,
     )
 
 
-def _window(text: str) -> str:
-    if len(text) <= SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
-        return text
-    return text[:SCAN_HEAD_CHARS] + "\n" + text[-SCAN_TAIL_CHARS:]
+def _success(
+    reader: _Reader, tool: ToolSpec | str, subject: str, result: ToolResult, program_code: Coded | None = None,
+) -> Classification:
+    signal = reader.success_signal()
+    signal_verdict = signal.row.verdict if signal is not None else None
+    if signal is not None and signal_verdict is not None:
+        row = signal.row
+        situation = _situation(reader, signal_verdict, subject, result, reader.excerpt(signal))
+        return Classification(situation, False, Decision(Stage.SUCCESS, row.where, row.source))
+    if program_code is not None:
+        if program_code.verdict is None:
+            return Classification(None, False, Decision(Stage.SUCCESS, "harmless", program_code.source))
+        situation = _situation(reader, program_code.verdict, subject, result, "no results")
+        return Classification(situation, False, Decision(Stage.SUCCESS, "program exit status", program_code.source))
+    tool_name = (tool.name if isinstance(tool, ToolSpec) else tool).lower()
+    if reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
+        situation = _situation(reader, Verdict(Kind.EMPTY), subject, result, "no results")
+        return Classification(situation, False, Decision(Stage.SUCCESS, "search_tool_pattern + empty_pattern",
+                                                         "signals.yaml: an empty success from a search tool"))
+    return Classification(None, False, None)
 
 
-def _named_subject(row: _TextRow, lowered: str, original: str, default: str) -> str:
-    """The subject a row's wording names (a missing program), in its original case."""
-    if row.subject is None:
-        return default
-    found = row.subject.search(lowered)
-    if found is None:
-        return default
-    index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-    if index is None:
-        return default
-    start, end = found.span(index)
-    same_length = len(lowered) == len(original)
-    return (original[start:end] if same_length else found.group(index)) or default
-
-
-def _first_line_around(text: str, match: re.Match[str]) -> str:
-    start = text.rfind("\n", 0, match.start()) + 1
-    end = text.find("\n", match.end())
-    return text[start : end if end != -1 else len(text)].strip()
-
-
-def _match_rows(table: SignalTable, ok: bool, lowered: str) -> tuple[_TextRow, re.Match[str]] | None:
-    """The first text row that reads ``lowered`` (a success is read only for degenerate and
-    adversarial rows; a failure never for an injected instruction)."""
-    for row in table.text_rows:
-        if ok and not row.success_too:
-            continue
-        if not ok and row.verdict.kind is Kind.INJECTED_INSTRUCTION:
-            continue
-        match = row.pattern.search(lowered)
-        if match:
-            return row, match
-    return None
-
-
-def classify_output(
+def explain_result(
     tool: ToolSpec | str,
     args: Mapping[str, Any],
-    output: str,
+    result: ToolResult,
     *,
-    exit_code: int | None = None,
-    http_status: int | None = None,
     table: SignalTable | None = None,
-) -> Situation | None:
-    """Classify a tool's printed output when the caller may not know whether the call failed.
+    thorough: bool = True,
+) -> Classification:
+    """Classify ``result`` and say why: the deciding rule (stage, row or code, source) and the
+    evidence seen. Never raises on any content.
 
-    With an exit code or an HTTP status, they decide success (exit 0 and status below 400).
-    Without either, the wording decides: when a failure row reads the text it is classified
-    as a failure; otherwise as a success (truncated, empty, injected instruction, or nothing).
-    Never raises on any text.
+    Args:
+        tool: the tool's spec (its ``subject_of(args)`` names the subject; a
+            ``document_output`` tool's success is data, never read for failure) or just its
+            name (then the name is the subject).
+        args: the call's arguments.
+        result: the normalised result; its declared situation, if any, is ignored here (the
+            loop prefers it: declared beats inferred).
+        table: a signal table; :func:`unstuck.signals.load_signal_table` by default.
+        thorough: read every kind of evidence for the explanation (markers, envelopes, codes);
+            ``False`` reads only what the verdict needs (the same verdict, less evidence).
     """
     table = table or load_signal_table()
-    name = tool.name if isinstance(tool, ToolSpec) else tool
-    if exit_code is not None or http_status is not None:
-        ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
-        return classify_result(tool, args, ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status),
-                               table=table)
-    failed = _match_rows(table, False, _window(output).lower()) is not None
-    return classify_result(tool, args, ToolResult(name, not failed, output), table=table)
+    subject = _subject(tool, args)
+    reader = _Reader(table, _window(result.content))
+    if not result.executed:
+        situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
+        return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
+                                                        "seed 000 section 3.2: a call a permission tier refused"))
+    found = _classify(reader, tool, subject, result)
+    if thorough:
+        reader.markers()
+        reader.envelopes()
+        if found.failed:
+            reader.codes()
+    extra: list[Evidence] = []
+    if found.situation is not None and found.situation.suggestion is not None:
+        extra.append(Evidence("suggestion", found.situation.suggestion))
+    if reader.refused_suggestion:
+        extra.append(Evidence("suggestion refused", reader.refused_suggestion))
+    return Classification(found.situation, found.failed, found.decided_by, (*reader.evidence(), *extra))
+
+
+def _classify(reader: _Reader, tool: ToolSpec | str, subject: str, result: ToolResult) -> Classification:
+    if result.ok and isinstance(tool, ToolSpec) and tool.document_output:
+        return _success(reader, tool, subject, result)
+    if not result.ok and result.exit_code in reader.table.decisive_exit_codes:
+        return _decisive(reader, subject, result)
+    failed, instead = _failure_evidence(reader, result, _program(tool, subject))
+    if not failed:
+        return _success(reader, tool, subject, result, instead)
+    verdict, decision, match, line = _decide(reader, result)
+    named = _named_subject(match, reader, subject)
+    situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
+    return Classification(situation, True, decision)
+
+
+def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classification:
+    """126 or 127: the exit status beats any wording; the subject comes from that kind's row."""
+    code = result.exit_code if result.exit_code is not None else 0
+    coded = reader.table.exit_code[code]
+    verdict = coded.verdict or Verdict(Kind.EXECUTION_ERROR)
+    # the subject comes from that kind's naming pattern, even where its wording row does not
+    # match (dash says only "gh: not found")
+    namers = [row for row in reader.table.causes.rows
+              if row.verdict is not None and row.verdict.kind is verdict.kind and row.subject is not None]
+    named, line = subject, ""
+    for row in namers:
+        found = row.subject.search(reader.lowered)
+        if found is not None:
+            named = _named_subject(RowMatch(row, found.start(), found.end(), tuple(found.groups())), reader, subject)
+            line = _line_around(reader.shown, found.start(), found.end())
+            break
+    text = reader.shown.strip()
+    line = line or (text.splitlines()[0] if text else f"exit code {code}")
+    situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
+    return Classification(situation, True, Decision(Stage.DECISIVE_EXIT, f"exit code {code}", coded.source))
 
 
 def classify_result(
@@ -245,50 +613,54 @@ def classify_result(
 ) -> Situation | None:
     """Infer what ``result`` means for the loop, from generic signals only.
 
-    Args:
-        tool: the tool's spec (its ``subject_of(args)`` names the subject) or just its name
-            (then the name is the subject).
-        args: the call's arguments.
-        result: the normalised result; its declared situation, if any, is ignored here (the
-            loop prefers it: declared beats inferred).
-        table: a signal table; the bundled one by default.
-
     Returns:
-        An inferred :class:`Situation` (never with ``unblock`` or ``probe``), or ``None`` when
-        the result is an ordinary success. Never raises on any content.
+        An inferred :class:`Situation` (never with ``unblock`` or ``probe``; perhaps with the
+        tool's own screened ``suggestion``), or ``None`` when the result is an ordinary
+        success. Never raises on any content. See :func:`explain_result` for the reasons.
     """
-    table = table or load_signal_table()
-    subject = _subject(tool, args)
-    tool_name = (tool.name if isinstance(tool, ToolSpec) else tool).lower()
-    text = _window(result.content)
-    lowered = text.lower()  # patterns are lower case: much faster than re.IGNORECASE
-    # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from ``lowered``.
-    evidence_text = text if len(lowered) == len(text) else lowered
-    if not result.executed:
-        return _situation(table, _Verdict(Kind.PERMISSION), subject, result, text)
-    if not result.ok and result.exit_code in table.decisive_exit_codes:
-        verdict = table.exit_code[result.exit_code]
-        namer = next((row for row in table.text_rows if row.verdict.kind is verdict.kind and row.subject), None)
-        named = _named_subject(namer, lowered, text, subject) if namer is not None else subject
-        worded = namer.pattern.search(lowered) if namer is not None else None
-        evidence = (
-            _first_line_around(evidence_text, worded) if worded is not None
-            else text.strip().splitlines()[0] if text.strip() else f"exit code {result.exit_code}"
-        )
-        return _situation(table, verdict, named, result, evidence)
-    found = _match_rows(table, result.ok, lowered)
-    if found is not None:
-        row, match = found
-        named = _named_subject(row, lowered, text, subject)
-        return _situation(table, row.verdict, named, result, _first_line_around(evidence_text, match))
-    if result.ok:
-        if table.search_tool.search(tool_name) and table.empty.fullmatch(lowered):
-            return _situation(table, _Verdict(Kind.EMPTY), subject, result, "no results")
-        return None
-    structured = (
-        table.exception.get(result.error_type or "")
-        or table.http_status.get(result.http_status or 0)
-        or table.exit_code.get(result.exit_code if result.exit_code is not None else 0)
-        or _Verdict(Kind.EXECUTION_ERROR)
-    )
-    return _situation(table, structured, subject, result, text.strip().splitlines()[-1] if text.strip() else "")
+    return explain_result(tool, args, result, table=table, thorough=False).situation
+
+
+def explain_output(
+    tool: ToolSpec | str,
+    args: Mapping[str, Any],
+    output: str,
+    *,
+    exit_code: int | None = None,
+    http_status: int | None = None,
+    table: SignalTable | None = None,
+) -> Classification:
+    """:func:`explain_result` for printed output when the caller may not know whether the
+    call failed: an exit code or an HTTP status states it (exit 0 and a status below 400 are
+    a success); without either, the text decides. Never raises on any text."""
+    name = tool.name if isinstance(tool, ToolSpec) else tool
+    ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
+    result = ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
+    return explain_result(tool, args, result, table=table)
+
+
+def classify_output(
+    tool: ToolSpec | str,
+    args: Mapping[str, Any],
+    output: str,
+    *,
+    exit_code: int | None = None,
+    http_status: int | None = None,
+    table: SignalTable | None = None,
+) -> Situation | None:
+    """Classify a tool's printed output (see :func:`explain_output`)."""
+    name = tool.name if isinstance(tool, ToolSpec) else tool
+    ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
+    result = ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
+    return explain_result(tool, args, result, table=table, thorough=False).situation
+
+
+def find_injection(text: str, *, table: SignalTable | None = None) -> str | None:
+    """The line of ``text`` that reads as an instruction aimed at the agent (an adversarial
+    row: "ignore previous instructions", a download piped into a shell), whether or not the
+    text also reads as a failure; ``None`` when there is none. What is screened before it is
+    stored or shown (a lesson's unblock and detail) goes through this, never through
+    :func:`classify_output`, whose failure reading takes precedence over the adversarial one."""
+    reader = _Reader(table or load_signal_table(), _window(text))
+    found = reader.injection()
+    return reader.excerpt(found) if found is not None else None

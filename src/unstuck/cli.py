@@ -20,13 +20,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from unstuck import __version__
-from unstuck.classify import classify_output
+from unstuck.classify import Classification, Stage, explain_output
 from unstuck.cli_bank import bank_app
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
+from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.evals.agents import AGENTS
-from unstuck.evals.casebook import CaseError, load_cases, score_cases
+from unstuck.evals.casebook import CaseError, CaseScore, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
 from unstuck.evals.curve import CURVE_LEVELS, Curve, run_curve
 from unstuck.evals.report import write_html
@@ -49,6 +50,8 @@ from unstuck.lessons import LessonStore, LessonStoreError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
+from unstuck.shell import clean_terminal_text
+from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
 
 __all__ = ["app", "main"]
 
@@ -64,6 +67,7 @@ app = typer.Typer(
 app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
 app.add_typer(lessons_app, name="lessons")
+app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -425,63 +429,131 @@ def _classify_command(
     http_status: Annotated[int | None, typer.Option(help="The HTTP status the tool got.")] = None,
     tool_name: Annotated[str, typer.Option("--tool", help="The tool's name (also the subject).")] = "tool",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option("--explain", help="Print the evidence and the row or code that decided (or that nothing did)."),
+    ] = False,
     cases: Annotated[
-        Path | None, typer.Option(help="Score a labelled corpus (JSON lines, as in shared/cases) instead.")
+        list[Path] | None,
+        typer.Option(help="Score labelled corpora (JSON lines, as in shared/cases) instead; repeatable."),
+    ] = None,
+    signals: Annotated[
+        list[Path] | None,
+        typer.Option(help=f"Your own signal file (YAML, the shipped format), ahead of the bundled rows; repeatable. "
+                          f"Also read from ${SIGNALS_ENV}."),
     ] = None,
 ) -> None:
     """Say what a tool's output means: its situation (kind, subject, flags), or none."""
-    if cases is not None:
-        _score_cases(cases, as_json)
+    try:
+        table = load_signal_table(signals) if signals else load_signal_table()
+    except SignalTableError as exc:
+        raise _fail(str(exc)) from exc
+    if cases:
+        _score_cases(cases, as_json, table)
         return
     try:
         raw = source.read_bytes() if source is not None else sys.stdin.buffer.read()
     except OSError as exc:
         raise _fail(f"{source}: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")
-    situation = classify_output(tool_name, {}, text, exit_code=exit_code, http_status=http_status)
+    found = explain_output(tool_name, {}, text, exit_code=exit_code, http_status=http_status, table=table)
+    situation = found.situation
     if as_json:
-        console.print_json(json.dumps(situation.to_dict() if situation is not None else None))
-    elif situation is None:
+        payload: dict[str, object] = {"situation": situation.to_dict() if situation is not None else None}
+        if explain:
+            payload["failed"] = found.failed
+            payload["recognised"] = found.recognised
+            payload["decided_by"] = (
+                None if found.decided_by is None else {"stage": found.decided_by.stage.value,
+                                                       "rule": found.decided_by.rule,
+                                                       "source": found.decided_by.source})
+            payload["evidence"] = [{"what": e.what, "excerpt": e.excerpt} for e in found.evidence]
+        console.print_json(json.dumps(payload if explain else payload["situation"]))
+        return
+    if situation is None:
         console.print("no situation: an ordinary success", highlight=False)
     else:
         flags = [name for name in ("interactive", "retryable") if getattr(situation, name)]
         console.print(
-            f"{situation.kind.value} ({situation.kind_class.value}) on {escape(situation.subject)}"
+            f"{situation.kind.value} ({situation.kind_class.value}) on {escape(clean_terminal_text(situation.subject))}"
             + (f" · {', '.join(flags)}" if flags else "")
             + (f" · retry after {situation.retry_after_s:g} s" if situation.retry_after_s is not None else ""),
             highlight=False,
         )
         if situation.detail:
-            console.print(f"evidence: {situation.detail}", markup=False, highlight=False)
+            console.print(f"evidence: {clean_terminal_text(situation.detail)}", markup=False, highlight=False)
+        if situation.suggestion:
+            console.print(f"the tool suggests: {clean_terminal_text(situation.suggestion)}", markup=False,
+                          highlight=False)
+    if explain:
+        _print_explanation(found)
 
 
-def _score_cases(path: Path, as_json: bool) -> None:
-    try:
-        score = score_cases(load_cases(path))
-    except CaseError as exc:
-        raise _fail(str(exc)) from exc
+def _print_explanation(found: Classification) -> None:
+    decided = found.decided_by
+    if decided is None:
+        console.print("decided by: nothing (no failure, and no degenerate or adversarial signal)", highlight=False)
+    elif decided.stage is Stage.UNRECOGNISED:
+        console.print("decided by: nothing matched; an unrecognised failure stays execution_error (inferred)",
+                      highlight=False)
+    else:
+        console.print(f"decided by: {decided.stage.value} · {clean_terminal_text(decided.rule)}", markup=False,
+                      highlight=False)
+        console.print(f"source: {clean_terminal_text(decided.source)}", markup=False, highlight=False)
+    console.print(f"read as: {'a failure' if found.failed else 'not a failure'}", highlight=False)
+    for item in found.evidence:
+        console.print(f"  {item.what}: {clean_terminal_text(item.excerpt)}", markup=False, highlight=False)
+
+
+def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
+    scored: list[tuple[Path, CaseScore]] = []
+    for path in paths:
+        try:
+            scored.append((path, score_cases(load_cases(path), table=table)))
+        except CaseError as exc:
+            raise _fail(str(exc)) from exc
     if as_json:
-        console.print_json(json.dumps({
-            "total": score.total, "kind_accuracy": score.kind_accuracy,
+        console.print_json(json.dumps([{
+            "file": str(path), "total": score.total, "kind_accuracy": score.kind_accuracy,
             "interactive_precision": score.interactive_precision, "interactive_recall": score.interactive_recall,
             "retryable_accuracy": score.retryable_accuracy,
             "wrong": [{"id": i, "expected": e, "got": g} for i, e, g in score.wrong],
-        }))
+            "missed_interactive": list(score.missed_interactive), "failure_as_ok": list(score.failure_as_ok),
+            "by_tool": [{"tool": t.tool, "total": t.total, "kind_correct": t.kind_correct,
+                         "interactive": t.interactive_actual, "interactive_flagged": t.interactive_flagged}
+                        for t in score.by_tool],
+        } for path, score in scored]))
         return
-    confusion = Table(title="kind: expected → classified (only where they differ)")
-    for column in ("expected", "classified", "cases"):
-        confusion.add_column(column)
-    for (expected, got), count in sorted(score.confusion.items()):
-        if expected != got:
-            confusion.add_row(expected, got, str(count))
-    console.print(confusion)
-    console.print(f"wrong: {', '.join(i for i, _, _ in score.wrong) or 'none'}", highlight=False)
-    console.print(
-        f"{score.total} cases · kind accuracy {score.kind_accuracy:.1%} · interactive accuracy "
-        f"{score.interactive_accuracy:.1%} (precision {score.interactive_precision:.1%}, recall "
-        f"{score.interactive_recall:.1%}) · retryable accuracy {score.retryable_accuracy:.1%}",
-        highlight=False,
-    )
+    for path, score in scored:
+        confusion = Table(title=f"{path.name}: kind expected → classified (only where they differ)")
+        for column in ("expected", "classified", "cases"):
+            confusion.add_column(column)
+        for (expected, got), count in sorted(score.confusion.items()):
+            if expected != got:
+                confusion.add_row(expected, got, str(count))
+        console.print(confusion)
+        tools = Table(title=f"{path.name}: per tool")
+        for column in ("tool", "cases", "kind right", "interactive flagged"):
+            tools.add_column(column, justify="left" if column == "tool" else "right")
+        for t in score.by_tool:
+            flagged = f"{t.interactive_flagged}/{t.interactive_actual}" if t.interactive_actual else "-"
+            tools.add_row(escape(t.tool), str(t.total), f"{t.kind_correct} ({t.kind_accuracy:.0%})", flagged)
+        console.print(tools)
+        console.print(f"wrong: {', '.join(i for i, _, _ in score.wrong) or 'none'}", highlight=False)
+        console.print(
+            f"{path.name}: {score.total} cases · kind accuracy {score.kind_accuracy:.1%} · interactive accuracy "
+            f"{score.interactive_accuracy:.1%} (precision {score.interactive_precision:.1%}, recall "
+            f"{score.interactive_recall:.1%}) · retryable accuracy {score.retryable_accuracy:.1%}",
+            highlight=False,
+        )
+    if len(scored) > 1:
+        summary = Table(title="per file")
+        for column in ("file", "cases", "kind", "interactive recall", "retryable"):
+            summary.add_column(column, justify="left" if column == "file" else "right")
+        for path, score in scored:
+            summary.add_row(escape(path.name), str(score.total), f"{score.kind_accuracy:.1%}",
+                            f"{score.interactive_recall:.1%}", f"{score.retryable_accuracy:.1%}")
+        console.print(summary)
 
 
 def main() -> None:

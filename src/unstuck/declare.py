@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from unstuck.classify import classify_output
+from unstuck.classify import Stage, explain_output
 from unstuck.situations import Kind, Probe, Situation
 
 __all__ = ["LockHolder", "declare_http", "declare_lock", "declare_refusal", "retry_after_seconds"]
@@ -116,11 +116,14 @@ def declare_http(
     name), or ``None`` for a status this function has no rule for (the classifier then
     infers from the body).
 
-    The status and headers decide, except where the body says more: a 429 or 403 whose body
-    reads as a spent balance (``insufficient_quota``, "credit balance is too low") is a
-    quota that waiting will not fix, and a 403 whose body reads as a rate limit
-    ("secondary rate limit") is a retryable quota even without rate-limit headers. The
-    body's wording is read with the classifier's signal table.
+    The status and headers decide, except where the body names a more specific cause (a
+    wording row or a machine code, :mod:`unstuck.classify`'s precedence): a 429 or 403 whose
+    body reads as a spent balance (``insufficient_quota``, "credit balance is too low") is a
+    quota that waiting will not fix; a 403 whose body reads as a rate limit ("secondary rate
+    limit") is a retryable quota even without rate-limit headers; a 403 whose body names a
+    sign-in (SAML single sign-on, an expired session) is ``auth``, interactive when the body's
+    remedy needs a person; a 403 whose body names a missing scope or role stays
+    ``permission``, interactive when the grant needs a person in a browser.
 
     Args:
         status: the response's status code.
@@ -130,16 +133,23 @@ def declare_http(
         body: the response body (text), when there is one.
         probe: a read-only call that re-checks the situation, if the tool has one.
     """
-    if status in (401, 407):
+    found = explain_output("http", {}, body, http_status=status) if body else None
+    # A body that names a specific cause (a wording row or a machine code, not the bare
+    # status) beats the status: a 403 whose body names SAML single sign-on is a sign-in.
+    worded = found.situation if found is not None else None
+    specific = worded if found is not None and found.decided_by is not None and found.decided_by.stage in (
+        Stage.CAUSE, Stage.CODE) else None
+    if status in (401, 407) or (status == 403 and specific is not None and specific.kind is Kind.AUTH):
         challenge = _challenge(headers, "proxy-authenticate" if status == 407 else "www-authenticate")
         needs = "the proxy requires authentication" if status == 407 else f"{subject} requires authentication"
+        said = f" ({specific.detail})" if specific is not None and specific.kind is Kind.AUTH else ""
         return Situation(
-            Kind.AUTH, subject, probe=probe, detail=f"HTTP {status}: {needs}{challenge}",
+            Kind.AUTH, subject, probe=probe, detail=f"HTTP {status}: {needs}{challenge}{said}",
+            interactive=specific is not None and specific.kind is Kind.AUTH and specific.interactive,
             unblock=f"Provide valid credentials for {'the proxy' if status == 407 else subject}.",
         )
     if status not in (403, 429):
         return None
-    worded = classify_output("http", {}, body, http_status=status) if body else None
     if worded is not None and worded.kind is Kind.QUOTA and not worded.retryable:
         return Situation(
             Kind.QUOTA, subject, probe=probe,
@@ -155,9 +165,11 @@ def declare_http(
             Kind.QUOTA, subject, retryable=True, retry_after_s=wait, probe=probe,
             detail=f"HTTP {status}: {subject}'s rate limit is spent{resets}",
         )
+    said = f" ({specific.detail})" if specific is not None and specific.kind is Kind.PERMISSION else ""
     return Situation(
         Kind.PERMISSION, subject, unblock=f"Grant this account access to the resource on {subject}.", probe=probe,
-        detail=f"HTTP 403: {subject} refused access",
+        interactive=specific is not None and specific.kind is Kind.PERMISSION and specific.interactive,
+        detail=f"HTTP 403: {subject} refused access{said}",
     )
 
 

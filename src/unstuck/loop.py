@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 
-from unstuck import policy
-from unstuck.classify import classify_result
+from unstuck import policy, prompts
+from unstuck.classify import explain_result
 from unstuck.clock import Clock, RealClock
 from unstuck.diagnostics import STALL_AFTER_S, RunLengths, StallWatch, advance
 from unstuck.escalation import Escalation, build_escalation
@@ -37,6 +37,7 @@ from unstuck.presence import Answer, Asker
 from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADING, RETRIED_NOTE
 from unstuck.remember import LessonHooks, LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
+from unstuck.second_opinion import SecondOpinion
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, unique_call_ids
 
@@ -80,6 +81,8 @@ class _Turn(LessonHooks):
         self.keeper: LessonKeeper | None = None
         self.cited: dict[str, Lesson] = {}  # subjects escalated on a lesson's word
         self.noted: dict[str, Lesson] = {}  # subjects whose lesson only added a note (no probe could tell)
+        self.setup_checked: set[str] = set()  # subjects whose setup probe already ran this turn
+        self.second_opinion: SecondOpinion | None = None  # the user's model, asked about unrecognised failures
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -161,7 +164,14 @@ class _Turn(LessonHooks):
             self.emit("situation.declared", tool=call.tool, kind=declared.kind.value, subject=declared.subject,
                       interactive=declared.interactive, retryable=declared.retryable, unblock=declared.unblock)
             return declared
-        inferred = classify_result(spec or call.tool, call.arguments, result)
+        found = explain_result(spec or call.tool, call.arguments, result)
+        inferred = found.situation
+        if inferred is not None and not found.recognised and self.second_opinion is not None:
+            opinion = self.second_opinion.review(call.tool, result.content, inferred)
+            self.emit("situation.second_opinion", tool=call.tool, kind=(
+                opinion.situation.kind.value if opinion.situation is not None else None),
+                cached=opinion.cached, problem=opinion.problem)
+            inferred = opinion.situation or inferred
         if inferred is not None:
             self.emit("situation.inferred", tool=call.tool, kind=inferred.kind.value, subject=inferred.subject,
                       interactive=inferred.interactive, retryable=inferred.retryable)
@@ -202,11 +212,14 @@ class _Turn(LessonHooks):
         subject = spec.subject_of(call.arguments) if spec is not None else call.tool
         started = self.at()
         decision: policy.Dispatch | policy.Refuse
+        hand_off = spec.interactive_call(call.arguments) if spec is not None and not (probe or retry) else None
+        interactive = spec is not None and (spec.interactive or hand_off is not None)
         if probe or retry:
             decision = policy.Dispatch(call)
         else:
+            waits_for = None if hand_off is None else f"`{hand_off.command}` waits for a person: {hand_off.why}"
             decision, self.state = policy.before_dispatch(
-                self.state, call, subject=subject, interactive=spec is not None and spec.interactive
+                self.state, call, subject=subject, interactive=interactive, waits_for=waits_for
             )
         dispatched = settled is None and not (isinstance(decision, policy.Refuse) and self.guarded)
         if settled is not None:
@@ -230,7 +243,7 @@ class _Turn(LessonHooks):
         assessment = policy.after_result(
             self.state, call, subject=subject, situation=situation, ok=result.ok,
             executed=result.executed, is_probe=probe, exempt=exempt, is_retry=retry,
-            auto_retry=spec is not None and spec.effect is Effect.READ and not spec.interactive,
+            auto_retry=spec is not None and spec.effect is Effect.READ and not interactive,
         )
         self.state = assessment.state
         for key in assessment.opened:
@@ -242,7 +255,6 @@ class _Turn(LessonHooks):
         for key in assessment.closed:
             self.emit("blocker.closed", subject=key, reason="probe clean" if probe else "call succeeded")
         self._observe(call, probe=probe, retry=retry)
-        interactive = spec is not None and spec.interactive
         auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
         self.policy_inputs.append((interactive, auto_retry, tuple(sorted(exempt)), type(assessment.decision).__name__))
         self.steps.append(StepRecord(
@@ -362,6 +374,9 @@ class _Turn(LessonHooks):
             fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
             content = result.content
             decision = assessment.decision
+            checked = self.check_setup(call, assessment)
+            if checked is not None and isinstance(decision, policy.Continue):
+                decision = policy.Continue(checked)
             if waited:
                 content = f"{content}\n\n{RETRIED_NOTE.format(times=retried, seconds=f'{waited:g}')}"
             if self.guarded and isinstance(decision, policy.Continue) and decision.guidance:
@@ -378,6 +393,32 @@ class _Turn(LessonHooks):
                 self.save()  # with the stopped calls' answers, in one commit: a resume never runs them
                 return decision.blocker
             self.save()
+        return None
+
+    def check_setup(self, call: ToolCall, assessment: policy.Assessment) -> str | None:
+        """An inferred auth, not_installed or permission blocker just opened on a program the
+        tool reaches: run that program's read-only setup probe (``check_cli_setup``) once, so
+        the blocker carries the tool's own declaration and exact unblock. Returns the
+        recovery guidance for the blocker as it now stands, or ``None`` when no probe ran."""
+        spec = self.spec_for(call)
+        if not self.guarded or spec is None or spec.setup_probe is None:
+            return None
+        for subject in assessment.opened:
+            blocker = self.state.open_blockers.get(subject)
+            if blocker is None or blocker.situation.is_declared or subject in self.setup_checked:
+                continue
+            if blocker.situation.kind not in (Kind.AUTH, Kind.NOT_INSTALLED, Kind.PERMISSION):
+                continue
+            probe = spec.setup_probe(subject)
+            if probe is None or not self.probe_allowed(probe):
+                continue
+            self.setup_checked.add(subject)
+            self.emit("probe.setup", tool=probe.tool, subject=subject)
+            self.run_probe(probe)
+            now = self.state.open_blockers.get(subject)
+            if now is None:
+                return None  # the setup check came back clean: the blocker closed
+            return prompts.blocker_recovery(now.situation, now.remaining)
         return None
 
     def blocker_left_at_answer(self) -> policy.OpenBlocker | None:
@@ -481,6 +522,7 @@ def run_turn(
     jitter: random.Random | None = None,
     lessons: LessonStore | None = None,
     fingerprint: Callable[[str], str] | None = None,
+    second_opinion: SecondOpinion | None = None,
 ) -> TurnResult:
     """Run one agent turn on ``task``.
 
@@ -511,6 +553,9 @@ def run_turn(
             before the first call on their subject, and stored after the turn asked.
         fingerprint: the environment fingerprint of a subject, for lessons
             (:func:`unstuck.toolkit.cli_fingerprint` for CLIs); none by default.
+        second_opinion: the user's own model, asked which kind a failure is when no signal
+            recognises it (:class:`unstuck.second_opinion.SecondOpinion`); never asked about
+            anything else, and never able to turn a failure into a success.
         jitter: a random source for full jitter of the computed backoff
             (:func:`unstuck.retry.full_jitter`); ``None`` (the default) waits the exact
             backoff. A server's Retry-After is honoured as given either way.
@@ -533,6 +578,7 @@ def run_turn(
         turn_id=turn_id or uuid.uuid4().hex[:12], system_prompt=system_prompt,
     )
     turn.jitter = jitter
+    turn.second_opinion = second_opinion
     if lessons is not None:
         turn.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: turn.emit("lesson.error",
                                                                                              error=message))

@@ -215,7 +215,7 @@ class Assessment:
 
 
 def before_dispatch(
-    state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool
+    state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
     """Rule 1 and skipped subjects: decide whether ``call`` may run.
 
@@ -223,7 +223,10 @@ def before_dispatch(
         state: the turn's state.
         call: the call the model asked for.
         subject: what the call affects (from the tool spec).
-        interactive: the tool's whole job is a hand-off to a person.
+        interactive: the tool's whole job is a hand-off to a person, or this call's command
+            line would wait for one (the interactive-call catalogue, :mod:`unstuck.shell`).
+        waits_for: what in the call waits for a person and why (``gh auth login --web``:
+            "..."), named in the refusal; ``None`` when the whole tool is interactive.
 
     Returns:
         ``Dispatch`` or ``Refuse`` (with a not-executed ``permission`` situation), and the
@@ -242,12 +245,11 @@ def before_dispatch(
         )
         return Refuse(call, refusal, refusal.detail), counted
     if interactive and state.unattended:
-        refusal = Situation(
-            Kind.PERMISSION,
-            subject,
-            interactive=True,
-            detail=prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject),
+        detail = (
+            prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject) if waits_for is None
+            else prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
         )
+        refusal = Situation(Kind.PERMISSION, subject, interactive=True, detail=detail)
         return Refuse(call, refusal, refusal.detail), counted
     return Dispatch(call), counted
 

@@ -24,12 +24,16 @@ __all__ = [
     "INJECTED_REFUSAL",
     "KNOWN_BLOCKERS_HEADING",
     "NEXT_STEP_DEFAULT",
+    "NO_EXACT_COMMAND",
     "RETRIED_NOTE",
     "SKIPPED_REFUSAL",
+    "SUGGESTION_QUOTE",
+    "UNATTENDED_CALL_REFUSAL",
     "UNATTENDED_REFUSAL",
     "USER_ACTION_DEFAULT",
     "blocker_recovery",
     "guidance_for",
+    "unblock_is_sentence",
     "user_action",
     "what_is_blocked",
 ]
@@ -39,6 +43,10 @@ GUIDANCE_PREFIX = "[unstuck]"
 UNATTENDED_REFUSAL = (
     "Not executed: {tool} hands off to a person at a keyboard, and this run is unattended, "
     "so nobody can complete it. Calling it again will be refused too."
+)
+UNATTENDED_CALL_REFUSAL = (
+    "Not executed: {waits_for}. This run is unattended, so nobody can answer it. Running it "
+    "again, in any form, will be refused too."
 )
 SKIPPED_REFUSAL = "Not executed: the user chose to skip {subject} for this turn."
 RETRIED_NOTE = GUIDANCE_PREFIX + " Retried {times} time(s) over {seconds} s of waiting; this is the last result."
@@ -99,17 +107,21 @@ BLOCKED_WHAT: Mapping[Kind, str] = {
 }
 BLOCKED_OTHER = "{subject} is blocked ({kind})."
 
-#: Rule 4, part 2, when the tool gave no exact unblock text.
+#: Rule 4, part 2, when the tool gave no exact unblock text (followed by
+#: :data:`NO_EXACT_COMMAND`, or by :data:`SUGGESTION_QUOTE` when the tool printed a command).
 USER_ACTION_DEFAULT: Mapping[Kind, str] = {
-    Kind.AUTH: "Sign {subject} in (the tool gave no exact command).",
-    Kind.PERMISSION: "Grant the permission {subject} needs, or run the step yourself (the tool "
-    "gave no exact command).",
-    Kind.NOT_INSTALLED: "Install {subject} (the tool gave no exact command).",
-    Kind.QUOTA: "Raise or wait out {subject}'s quota (the tool gave no exact command).",
-    Kind.CONFLICT: "End the process that holds the lock, or tell me to wait longer (the tool gave no exact "
-    "command).",
+    Kind.AUTH: "Sign {subject} in",
+    Kind.PERMISSION: "Grant the permission {subject} needs, or run the step yourself",
+    Kind.NOT_INSTALLED: "Install {subject}",
+    Kind.QUOTA: "Raise or wait out {subject}'s quota",
+    Kind.CONFLICT: "End the process that holds the lock, or tell me to wait longer",
 }
-USER_ACTION_OTHER = "Resolve what blocks {subject} (the tool gave no exact command)."
+USER_ACTION_OTHER = "Resolve what blocks {subject}"
+NO_EXACT_COMMAND = " (the tool gave no exact command)."
+
+#: Rule 4, part 2, when the tool gave no exact unblock but its own output suggested a command:
+#: quoted as the tool's words, never as unstuck's instruction.
+SUGGESTION_QUOTE = ". The tool's own output suggests running: “{suggestion}” (its words, not checked by unstuck)."
 
 #: Rule 4, part 3, when no closing model call is made.
 NEXT_STEP_DEFAULT = (
@@ -136,8 +148,16 @@ def _excerpt(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def unblock_is_sentence(unblock: str) -> bool:
+    """An unblock is an action in words (a sentence: a capital letter, a space, a full stop,
+    "Let pid 42 finish, or stop it.") rather than a command (``gh auth login``)."""
+    action = unblock.strip()
+    return action[:1].isupper() and action.endswith(".") and " " in action
+
+
 def user_action(situation: Situation) -> str:
-    """Rule 4, part 2: the exact unblock text from tool code, else a kind's default wording.
+    """Rule 4, part 2: the exact unblock text from tool code, else a kind's default wording,
+    followed by the tool's own suggested command quoted as its words when it printed one.
 
     An unblock is either a command (``gh auth login``, ``Set-ExecutionPolicy RemoteSigned``:
     shown as "Run: ...") or an action in words: a sentence, which starts with a capital letter
@@ -145,10 +165,12 @@ def user_action(situation: Situation) -> str:
     """
     if situation.unblock:
         action = situation.unblock.strip()
-        sentence = action[:1].isupper() and action.endswith(".") and " " in action
-        return action if sentence else f"Run: {action}"
+        return action if unblock_is_sentence(action) else f"Run: {action}"
     template = USER_ACTION_DEFAULT.get(situation.kind, USER_ACTION_OTHER)
-    return template.format(subject=situation.subject)
+    action = template.format(subject=situation.subject)
+    if situation.suggestion:
+        return action + SUGGESTION_QUOTE.format(suggestion=situation.suggestion)
+    return action + NO_EXACT_COMMAND
 
 
 def what_is_blocked(situation: Situation) -> str:

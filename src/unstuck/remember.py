@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
 from unstuck import policy
-from unstuck.classify import classify_output
+from unstuck.classify import find_injection
 from unstuck.events import Scalar
 from unstuck.journal import Journal
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.outcome import StepRecord
-from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.situations import Kind, Probe, Situation
+from unstuck.prompts import GUIDANCE_PREFIX, unblock_is_sentence
+from unstuck.shell import screen_command
+from unstuck.situations import Probe, Situation
 from unstuck.tools import ToolCall, ToolSpec
 
 __all__ = [
@@ -170,9 +171,11 @@ class LessonKeeper:
             return None
         # what would be stored (the unblock, the detail) is screened with the result it came in
         screened = "\n".join((result_text, situation.unblock or "", situation.detail))
-        flagged = classify_output(tool, {}, screened)
-        if flagged is not None and flagged.kind is Kind.INJECTED_INSTRUCTION:
+        if find_injection(screened) is not None:
             return None
+        command = situation.unblock if situation.unblock and not unblock_is_sentence(situation.unblock) else None
+        if command is not None and screen_command(command).command is None:
+            return None  # a command that fails the structural screen is never remembered
         if self.fingerprint(situation.subject) == UNKNOWN_FINGERPRINT:
             return None
         content = f"{situation.subject} was blocked ({situation.kind.value}): {situation.detail}".strip()

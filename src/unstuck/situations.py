@@ -145,6 +145,9 @@ class Situation:
         probe: the call that re-checks this situation (declared situations only).
         source: declared by the tool, or inferred by the classifier.
         detail: a short human-readable excerpt of the evidence.
+        suggestion: the command the tool's own output says fixes it ("please run: gh auth
+            login"), screened (:func:`unstuck.shell.screen_command`); quoted to the user as what
+            the tool said, never as unstuck's instruction, and never stored in a lesson.
     """
 
     kind: Kind
@@ -156,6 +159,7 @@ class Situation:
     probe: Probe | None = None
     source: Source = Source.DECLARED
     detail: str = field(default="", compare=False)
+    suggestion: str | None = field(default=None, compare=False)
 
     @property
     def kind_class(self) -> KindClass:
@@ -190,12 +194,13 @@ class Situation:
             ),
             "source": self.source.value,
             "detail": self.detail,
+            "suggestion": self.suggestion,
         }
 
 
 _KNOWN_FIELDS = frozenset(
     {"kind", "subject", "interactive", "retryable", "retry_after_s", "unblock", "probe",
-     "source", "detail"}
+     "source", "detail", "suggestion"}
 )
 
 
@@ -295,6 +300,9 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
         if not isinstance(value.get(flag, False), bool):
             raise _fail(tool_name, f"{flag} must be true or false, got {value.get(flag)!r}")
     detail = value.get("detail", "")
+    suggestion = value.get("suggestion")
+    if suggestion is not None and not isinstance(suggestion, str):
+        raise _fail(tool_name, f"suggestion must be a string, got {type(suggestion).__name__}")
     situation = Situation(
         kind=kind,
         subject=subject,
@@ -305,5 +313,6 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
         probe=_parse_probe(tool_name, value.get("probe")),
         source=source,
         detail=detail if isinstance(detail, str) else str(detail),
+        suggestion=suggestion,
     )
     return _check(tool_name, situation)

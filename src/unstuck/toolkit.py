@@ -32,6 +32,7 @@ from unstuck.classify import classify_result
 from unstuck.declare import declare_http, declare_lock, declare_refusal
 from unstuck.filelocks import lock_holders
 from unstuck.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
+from unstuck.shell import command_subject, parse_command_line
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.tools import (
     CommandOutput,
@@ -67,131 +68,6 @@ STANDARD_TOOL_NAMES = (
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
 TIMEOUT_EXIT_CODE = 124
-
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;", "(", ")", "\n"})
-#: Redirection operators: each consumes the next word (``2>/dev/null``, ``>out``, ``<in``).
-_REDIRECTS = frozenset({">", ">>", "<", "<<", "<<<", ">&", "<&", "&>", "&>>", ">|", "<>"})
-#: Words of shell grammar that come before the command they govern.
-_KEYWORDS = frozenset({"if", "then", "elif", "else", "do", "while", "until", "!", "{", "}", "time", "fi", "done"})
-#: Compound commands whose own words name no program (``for x in a b`` is followed by ``do``).
-_LOOP_HEADS = frozenset({"for", "select", "case", "function"})
-#: Commands that run another command: the options of each that take a value, and how many
-#: positional words come before the wrapped command (coreutils timeout(1): a duration).
-_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset({"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-T", "-D"}), 0),
-    "doas": (frozenset({"-u", "-C"}), 0),
-    "env": (frozenset({"-u", "-C", "-S", "--unset", "--chdir"}), 0),
-    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
-    "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "ionice": (frozenset({"-c", "-n", "-p", "-t"}), 0),
-    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
-    "nohup": (frozenset(), 0),
-    "exec": (frozenset({"-a"}), 0),
-    "command": (frozenset(), 0),
-    "builtin": (frozenset(), 0),
-    "xargs": (frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-E"}), 0),
-}
-#: Shells whose ``-c STRING`` (also ``-lc``, ``-ec``, ...) is itself a command line.
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
-#: Shell builtins that only set up for the next command (``cd repo && gh ...`` is about gh).
-_SETUP_BUILTINS = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", ".", "true", ":", "umask"})
-
-
-def _words(command: str) -> list[str]:
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError:
-        return command.split()
-
-
-def _shell_script(words: list[str], index: int) -> str | None:
-    """The STRING of ``bash [-options] -c STRING`` starting at ``words[index]``, if any."""
-    for position in range(index + 1, len(words) - 1):
-        word = words[position]
-        if not word.startswith("-"):
-            return None
-        if not word.startswith("--") and "c" in word[1:]:
-            return words[position + 1]
-    return None
-
-
-def _is_fd(words: list[str], index: int) -> bool:
-    """``2`` in ``2>/dev/null``: a file descriptor number right before a redirection."""
-    return words[index].isdigit() and index + 1 < len(words) and words[index + 1] in _REDIRECTS
-
-
-def _program_of(words: list[str]) -> str | None:
-    index = 0
-    while index < len(words):
-        word = words[index]
-        name = os.path.basename(word)
-        if word in _REDIRECTS:
-            index += 2
-        elif word in _KEYWORDS or _is_fd(words, index):
-            index += 1
-        elif word in _LOOP_HEADS:
-            return None
-        elif _ASSIGNMENT.match(word):
-            index += 1
-        elif name in _WRAPPERS:
-            takes_value, positionals = _WRAPPERS[name]
-            index += 1
-            while index < len(words) and words[index].startswith("-"):
-                index += 2 if words[index] in takes_value else 1
-            while index < len(words) and _ASSIGNMENT.match(words[index]):
-                index += 1
-            index += positionals
-        elif name in _SHELLS and (script := _shell_script(words, index)) is not None:
-            return command_subject(script) or name
-        else:
-            return name or None
-    return None
-
-
-def _strip_substitutions(command: str) -> str:
-    """Drop ``$(...)`` and backtick substitutions: ``GH_TOKEN=$(cat t) gh`` is about gh."""
-    out: list[str] = []
-    depth = 0
-    index = 0
-    while index < len(command):
-        if command.startswith("$(", index):
-            depth += 1
-            index += 2
-            continue
-        char = command[index]
-        if depth and char == "(":
-            depth += 1
-        elif depth and char == ")":
-            depth -= 1
-        elif not depth:
-            out.append(char)
-        index += 1
-    return re.sub(r"`[^`]*`", "", "".join(out))
-
-
-def command_subject(command: str) -> str | None:
-    """The program a shell command line is about, as a base name, or ``None``.
-
-    The first simple command of the line that is not a set-up builtin (``cd``, ``export``,
-    ...) names it, after variable assignments (command substitutions dropped), redirections,
-    shell keywords (``if``, ``!``, ``{``), and wrappers with their options (``sudo -u bob``,
-    ``timeout 30``, ``nice -n 5``, ``env -u X``); ``bash -lc "..."`` is read inside.
-    ``GH_TOKEN=$(cat t) gh repo view`` → ``gh``; ``cd repo && gh pr create`` → ``gh``.
-    """
-    simple: list[str] = []
-    for word in [*_words(_strip_substitutions(command)), ";"]:
-        if word not in _SEPARATORS:
-            simple.append(word)
-            continue
-        program = _program_of(simple)
-        simple = []
-        if program is not None and program not in _SETUP_BUILTINS:
-            return program
-    return None
-
 
 @dataclass(frozen=True, slots=True)
 class CliFacts:
@@ -315,12 +191,10 @@ _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
 
 def path_words(command: str) -> list[str]:
     """The words of a shell command that look like paths (they hold ``/`` or ``.``): its
-    shell words (quoted paths with spaces included) and path-like parts of longer words,
+    shell words as bash reads them (:func:`unstuck.shell.parse_command_line`; quoted paths
+    with spaces included) and path-like parts of longer words,
     in order, each once; the program itself left out."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = []
+    words = [word for simple in parse_command_line(command).commands for word in simple.words]
     program = command_subject(command)
     return [w for w in dict.fromkeys([*words, *_PATH_WORD.findall(command)])
             if ("/" in w or "." in w) and w != program]
@@ -511,13 +385,24 @@ def standard_tools(workspace: Workspace) -> Toolset:
     * ``fetch_url(url)``: an HTTP GET; 401/403/429 are declared (:func:`unstuck.declare.declare_http`).
     * ``check_file_lock(path)``: who holds a write lock on a file; the probe of a declared lock.
 
+    ``run_command`` runs command lines: before dispatch each is read for a part that would wait
+    for a person (:func:`unstuck.shell.interactive_call`, judged with the workspace's terminal),
+    and when an inferred sign-in, missing-program or permission blocker opens on a known CLI
+    (:data:`KNOWN_CLIS`), the loop runs ``check_cli_setup`` on it as a probe.
+    ``read_file``, ``web_search`` and ``fetch_url`` return documents (``document_output``):
+    a successful read is data, never read for failure wording.
+
     ``run_command`` declares two situations of its own: a program in the workspace's
     ``denied_programs`` is refused before it runs (``permission``), and a failed command that
     names a file another live process holds a write lock on is a ``conflict`` on that file
     naming the holder (read from ``/proc/locks``).
     """
 
-    @tool(subject=lambda a: command_subject(str(a.get("command", ""))), effect=Effect.WRITE)
+    def setup_probe(program: str) -> Probe | None:
+        return _cli_probe(program) if program in KNOWN_CLIS else None
+
+    @tool(subject=lambda a: command_subject(str(a.get("command", ""))), effect=Effect.WRITE,
+          command_argument="command", terminal=workspace.stdin_tty, setup_probe=setup_probe)
     def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput | ToolResult | dict[str, Any]:
         """Run a shell command in the workspace and return its exit code, stdout and stderr."""
         program = command_subject(command)
@@ -547,7 +432,7 @@ def standard_tools(workspace: Workspace) -> Toolset:
             raise ValueError(f"no sign-in known for {name!r}; known: {', '.join(KNOWN_CLIS)}")
         return workspace.run(f"{facts.sign_in} --web", timeout_s=timeout_s)
 
-    @tool(subject=lambda a: str(a.get("path") or "") or None)
+    @tool(subject=lambda a: str(a.get("path") or "") or None, document_output=True)
     def read_file(path: str) -> str:
         """Read a text file (UTF-8) from the workspace."""
         text = workspace.path(path).read_text(encoding="utf-8")
@@ -568,13 +453,13 @@ def standard_tools(workspace: Workspace) -> Toolset:
         scheme = "https" if url.startswith("https:") else "http"
         return workspace.env.get(f"{scheme}_proxy") or workspace.env.get(f"{scheme.upper()}_PROXY")
 
-    @tool(subject=lambda a: "web")
+    @tool(subject=lambda a: "web", document_output=True)
     def web_search(query: str) -> ToolResult:
         """Search the web (an HTML results page), through the workspace's proxy settings."""
         url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": query})
         return _http_get("web_search", url, proxy_for(url), "web")
 
-    @tool(subject=lambda a: urllib.parse.urlsplit(str(a.get("url", ""))).hostname or None)
+    @tool(subject=lambda a: urllib.parse.urlsplit(str(a.get("url", ""))).hostname or None, document_output=True)
     def fetch_url(url: str) -> ToolResult:
         """Fetch a URL with GET (status, headers and up to 200 kB of the body), through the
         workspace's proxy settings; 401/403/429 come back declared."""

@@ -18,6 +18,7 @@ situation next to its status: ``{"status": "error", "situation": {...}}``.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import json
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unstuck.shell import InteractiveCall, interactive_call
 from unstuck.situations import Probe, Situation, validate_situation
 
 __all__ = [
@@ -160,6 +162,8 @@ class ToolResult:
         injected: the id of the failure-bank form that replaced the tool's real return
             (fault injection, :mod:`unstuck.faults`), else ``None``. Only observers read it:
             the classifier and the policy see an injected failure as they would a real one.
+        status_stated: the tool itself said whether the call succeeded (a ``status`` field,
+            an MCP ``isError`` flag), so ``ok`` is its word, not a guess from the content.
     """
 
     tool: str
@@ -172,6 +176,7 @@ class ToolResult:
     error_type: str | None = None
     declared: Situation | None = None
     injected: str | None = None
+    status_stated: bool = False
 
     def header(self, name: str) -> str | None:
         """The first response header called ``name`` (case-insensitive), or ``None``."""
@@ -227,7 +232,7 @@ def _from_mcp(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult | None:
     text = _mcp_text(raw.get("content"))
     if not isinstance(is_error, bool) or text is None:
         return None
-    return ToolResult(tool_name, not is_error, text)
+    return ToolResult(tool_name, not is_error, text, status_stated=True)
 
 
 def _json_default(value: object) -> object:
@@ -266,6 +271,7 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
             http_status if isinstance(http_status, int) and not isinstance(http_status, bool) else None
         ),
         declared=situation,
+        status_stated=isinstance(status, str),
     )
 
 
@@ -322,10 +328,7 @@ def normalize_result(tool_name: str, raw: object) -> ToolResult:
 
 
 def _replace_declared(result: ToolResult, declared: Situation | None) -> ToolResult:
-    return ToolResult(
-        result.tool, result.ok, result.content, result.executed, result.exit_code,
-        result.http_status, result.headers, result.error_type, declared, result.injected,
-    )
+    return dataclasses.replace(result, declared=declared)
 
 
 _JSON_TYPES: Mapping[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -375,6 +378,17 @@ class ToolSpec:
         probe: the call that re-checks a blocker on this tool, if any.
         subject: what a call affects: a fixed string, or a function of the arguments returning
             one (``None`` from it falls back to the tool's name).
+        document_output: the tool returns a document from the world (a file's text, a fetched
+            page): its success is data, never read for failure wording (only for truncation,
+            emptiness and injected instructions).
+        command_argument: the argument holding a shell command line the tool runs
+            (``run_command``'s ``command``): each call is checked against the interactive-call
+            catalogue before dispatch (:func:`unstuck.shell.interactive_call`).
+        terminal: the tool gives the commands it runs a terminal (its stdin is a TTY), so a
+            command that prompts only with a terminal (ssh, sudo, a pager) waits.
+        setup_probe: for a program this tool's calls reach, the read-only call that checks its
+            setup (``check_cli_setup``), or ``None``; run when an inferred ``auth``,
+            ``not_installed`` or ``permission`` blocker opens on the program.
     """
 
     name: str
@@ -385,12 +399,31 @@ class ToolSpec:
     effect: Effect = Effect.READ
     probe: Probe | None = None
     subject: SubjectRule = None
+    document_output: bool = False
+    command_argument: str | None = None
+    terminal: bool = False
+    setup_probe: Callable[[str], Probe | None] | None = None
 
     def subject_of(self, arguments: Mapping[str, Any]) -> str:
         """The subject a call with ``arguments`` affects; the tool's name by default."""
         rule = self.subject
         found = rule(arguments) if callable(rule) else rule
         return found or self.name
+
+    def command_line(self, arguments: Mapping[str, Any]) -> str | None:
+        """The shell command line a call runs (``command_argument``'s value), or ``None``."""
+        if self.command_argument is None:
+            return None
+        value = arguments.get(self.command_argument)
+        return value if isinstance(value, str) else None
+
+    def interactive_call(self, arguments: Mapping[str, Any]) -> InteractiveCall | None:
+        """The part of this call's command line that would wait for a person (a sign-in, a
+        password prompt, an editor, a pager), judged with this tool's terminal; ``None`` when
+        nothing would (or the tool runs no command lines). Read with a real shell parser
+        (:func:`unstuck.shell.interactive_call`)."""
+        command = self.command_line(arguments)
+        return interactive_call(command, terminal=self.terminal) if command else None
 
     def invoke(self, arguments: Mapping[str, Any]) -> ToolResult:
         """Call the tool and normalise what it returned or raised.
@@ -423,6 +456,10 @@ def tool(
     probe: Probe | None = None,
     subject: SubjectRule = None,
     parameters: Mapping[str, Any] | None = None,
+    document_output: bool = False,
+    command_argument: str | None = None,
+    terminal: bool = False,
+    setup_probe: Callable[[str], Probe | None] | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -437,6 +474,10 @@ def tool(
     probe: Probe | None = None,
     subject: SubjectRule = None,
     parameters: Mapping[str, Any] | None = None,
+    document_output: bool = False,
+    command_argument: str | None = None,
+    terminal: bool = False,
+    setup_probe: Callable[[str], Probe | None] | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Declare a tool: ``@tool`` or ``@tool(interactive=True, effect="write", ...)``.
 
@@ -457,6 +498,10 @@ def tool(
             effect=Effect(effect),
             probe=probe,
             subject=subject,
+            document_output=document_output,
+            command_argument=command_argument,
+            terminal=terminal,
+            setup_probe=setup_probe,
         )
 
     return wrap(fn) if fn is not None else wrap

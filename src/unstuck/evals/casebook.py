@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unstuck.classify import classify_output
+from unstuck.signals import SignalTable
 
-__all__ = ["Case", "CaseError", "CaseScore", "load_cases", "score_cases"]
+__all__ = ["Case", "CaseError", "CaseScore", "ToolScore", "load_cases", "score_cases"]
 
 NO_FAILURE = "ok"
 
@@ -41,11 +42,30 @@ class Case:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolScore:
+    """How the classifier did on one tool's cases: cases, kinds right, interactive cases and
+    how many of them were flagged."""
+
+    tool: str
+    total: int
+    kind_correct: int
+    interactive_actual: int
+    interactive_flagged: int
+
+    @property
+    def kind_accuracy(self) -> float:
+        """Share of this tool's cases whose kind was right."""
+        return self.kind_correct / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class CaseScore:
     """How the classifier did on a corpus.
 
     ``confusion`` counts (expected kind, classified kind) pairs; ``wrong`` lists
-    (id, expected, classified) for each case whose kind was wrong.
+    (id, expected, classified) for each case whose kind was wrong; ``missed_interactive``
+    the ids of interactive cases not flagged; ``failure_as_ok`` the ids of failures classified
+    as no situation at all; ``by_tool`` the score per tool, by name.
     """
 
     total: int
@@ -56,6 +76,9 @@ class CaseScore:
     retryable_correct: int
     confusion: Counter[tuple[str, str]]
     wrong: tuple[tuple[str, str, str], ...]
+    missed_interactive: tuple[str, ...] = ()
+    failure_as_ok: tuple[str, ...] = ()
+    by_tool: tuple[ToolScore, ...] = ()
 
     @property
     def kind_accuracy(self) -> float:
@@ -128,23 +151,40 @@ def load_cases(path: Path) -> list[Case]:
     return cases
 
 
-def score_cases(cases: Sequence[Case]) -> CaseScore:
-    """Classify every case and score it against its labels."""
+def score_cases(cases: Sequence[Case], *, table: SignalTable | None = None) -> CaseScore:
+    """Classify every case (with ``table``, the default signal table when ``None``) and score
+    it against its labels."""
     kind_correct = tp = predicted = actual = retry_correct = 0
     confusion: Counter[tuple[str, str]] = Counter()
     wrong = []
+    missed: list[str] = []
+    as_ok: list[str] = []
+    tools: dict[str, list[int]] = {}
     for case in cases:
-        situation = classify_output(case.tool, {}, case.output, exit_code=case.exit_code, http_status=case.http_status)
+        situation = classify_output(case.tool, {}, case.output, exit_code=case.exit_code, http_status=case.http_status,
+                                    table=table)
         got = situation.kind.value if situation is not None else NO_FAILURE
         interactive = situation.interactive if situation is not None else False
         retryable = situation.retryable if situation is not None else False
         confusion[(case.expected_kind, got)] += 1
+        tally = tools.setdefault(case.tool, [0, 0, 0, 0])
+        tally[0] += 1
         if got == case.expected_kind:
             kind_correct += 1
+            tally[1] += 1
         else:
             wrong.append((case.id, case.expected_kind, got))
+            if got == NO_FAILURE:
+                as_ok.append(case.id)
+        if case.interactive:
+            tally[2] += 1
+            tally[3] += interactive
+            if not interactive:
+                missed.append(case.id)
         predicted += interactive
         actual += case.interactive
         tp += interactive and case.interactive
         retry_correct += retryable == case.retryable
-    return CaseScore(len(cases), kind_correct, tp, predicted, actual, retry_correct, confusion, tuple(wrong))
+    by_tool = tuple(ToolScore(tool, *tally) for tool, tally in sorted(tools.items()))
+    return CaseScore(len(cases), kind_correct, tp, predicted, actual, retry_correct, confusion, tuple(wrong),
+                     tuple(missed), tuple(as_ok), by_tool)

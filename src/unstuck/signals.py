@@ -1,0 +1,516 @@
+"""The signal table: every generic signal the classifier reads, loaded, checked and compiled.
+
+The signals are data, each row naming its source (DESIGN.md, "How a result is recognised"):
+
+* ``data/signals.yaml``: wording rows (``text``, most specific first; ``weak`` rows for
+  generic wording), ``harmless`` wordings, failure ``markers`` (log levels, tracebacks,
+  panics, exception names), the tool's own ``suggestions`` ("please run: gh auth login"), and
+  the exit-code, program-exit-code and exception tables;
+* ``data/messages.yaml`` with ``data/translations.jsonl``: programs' own messages by gettext
+  msgid, matched in every language the installed catalogues hold (:mod:`unstuck.catalogues`);
+* ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.codes`).
+
+A user extends the table with YAML files of the same format (any of the sections above, plus
+``messages:`` rows and code ``tables:``), named by :func:`load_signal_table`'s ``extra`` or by
+the ``UNSTUCK_SIGNALS`` environment variable (paths separated by ``os.pathsep``). A user's rows
+come before the bundled ones. Each file is validated like the shipped ones; a bad row is a
+:class:`SignalTableError` naming the file and the row.
+
+Every pattern compiles under google-re2, so the cost of reading a result is linear in its
+length whatever the text (a row re2 refuses is a load error, never a slow match). Text is
+matched in lower case; each row set is read in one pass with an ``re2.Set``.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import re2
+import yaml
+
+from unstuck.catalogues import MessageRow, Translation, load_message_rows, load_translations, patterns_for
+from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
+from unstuck.situations import Kind
+
+__all__ = [
+    "SIGNALS_ENV",
+    "Coded",
+    "MarkerStrength",
+    "Row",
+    "RowMatch",
+    "RowSet",
+    "SignalTable",
+    "SignalTableError",
+    "Verdict",
+    "load_signal_table",
+    "signal_files_from_env",
+]
+
+#: The environment variable naming a user's own signal files (``os.pathsep``-separated).
+SIGNALS_ENV = "UNSTUCK_SIGNALS"
+#: Memory for one chunk's automaton (bytes); the translated message rows need more than
+#: re2's default.
+_SET_MAX_MEM = 64 << 20
+#: Rows per ``re2.Set``. One set of every row (thousands of translated alternatives) makes a
+#: union whose lazily built DFA keeps outgrowing its cache, and re2 then rebuilds it on every
+#: text (measured: 40 ms per result over real outputs); sets of 32 rows stay cached (30 µs).
+_ROWS_PER_SET = 32
+
+
+class SignalTableError(ValueError):
+    """A signal file cannot be read, or a row is malformed; the message names the file and row."""
+
+
+class MarkerStrength(enum.StrEnum):
+    """How much a failure marker says on its own.
+
+    ``crash``: the program crashed (a traceback, a panic): a failure even under exit 0.
+    ``line``: an error log level or an exception name on a line: a failure when the result
+    states no status, or when a cause is also worded.
+    """
+
+    CRASH = "crash"
+    LINE = "line"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a signal says: a kind and its flags."""
+
+    kind: Kind
+    interactive: bool = False
+    retryable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Coded:
+    """A row of a code table kept in signals.yaml (exit codes, exception names): its verdict
+    (``None`` when the code means "nothing failed"), and its source."""
+
+    verdict: Verdict | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One signal row.
+
+    Attributes:
+        where: the row's place, e.g. ``signals.yaml text row 7`` or
+            ``messages.yaml libc 'Permission denied'``.
+        source: where its meaning is documented.
+        pattern: its re2 pattern (lower case).
+        verdict: what it says (``None`` for harmless rows, markers and suggestions).
+        success_too: a degenerate or adversarial row, read on a success too.
+        weak: generic wording, ranked below a status and a machine code.
+        strength: a marker's strength (markers only).
+        name: a marker's name (markers only).
+    """
+
+    where: str
+    source: str
+    pattern: str
+    verdict: Verdict | None = None
+    success_too: bool = False
+    weak: bool = False
+    strength: MarkerStrength | None = None
+    name: str = ""
+    compiled: Any = field(default=None, compare=False, repr=False)
+    subject: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RowMatch:
+    """Where a row matched, in the lower-cased text it was given (offsets in characters)."""
+
+    row: Row
+    start: int
+    end: int
+    groups: tuple[str | None, ...]
+
+
+class RowSet:
+    """An ordered set of rows, matched together in one pass (an ``re2.Set``).
+
+    Raises:
+        SignalTableError: when re2 cannot build the set.
+    """
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self._sets: list[tuple[int, Any]] = []
+        for start in range(0, len(self.rows), _ROWS_PER_SET):
+            options = re2.Options()
+            options.max_mem = _SET_MAX_MEM
+            matcher = re2.Set.SearchSet(options)
+            for row in self.rows[start : start + _ROWS_PER_SET]:
+                matcher.Add(row.pattern)
+            try:
+                matcher.Compile()
+            except re2.error as exc:
+                where = self.rows[start].where
+                raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
+            self._sets.append((start, matcher))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def matching(self, lowered: str | bytes) -> tuple[int, ...]:
+        """Indices of every row whose pattern occurs in ``lowered`` (text, or text already
+        encoded as UTF-8 so several sets share one encoding), in row order."""
+        if not lowered:
+            return ()
+        found: list[int] = []
+        for start, matcher in self._sets:
+            found.extend(start + index for index in matcher.Match(lowered) or ())
+        return tuple(sorted(found))
+
+    def locate(self, index: int, lowered: str) -> RowMatch | None:
+        """The first match of row ``index`` in ``lowered``."""
+        row = self.rows[index]
+        found = row.compiled.search(lowered)
+        if found is None:
+            return None
+        return RowMatch(row, found.start(), found.end(), tuple(found.groups()))
+
+    def first(self, lowered: str, accept: Callable[[Row], bool] | None = None) -> RowMatch | None:
+        """The first row (in order) that occurs in ``lowered`` and that ``accept`` takes."""
+        for index in self.matching(lowered.encode("utf-8")):
+            if accept is None or accept(self.rows[index]):
+                return self.locate(index, lowered)
+        return None
+
+    def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64) -> tuple[RowMatch, ...]:
+        """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8), in
+        text order (at most ``limit``)."""
+        found: list[RowMatch] = []
+        for index in self.matching(encoded if encoded is not None else lowered.encode("utf-8")):
+            row = self.rows[index]
+            for match in row.compiled.finditer(lowered):
+                found.append(RowMatch(row, match.start(), match.end(), tuple(match.groups())))
+                if len(found) >= limit * 4:
+                    break
+        found.sort(key=lambda m: (m.start, m.end))
+        return tuple(found[:limit])
+
+
+@dataclass(frozen=True)
+class SignalTable:
+    """The compiled signal table.
+
+    Attributes:
+        causes: wording rows that name a cause, most specific first (programs' messages in
+            every installed language after the ``text`` rows).
+        weak: generic wording (ranked below a status and a machine code).
+        harmless: wordings that say nothing failed.
+        markers: failure evidence without a status.
+        suggestions: where a tool names the command that fixes it (group 1).
+        codes: machine codes and HTTP statuses.
+        exit_code: exit statuses with a fixed meaning.
+        decisive_exit_codes: exit statuses whose meaning beats any wording (126, 127).
+        program_exit_codes: per program, exit statuses that mean "nothing matched" or
+            "nothing failed" (``grep`` 1).
+        exception: Python exception class names.
+        search_tool: tool names that are searches (an empty success is ``empty``).
+        empty: a success whose whole text matches is empty.
+        retry_after_headers: headers that give a wait in seconds.
+        retry_after_text: wording that gives a wait in seconds (group 1).
+        files: the files the table was built from, in order.
+    """
+
+    causes: RowSet
+    weak: RowSet
+    harmless: RowSet
+    markers: RowSet
+    suggestions: RowSet
+    codes: CodeTables
+    exit_code: Mapping[int, Coded]
+    decisive_exit_codes: frozenset[int]
+    program_exit_codes: Mapping[str, Mapping[int, Coded]]
+    exception: Mapping[str, Coded]
+    search_tool: Any
+    empty: Any
+    retry_after_headers: tuple[str, ...]
+    retry_after_text: Any
+    files: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+_TEXT_KEYS = frozenset({"kind", "interactive", "retryable", "pattern", "subject", "source", "success_too", "weak"})
+_SECTION_KEYS = frozenset({
+    "text", "harmless", "markers", "suggestions", "exit_code", "decisive_exit_codes", "program_exit_codes",
+    "exception", "search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text",
+    "messages", "tables", "calls",
+})
+
+
+def _compile(where: str, pattern: object) -> Any:
+    if not isinstance(pattern, str) or not pattern:
+        raise SignalTableError(f"{where}: pattern must be a non-empty string")
+    unescaped = pattern.replace("\\\\", "")
+    letters = "".join(ch for i, ch in enumerate(unescaped) if i == 0 or unescaped[i - 1] != "\\")
+    if any(ch.isupper() for ch in letters):
+        raise SignalTableError(f"{where}: pattern has an upper-case letter; text is matched in lower case")
+    try:
+        return re2.compile(pattern)
+    except re2.error as exc:
+        raise SignalTableError(f"{where}: pattern does not compile under re2 (linear time): {exc}") from exc
+
+
+def _flag(where: str, raw: Mapping[str, Any], name: str) -> bool:
+    value = raw.get(name, False)
+    if not isinstance(value, bool):
+        raise SignalTableError(f"{where}: {name} must be true or false, got {value!r}")
+    return value
+
+
+def _source(where: str, raw: Mapping[str, Any]) -> str:
+    source = raw.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise SignalTableError(f"{where}: every row needs a source (a program's source, a vendor reference, an RFC)")
+    return source.strip()
+
+
+def _verdict(where: str, raw: Mapping[str, Any]) -> Verdict:
+    try:
+        kind = Kind(raw["kind"])
+    except (KeyError, ValueError, TypeError):
+        raise SignalTableError(f"{where}: unknown or missing kind {raw.get('kind')!r}") from None
+    return Verdict(kind, _flag(where, raw, "interactive"), _flag(where, raw, "retryable"))
+
+
+def _mapping(where: str, raw: object) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise SignalTableError(f"{where}: must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _rows(where: str, raw: object) -> list[Mapping[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SignalTableError(f"{where}: must be a list of rows")
+    return [_mapping(f"{where} row {i}", row) for i, row in enumerate(raw)]
+
+
+def _text_rows(name: str, raw: object) -> list[Row]:
+    rows = []
+    for index, row in enumerate(_rows(f"{name} text", raw)):
+        where = f"{name} text row {index}"
+        unknown = sorted(set(map(str, row)) - _TEXT_KEYS)
+        if unknown:
+            raise SignalTableError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        subject = row.get("subject")
+        rows.append(Row(
+            where, _source(where, row), row.get("pattern", ""), _verdict(where, row),
+            success_too=_flag(where, row, "success_too"), weak=_flag(where, row, "weak"),
+            compiled=_compile(where, row.get("pattern")),
+            subject=_compile(f"{where} subject", subject) if subject is not None else None,
+        ))
+    return rows
+
+
+def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) -> list[Row]:
+    rows = []
+    for index, row in enumerate(_rows(f"{name} {section}", raw)):
+        where = f"{name} {section} row {index}"
+        strength = None
+        if markers:
+            try:
+                strength = MarkerStrength(str(row.get("strength")))
+            except ValueError:
+                got = row.get("strength")
+                raise SignalTableError(f"{where}: strength must be crash or line, got {got!r}") from None
+        compiled = _compile(where, row.get("pattern"))
+        if section == "suggestions" and compiled.groups < 1:
+            raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
+        rows.append(Row(where, _source(where, row), row["pattern"], strength=strength, name=str(row.get("name", "")),
+                        compiled=compiled))
+    return rows
+
+
+def _coded(where: str, raw: object) -> Coded:
+    row = _mapping(where, raw)
+    if row.get("ok") is True:
+        return Coded(None, _source(where, row))
+    return Coded(_verdict(where, row), _source(where, row))
+
+
+def _int_key(where: str, key: object) -> int:
+    try:
+        return int(str(key))
+    except ValueError:
+        raise SignalTableError(f"{where}: {key!r} is not a whole number") from None
+
+
+def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[Translation]) -> tuple[list[Row], ...]:
+    by_msgid: dict[tuple[str, str], list[Translation]] = {}
+    for translation in translations:
+        by_msgid.setdefault((translation.domain, translation.msgid), []).append(translation)
+    causes: list[Row] = []
+    weak: list[Row] = []
+    harmless: list[Row] = []
+    for message in rows:
+        where = f"{name} {message.domain} {message.msgid!r}"
+        alternatives = patterns_for(message, by_msgid.get((message.domain, message.msgid), []))
+        if not alternatives:
+            continue
+        pattern = "|".join(f"(?:{p})" for p in alternatives)
+        compiled = _compile(where, pattern)
+        verdict = None if message.harmless or message.kind is None else Verdict(
+            message.kind, message.interactive, message.retryable)
+        row = Row(where, message.source, pattern, verdict, weak=message.weak, compiled=compiled,
+                  subject=compiled if message.subject_arg is not None else None)
+        (harmless if message.harmless else weak if message.weak else causes).append(row)
+    return causes, weak, harmless
+
+
+@dataclass
+class _Parts:
+    """Rows gathered from several files before compiling (user files first)."""
+
+    causes: list[Row] = field(default_factory=list)
+    message_causes: list[Row] = field(default_factory=list)
+    weak: list[Row] = field(default_factory=list)
+    message_weak: list[Row] = field(default_factory=list)
+    harmless: list[Row] = field(default_factory=list)
+    markers: list[Row] = field(default_factory=list)
+    suggestions: list[Row] = field(default_factory=list)
+    exit_code: dict[int, Coded] = field(default_factory=dict)
+    decisive: set[int] = field(default_factory=set)
+    program_exit: dict[str, dict[int, Coded]] = field(default_factory=dict)
+    exception: dict[str, Coded] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    codes: CodeTables | None = None
+    files: list[str] = field(default_factory=list)
+
+
+def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) -> None:
+    unknown = sorted(set(map(str, data)) - _SECTION_KEYS)
+    if unknown:
+        raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
+    for row in _text_rows(name, data.get("text")):
+        (parts.weak if row.weak else parts.causes).append(row)
+    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
+    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
+    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
+    for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
+        parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
+    parts.decisive |= {_int_key(f"{name} decisive_exit_codes", c) for c in data.get("decisive_exit_codes") or []}
+    for program, codes in _mapping(f"{name} program_exit_codes", data.get("program_exit_codes") or {}).items():
+        table = parts.program_exit.setdefault(str(program), {})
+        for key, value in _mapping(f"{name} program_exit_codes {program}", codes).items():
+            where = f"{name} program_exit_codes {program} {key}"
+            table.setdefault(_int_key(where, key), _coded(where, value))
+    for key, value in _mapping(f"{name} exception", data.get("exception") or {}).items():
+        parts.exception.setdefault(str(key), _coded(f"{name} exception {key}", value))
+    for key in ("search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text"):
+        if key in data:
+            parts.settings.setdefault(key, data[key])
+    if data.get("messages") is not None:
+        rows = load_message_rows(yaml.safe_dump({"messages": data["messages"]}), where=name)
+        causes, weak, harmless = _message_rows(name, rows, ())
+        parts.message_causes += causes
+        parts.message_weak += weak
+        parts.harmless += harmless
+    if data.get("tables") is not None:
+        extra = load_code_tables(yaml.safe_dump({"tables": data["tables"]}), where=name)
+        parts.codes = extra if parts.codes is None else merge_code_tables(parts.codes, extra)
+    parts.files.append(name)
+
+
+def _read_user_file(path: Path) -> tuple[str, Mapping[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SignalTableError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise SignalTableError(f"{path}: not YAML: {exc}") from exc
+    return text, _mapping(str(path), data)
+
+
+def signal_files_from_env(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """The user's signal files named by ``UNSTUCK_SIGNALS`` (``os.pathsep``-separated)."""
+    value = (environ if environ is not None else os.environ).get(SIGNALS_ENV, "")
+    return tuple(Path(part) for part in value.split(os.pathsep) if part.strip())
+
+
+def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
+    """The compiled signal table: a user's files (``extra``, else those named by
+    ``UNSTUCK_SIGNALS``) ahead of the bundled data. Cached per list of files and their
+    modification times.
+
+    Raises:
+        SignalTableError: naming the file and the row, for an unknown section, kind or field,
+            a row without a source, a pattern re2 refuses or with an upper-case letter, a
+            suggestion pattern without a group, or a file that is not UTF-8 YAML.
+    """
+    files = tuple(extra) if extra is not None else signal_files_from_env()
+    stamps = []
+    for path in files:
+        try:
+            stamps.append((str(path), path.stat().st_mtime_ns))
+        except OSError as exc:
+            raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
+    return _load(tuple(stamps))
+
+
+@functools.cache
+def _bundled() -> tuple[str, Mapping[str, Any]]:
+    text = resources.files("unstuck").joinpath("data/signals.yaml").read_text(encoding="utf-8")
+    return text, _mapping("signals.yaml", yaml.safe_load(text))
+
+
+@functools.cache
+def _bundled_messages() -> tuple[list[Row], ...]:
+    return _message_rows("messages.yaml", load_message_rows(), load_translations())
+
+
+@functools.cache
+def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
+    parts = _Parts()
+    for name, _ in stamps:
+        text, data = _read_user_file(Path(name))
+        _add_file(parts, name, data, text)
+    text, data = _bundled()
+    _add_file(parts, "signals.yaml", data, text)
+    causes, weak, harmless = _bundled_messages()
+    parts.message_causes += causes
+    parts.message_weak += weak
+    parts.harmless += harmless
+    bundled_codes = load_code_tables()
+    codes = bundled_codes if parts.codes is None else merge_code_tables(bundled_codes, parts.codes)
+    settings = parts.settings
+    headers = settings.get("retry_after_headers", [])
+    if not isinstance(headers, list):
+        raise SignalTableError("retry_after_headers must be a list of header names")
+    return SignalTable(
+        causes=RowSet([*parts.causes, *parts.message_causes]),
+        weak=RowSet([*parts.weak, *parts.message_weak]),
+        harmless=RowSet(parts.harmless),
+        markers=RowSet(parts.markers),
+        suggestions=RowSet(parts.suggestions),
+        codes=codes,
+        exit_code=parts.exit_code,
+        decisive_exit_codes=frozenset(parts.decisive),
+        program_exit_codes=parts.program_exit,
+        exception=parts.exception,
+        search_tool=_compile("search_tool_pattern", settings.get("search_tool_pattern", "search")),
+        empty=_compile("empty_pattern", settings.get("empty_pattern", r"^\s*$")),
+        retry_after_headers=tuple(str(h).lower() for h in headers),
+        retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
+        files=(*tuple(parts.files), "messages.yaml", "codes.yaml"),
+    )

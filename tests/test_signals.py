@@ -1,0 +1,108 @@
+"""Loading, checking and compiling the signal table (unstuck.signals)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import re2
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from unstuck.classify import classify_output, explain_output
+from unstuck.signals import SIGNALS_ENV, SignalTableError, load_signal_table, signal_files_from_env
+from unstuck.situations import Kind
+
+BUNDLED = Path(__file__).resolve().parents[1] / "src" / "unstuck" / "data" / "signals.yaml"
+
+
+def test_every_bundled_row_names_its_source_and_compiles_under_re2() -> None:
+    data = yaml.safe_load(BUNDLED.read_text(encoding="utf-8"))
+    for section in ("text", "harmless", "markers", "suggestions"):
+        for index, row in enumerate(data[section]):
+            assert row.get("source", "").strip(), f"{section} row {index} has no source"
+            assert "c0" not in row["source"] and "s2-" not in row["source"], "a source is never a case id"
+            re2.compile(row["pattern"])
+    for section in ("exit_code", "exception"):
+        for key, row in data[section].items():
+            assert row.get("source"), f"{section} {key} has no source"
+
+
+def test_a_pattern_re2_refuses_is_a_load_error_naming_the_file_and_row(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"text": [
+        {"kind": "auth", "source": "my tool's docs", "pattern": "ok"},
+        {"kind": "auth", "source": "my tool's docs", "pattern": "(a)\\1"},  # a backreference: not linear time
+    ]}))
+    with pytest.raises(SignalTableError, match=r"mine\.yaml text row 1: .*re2"):
+        load_signal_table([mine])
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ({"kind": "auth", "pattern": "x"}, "source"),
+        ({"kind": "logged_out", "source": "s", "pattern": "x"}, "kind"),
+        ({"kind": "auth", "source": "s", "pattern": "Signed Out"}, "upper-case"),
+        ({"kind": "auth", "source": "s", "pattern": "x", "colour": "red"}, "unknown field"),
+        ({"kind": "auth", "source": "s", "pattern": "x", "interactive": "yes"}, "true or false"),
+    ],
+)
+def test_a_malformed_user_row_is_refused_with_the_reason(tmp_path: Path, row: dict[str, object], problem: str) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"text": [row]}))
+    with pytest.raises(SignalTableError, match=problem):
+        load_signal_table([mine])
+
+
+def test_an_unknown_section_or_a_file_that_is_not_yaml_is_refused(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("rows: []\n")
+    with pytest.raises(SignalTableError, match="unknown section"):
+        load_signal_table([odd])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("text: [\n")
+    with pytest.raises(SignalTableError, match="not YAML"):
+        load_signal_table([broken])
+    with pytest.raises(SignalTableError, match="cannot read"):
+        load_signal_table([tmp_path / "missing.yaml"])
+
+
+def test_a_users_rows_come_before_the_bundled_ones(tmp_path: Path) -> None:
+    output = "deployctl: the release train has left the station"
+    assert classify_output("deployctl", {}, output, exit_code=1).kind is Kind.EXECUTION_ERROR  # type: ignore[union-attr]
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"text": [
+        {"kind": "conflict", "retryable": True, "source": "deployctl docs, 'release train'",
+         "pattern": "release train has left"},
+    ]}))
+    table = load_signal_table([mine])
+    found = explain_output("deployctl", {}, output, exit_code=1, table=table)
+    assert found.situation is not None and (found.situation.kind, found.situation.retryable) == (Kind.CONFLICT, True)
+    assert found.decided_by is not None and str(mine) in found.decided_by.rule
+
+
+def test_users_extend_the_code_tables_and_messages_in_the_same_file(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"tables": [{
+        "name": "acme", "source": "ACME API error reference", "fields": ["code"],
+        "patterns": ["acme error (ACME\\d{3})"],
+        "rows": {"ACME401": {"kind": "auth", "interactive": True}},
+    }]}))
+    table = load_signal_table([mine])
+    situation = classify_output("acme", {}, "fatal: acme error ACME401 while syncing", exit_code=2, table=table)
+    assert situation is not None and (situation.kind, situation.interactive) == (Kind.AUTH, True)
+
+
+def test_the_environment_variable_names_the_users_files(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    assert signal_files_from_env({SIGNALS_ENV: f"{a}:{b}"}) == (a, b)
+    assert signal_files_from_env({}) == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=3000))
+def test_any_text_classifies_without_raising(text: str) -> None:
+    for status in ({}, {"exit_code": 1}, {"exit_code": 0}, {"http_status": 503}):
+        explain_output("tool", {}, text, **status)  # type: ignore[arg-type]
