@@ -44,13 +44,13 @@ def test_rate_limit_wait_is_read_from_the_wording_when_no_header() -> None:
     assert situation is not None and situation.kind is Kind.QUOTA and situation.retry_after_s == 20.0
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["curl: (7) Failed to connect to 127.0.0.1 port 9: Connection refused", "curl: (6) Could not resolve host: example.com"],
-)
-def test_connection_failures_are_network(text: str) -> None:
-    situation = classify_result("curl", {}, failed(text))
-    assert situation is not None and situation.kind is Kind.NETWORK and situation.retryable
+def test_a_name_that_does_not_resolve_is_network_and_a_refused_connection_is_a_server_down() -> None:
+    # ECONNREFUSED: the host answered and nothing listens on the port (connect(2)): the server is
+    # down, seed 003's unavailable-server family; a name that does not resolve is the network's
+    dns = classify_result("curl", {}, failed("curl: (6) Could not resolve host: example.com"))
+    refused = classify_result("curl", {}, failed("curl: (7) Failed to connect to 127.0.0.1 port 9: Connection refused"))
+    assert dns is not None and dns.kind is Kind.NETWORK and dns.retryable
+    assert refused is not None and refused.kind is Kind.UNAVAILABLE and refused.retryable
 
 
 def test_not_permitted_wording_is_permission() -> None:
@@ -506,3 +506,103 @@ def test_a_multiline_gcloud_suggestion_is_read_after_the_blank_lines() -> None:
               "to obtain new credentials.")
     situation = classify_output("gcloud", {}, output, exit_code=1)
     assert situation is not None and situation.suggestion == "gcloud auth login"
+
+
+# --- kinds of fault an adversarial pass found -------------------------------------------------
+
+
+def test_a_failed_test_run_is_the_code_under_tests_error_not_a_blocker_it_mentions() -> None:
+    # pytest's summary (FAILED path::test - AssertionError); the assertion's words are data
+    output = (">       assert login('old')['status'] == 401, 'session expired tokens must get 401 Unauthorized'\n"
+              "E       AssertionError: session expired tokens must get 401 Unauthorized\n"
+              "FAILED test_login.py::test_expired_token_is_rejected - AssertionError: sessio...\n"
+              "1 failed, 3 passed in 0.12s")
+    situation = classify_output("run_command", {}, output, exit_code=1)
+    assert situation is not None and situation.kind is Kind.EXECUTION_ERROR and not situation.interactive
+
+
+def test_under_exit_0_a_marker_and_a_cause_must_share_a_line() -> None:
+    scattered = "2026-01-01 ERROR worker restarted\nchecked /srv: permission denied entries: 0\nall good"
+    assert classify_output("tool", {}, scattered, exit_code=0) is None
+    same_line = "ERROR: permission denied while writing /srv/out"
+    found = classify_output("tool", {}, same_line, exit_code=0)
+    assert found is not None and found.kind is Kind.PERMISSION
+
+
+def test_what_document_programs_print_under_exit_0_is_data() -> None:
+    from unstuck.toolkit import Workspace, standard_tools
+
+    run_command = standard_tools(Workspace(Path("/tmp")))["run_command"]
+    log = "2026-01-01 ERROR: permission denied for /var/data\nfatal: could not read Username for 'x'"
+    for command in ("cat app.log", "cd /srv && grep -n ERROR app.log", "git log --oneline", "kubectl logs web-1"):
+        result = ToolResult("run_command", True, log, exit_code=0)
+        assert classify_result(run_command, {"command": command}, result) is None, command
+    mixed = ToolResult("run_command", True, log, exit_code=0)
+    assert classify_result(run_command, {"command": "make deploy && cat app.log"}, mixed) is not None
+    assert classify_output("grep", {}, log, exit_code=0) is None, "the tool's name stands for the program"
+
+
+@pytest.mark.parametrize(
+    ("program", "code", "kind"),
+    [("curl", 7, Kind.UNAVAILABLE), ("curl", 6, Kind.NETWORK), ("curl", 28, Kind.TIMEOUT), ("wget", 6, Kind.AUTH), ("wget", 4, Kind.NETWORK)],
+)
+def test_a_quiet_programs_exit_status_names_the_cause_by_its_manual(program: str, code: int, kind: Kind) -> None:
+    situation = classify_output(program, {}, "", exit_code=code)  # curl -s, wget -q: nothing printed
+    assert situation is not None and situation.kind is kind
+
+
+def test_escape_sequences_and_nuls_between_words_do_not_hide_the_wording() -> None:
+    output = "cat: /srv/x: \x1b[31mPermission\x1b[0m \x1b[1mdenied\x1b[0m\x00"
+    situation = classify_output("cat", {}, output, exit_code=1)
+    assert situation is not None and situation.kind is Kind.PERMISSION and "\x1b" not in situation.detail
+
+
+def test_the_refused_path_is_the_subject_in_any_language() -> None:
+    for said in ("Keine Berechtigung", "权限不够", "Permission non accordée"):
+        situation = classify_output("cat", {}, f"cat: /srv/secret: {said}", exit_code=1)
+        assert situation is not None and situation.subject == "/srv/secret", said
+    level = classify_output("tool", {}, "ERROR: permission denied", exit_code=1)
+    assert level is not None and level.subject == "tool", "a log level is never a subject"
+
+
+def test_dash_names_the_missing_program_without_an_exit_code() -> None:
+    situation = classify_output("sh", {}, "sh: 1: nosuchcmd: not found")
+    assert situation is not None and (situation.kind, situation.subject) == (Kind.NOT_INSTALLED, "nosuchcmd")
+
+
+def test_an_empty_listing_is_empty_whatever_the_tools_name() -> None:
+    situation = classify_output("kubectl", {}, "No resources found in default namespace.", exit_code=0)
+    assert situation is not None and situation.kind is Kind.EMPTY
+
+
+def test_a_terraform_state_lock_waits_for_a_person_and_a_per_minute_quota_for_time() -> None:
+    lock = classify_output("terraform", {}, "Error: Error acquiring the state lock\nLock Info:\n  ID: 1234", exit_code=1)
+    quota = classify_output("python", {}, "google.api_core.exceptions.ResourceExhausted: 429 Quota exceeded for "
+                            "quota metric 'Write requests' and limit 'Write requests per minute'", exit_code=1)
+    assert lock is not None and (lock.kind, lock.retryable) == (Kind.CONFLICT, False)
+    assert quota is not None and (quota.kind, quota.retryable) == (Kind.QUOTA, True)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Attempting to automatically open the SSO authorization page in your default browser.\nIf the browser does "
+        "not open, open the following URL:\n\nhttps://device.sso.us-east-2.amazonaws.com/\n\nThen enter the code:\n\nPCTQ-SGXX",
+        "\nTo authenticate, visit:\n\n\thttps://login.tailscale.com/a/134c693010167\n",
+        "A browser window should have opened for you to complete the login.",
+        "It requires MFA authentication. The MFA device is arn:aws:iam::012345678910:mfa/x",
+    ],
+)
+def test_sign_in_hand_offs_of_other_vendors_are_interactive_auth(output: str) -> None:
+    situation = classify_output("tool", {}, output)
+    assert situation is not None and (situation.kind, situation.interactive) == (Kind.AUTH, True)
+
+
+def test_the_suggestion_after_running_or_call_is_read_whole() -> None:
+    aws = classify_output("aws", {}, 'Unable to locate credentials. You can configure credentials by running '
+                          '"aws configure".', exit_code=255)
+    git = classify_output("git", {}, "fatal: detected dubious ownership in repository at '/srv/r'\nTo add an "
+                          "exception for this directory, call:\n\n\tgit config --global --add safe.directory /srv/r",
+                          exit_code=128)
+    assert aws is not None and aws.suggestion == "aws configure"
+    assert git is not None and git.suggestion == "git config --global --add safe.directory /srv/r"

@@ -345,3 +345,21 @@ def test_bad_files_and_paths_are_named_before_any_work(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "is a directory" in proc.stderr
     proc = unstuck("lessons", "forget", "1", "--store", str(tmp_path / "nope.db"))
     assert proc.returncode == 2 and "no lesson store" in proc.stderr and not (tmp_path / "nope.db").exists()
+
+
+def test_classify_asks_the_second_opinion_only_about_an_unrecognised_failure() -> None:
+    from chat_server import ChatServer
+
+    env = {**os.environ, "COLUMNS": "200"}
+    with ChatServer([], closing='{"kind": "conflict", "interactive": false, "retryable": true}') as server:
+        odd = subprocess.run([*UNSTUCK, "classify", "--exit-code", "3", "--second-opinion", "judge", "--base-url",
+                              server.base_url], input="the frobnicator sulks", capture_output=True, text=True,
+                             env=env, check=False, timeout=60)
+        known = subprocess.run([*UNSTUCK, "classify", "--exit-code", "1", "--second-opinion", "judge", "--base-url",
+                                server.base_url], input="cat: x: Permission denied", capture_output=True, text=True,
+                               env=env, check=False, timeout=60)
+        asked = len(server.requests)
+    assert odd.returncode == 0, odd.stderr
+    assert odd.stdout.startswith("conflict") and "second opinion (judge): conflict" in odd.stdout
+    assert known.stdout.startswith("permission") and "second opinion" not in known.stdout
+    assert asked == 1

@@ -447,7 +447,7 @@ REFERENCE = [
     # errno(3): "EACCES Permission denied"
     ("errno", "EACCES", Kind.PERMISSION, False, False),
     # errno(3): "ECONNREFUSED Connection refused"
-    ("errno", "ECONNREFUSED", Kind.NETWORK, True, False),
+    ("errno", "ECONNREFUSED", Kind.UNAVAILABLE, True, False),  # nothing listens: the server is down
     # getaddrinfo(3): "EAI_AGAIN The name server returned a temporary failure indication. Try again later."
     ("errno", "EAI_AGAIN", Kind.NETWORK, True, False),
     # RFC 9110 15.5.4: "403 Forbidden: the server understood the request but refuses to fulfill it"
@@ -745,7 +745,7 @@ def test_python_refused_loopback_connection_is_econnrefused() -> None:
     port = free_port()
     text = run([sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}))"])
     verdict = found(text)[("errno", "ECONNREFUSED")]
-    assert (verdict.kind, verdict.retryable) == (Kind.NETWORK, True)
+    assert (verdict.kind, verdict.retryable) == (Kind.UNAVAILABLE, True)
 
 
 @needs_node

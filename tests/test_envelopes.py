@@ -765,3 +765,13 @@ def test_the_dict_repr_attempts_have_their_own_cap_and_the_visits_stop_the_rest(
     scan = scan_envelopes("{'" * 100_000)
     assert scan.exhausted and scan.attempts <= MAX_REPR_ATTEMPTS
     assert scan.candidates == MAX_CANDIDATES
+
+
+def test_a_success_wrapping_a_whole_failed_response_is_read_inside() -> None:
+    # AWS Lambda proxy integration: the gateway's statusCode 200 around the application's body
+    # (docs.aws.amazon.com/lambda, "Lambda proxy integrations": statusCode, body as a string)
+    text = '{"statusCode": 200, "body": "{\\"ok\\": false, \\"error\\": \\"not_in_channel\\"}"}'
+    found = find_envelopes(text)
+    assert any(e.failed and ("error", "not_in_channel") in {(c.leaf, c.value) for c in e.codes} for e in found)
+    plain = find_envelopes('{"ok": true, "text": "see {the braces} in this message"}')
+    assert not any(e.failed for e in plain), "prose with braces in a success is still content"

@@ -268,7 +268,7 @@ def test_skipped_subjects_are_reported_with_the_turn() -> None:
 
 
 def test_the_loop_retries_a_read_only_tool_after_the_backoff_on_its_clock() -> None:
-    failures = [ConnectionRefusedError(111, "Connection refused")] * 2
+    failures = [ConnectionResetError(104, "Connection reset by peer")] * 2
 
     @tool(subject="api.example")
     def fetch_status() -> str:

@@ -29,14 +29,18 @@ def test_every_bundled_row_names_its_source_and_compiles_under_re2() -> None:
             assert row.get("source"), f"{section} {key} has no source"
 
 
-def test_a_pattern_re2_refuses_is_a_load_error_naming_the_file_and_row(tmp_path: Path) -> None:
+def test_a_pattern_re2_refuses_is_a_load_error_naming_the_file_and_row(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump({"text": [
         {"kind": "auth", "source": "my tool's docs", "pattern": "ok"},
         {"kind": "auth", "source": "my tool's docs", "pattern": "(a)\\1"},  # a backreference: not linear time
     ]}))
-    with pytest.raises(SignalTableError, match=r"mine\.yaml text row 1: .*re2"):
+    with pytest.raises(SignalTableError, match=r"mine\.yaml text row 2: .*re2.*no backreferences") as raised:
         load_signal_table([mine])
+    assert "b'" not in str(raised.value), "the reason is text, not a bytes repr"
+    assert capfd.readouterr().err == "", "re2 logs nothing to stderr: the error says it all"
 
 
 @pytest.mark.parametrize(
@@ -106,3 +110,34 @@ def test_the_environment_variable_names_the_users_files(tmp_path: Path) -> None:
 def test_any_text_classifies_without_raising(text: str) -> None:
     for status in ({}, {"exit_code": 1}, {"exit_code": 0}, {"http_status": 503}):
         explain_output("tool", {}, text, **status)  # type: ignore[arg-type]
+
+
+def test_a_users_interactive_calls_are_read_before_dispatch(tmp_path: Path) -> None:
+    from unstuck.tools import tool
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"calls": [{
+        "program": "acmectl", "subcommand": ["login"], "waits": "always",
+        "why": "acmectl opens a browser and waits for the person to approve", "source": "acmectl login --help",
+    }]}))
+
+    @tool(command_argument="command")
+    def shell(command: str) -> str:
+        return "ran"
+
+    table = load_signal_table([mine])
+    from unstuck.shell import interactive_call
+
+    waiting = interactive_call("cd /srv && acmectl login --sso", terminal=False, catalogue=table.calls)
+    assert waiting is not None and waiting.program == "acmectl"
+    assert interactive_call("acmectl status", terminal=False, catalogue=table.calls) is None
+    assert interactive_call("gh auth login --web", terminal=False, catalogue=table.calls) is not None, "bundled rows stay"
+    assert shell.interactive_call({"command": "gh auth login"}) is not None
+
+
+def test_a_malformed_users_interactive_call_names_the_file_and_row(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"calls": [{"program": "acmectl", "subcommand": ["login"], "waits": "sometimes",
+                                               "why": "x", "source": "y"}]}))
+    with pytest.raises(SignalTableError, match=r"mine\.yaml.*row 1"):
+        load_signal_table([mine])

@@ -191,7 +191,7 @@ def test_standard_tool_names_list_the_toolset_in_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("network", "fault", "kind", "evidence"),
     [
-        ("refused", None, Kind.NETWORK, "connect: connection refused"),
+        ("refused", None, Kind.UNAVAILABLE, "connect: connection refused"),
         ("ok", "rate_limited", Kind.QUOTA, "API rate limit exceeded"),
     ],
 )

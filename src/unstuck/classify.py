@@ -49,6 +49,7 @@ linear in the window, and flat beyond it.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -57,7 +58,7 @@ from typing import Any
 
 from unstuck.codes import CodeVerdict
 from unstuck.envelopes import Envelope, Shape, find_envelopes
-from unstuck.shell import screen_command
+from unstuck.shell import Screened, clean_terminal_text, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
 from unstuck.tools import ToolResult, ToolSpec
@@ -170,6 +171,8 @@ def _valid_utf8(text: str) -> str:
 
 
 def _line_around(text: str, start: int, end: int) -> str:
+    if start < end and text[start] == "\n":  # a row anchored on the line break before its line
+        start += 1
     first = text.rfind("\n", 0, start) + 1
     last = text.find("\n", end)
     line = text[first : last if last != -1 else len(text)].strip()
@@ -187,7 +190,9 @@ class _Reader:
 
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
-        self.text = _valid_utf8(window)
+        text = _valid_utf8(window)
+        # escape sequences and NULs between words would hide wording from every row
+        self.text = clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text else text
         self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
         # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
         self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered
@@ -245,15 +250,19 @@ class _Reader:
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
         def compute() -> tuple[RowMatch, ...]:
-            harmless_lines = {self._line_of(m.start) for m in self.harmless()}
+            harmless_lines = {self.line_of(m.start) for m in self.harmless()}
             return tuple(m for m in self.table.markers.every(self.lowered, self.encoded)
-                         if self._line_of(m.start) not in harmless_lines)
+                         if self.line_of(m.start) not in harmless_lines)
         return self._once("markers", compute)  # type: ignore[no-any-return]
 
     def crashed(self) -> bool:
         return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
 
-    def _line_of(self, offset: int) -> int:
+    def line_of(self, offset: int) -> int:
+        """The offset where the line holding ``offset`` starts (a match that begins on the line
+        break before its line belongs to the next line)."""
+        if offset < len(self.lowered) and self.lowered[offset] == "\n":
+            offset += 1
         return self.lowered.rfind("\n", 0, offset) + 1
 
     def envelopes(self) -> tuple[Envelope, ...]:
@@ -268,12 +277,9 @@ class _Reader:
         def compute() -> tuple[CodeVerdict, ...]:
             found: list[CodeVerdict] = []
             for envelope in self.envelopes():
-                for code in envelope.codes:
-                    verdict = self.table.codes.for_field(code.leaf, code.value, text=self.text)
-                    if verdict is not None:
-                        found.append(verdict)
+                found.extend(_field_codes(self, envelope))
             found.extend(self.table.codes.in_text(self.text))
-            return tuple(found)
+            return tuple(dict.fromkeys(found))
         return self._once("codes", compute)  # type: ignore[no-any-return]
 
     def stated_status(self) -> int | None:
@@ -317,14 +323,42 @@ def _program(tool: ToolSpec | str, subject: str) -> str:
     return subject if subject and subject != name and "/" not in subject and " " not in subject else name
 
 
+def _is_document(table: SignalTable, tool: ToolSpec | str, args: Mapping[str, Any], result: ToolResult) -> bool:
+    """A successful result that is a document, not the program's own report: a
+    ``document_output`` tool's, or one from a command line whose every program prints
+    documents (``cat app.log``, ``git log``, ``kubectl logs``; the tool's name stands for the
+    program when there is no command line) under a success status."""
+    if isinstance(tool, ToolSpec) and tool.document_output:
+        return True
+    if result.exit_code != 0 or not table.document_commands:
+        return False
+    command = tool.command_line(args) if isinstance(tool, ToolSpec) else None
+    if command is None:
+        name = tool.name if isinstance(tool, ToolSpec) else tool
+        return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+    simple = [c for c in parse_command_line(command).commands if not c.in_substitution and c.program not in _SETUP]
+    if not simple:
+        return False
+    for command_run in simple:
+        first = next((a for a in command_run.args if not a.startswith("-")), None)
+        if not any(d.covers(command_run.program or "", first) for d in table.document_commands):
+            return False
+    return True
+
+
+#: Shell builtins that only set up for the next command (``cd repo && cat x`` reads a document).
+_SETUP = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "true", ":", "umask"})
+
+
 def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
     """Whether the result failed; and, when a program's exit status or a harmless wording
     explains a failure status, what it means instead (``None`` verdict: nothing failed)."""
     stated = result.exit_code is not None or result.http_status is not None or result.error_type is not None \
         or result.status_stated
     if not result.ok:
-        program_code = reader.table.program_exit_codes.get(program, {}).get(result.exit_code or 0)
-        explained = program_code is not None and bool(result.exit_code)
+        program_code = _program_exit(reader, program, result)
+        explained = program_code is not None and (
+            program_code.verdict is None or program_code.verdict.kind is Kind.EMPTY)
         harmless = () if explained else reader.harmless()
         if (explained or harmless) and reader.failure_cause() is None and _structural_failure(reader) is None:
             if explained:
@@ -334,14 +368,31 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
         return True, None
     if reader.crashed() or _structural_failure(reader) is not None:
         return True, None
-    lines = bool(reader.markers()) or _log_failure(reader) is not None
+    cause = reader.failure_cause()
     if stated:
-        return lines and reader.failure_cause() is not None, None
-    return lines or reader.failure_cause() is not None, None
+        # a status that says success is overruled only where a marker and a cause share a line
+        # ("ERROR: permission denied"), not by words scattered through a long output
+        marked = {reader.line_of(m.start) for m in reader.markers()}
+        return cause is not None and reader.line_of(cause.start) in marked, None
+    lines = bool(reader.markers()) or _log_failure(reader) is not None
+    coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
+    return lines or coded or cause is not None, None
+
+
+def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
+    """What a program's manual says its exit status means (``grep`` 1: nothing matched)."""
+    if not result.exit_code:
+        return None
+    return reader.table.program_exit_codes.get(program, {}).get(result.exit_code)
+
+
+def _field_codes(reader: _Reader, envelope: Envelope) -> tuple[CodeVerdict, ...]:
+    found = (reader.table.codes.for_field(code.leaf, code.value, text=reader.text) for code in envelope.codes)
+    return tuple(verdict for verdict in found if verdict is not None)
 
 
 def _decide(
-    reader: _Reader, result: ToolResult
+    reader: _Reader, result: ToolResult, program: str = ""
 ) -> tuple[Verdict, Decision, RowMatch | None, str]:
     """The failure's verdict, the rule that decided, the row match (for a subject) and the
     evidence line."""
@@ -352,7 +403,7 @@ def _decide(
     strong = next((c for c in codes if not c.weak), None)
     if strong is not None:
         return _code_verdict(strong), _code_decision(Stage.CODE, strong), None, _code_line(reader, strong)
-    status = _status_verdict(reader, result)
+    status = _status_verdict(reader, result, program)
     if status is not None:
         return status
     weak_row = reader.weak()
@@ -375,7 +426,7 @@ def _code_verdict(code: CodeVerdict) -> Verdict:
 
 
 def _code_decision(stage: Stage, code: CodeVerdict) -> Decision:
-    return Decision(stage, f"codes.yaml {code.table} {code.code}", code.source)
+    return Decision(stage, f"code table {code.table}: {code.code}", code.source)
 
 
 def _code_line(reader: _Reader, code: CodeVerdict) -> str:
@@ -383,15 +434,23 @@ def _code_line(reader: _Reader, code: CodeVerdict) -> str:
     return _line_around(reader.text, at, at + len(code.code)) if at != -1 else f"{code.table} code {code.code}"
 
 
-def _status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, Decision, None, str] | None:
+def _status_verdict(
+    reader: _Reader, result: ToolResult, program: str = ""
+) -> tuple[Verdict, Decision, None, str] | None:
     table = reader.table
+    program_code = _program_exit(reader, program, result)
+    if program_code is not None and program_code.verdict is not None:
+        return (program_code.verdict, Decision(Stage.STATUS, f"{program} exit status {result.exit_code}",
+                                               program_code.source), None, _first_line(reader) or
+                f"{program} exited {result.exit_code}")
     status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
     if status is None and result.http_status is None:
         status = reader.stated_status()
     if status is not None:
         coded = table.codes.http_status(status)
         if coded is not None and not coded.weak:
-            return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, f"HTTP {status}"
+            return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                    _status_line(reader, status))
     if result.error_type and result.error_type in table.exception:
         exc = table.exception[result.error_type]
         if exc.verdict is not None:
@@ -405,8 +464,23 @@ def _status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, Decis
     if status is not None:
         coded = table.codes.http_status(status)
         if coded is not None:  # a weak status (400, 500) still beats nothing
-            return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, f"HTTP {status}"
+            return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                    _status_line(reader, status))
     return None
+
+
+def _first_line(reader: _Reader) -> str:
+    """The first line of the output that says something (not a bare status line)."""
+    for line in reader.shown.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.lower().startswith("http "):
+            return stripped[:_DETAIL_CHARS]
+    return ""
+
+
+def _status_line(reader: _Reader, status: int) -> str:
+    said = _first_line(reader)
+    return f"HTTP {status}: {said}"[:_DETAIL_CHARS] if said else f"HTTP {status}"
 
 
 def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
@@ -432,20 +506,46 @@ def _subject(tool: ToolSpec | str, args: Mapping[str, Any]) -> str:
     return tool
 
 
+#: Words a naming pattern may take for a subject that never are one: log levels and the
+#: prefixes programs put before their messages ("ERROR: permission denied").
+_NOT_SUBJECTS = frozenset({
+    "error", "fatal", "warning", "warn", "info", "debug", "critical", "crit", "panic", "e", "w", "err", "failed",
+    "failure", "emerg", "alert", "notice", "trace",
+})
+#: The word or path just before ": <message>" on a line (coreutils' "cat: PATH: message").
+_BEFORE_MESSAGE = re.compile(r"([^\s:'‘’\"]+)['’\"]?\s*[:：]\s*$")
+#: Kinds whose subject is what a message was about: a path refused or missing.
+_PATH_KINDS = frozenset({Kind.PERMISSION, Kind.NOT_FOUND})
+
+
 def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str:
     """The subject a row's wording names (a missing program, a refused path), in its
-    original case."""
-    if match is None or match.row.subject is None:
+    original case; for a row with no naming pattern (a program's message in another
+    language), the path just before the message on its line."""
+    if match is None:
         return default
-    found = match.row.subject.search(reader.lowered)
-    if found is None:
+    first = reader.line_of(match.start)
+    last = reader.lowered.find("\n", match.end)
+    last = len(reader.lowered) if last == -1 else last + 1  # the line break too: re2's $ is the text's end
+    named: str | None = None
+    if match.row.subject is not None:
+        # the subject is named on the line the row matched (a short text: captures are cheap)
+        found = match.row.subject.search(reader.lowered, first, last)
+        index = None if found is None else next(
+            (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+        if found is not None and index is not None:
+            start, end = found.span(index)
+            named = reader.shown[start:end].strip()
+    elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
+        start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
+        before = _BEFORE_MESSAGE.search(reader.shown[first:start])
+        candidate = before.group(1) if before is not None else None
+        program_prefix = reader.shown[first:start].split(":", 1)[0].strip()
+        if candidate and candidate != program_prefix and ("/" in candidate or "." in candidate):
+            named = candidate
+    if not named or named.lower() in _NOT_SUBJECTS:
         return default
-    index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-    if index is None:
-        return default
-    start, end = found.span(index)
-    named = reader.shown[start:end].strip()
-    return named or default
+    return named
 
 
 #: Words that end a suggested command where prose begins ("gh auth login to authenticate").
@@ -460,14 +560,19 @@ _NOT_PROGRAMS = frozenset({
 })
 
 
+@functools.lru_cache(maxsize=4096)
+def _screen(command: str) -> Screened:
+    """:func:`unstuck.shell.screen_command`, remembered: tools repeat their suggestions."""
+    return screen_command(command)
+
+
 def _suggestion(reader: _Reader) -> str | None:
     """The command the tool's own output says fixes it, cut where prose begins and screened;
     ``None`` when there is none or it fails the screen."""
     for index in reader.table.suggestions.matching(reader.encoded):
-        match = reader.table.suggestions.locate(index, reader.lowered)
-        if match is None or not match.groups or match.groups[0] is None:
+        found = reader.table.suggestions.rows[index].compiled.search(reader.lowered)
+        if found is None or found.group(1) is None:
             continue
-        found = match.row.compiled.search(reader.lowered)
         start, end = found.span(1)
         raw = reader.shown[start:end]
         words = raw.split()
@@ -479,9 +584,10 @@ def _suggestion(reader: _Reader) -> str | None:
         command = " ".join(kept).rstrip(".,:;!")
         if not kept or kept[0].lower() in _NOT_PROGRAMS:
             continue
-        screened = screen_command(command)
+        screened = _screen(command)
         if screened.command is None:
-            reader.refused_suggestion = f"{command[:_SUGGESTION_CHARS]} ({screened.refused})"
+            # the command itself is not repeated: it may carry the very secret it was refused for
+            reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
             return None
         return screened.command[:_SUGGESTION_CHARS]
     return None
@@ -554,7 +660,7 @@ def explain_result(
         situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
         return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
                                                         "seed 000 section 3.2: a call a permission tier refused"))
-    found = _classify(reader, tool, subject, result)
+    found = _classify(reader, tool, args, subject, result)
     if thorough:
         reader.markers()
         reader.envelopes()
@@ -568,15 +674,18 @@ def explain_result(
     return Classification(found.situation, found.failed, found.decided_by, (*reader.evidence(), *extra))
 
 
-def _classify(reader: _Reader, tool: ToolSpec | str, subject: str, result: ToolResult) -> Classification:
-    if result.ok and isinstance(tool, ToolSpec) and tool.document_output:
+def _classify(
+    reader: _Reader, tool: ToolSpec | str, args: Mapping[str, Any], subject: str, result: ToolResult
+) -> Classification:
+    if result.ok and _is_document(reader.table, tool, args, result):
         return _success(reader, tool, subject, result)
     if not result.ok and result.exit_code in reader.table.decisive_exit_codes:
         return _decisive(reader, subject, result)
-    failed, instead = _failure_evidence(reader, result, _program(tool, subject))
+    program = _program(tool, subject)
+    failed, instead = _failure_evidence(reader, result, program)
     if not failed:
         return _success(reader, tool, subject, result, instead)
-    verdict, decision, match, line = _decide(reader, result)
+    verdict, decision, match, line = _decide(reader, result, program)
     named = _named_subject(match, reader, subject)
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, decision)

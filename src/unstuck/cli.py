@@ -9,6 +9,7 @@ exit 2 (typer's convention).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -50,8 +51,10 @@ from unstuck.lessons import LessonStore, LessonStoreError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
+from unstuck.second_opinion import Opinion, SecondOpinion
 from unstuck.shell import clean_terminal_text
 from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
+from unstuck.tools import ToolSpec
 
 __all__ = ["app", "main"]
 
@@ -70,7 +73,7 @@ app.add_typer(lessons_app, name="lessons")
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -442,8 +445,21 @@ def _classify_command(
         typer.Option(help=f"Your own signal file (YAML, the shipped format), ahead of the bundled rows; repeatable. "
                           f"Also read from ${SIGNALS_ENV}."),
     ] = None,
+    document: Annotated[
+        bool, typer.Option("--document", help="The output is a document the tool read (a file, a log): a success "
+                                              "is read only for truncation, emptiness and injected instructions.")
+    ] = False,
+    second_opinion: Annotated[
+        str | None,
+        typer.Option(help="Ask this model (OpenAI-compatible) about a failure no signal recognises."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="The second opinion's server, e.g. http://127.0.0.1:11434/v1.")
+    ] = None,
 ) -> None:
     """Say what a tool's output means: its situation (kind, subject, flags), or none."""
+    if http_status is not None and not 100 <= http_status <= 599:
+        raise _fail(f"--http-status {http_status}: an HTTP status is a number from 100 to 599 (RFC 9110 section 15)")
     try:
         table = load_signal_table(signals) if signals else load_signal_table()
     except SignalTableError as exc:
@@ -456,10 +472,18 @@ def _classify_command(
     except OSError as exc:
         raise _fail(f"{source}: {exc.strerror or exc}") from exc
     text = raw.decode("utf-8", errors="replace")
-    found = explain_output(tool_name, {}, text, exit_code=exit_code, http_status=http_status, table=table)
+    reader: ToolSpec | str = ToolSpec(tool_name, lambda: None, document_output=True) if document else tool_name
+    found = explain_output(reader, {}, text, exit_code=exit_code, http_status=http_status, table=table)
     situation = found.situation
+    opinion: Opinion | None = None
+    if second_opinion is not None and situation is not None and not found.recognised:
+        model = OpenAIChatModel(second_opinion, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "unstuck"))
+        opinion = SecondOpinion(model).review(tool_name, text, situation)
+        situation = opinion.situation or situation
     if as_json:
         payload: dict[str, object] = {"situation": situation.to_dict() if situation is not None else None}
+        if opinion is not None:
+            payload["second_opinion"] = {"used": opinion.situation is not None, "problem": opinion.problem}
         if explain:
             payload["failed"] = found.failed
             payload["recognised"] = found.recognised
@@ -468,7 +492,7 @@ def _classify_command(
                                                        "rule": found.decided_by.rule,
                                                        "source": found.decided_by.source})
             payload["evidence"] = [{"what": e.what, "excerpt": e.excerpt} for e in found.evidence]
-        console.print_json(json.dumps(payload if explain else payload["situation"]))
+        console.print_json(json.dumps(payload if explain or opinion is not None else payload["situation"]))
         return
     if situation is None:
         console.print("no situation: an ordinary success", highlight=False)
@@ -485,6 +509,10 @@ def _classify_command(
         if situation.suggestion:
             console.print(f"the tool suggests: {clean_terminal_text(situation.suggestion)}", markup=False,
                           highlight=False)
+    if opinion is not None:
+        said = (f"second opinion ({second_opinion}): {opinion.situation.kind.value}" if opinion.situation is not None
+                else f"second opinion ({second_opinion}) not used: {opinion.problem}")
+        console.print(clean_terminal_text(said), markup=False, highlight=False)
     if explain:
         _print_explanation(found)
 
@@ -525,13 +553,14 @@ def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
         } for path, score in scored]))
         return
     for path, score in scored:
-        confusion = Table(title=f"{path.name}: kind expected → classified (only where they differ)")
-        for column in ("expected", "classified", "cases"):
-            confusion.add_column(column)
-        for (expected, got), count in sorted(score.confusion.items()):
-            if expected != got:
+        differing = sorted((pair, count) for pair, count in score.confusion.items() if pair[0] != pair[1])
+        if differing:
+            confusion = Table(title=f"{path.name}: kind expected → classified (only where they differ)")
+            for column in ("expected", "classified", "cases"):
+                confusion.add_column(column)
+            for (expected, got), count in differing:
                 confusion.add_row(expected, got, str(count))
-        console.print(confusion)
+            console.print(confusion)
         tools = Table(title=f"{path.name}: per tool")
         for column in ("tool", "cases", "kind right", "interactive flagged"):
             tools.add_column(column, justify="left" if column == "tool" else "right")

@@ -488,6 +488,12 @@ def _int_like(value: object) -> int | None:
 # --- reading one parsed value ---------------------------------------------------------------
 
 
+def _whole_json_object(text: str) -> bool:
+    """A string value that is, whole, a JSON object (the body of a wrapped response)."""
+    stripped = text.strip()
+    return len(stripped) >= 2 and stripped[0] == "{" and stripped[-1] == "}"
+
+
 class _Fields:
     """Codes, messages, status and nested strings gathered from one structure (bounded)."""
 
@@ -513,7 +519,13 @@ class _Fields:
             self.messages.append(text[:MAX_MESSAGE_CHARS])
 
     def maybe_nested(self, text: str) -> None:
-        if self.want_nested and ("{" in text or "<" in text) and len(self.nested) < MAX_FIELDS:
+        if len(self.nested) >= MAX_FIELDS:
+            return
+        if self.want_nested and ("{" in text or "<" in text):
+            self.nested.append(text)
+        elif not self.want_nested and _whole_json_object(text):
+            # a success wrapping another response whole (an API gateway's 200 around the
+            # application's body, as AWS Lambda proxy integrations return it): its body is read
             self.nested.append(text)
 
     def http_status(self, norm: str, value: object, error_scope: bool) -> None:
@@ -742,7 +754,7 @@ def _read(d: Mapping[str, object]) -> _Reading | None:
         marked = True  # {"message": "Forbidden"} (API gateways): a body that only speaks
     if not marked:
         return None
-    fields = _Fields(nested=failed)  # a success's strings are content, not evidence
+    fields = _Fields(nested=failed)  # a success's strings are content, not evidence (but a whole response)
     _collect(fields, d, keys, shape, failed)
     return _Reading(shape, failed, fields)
 

@@ -38,6 +38,7 @@ from unstuck.prompts import CLOSING_CALL, GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADIN
 from unstuck.remember import LessonHooks, LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
+from unstuck.signals import load_signal_table
 from unstuck.situations import Kind, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, unique_call_ids
 
@@ -566,10 +567,13 @@ def run_turn(
     Raises:
         ValueError: naming the tool, when a tool declares a malformed situation (a bug in that
             tool, never guessed around). Events recorded before it are kept.
+        unstuck.signals.SignalTableError: when a signal file named by ``UNSTUCK_SIGNALS`` is
+            malformed; raised before the turn starts, so no call runs.
     """
     if fingerprint is not None and not callable(fingerprint):
         raise TypeError(f"fingerprint must be a function of a subject returning a string, got {fingerprint!r}")
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
+    load_signal_table()  # a user's malformed signal file (UNSTUCK_SIGNALS) fails here, before any call runs
     state = policy.RecoveryState(unattended=unattended, config=config or policy.PolicyConfig())
     clock = clock or RealClock()
     watch = StallWatch(events, clock, stall_after_s) if events is not None and stall_after_s is not None else None

@@ -5,17 +5,29 @@ Three things about the command line an agent hands a generic shell tool (``run_c
 * :func:`parse_command_line` reads it with a real shell parser (tree-sitter and its bash
   grammar), never by splitting words: pipelines, ``&&``/``||``/``;``, subshells and groups,
   ``$(…)``, backticks, ``<(…)``/``>(…)``, redirections, here-documents, assignments, the string
-  of ``bash -c "…"`` (``sh -lc``, ``su -c``, ``eval``, a here-document fed to a shell) and
-  wrappers (``sudo -u bob``, ``env X=1``, ``timeout 30``, ``nice -n 5``, ``xargs``, ``npx`` …)
-  all come out as :class:`SimpleCommand` records. It never raises: a line tree-sitter cannot
-  fully parse still yields what it can, with ``complete=False``.
+  of ``bash -c "…"`` (``sh -lc``, ``su -c``, ``eval``, ``script -c``, ``flock FILE -c``,
+  ``watch``, a here-document fed to a shell) and wrappers (``sudo -u bob``, ``env X=1``,
+  ``timeout 30``, ``nice -n 5``, ``xargs``, ``flock FILE``, ``npx`` …) all come out as
+  :class:`SimpleCommand` records. It never raises: a line tree-sitter cannot fully parse still
+  yields what it can, with ``complete=False``.
 * :func:`interactive_call` finds the first simple command that would wait for a person, using
   the catalogue in ``unstuck/data/interactive_calls.yaml`` (plus a user's own files) and the
   streams the tool gives it: a call that signs in through a browser waits whatever the streams
-  (``always``); an editor, a password prompt or a pager waits only when the tool gives it a
-  terminal (``with_terminal``).
+  (``always``); an editor, a password prompt, a confirmation or a pager waits only when the
+  tool gives it a terminal (``with_terminal``). A call that asks for ``--help``/``--version``
+  never waits. Rows are also tried on the program a package manager runs (``yarn wrangler
+  login``, ``pnpm exec x``, ``bun x x``) and on the command of find's ``-exec``.
 * :func:`screen_command` is the structural screen a suggested command ("please run: …") passes
   before unstuck quotes it; :func:`clean_terminal_text` strips terminal control sequences.
+
+A command name that is an expansion (decided): the line is taken at its word where it says
+what the name is, and nowhere else. ``$(which gh)``, ``$(command -v gh)`` and ``$(type -P
+gh)`` are ``gh``; ``$x`` after ``x=gh`` earlier in the same line is ``gh``; ``$SHELL`` is a
+POSIX ``sh`` and ``$BASH`` is ``bash``; ``${x:-gh}`` is ``gh`` when the line does not set
+``x``. Any other expansion (``"$GH" pr list``, ``$(echo gh) auth login``, ``sh -c "$(echo gh
+auth login)"``) names no program: its value exists only once it has run, so
+:func:`interactive_call` does not guess it, and :func:`screen_command` refuses it (a
+substitution as a command name, or any program named by a variable fed a pipe).
 
 How pagers are judged (the rule, with its sources):
 
@@ -67,6 +79,7 @@ __all__ = [
     "interactive_call",
     "load_interactive_catalogue",
     "parse_command_line",
+    "parse_interactive_calls",
     "screen_command",
 ]
 
@@ -135,8 +148,13 @@ class SimpleCommand:
         pipeline / stage: index into :attr:`CommandLine.pipelines` and its position there.
         depth: 0 in the line itself, 1 inside a ``bash -c "…"`` string of the line, and so on.
         script: the command line it runs from a string (``bash -c``, ``su -c``, ``eval``,
-            ``pwsh -Command``, a here-document or here-string fed to a shell), else ``None``;
-            its commands follow it in :attr:`CommandLine.commands` with ``depth + 1``.
+            ``pwsh -Command``, ``script -c``, ``flock FILE -c``, ``watch``, a here-document or
+            here-string fed to a shell), else ``None``; its commands follow it in
+            :attr:`CommandLine.commands` with ``depth + 1``.
+        host: for a command inside ``$(…)``, backticks or ``<(…)``/``>(…)``, the index in
+            :attr:`CommandLine.commands` of the simple command whose words or redirections
+            hold that substitution (its output becomes that command's words); ``None`` at the
+            top level and for a substitution held by a bare assignment (``x=$(…)``).
     """
 
     words: tuple[str, ...]
@@ -153,6 +171,7 @@ class SimpleCommand:
     stage: int = 0
     depth: int = 0
     script: str | None = None
+    host: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,13 +183,17 @@ class CommandLine:
     belongs to its innermost pipeline of two or more stages (all commands of a group stage such
     as ``(a; b) | c`` share the stage), otherwise to a pipeline of its own. ``complete`` is
     ``False`` when tree-sitter reported a syntax error or missing token, or nesting ran past
-    :data:`MAX_NESTING`.
+    :data:`MAX_NESTING`. ``assignments`` are the shell variables the line sets for the rest of
+    it, in order: bare ``NAME=value`` statements and ``export``/``declare``/``local``/``readonly``
+    arguments (values as written, expansions kept as source text; prefix assignments of a
+    command are in its :attr:`SimpleCommand.environment` instead).
     """
 
     source: str
     commands: tuple[SimpleCommand, ...]
     pipelines: tuple[tuple[SimpleCommand, ...], ...]
     complete: bool
+    assignments: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,18 +233,21 @@ class _Wrapper:
     runs_nothing: frozenset[str] = frozenset()  # options with which it runs no command
     package: bool = False  # the first word is a package spec (``wrangler@3``, ``@scope/pkg``)
     lone_dash: bool = False  # ``-`` is one of its options (env -)
+    runs_string: frozenset[str] = frozenset()  # after the positionals: it runs a string (flock -c)
 
 
 def _w(values: str = "", positionals: int = 0, *, assignments: bool = False, runs_nothing: str = "",
-       package: bool = False, lone_dash: bool = False) -> _Wrapper:
+       package: bool = False, lone_dash: bool = False, runs_string: str = "") -> _Wrapper:
     return _Wrapper(frozenset(values.split()), positionals, assignments, frozenset(runs_nothing.split()),
-                    package, lone_dash)
+                    package, lone_dash, frozenset(runs_string.split()))
 
 
 #: Wrappers by base name: sudo(8), doas(1), env(1), timeout(1), nice(1), ionice(1), stdbuf(1),
 #: nohup(1), bash(1) ``exec``/``command``/``builtin``/``time``, xargs(1), time(1), setsid(1),
 #: chrt(1), taskset(1), chroot(8), unbuffer(1), caffeinate(8), pkexec(1), run0(1),
-#: busybox(1)/toybox(1) (multi-call: the next word is the applet), npx(1), bunx, pnpx, uvx.
+#: busybox(1)/toybox(1) (multi-call: the next word is the applet), npx(1), bunx, pnpx, uvx,
+#: flock(1) (``flock [options] FILE COMMAND``; ``flock FILE -c STRING`` runs a string),
+#: GNU parallel(1) (``parallel [options] [command]``; with no command it runs its input lines).
 _WRAPPERS: Mapping[str, _Wrapper] = {
     "sudo": _w("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -R --chroot -r --role "
                "-t --type -T --command-timeout -U --other-user", assignments=True,
@@ -253,6 +279,10 @@ _WRAPPERS: Mapping[str, _Wrapper] = {
     "pnpx": _w("-p --package", package=True),
     "bunx": _w("-p --package", package=True),
     "uvx": _w("--from --with --with-requirements -p --python --index --default-index", package=True),
+    "flock": _w("-w --wait --timeout -E --conflict-exit-code", 1, runs_string="-c --command"),
+    "parallel": _w("-j --jobs -P --max-procs -S --sshlogin -a --arg-file -d --delimiter -I --colsep -C -N "
+                   "-n --max-args -L --max-lines --timeout --joblog --results --tmpdir --workdir --env "
+                   "--delay --retries --halt --memfree --load --tagstring --basefile --return --transfer-file"),
 }
 #: Wrappers that are a program and a subcommand: npm-exec(1), pnpm dlx/exec, yarn dlx,
 #: pipx run, uv run, poetry run, pipenv run, bundle exec, conda/mamba run.
@@ -287,6 +317,7 @@ class _Context:
     nest: int = 0
     environment: tuple[tuple[str, str], ...] = ()
     skip_substitutions: bool = False
+    host: int | None = None
 
 
 class _Builder:
@@ -296,6 +327,16 @@ class _Builder:
         self.commands: list[SimpleCommand] = []
         self.pipelines: list[list[int]] = []
         self.complete = True
+        self.assignments: list[tuple[str, str]] = []
+        #: variables set to one plain word earlier in the line (``x=gh; $x auth login``)
+        self.words: dict[str, str] = {}
+
+    def assign(self, name: str, value: str) -> None:
+        self.assignments.append((name, value))
+        if value and _PLAIN_WORD.match(value):
+            self.words[name] = value
+        else:
+            self.words.pop(name, None)
 
     def add(self, command: SimpleCommand) -> SimpleCommand:
         if command.pipeline < 0:
@@ -604,9 +645,47 @@ def _base(word: str) -> str:
     return posixpath.basename(word.rstrip("/")) or word
 
 
-def _program_name(word: str, package: bool = False) -> str | None:
-    """The base name of a command word; ``None`` when the name itself is an expansion
-    (``"$GH"``, ``$(which gh)``); ``$HOME/bin/gh`` is ``gh``."""
+def _set(words: str) -> frozenset[str]:
+    """The words of a space-separated list, as a set (for the tables below)."""
+    return frozenset(words.split())
+
+
+#: A word with no expansion, quoting, space or glob: what ``x=gh`` may give ``$x``.
+_PLAIN_WORD = re2.compile(r"^[A-Za-z0-9_./+@:%,=-]+$")
+#: ``$(which gh)``, ```command -v gh```, ``$(type -P gh)``: the path lookup of a named program
+#: (bash(1) ``command -v`` and ``type -P`` print the path that would run; which(1)).
+_PATH_LOOKUP = re2.compile(
+    r"^(?:\$\(|`)\s*(?:which|command\s+-[vV]|type\s+-[pP]|whence\s+-p)\s+([A-Za-z0-9_.+-]+)\s*(?:\)|`)$")
+#: ``$x``, ``${x}``, ``${x:-default}``, ``${x-default}``.
+_VARIABLE_WORD = re2.compile(r"^\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^}]*))?\})$")
+#: Variables that name a shell (bash(1), Shell Variables: ``SHELL`` is the path of the user's
+#: shell, ``BASH`` the path of the running bash). ``$SHELL`` is taken as a POSIX ``sh``.
+_SHELL_VARIABLES = {"SHELL": "sh", "BASH": "bash"}
+
+
+def _program_name(word: str, package: bool = False, words: Mapping[str, str] | None = None) -> str | None:
+    """The base name of a command word; ``$HOME/bin/gh`` is ``gh``.
+
+    A name that is an expansion is resolved where the line itself says what it is: a path
+    lookup (``$(which gh)``, ``$(command -v gh)``) is ``gh``; ``$x`` after ``x=gh`` earlier in
+    the line (``words``) is ``gh``; ``$SHELL``/``$BASH`` are ``sh``/``bash``; a
+    ``${x:-gh}`` default is used when ``x`` is not set in the line. Any other expansion
+    (``"$GH"``, ``$(echo gh)``, ``$(cat name)``) is ``None``: its value is not known before it
+    runs."""
+    if word[:1] not in ("$", "`"):
+        lookup = variable = None
+    else:
+        lookup = _PATH_LOOKUP.match(word)
+        variable = _VARIABLE_WORD.match(word)
+    if lookup is not None:
+        return str(lookup.group(1))
+    if variable is not None:
+        name = variable.group(1) or variable.group(2)
+        value = (words or {}).get(name) or _SHELL_VARIABLES.get(name)
+        default = variable.group(3)
+        if value is None and default and _PLAIN_WORD.match(default):
+            value = default
+        return _base(value) if value else None
     if "$(" in word or "`" in word or "<(" in word or ">(" in word:
         return None
     name = _base(word)
@@ -664,7 +743,7 @@ def _resolve(words: Sequence[str]) -> _Resolved:
                 environment.append((name_, value))
                 cursor += 1
         cursor += spec.positionals
-        if cursor >= len(words):
+        if cursor >= len(words) or words[cursor] in spec.runs_string:
             break
         wrappers.append(tuple(words[index:cursor]))
         package = spec.package
@@ -715,6 +794,52 @@ def _option_value(args: Sequence[str], short: str | None, longs: Sequence[str]) 
     return None
 
 
+def _short_value(args: Sequence[str], letter: str, longs: Sequence[str], value_letters: str) -> str | None:
+    """The value of an option written ``-c VALUE``, ``-cVALUE``, at the end of a cluster of flags
+    (``-qc VALUE``) or ``--long VALUE``/``--long=VALUE``; ``value_letters`` are the short
+    options that take a value (a cluster ends at the first of them)."""
+    for index, word in enumerate(args):
+        if word == "--":
+            return None
+        for name in longs:
+            if word == name:
+                return args[index + 1] if index + 1 < len(args) else None
+            if word.startswith(name + "="):
+                return word[len(name) + 1:]
+        if len(word) < 2 or word[0] != "-" or word[1] == "-":
+            continue
+        for position in range(1, len(word)):
+            if word[position] not in value_letters:
+                continue
+            if word[position] != letter:
+                break
+            rest = word[position + 1:]
+            if rest:
+                return rest
+            return args[index + 1] if index + 1 < len(args) else None
+    return None
+
+
+#: watch(1) (procps): options that take a value; it stops reading options at its command.
+_WATCH_VALUES = frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shotsdir"})
+
+
+def _watch_script(args: Sequence[str]) -> str | None:
+    """The command watch(1) runs: its words joined by spaces and given to ``sh -c`` (with
+    ``-x``/``--exec`` they are run directly, which reads the same)."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            index += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        index += 2 if word in _WATCH_VALUES else 1
+    rest = args[index:]
+    return " ".join(rest) if rest else None
+
+
 def _reads_stdin_as_script(program: str, args: Sequence[str]) -> bool:
     """A shell with no ``-c`` and no script operand (or ``-s``, or ``-``) reads its program
     from standard input (bash(1), INVOCATION)."""
@@ -758,6 +883,12 @@ def _script_of(program: str | None, args: Sequence[str], redirects: Sequence[Red
         return None
     if program in ("su", "runuser"):
         return _option_value(args, "-c", ("--command",))
+    if program == "script":
+        return _short_value(args, "c", ("--command",), "cEIOBTmo")
+    if program == "flock":
+        return _option_value(args, "-c", ("--command",))
+    if program == "watch":
+        return _watch_script(args)
     if program == "eval":
         return " ".join(args) if args else None
     if program.lower() in ("pwsh", "powershell", "pwsh.exe", "powershell.exe"):
@@ -855,8 +986,14 @@ class _Reader:
         elif kind == "test_command":
             words = tuple(self.test_words(src, node))
             self.emit(SimpleCommand(words, words[0] if words else None, words[1:], src.text(node)), ctx)
-            self.substitutions_in(src, node, ctx, exports)
+            self.substitutions_in(src, node, ctx, exports, len(self.b.commands) - 1)
         elif kind in _ASSIGNMENT_NODES:
+            for child in (node.named_children if kind == "variable_assignments" else (node,)):
+                if child.type == "variable_assignment":
+                    name_node = child.child_by_field_name("name")
+                    value_node = child.child_by_field_name("value")
+                    if name_node is not None:
+                        self.b.assign(src.text(name_node), _value(src, value_node) if value_node is not None else "")
             self.substitutions_in(src, node, ctx, exports)
         else:
             self.container(src, node, replace(ctx, nest=ctx.nest + 1), exports)
@@ -883,6 +1020,7 @@ class _Reader:
                 value = _value(src, value_node) if value_node is not None else ""
                 assigned.append((name, value))
                 words.append(f"{name}={value}")
+                self.b.assign(name, value)
             elif child.type in _REDIRECT_NODES or child.type == "comment":
                 continue
             else:
@@ -895,7 +1033,7 @@ class _Reader:
         if words[0] in ("export", "declare", "typeset", "local", "readonly") and (
                 words[0] == "export" or any(w.startswith("-") and "x" in w for w in words[1:])):
             exports.extend(assigned)
-        self.substitutions_in(src, node, ctx, exports)
+        self.substitutions_in(src, node, ctx, exports, len(self.b.commands) - 1)
 
     def command(self, src: _Source, node: Node, ctx: _Context, exports: list[tuple[str, str]],
                 extra_words: Sequence[Node]) -> None:
@@ -931,7 +1069,7 @@ class _Reader:
         program = None
         args: tuple[str, ...] = ()
         if resolved.index is not None:
-            program = _program_name(words[resolved.index], resolved.package)
+            program = _program_name(words[resolved.index], resolved.package, self.b.words)
             args = words[resolved.index + 1:]
         environment = (*ctx.environment, *exports, *prefix, *resolved.environment)
         redirects = cmd_ctx.redirects
@@ -939,35 +1077,42 @@ class _Reader:
         if script is not None and ctx.depth >= MAX_SCRIPT_DEPTH:
             self.b.complete = False
             script = None
+        host = ctx.host
         if words:
             emitted = self.emit(SimpleCommand(words, program, args, src.text(node), environment=environment,
                                               wrappers=resolved.wrappers, script=script), cmd_ctx)
+            host = len(self.b.commands) - 1
             if script is not None:
                 script_has_outer = any(_has_substitution(w) for w in word_nodes) or any(
                     _has_substitution(r) for r in own)
                 nested = _Context(in_substitution=ctx.in_substitution, stdin=emitted.stdin, stdout=emitted.stdout,
                                   depth=ctx.depth + 1, nest=ctx.nest + 1, environment=environment,
-                                  skip_substitutions=script_has_outer)
+                                  skip_substitutions=script_has_outer, host=ctx.host)
                 self.parse(script, nested)
         for child in node.children:
             if child in odd:
                 self.container(src, child, replace(ctx, in_substitution=True, stdout=Stream.CAPTURED,
-                                                   pipeline=None, nest=ctx.nest + 1), exports)
+                                                   pipeline=None, nest=ctx.nest + 1, host=host), exports)
             else:
-                self.substitutions_in(src, child, ctx, exports)
+                self.substitutions_in(src, child, ctx, exports, host)
 
     def emit(self, command: SimpleCommand, ctx: _Context) -> SimpleCommand:
         pipeline, stage = ctx.pipeline if ctx.pipeline is not None else (-1, 0)
         command = replace(command, in_substitution=ctx.in_substitution, pipeline=pipeline, stage=stage,
-                          depth=ctx.depth, redirects=ctx.redirects, stdin=ctx.stdin, stdout=ctx.stdout)
+                          depth=ctx.depth, redirects=ctx.redirects, stdin=ctx.stdin, stdout=ctx.stdout,
+                          host=ctx.host if ctx.in_substitution else None)
         return self.b.add(command)
 
-    def substitutions_in(self, src: _Source, node: Node, ctx: _Context, exports: list[tuple[str, str]]) -> None:
+    def substitutions_in(self, src: _Source, node: Node, ctx: _Context, exports: list[tuple[str, str]],
+                         host: int | None = None) -> None:
+        """Read the substitutions under ``node``; ``host`` is the command whose words hold them
+        (default: the context's)."""
         if ctx.skip_substitutions:
             return
         for sub in _substitutions(node):
             opener = sub.children[0].type if sub.child_count else ""
-            sub_ctx = replace(ctx, in_substitution=True, pipeline=None, nest=ctx.nest + 1, redirects=())
+            sub_ctx = replace(ctx, in_substitution=True, pipeline=None, nest=ctx.nest + 1, redirects=(),
+                              host=ctx.host if host is None else host)
             if opener == "<(":
                 sub_ctx = replace(sub_ctx, stdout=Stream.PIPE)
             elif opener == ">(":
@@ -996,7 +1141,7 @@ def parse_command_line(command: str) -> CommandLine:
         renumber = {old: new for new, old in enumerate(i for i, m in enumerate(builder.pipelines) if m)}
         commands = tuple(replace(c, pipeline=renumber[c.pipeline]) for c in commands)
         pipelines = tuple(tuple(commands[i] for i in members) for members in builder.pipelines if members)
-    return CommandLine(command, commands, pipelines, builder.complete)
+    return CommandLine(command, commands, pipelines, builder.complete, tuple(builder.assignments))
 
 
 #: Builtins that only set up for the next command: ``cd repo && gh …`` is about gh.
@@ -1075,11 +1220,15 @@ class InteractiveRow:
     """One catalogue row (``unstuck/data/interactive_calls.yaml`` documents each field).
 
     A row *matches* a simple command when the program is one of ``programs``, the first
-    positional words are ``subcommand``, the next one is not in ``except_subcommands``, and one
-    of ``with_options`` is present (when any are listed). The first matching row decides
-    whether the command waits: not when any ``unless`` group is present in full (or an
-    ``unless_before`` group before the subcommand), not when an ``unless_with_stdin`` option
-    reads a secret from a redirected stdin, not when ``unless_env`` holds, not when a
+    positional words are ``subcommand`` (a word may list alternatives, ``install|remove``), the
+    next one is not in ``except_subcommands``, and one of ``with_options`` is present or one
+    of ``with_bare_options`` is written with no value attached (when any are listed). The
+    first matching row decides whether the command waits: not when it asks for help or a
+    version (``--help``, ``--version``, ``-help``, and ``-h`` unless the row gives ``-h``
+    another meaning), not when any ``unless`` group is present in full (or an
+    ``unless_before`` group before the subcommand), not when ``unless_operand`` is set and a
+    positional word follows the subcommand, not when an ``unless_with_stdin`` option reads a
+    secret from a redirected stdin, not when ``unless_env`` holds, not when a
     ``terminal_streams`` stream is not the terminal, not when it needs a terminal and has none.
     ``origin`` names the file and row it came from.
     """
@@ -1098,6 +1247,8 @@ class InteractiveRow:
     why: str
     source: str
     origin: str
+    with_bare_options: tuple[OptionSpec, ...] = ()
+    unless_operand: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -1121,9 +1272,9 @@ class InteractiveCall:
     origin: str = ""
 
 
-_ROW_KEYS = frozenset({"program", "subcommand", "except_subcommands", "with_options", "unless", "unless_before",
-                       "unless_with_stdin", "unless_env", "value_options", "terminal_streams", "waits", "why",
-                       "source"})
+_ROW_KEYS = frozenset({"program", "subcommand", "except_subcommands", "with_options", "with_bare_options", "unless",
+                       "unless_before", "unless_operand", "unless_with_stdin", "unless_env", "value_options",
+                       "terminal_streams", "waits", "why", "source"})
 _ENV_NAME = re2.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BUNDLED = "unstuck/data/interactive_calls.yaml"
 
@@ -1201,9 +1352,20 @@ def _row(raw: object, where: str) -> InteractiveRow:
     value_options = _strings(raw.get("value_options"), where, "value_options")
     for item in value_options:
         _option(item, where, "value_options")
+    bare = tuple(_option(o, where, "with_bare_options")
+                 for o in _strings(raw.get("with_bare_options"), where, "with_bare_options"))
+    if any(o.value is not None for o in bare):
+        raise ValueError(f"{where}: 'with_bare_options' entries are option names without a value")
+    unless_operand = raw.get("unless_operand", False)
+    if not isinstance(unless_operand, bool):
+        raise ValueError(f"{where}: 'unless_operand' must be true or false, got {unless_operand!r}")
+    subcommand = _strings(raw.get("subcommand"), where, "subcommand")
+    for word in subcommand:
+        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in word.split("|")):
+            raise ValueError(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
     return InteractiveRow(
         programs=programs,
-        subcommand=_strings(raw.get("subcommand"), where, "subcommand"),
+        subcommand=subcommand,
         except_subcommands=frozenset(_strings(raw.get("except_subcommands"), where, "except_subcommands")),
         with_options=tuple(_option(o, where, "with_options") for o in _strings(raw.get("with_options"), where,
                                                                                  "with_options")),
@@ -1218,7 +1380,20 @@ def _row(raw: object, where: str) -> InteractiveRow:
         why=str(raw["why"]).strip(),
         source=str(raw["source"]).strip(),
         origin=where,
+        with_bare_options=bare,
+        unless_operand=unless_operand,
     )
+
+
+def parse_interactive_calls(text: str, name: str) -> tuple[InteractiveRow, ...]:
+    """The rows of one catalogue file's text (a mapping with a ``calls`` list), validated;
+    ``name`` is named in every error.
+
+    Raises:
+        ValueError: naming the file and the row, for text that is not YAML, a missing
+            ``calls`` list, an unknown top-level key, or a malformed row.
+    """
+    return _rows_from_text(text, name)
 
 
 def _rows_from_text(text: str, name: str) -> tuple[InteractiveRow, ...]:
@@ -1310,6 +1485,82 @@ class _Call:
     source: SimpleCommand
 
 
+#: Commands of the package managers that run a package's program when the first word is not
+#: one of their own: ``yarn <bin>`` ("[script] can also be any locally installed executable
+#: that is inside node_modules/.bin/", classic.yarnpkg.com/en/docs/cli/run; yarnpkg.com/cli/run),
+#: ``pnpm <bin>`` ("the exec part is actually optional when the command is not in conflict with
+#: a builtin pnpm command", pnpm.io/cli/exec), ``bun <bin>`` (bun.sh/docs/cli/run). The sets are
+#: each CLI's own commands (its reference's command list), which are never a package's program.
+_PACKAGE_MANAGER_COMMANDS: Mapping[str, frozenset[str]] = {
+    "yarn": _set(
+        "add audit autoclean bin cache check config constraints create dedupe dlx explain generate-lock-entry global "
+        "help import info init install licenses link list login logout node npm outdated owner pack patch "
+        "patch-commit plugin policies publish rebuild remove search set stage tag team test unlink unplug up upgrade "
+        "upgrade-interactive version versions why workspace workspaces"),
+    "pnpm": _set(
+        "access add adduser approve-builds audit bin c cat-file cat-index catalog config create dedupe deploy "
+        "deprecate dist-tag dlx docs doctor env fetch find-hash help i ignored-builds import info init install "
+        "install-test it licenses link list ln login logout ls outdated owner pack patch patch-commit patch-remove "
+        "ping prune publish rb rebuild recursive remove rm root run-script runtime sbom search self-update server "
+        "setup start store t test token un undeprecate uninstall unlink unpublish up update upgrade version view "
+        "whoami why"),
+    "bun": _set(
+        "a add audit build c completions create discord feedback help i info init install link outdated patch "
+        "patch-commit pm publish remove repl rm test unlink update upgrade why"),
+}
+#: Their global options that take a value (``yarn --cwd DIR wrangler login``).
+_PACKAGE_MANAGER_VALUES = frozenset({"--cwd", "--cache-folder", "--global-folder", "--modules-folder", "--mutex",
+                                     "--network-timeout", "--preferred-cache-folder", "--registry", "--link-folder",
+                                     "-C", "--dir", "--filter", "-F", "--reporter", "--loglevel", "-c", "--config",
+                                     "--env-file", "-r", "--preload"})
+#: Words after which a package manager runs the next word as a program or script.
+_PACKAGE_MANAGER_RUN = frozenset({"run", "exec", "x"})
+#: find(1) actions that run a command up to ``;`` or ``+``: -exec, -execdir, -ok, -okdir.
+_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _calls_of_words(words: Sequence[str], source: SimpleCommand) -> Iterator[_Call]:
+    resolved = _resolve(words)
+    for wrapper in resolved.wrappers:
+        name = _program_name(wrapper[0])
+        if name is not None:
+            yield _Call(name, wrapper[1:], source)
+    if resolved.index is not None:
+        name = _program_name(words[resolved.index], resolved.package)
+        if name is not None:
+            yield _Call(name, tuple(words[resolved.index + 1:]), source)
+
+
+def _embedded_calls(command: SimpleCommand) -> Iterator[_Call]:
+    """Commands a program runs from its own arguments: a package manager's program
+    (``yarn wrangler login``, ``pnpm exec x``, ``bun run x``) and find's ``-exec CMD … ;``."""
+    program, args = command.program, command.args
+    builtins = _PACKAGE_MANAGER_COMMANDS.get(program or "")
+    if builtins is not None:
+        positions = _positionals(args, _PACKAGE_MANAGER_VALUES)
+        if positions:
+            first = positions[0]
+            word = args[first]
+            if word in _PACKAGE_MANAGER_RUN and first + 1 < len(args):
+                first, word = first + 1, args[first + 1]
+            elif word in builtins:
+                return
+            if not word.startswith("-"):
+                yield from _calls_of_words(args[first:], command)
+        return
+    if program == "find":
+        index = 0
+        while index < len(args):
+            if args[index] in _FIND_ACTIONS:
+                end = index + 1
+                while end < len(args) and args[end] not in (";", "+"):
+                    end += 1
+                if end > index + 1:
+                    yield from _calls_of_words(args[index + 1:end], command)
+                index = end
+            index += 1
+
+
 def _calls(command: SimpleCommand) -> Iterator[_Call]:
     for wrapper in command.wrappers:
         name = _program_name(wrapper[0])
@@ -1317,6 +1568,7 @@ def _calls(command: SimpleCommand) -> Iterator[_Call]:
             yield _Call(name, wrapper[1:], command)
     if command.program is not None:
         yield _Call(command.program, command.args, command)
+        yield from _embedded_calls(command)
 
 
 def _positionals(args: Sequence[str], value_options: frozenset[str]) -> list[int]:
@@ -1342,14 +1594,52 @@ def _matches(row: InteractiveRow, call: _Call) -> tuple[bool, int]:
         return False, 0
     positions = _positionals(call.args, row.value_options)
     sub = row.subcommand
-    if len(positions) < len(sub) or any(call.args[positions[i]] != word for i, word in enumerate(sub)):
+    if len(positions) < len(sub) or any(
+            call.args[positions[i]] != word and call.args[positions[i]] not in word.split("|")
+            for i, word in enumerate(sub)):
         return False, 0
     if row.except_subcommands and len(positions) > len(sub) and \
             call.args[positions[len(sub)]] in row.except_subcommands:
         return False, 0
-    if row.with_options and not any(_present(call.args, o, row.value_options) for o in row.with_options):
+    if (row.with_options or row.with_bare_options) and not (
+            any(_present(call.args, o, row.value_options) for o in row.with_options)
+            or any(_bare(call.args, o.name, row.value_options) for o in row.with_bare_options)):
         return False, 0
     return True, (positions[0] if sub else len(call.args))
+
+
+def _bare(words: Sequence[str], name: str, value_options: frozenset[str]) -> bool:
+    """Whether option ``name`` is written with no value attached: ``-p`` alone or last in a
+    cluster of flags (``-vp``), ``--password`` alone (not ``-psecret``, ``--password=x``)."""
+    short = len(name) == 2 and name[0] == "-" and name[1] != "-"
+    for word in words:
+        if word == "--":
+            return False
+        if word == name:
+            return True
+        if short and len(word) > 2 and word[0] == "-" and word[1] != "-" and word[-1] == name[1] and not any(
+                "-" + letter in value_options or not letter.isalnum() for letter in word[1:-1]):
+            return True
+    return False
+
+
+#: Words that ask a program for its help or version, which it prints without waiting: GNU
+#: coding standards 4.8 (``--help``, ``--version``), Go's flag package (``-h``, ``-help``),
+#: cobra and click (``-h``/``--help``). ``-h`` counts only when the row does not give it
+#: another meaning (``gh auth login -h HOST``, ``mysql -h HOST``, ``sudo -h HOST``).
+_HELP_WORDS = frozenset({"--help", "--version", "-help"})
+
+
+def _asks_for_help(row: InteractiveRow, call: _Call) -> bool:
+    h_means_help = "-h" not in row.value_options and not any(
+        o.name == "-h" for group in (row.with_options, row.with_bare_options, row.unless_with_stdin,
+                                     *row.unless, *row.unless_before) for o in group)
+    for word in call.args:
+        if word == "--":
+            return False
+        if word in _HELP_WORDS or (h_means_help and word == "-h"):
+            return True
+    return False
 
 
 def _waits(row: InteractiveRow, call: _Call, terminal: bool, environ: Mapping[str, str], sub_start: int) -> bool:
@@ -1361,6 +1651,10 @@ def _waits(row: InteractiveRow, call: _Call, terminal: bool, environ: Mapping[st
         if actual is not Stream.INHERITED:
             return False
     if any(all(_present(call.args, o, row.value_options) for o in group) for group in row.unless):
+        return False
+    if _asks_for_help(row, call):
+        return False
+    if row.unless_operand and len(_positionals(call.args, row.value_options)) > len(row.subcommand):
         return False
     before = call.args[:sub_start]
     if any(all(_present(before, o, row.value_options) for o in group) for group in row.unless_before):
@@ -1385,7 +1679,10 @@ def interactive_call(command: str, *, terminal: bool, catalogue: InteractiveCata
 
     Returns:
         The waiting call (wrappers are checked before the program they run: ``sudo gh …`` may
-        wait for sudo's password), or ``None``.
+        wait for sudo's password; then the program, then the program it runs from its own
+        arguments: ``yarn wrangler login``, ``find . -exec gh auth login \\;``), or ``None``.
+        A call that asks for help or a version (``--help``, ``--version``, ``-help``, ``-h``
+        where the row gives ``-h`` no other meaning) does not wait.
     """
     rows = (catalogue or load_interactive_catalogue()).rows
     env = environ or {}
@@ -1444,45 +1741,93 @@ class Screened:
 
 #: Programs that run a program text they are given (the interpreter's own manual: bash(1),
 #: python(1), perl(1) ``-e``, ruby(1) ``-e``, node(1) ``-e``/``-p``, php(1) ``-r``, pwsh
-#: ``-Command``): the inline-code options, and the options that take a value.
+#: ``-Command``, Rscript(1) ``-e``, julia(1) ``-e``, groovy ``-e``, scala ``-e``, jshell (reads
+#: snippets from standard input), elixir ``-e``, guile ``-c``, racket ``-e``, sbcl ``--eval``,
+#: expect(1) ``-c``, babashka ``-e``, QuickJS ``-e``, nushell ``-c``): the inline-code options,
+#: and the options that take a value. Without inline code or a script operand (or with ``-``)
+#: they read their program from standard input.
 @dataclass(frozen=True, slots=True)
 class _Interpreter:
     inline: frozenset[str]
     values: frozenset[str]
 
 
+def _i(inline: str = "", values: str = "") -> _Interpreter:
+    return _Interpreter(frozenset(inline.split()), frozenset(values.split()))
+
+
 _INTERPRETERS: Mapping[str, _Interpreter] = {
     **{name: _Interpreter(frozenset({"-c"}), _SHELL_VALUES) for name in _SHELLS | {"csh", "tcsh"}},
-    "python": _Interpreter(frozenset({"-c", "-m"}), frozenset({"-W", "-X", "--check-hash-based-pycs"})),
-    "pypy": _Interpreter(frozenset({"-c", "-m"}), frozenset({"-W", "-X"})),
-    "perl": _Interpreter(frozenset({"-e", "-E"}), frozenset({"-I", "-M", "-m"})),
-    "ruby": _Interpreter(frozenset({"-e"}), frozenset({"-I", "-r", "-C"})),
-    "node": _Interpreter(frozenset({"-e", "--eval", "-p", "--print"}), frozenset({"-r", "--require", "--import"})),
-    "deno": _Interpreter(frozenset({"eval"}), frozenset()),
-    "bun": _Interpreter(frozenset({"-e", "--eval", "-p", "--print"}), frozenset()),
-    "php": _Interpreter(frozenset({"-r"}), frozenset({"-c", "-d", "-z"})),
-    "pwsh": _Interpreter(frozenset({"-c", "-command", "-encodedcommand", "-e", "-ec", "-enc"}),
-                         frozenset({"-file", "-f"})),
-    "lua": _Interpreter(frozenset({"-e"}), frozenset({"-l"})),
-    "tclsh": _Interpreter(frozenset(), frozenset()),
-    "osascript": _Interpreter(frozenset({"-e"}), frozenset()),
+    "python": _i("-c -m", "-W -X --check-hash-based-pycs"),
+    "pypy": _i("-c -m", "-W -X"),
+    "perl": _i("-e -E", "-I -M -m"),
+    "ruby": _i("-e", "-I -r -C"),
+    "node": _i("-e --eval -p --print", "-r --require --import"),
+    "deno": _i("eval"),
+    "bun": _i("-e --eval -p --print"),
+    "php": _i("-r", "-c -d -z"),
+    "pwsh": _i("-c -command -encodedcommand -e -ec -enc", "-file -f"),
+    "lua": _i("-e", "-l"),
+    "luajit": _i("-e", "-l"),
+    "tclsh": _i(),
+    "wish": _i(),
+    "osascript": _i("-e"),
+    "rscript": _i("-e", "--default-packages"),
+    "r": _i("-e", "-f --file"),
+    "julia": _i("-e -E --eval --print", "-L --load -J --sysimage -p --procs -t --threads --project"),
+    "groovy": _i("-e", "-cp --classpath"),
+    "scala": _i("-e", "-cp -classpath"),
+    "jshell": _i("", "--class-path --module-path --add-modules -R -J --startup --feedback"),
+    "elixir": _i("-e", "-r -pr -pa -pz --erl"),
+    "guile": _i("-c", "-L -l -x -e"),
+    "racket": _i("-e --eval", "-l --lib -t --require -r --load"),
+    "sbcl": _i("--eval", "--core --dynamic-space-size --load"),
+    "expect": _i("-c"),
+    "bb": _i("-e --eval", "-cp --classpath"),
+    "qjs": _i("-e --eval", "-I --include"),
+    "nu": _i("-c --commands", "--config --env-config"),
+    "xonsh": _i("-c"),
+    "elvish": _i("-c"),
 }
 _INTERPRETER_ALIASES = {"nodejs": "node", "powershell": "pwsh", "pwsh.exe": "pwsh", "powershell.exe": "pwsh",
                         "pypy3": "pypy"}
 _PYTHON = re2.compile(r"^python[0-9.]*$")
 _EVALUATORS = frozenset({"eval", "iex", "invoke-expression"})
 _SOURCING = frozenset({"source", "."})
+#: awk(1) (POSIX; gawk, mawk): its program is the first operand or the file of ``-f``; it runs
+#: commands with ``system()``, ``print | "cmd"``, ``"cmd" | getline`` and ``|&`` (gawk coprocess).
+_AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "original-awk"})
+_AWK_VALUES = frozenset({"-f", "--file", "-v", "--assign", "-F", "--field-separator", "-e", "--source", "-i",
+                         "--include", "-l", "--load", "-E", "--exec"})
+_AWK_RUNS = re2.compile(r"system\s*\(|\|\s*&|\|\s*getline|(?:print|printf)\b[^;}]*\|")
+#: sed(1) (GNU): the ``e`` command runs the pattern space (or its argument) as a command, and the
+#: ``e`` flag of ``s///`` runs the result of the substitution.
+_SEDS = frozenset({"sed", "gsed"})
+_SED_EXEC = re2.compile(
+    r"(?:^|[;{}\n\s0-9$/])e(?:[\s;}]|$)|"
+    + "|".join(r"s{d}(?:[^{d}\\]|\\.)*{d}(?:[^{d}\\]|\\.)*{d}[gpiImM0-9w]*e".format(d=re2.escape(d))
+               for d in "/|#:,@!%"))
+#: Database shells that run what they read, including shell escapes (psql(1) ``\!``, mysql(1)
+#: ``system``/``\!``, sqlite3 ``.shell``/``.system``, duckdb ``.shell``, mongosh JavaScript).
+_RUNS_ITS_INPUT = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "mongosh", "mongo"})
 #: Programs that fetch from the network and can write what they fetch (curl(1), wget(1),
-#: fetch(1), aria2c(1), HTTPie, xh, lwp-request(1), PowerShell's Invoke-WebRequest/RestMethod).
-_DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "xhs", "lwp-request", "GET",
-                          "iwr", "irm", "invoke-webrequest", "invoke-restmethod", "curlie"})
+#: fetch(1), aria2c(1), axel(1), lftp(1), HTTPie, xh, lwp-request(1), PowerShell's
+#: Invoke-WebRequest/RestMethod).
+_DOWNLOADERS = frozenset({"curl", "wget", "wget2", "fetch", "aria2c", "axel", "lftp", "http", "https", "xh", "xhs",
+                          "lwp-request", "GET", "iwr", "irm", "invoke-webrequest", "invoke-restmethod", "curlie"})
 #: Programs that send data over the network (the downloaders, netcat(1), socat(1), ssh(1) and
-#: its file copiers, rsync(1), telnet(1), ftp(1), openssl-s_client(1)).
+#: its file copiers, rsync(1), telnet(1), ftp(1), openssl-s_client(1), mail(1)).
 _NETWORK = _DOWNLOADERS | frozenset({"nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
-                                     "ftp", "openssl", "sshpass", "mail", "sendmail"})
+                                     "ftp", "openssl", "sshpass", "mail", "mailx", "sendmail", "swaks"})
+#: Programs that resolve a name they are given, which sends it to the DNS servers (RFC 1035
+#: section 4.1.2: the query carries the name): dig(1), nslookup(1), host(1), drill(1),
+#: delv(1), kdig(1), ping(8), traceroute(8), tracepath(8), mtr(8), whois(1), getent(1).
+_RESOLVERS = frozenset({"dig", "nslookup", "host", "drill", "delv", "kdig", "ping", "ping6", "traceroute",
+                        "traceroute6", "tracepath", "mtr", "whois", "getent", "resolvectl"})
 #: Options whose value is a credential the program uses, not data it sends: ssh(1), scp(1),
 #: sftp(1) ``-i``, ``-F``, ``-o``; curl(1) ``--netrc-file``, ``--cert``/``-E``, ``--key``,
 #: ``--cacert``, ``--capath``; wget(1) ``--certificate``, ``--private-key``, ``--ca-certificate``.
+#: A netrc file names its host (netrc(5)), so curl sends its credentials only there.
 _SSH_CREDENTIALS = frozenset({"-i", "-F", "-o"})
 _USES_CREDENTIAL: Mapping[str, frozenset[str]] = {
     "ssh": _SSH_CREDENTIALS, "scp": _SSH_CREDENTIALS, "sftp": _SSH_CREDENTIALS, "sshpass": _SSH_CREDENTIALS,
@@ -1494,23 +1839,210 @@ _USES_CREDENTIAL: Mapping[str, frozenset[str]] = {
 _ENV_DUMPS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _ROOT_WRAPPERS = frozenset({"sudo", "doas", "pkexec", "run0", "su"})
 _ROOT_WRITERS = frozenset({"tee", "dd"})
+#: Programs that copy, pack or encode the files they are given into other files (cp(1), mv(1),
+#: install(1), ln(1), tar(1), zip(1), 7z, gzip(1), bzip2(1), xz(1), zstd(1), base64(1),
+#: openssl-enc(1), gpg(1), dd(1) ``of=``, rsync(1), tee(1)): a secret in goes to their outputs.
+_COPIERS = frozenset({"cp", "mv", "install", "ln", "tar", "bsdtar", "zip", "7z", "7za", "gzip", "bzip2", "xz",
+                      "zstd", "base64", "openssl", "gpg", "dd", "rsync", "tee"})
 
-_SECRET_VARIABLE = re2.compile(
-    r"\$\{?[A-Za-z0-9_]*(?i:token|secret|passw(?:or)?d|credential|api_?key|private_?key|access_?key|_key|key_|"
-    r"cookie|session)[A-Za-z0-9_]*")
+#: Variable names that hold secrets: the components and substrings credentials are named with
+#: (``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``GITHUB_PAT``,
+#: ``SLACK_WEBHOOK_URL``, ``DATABASE_URL`` with its password, ``NPM_AUTH``…); ``PATH``,
+#: ``PWD``, ``USER``, ``HOME`` are not.
+_SECRET_NAME = re2.compile(
+    r"(?i)token|secret|passw(?:or)?d|credential|webhook|api_?key|private_?key|access_?key|cookie|"
+    r"connection_?string|(?:^|_)(?:keys?|pat|auth|pass|pw|creds|dsn|sas)(?:_|$)|keys?$|(?:^|_)(?:database|db)_ur[li]$")
+_VARIABLE_REFERENCE = re2.compile(r"\$\{?#?([A-Za-z_][A-Za-z0-9_]*)")
 _SECRET_HEADER = re2.compile(r"(?i)(?:^|\s)(?:proxy-)?(?:authorization|cookie|x-api-key|private-token|"
                              r"x-auth-token|api-key)\s*:")
 #: Credential stores named by their programs' manuals: ssh(1) FILES (~/.ssh), the AWS CLI
-#: shared credentials file, netrc(5), shadow(5), git-credential-store(1), gh's hosts.yml,
-#: docker login's config.json, kubectl's kubeconfig, npmrc(5), .pypirc, gpg(1) ~/.gnupg.
+#: credentials file and SSO cache, netrc(5), shadow(5), git-credential-store(1), gh's
+#: hosts.yml and hub's config, docker login's config.json, kubectl's kubeconfig, npmrc(5),
+#: .pypirc, .yarnrc.yml (npmAuthToken), gpg(1) ~/.gnupg, dotenv files (.env, .env.*, direnv's
+#: .envrc), proc(5) /proc/PID/environ, gcloud's ~/.config/gcloud, the Azure CLI's ~/.azure,
+#: curl(1)'s ~/.curlrc (headers and -u in a config file), Vault's ~/.vault-token, libpq's
+#: ~/.pgpass, MySQL's ~/.my.cnf, Terraform's credentials.tfrc.json, Cargo's credentials(.toml),
+#: RubyGems' ~/.gem/credentials, rclone.conf, pass(1)'s ~/.password-store.
 _SECRET_PATH = re2.compile(
-    r"(?:^|[\s=@:'\"/])(?:~|\$HOME|\$\{HOME\})?/?\.ssh/|\.aws/credentials|\.netrc\b|/etc/(?:g?shadow|sudoers)\b|"
-    r"\.git-credentials|\.config/gh/hosts\.yml|\.docker/config\.json|\.kube/config|\.npmrc|\.pypirc|"
-    r"\.gnupg/|\bid_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?\b")
+    r"(?:^|[\s=@:'\"/])\.ssh(?:/|[\s'\"]|$)|\.aws/(?:credentials|sso/cache|cli/cache)|(?:^|[\s=@:'\"/])[._]netrc\b|"
+    r"/etc/(?:g?shadow|sudoers|master\.passwd)\b|\.git-credentials|\.config/gh/hosts\.yml|\.config/hub\b|"
+    r"\.docker/config\.json|\.kube/config\b|\.npmrc|\.pypirc|\.yarnrc\.yml|\.gnupg(?:/|\b)|"
+    r"\bid_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?(?:[^.A-Za-z0-9_]|$)|"
+    r"(?:^|[\s=@:'\"/<])\.env(?:rc|\.[A-Za-z0-9_.-]+)?(?:[\s'\"]|$)|/proc/[^/\s]+/environ|"
+    r"\.config/gcloud(?:/|\b)|(?:^|/)\.azure(?:/|\b)|\.curlrc|\.vault-token|\.pgpass|\.my\.cnf|"
+    r"\.terraform\.d/credentials|\.cargo/credentials|\.gem/credentials|rclone\.conf|\.password-store")
 #: PowerShell is not bash: ``iex``/``Invoke-Expression`` anywhere in a suggested command is
 #: refused outright, whatever the bash grammar made of the line around it.
 _POWERSHELL_EVAL = re2.compile(r"(?i)(?:^|[^a-z0-9_-])(?:iex|invoke-expression)(?:[^a-z0-9_-]|$)")
-_CODE_EVAL = re2.compile(r"(?:^|[^A-Za-z0-9_.])(?:exec|eval)\s*\(")
+#: Inline code that evaluates text as code (Python ``exec``/``eval``, JavaScript ``eval``,
+#: ``Function``, ``vm.runIn…Context``, Ruby ``instance_eval``…, Lua ``loadstring``), also when
+#: passed as a function (``.then(eval)``).
+_CODE_EVAL = re2.compile(
+    r"(?:^|[^A-Za-z0-9_.$])(?:eval|exec|execScript|Function|instance_eval|class_eval|module_eval|loadstring|"
+    r"dostring|runInThisContext|runInNewContext|runInContext)\s*[(),;]|new\s+Function\b")
+#: Inline code that talks to the network (a URL, or a standard library's HTTP or socket API).
+_CODE_NETWORK = re2.compile(
+    r"(?i)https?://|urlopen|urllib|requests\.|http\.client|httpx|aiohttp|socket|fetch\s*\(|xmlhttprequest|"
+    r"https?\.(?:get|request)|net::http|open-uri|uri\.open|lwp|io::socket|curl_|file_get_contents\s*\(\s*['\"]https?|"
+    r"invoke-webrequest|invoke-restmethod|webclient|fsockopen|net\.connect|dns\.")
+#: Inline code that runs commands.
+_CODE_RUNS = re2.compile(r"system\s*\(|popen|subprocess|child_process|spawn|execsync|execfile|os\.exec|"
+                         r"runtime\.getruntime|process\.start|shell_exec|passthru|proc_open|`")
+#: Inline code that reads the environment.
+_CODE_ENVIRONMENT = re2.compile(r"os\.environ|getenv|process\.env|\bENV\[|\$ENV\{|%ENV|Deno\.env|Bun\.env|"
+                                r"\$env:|/proc/self/environ")
+#: Python modules a fetched line may run: they read data, they do not run the working tree.
+_DATA_MODULES = frozenset({"json.tool", "venv", "ensurepip", "base64", "zipfile", "tarfile", "gzip", "site",
+                           "platform", "sysconfig", "http.server", "pydoc", "calendar", "uuid"})
+#: Directories only the system's package manager writes: a program there was not just fetched.
+_SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/")
+#: A package, requirement or module given by address instead of by registry name: a URL (also
+#: PEP 508 ``name @ URL`` and pip's ``git+https://``), an scp-style ``git@host:``, npm's
+#: ``github:``/``gitlab:``/``bitbucket:``/``gist:`` and ``git:`` shortcuts.
+_URL_SPEC = re2.compile(r"^(?:git\+|hg\+|svn\+|bzr\+)?[A-Za-z][A-Za-z0-9+.-]*://|^git@|"
+                        r"^(?:github|gitlab|bitbucket|gist|git):|@\s*(?:git\+)?[A-Za-z][A-Za-z0-9+.-]*://")
+#: npm-install(1): ``<githubname>/<githubrepo>[#<commit-ish>]`` installs from GitHub.
+_GITHUB_SHORTHAND = re2.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(?:#\S*)?$")
+#: A remote operand of scp(1)/rsync(1): ``[user@]host:path`` (rsync also ``rsync://``).
+_REMOTE_OPERAND = re2.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*:|^rsync://")
+#: pip(1) options whose value is an index or a local setting, not a requirement.
+_PIP_VALUES = frozenset({"-i", "--index-url", "--extra-index-url", "--proxy", "--cert", "--client-cert",
+                         "--trusted-host", "-c", "--constraint", "--target", "-t", "--prefix", "--root",
+                         "--python", "--platform", "--python-version", "--implementation", "--abi", "--log",
+                         "--cache-dir", "--src", "--upgrade-strategy", "--progress-bar", "--root-user-action"})
+
+#: Global options that take a value, before a program's subcommand (each program's --help).
+_GLOBAL_VALUES: Mapping[str, frozenset[str]] = {
+    "git": _set("-C -c --git-dir --work-tree --namespace --exec-path --config-env --super-prefix"),
+    "aws": _set("--profile --region --output --query --endpoint-url --color --ca-bundle --cli-read-timeout "
+                     "--cli-connect-timeout --cli-binary-format"),
+    "gcloud": _set("--project --account --configuration --format --verbosity --impersonate-service-account "
+                        "--billing-project"),
+    "gsutil": _set("-o -h -u"),
+    "gh": _set("-R --repo"),
+    "az": _set("-o --output --query --subscription"),
+    "kubectl": _set("-n --namespace --context --cluster --user --kubeconfig -s --server --token -o "
+                         "--output"),
+    "docker": _set("-H --host --context -c --config -l --log-level"),
+    "podman": _set("--url --connection -c --root --runroot --log-level"),
+    "rclone": _set("--config"),
+    "go": _set("-C"),
+    "npm": _set("--prefix -w --workspace"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    """A program and its first positional words (each a set of alternatives; none: any call)."""
+
+    programs: frozenset[str]
+    words: tuple[frozenset[str], ...]
+
+
+def _p(programs: str, *words: str) -> _Pattern:
+    return _Pattern(frozenset(programs.split()), tuple(frozenset(w.split("|")) for w in words))
+
+
+#: Commands that print a credential (each vendor's CLI reference): ``gh auth token``, the AWS
+#: CLI's export-credentials, STS and ECR/CodeArtifact tokens and Secrets Manager values,
+#: ``gcloud auth print-access-token``, ``az account get-access-token``, ``kubectl create
+#: token``/``get secret``, ``vault print token``/``kv get``, ``heroku auth:token``, 1Password
+#: ``op read``, Bitwarden ``bw get``, pass(1), secret-tool(1), git-credential(1) ``fill``,
+#: security(1) ``find-*-password``.
+_PRINTERS: tuple[_Pattern, ...] = (
+    _p("gh", "auth", "token"),
+    _p("aws", "configure", "export-credentials"),
+    _p("aws", "sts", "get-session-token|assume-role|assume-role-with-web-identity|assume-role-with-saml|"
+       "get-federation-token"),
+    _p("aws", "ecr|ecr-public", "get-login-password|get-authorization-token"),
+    _p("aws", "codeartifact", "get-authorization-token"),
+    _p("aws", "secretsmanager", "get-secret-value"),
+    _p("aws", "sso", "get-role-credentials"),
+    _p("gcloud", "auth", "print-access-token|print-identity-token"),
+    _p("gcloud", "auth", "application-default", "print-access-token"),
+    _p("gcloud", "config", "config-helper"),
+    _p("gcloud", "secrets", "versions", "access"),
+    _p("az", "account", "get-access-token"),
+    _p("az", "keyvault", "secret", "show|download"),
+    _p("az", "ad", "sp", "create-for-rbac|credential"),
+    _p("kubectl", "create", "token"),
+    _p("kubectl", "get", "secret|secrets"),
+    _p("vault bao", "print", "token"),
+    _p("vault bao", "token", "create"),
+    _p("vault bao", "kv", "get"),
+    _p("vault bao", "read"),
+    _p("heroku", "auth:token"),
+    _p("op", "read"),
+    _p("op", "item", "get"),
+    _p("bw", "get"),
+    _p("pass", "show"),
+    _p("secret-tool", "lookup"),
+    _p("git", "credential", "fill"),
+    _p("security", "find-generic-password|find-internet-password"),
+)
+#: Calls that print a credential with one of these options: ``gh``/``glab auth status -t``,
+#: ``kubectl config view --raw``, gpg(1) ``--export-secret-keys``, ``az acr login --expose-token``.
+_PRINTER_OPTIONS: tuple[tuple[_Pattern, frozenset[str]], ...] = (
+    (_p("gh glab", "auth", "status"), frozenset({"-t", "--show-token"})),
+    (_p("kubectl", "config", "view"), frozenset({"--raw"})),
+    (_p("gpg gpg2"), frozenset({"--export-secret-keys", "--export-secret-subkeys"})),
+    (_p("az", "acr", "login"), frozenset({"--expose-token", "-t"})),
+)
+#: Calls that send their arguments or files off the machine besides the network programs: git
+#: to a remote (git-push(1), git-clone(1), git-fetch(1)…, also ``-c http.extraHeader``), cloud
+#: storage copies (``aws s3 cp``, ``gsutil cp``, ``gcloud storage cp``, ``az storage … upload``,
+#: azcopy, rclone, s3cmd, MinIO ``mc``), GitHub through gh (gists, the API, releases, issues,
+#: pull requests), a container started from a registry image (``docker run -e``).
+_SENDERS: tuple[_Pattern, ...] = (
+    _p("git", "push|clone|fetch|pull|ls-remote|remote|submodule|send-email|request-pull|archive"),
+    _p("aws", "s3", "cp|mv|sync"),
+    _p("aws", "s3api", "put-object|upload-part"),
+    _p("gsutil", "cp|mv|rsync"),
+    _p("gcloud", "storage", "cp|mv|rsync"),
+    _p("az", "storage", "blob|file|fs", "upload|upload-batch"),
+    _p("azcopy", "copy|cp|sync"),
+    _p("rclone", "copy|copyto|move|moveto|sync|bisync|rcat"),
+    _p("s3cmd", "put|sync"),
+    _p("mc", "cp|mirror|put"),
+    _p("gh", "gist|api|release|issue|pr"),
+    _p("docker podman nerdctl", "run|create"),
+)
+#: Calls that bring files from the network (the downloaders, and these): git-clone(1), ``gh
+#: repo clone``, hg clone, svn checkout/export, cloud storage copies; scp(1)/rsync(1) from a
+#: remote operand are checked apart.
+_FETCHERS: tuple[_Pattern, ...] = (
+    _p("git", "clone"),
+    _p("gh", "repo", "clone"),
+    _p("hg", "clone"),
+    _p("svn", "checkout|co|export"),
+    _p("fossil", "clone"),
+    _p("aws", "s3", "cp|sync|mv"),
+    _p("gsutil", "cp|rsync|mv"),
+    _p("gcloud", "storage", "cp|rsync"),
+    _p("azcopy", "copy|cp|sync"),
+    _p("rclone", "copy|copyto|sync|move|moveto"),
+)
+#: Calls that run code from the working tree: make(1) runs the Makefile's recipes, npm-install(1)
+#: runs lifecycle scripts and ``npm run`` the package's scripts, yarn/pnpm/bun likewise, cargo
+#: build runs build.rs, ``go generate``/``go run``/``go test`` run the module's code, bundle(1)
+#: and composer run install hooks, docker build runs the Dockerfile's RUN steps, cmake runs
+#: CMakeLists.txt, Gradle/Maven/sbt/Bazel/ant/rake/just/ninja/meson/scons their build files,
+#: uv/poetry/pipenv/tox/nox/hatch the project's code.
+_BUILD_RUNNERS: tuple[_Pattern, ...] = (
+    _p("make gmake ninja just rake scons meson bazel bazelisk ant mvn gradle sbt cmake tox nox hatch "
+       "./gradlew ./mvnw gradlew mvnw"),
+    _p("npm", "install|i|ci|run|run-script|start|test|t|exec|rebuild|restart|pack"),
+    _p("yarn pnpm bun"),
+    _p("cargo", "build|run|install|test|bench|check"),
+    _p("go", "run|build|generate|test|install|vet"),
+    _p("bundle", "install|exec"),
+    _p("composer", "install|update|run-script|run"),
+    _p("docker podman", "build|compose|buildx"),
+    _p("docker-compose", "up|build|run"),
+    _p("uv", "run|sync|build"),
+    _p("poetry", "install|run|build"),
+    _p("pipenv", "install|run|sync"),
+)
 
 
 def _interpreter(program: str | None) -> _Interpreter | None:
@@ -1561,58 +2093,349 @@ def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> boo
     return operand is None or operand in ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 
 
-def _url_name(word: str) -> str | None:
-    if "://" not in word:
-        return None
-    path = word.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0]
-    name = path.rsplit("/", 1)[-1] if "/" in path else ""
-    return name or None
+def _program_word(command: SimpleCommand) -> str:
+    """The word that names the program, as written (after wrappers and assignments)."""
+    return command.words[len(command.words) - len(command.args) - 1] if command.words else ""
 
 
-def _downloaded(command: SimpleCommand) -> set[str]:
-    """Base names of the files a downloader writes (curl -o/-O, wget -O or the URL's name,
-    fetch -o, aria2c -o, iwr -OutFile, a stdout redirection)."""
-    names: set[str] = set()
-    program = (command.program or "").lower()
-    args = command.args
-    urls = [name for name in (_url_name(w) for w in args) if name]
-    if program in ("curl", "curlie"):
-        out = _option_value(args, "-o", ("--output",))
-        if out:
-            names.add(_base(out))
-        if any(w in ("-O", "--remote-name", "--remote-name-all") or (w.startswith("-") and not w.startswith("--")
-                                                                     and "O" in w) for w in args):
-            names.update(urls)
-    elif program in ("wget", "fetch", "aria2c"):
-        out = _option_value(args, "-O" if program == "wget" else "-o",
-                            ("--output-document",) if program == "wget" else ("--out", "--output"))
-        if out and out != "-":
-            names.add(_base(out))
-        elif out is None:
-            names.update(urls)
-    elif program in ("iwr", "invoke-webrequest", "irm", "invoke-restmethod"):
-        for index, word in enumerate(args):
-            if word.lower() in ("-outfile", "-o") and index + 1 < len(args):
-                names.add(_base(args[index + 1]))
-    for redirect in command.redirects:
-        if redirect.operator in (">", ">>", ">|", "&>", "&>>") and redirect.descriptor in (None, 1) \
-                and redirect.target:
-            names.add(_base(redirect.target))
-    return names
+def _positional_words(args: Sequence[str], values: frozenset[str]) -> list[str]:
+    return [args[i] for i in _positionals(args, values)]
 
 
-def _runs_file(command: SimpleCommand, names: set[str]) -> bool:
-    if not names:
+def _is(command: SimpleCommand, pattern: _Pattern) -> bool:
+    program = command.program
+    if program is None or (program not in pattern.programs and _program_word(command) not in pattern.programs):
         return False
-    program_word = command.words[len(command.words) - len(command.args) - 1] if command.words else ""
-    if "/" in program_word and _base(program_word) in names:
+    if not pattern.words:
         return True
-    spec = _interpreter(command.program)
-    if spec is not None or command.program in _SOURCING:
-        operand = _operand(spec or _Interpreter(frozenset(), frozenset()), command.args)
-        if operand is not None and _base(operand) in names:
+    words = _positional_words(command.args, _GLOBAL_VALUES.get(program, frozenset()))
+    return len(words) >= len(pattern.words) and all(w in alternatives for w, alternatives in
+                                                    zip(words, pattern.words, strict=False))
+
+
+def _option_in(args: Sequence[str], options: frozenset[str]) -> bool:
+    for word in args:
+        if word == "--":
+            return False
+        if word in options or word.split("=", 1)[0] in options:
             return True
     return False
+
+
+# --- fetched code reaching an interpreter -----------------------------------------------------
+
+
+def _awk_runs_input(command: SimpleCommand) -> bool:
+    """awk reading its program from a pipe (``-f -``), or whose program runs commands."""
+    args = command.args
+    program_text: str | None = None
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            index += 1
+            break
+        if word in ("-f", "--file", "-E", "--exec") and index + 1 < len(args):
+            if args[index + 1] in ("-", "/dev/stdin"):
+                return True
+            program_text = ""
+        if word in ("-e", "--source") and index + 1 < len(args):
+            program_text = (program_text or "") + args[index + 1]
+        if len(word) > 1 and word[0] == "-":
+            index += 2 if word in _AWK_VALUES else 1
+            continue
+        break
+    if program_text is None and index < len(args):
+        program_text = args[index]
+    return bool(program_text and _AWK_RUNS.search(program_text))
+
+
+def _sed_runs_input(command: SimpleCommand) -> bool:
+    args = command.args
+    scripts: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            index += 1
+            break
+        if word in ("-e", "--expression") and index + 1 < len(args):
+            scripts.append(args[index + 1])
+            index += 2
+            continue
+        if word.startswith("--expression="):
+            scripts.append(word.split("=", 1)[1])
+        elif word in ("-f", "--file") and index + 1 < len(args):
+            if args[index + 1] in ("-", "/dev/stdin"):
+                return True
+            scripts.append("")
+            index += 2
+            continue
+        elif not word.startswith("-") or word == "-":
+            break
+        index += 1
+    if not scripts and index < len(args):
+        scripts.append(args[index])
+    return any(_SED_EXEC.search(script) for script in scripts)
+
+
+def _replace_string(wrapper: tuple[str, ...]) -> str | None:
+    """The replace-string of ``xargs -I R``/``-i``/``--replace`` (``{}`` by default) or GNU
+    parallel (``{}`` unless ``-I R``)."""
+    name = _base(wrapper[0])
+    for index, word in enumerate(wrapper[1:], start=1):
+        if word == "-I" and index + 1 < len(wrapper):
+            return wrapper[index + 1]
+        if word.startswith("-I") and len(word) > 2:
+            return word[2:]
+        if word in ("-i", "--replace") or word.startswith("--replace="):
+            return word.split("=", 1)[1] if "=" in word else "{}"
+    return "{}" if name == "parallel" else None
+
+
+def _runs_its_input_as_code(command: SimpleCommand) -> str | None:
+    """xargs/parallel feeding piped text to an interpreter as its code, or as the command."""
+    if command.stdin is not Stream.PIPE:
+        return None
+    feeders = [w for w in command.wrappers if _base(w[0]) in ("xargs", "parallel")]
+    if not feeders:
+        if command.program == "parallel" and all(a.startswith("-") for a in command.args):
+            return "runs another command's output as commands"
+        return None
+    replace_with = _replace_string(feeders[-1])
+    if replace_with and _program_word(command) == replace_with:
+        return "runs another command's output as commands"
+    spec = _interpreter(command.program)
+    if spec is None:
+        return None
+    code = _inline_code(spec, command.args)
+    if code is None or not code.strip() or (replace_with is not None and replace_with in code):
+        return "runs another command's output as code"
+    return None
+
+
+def _fetches(command: SimpleCommand) -> bool:
+    """Whether the command brings files or code from the network."""
+    program = command.program or ""
+    if program in _DOWNLOADERS or program.lower() in _DOWNLOADERS:
+        return True
+    if program in ("scp", "rsync", "sftp"):
+        operands = [a for a in command.args if not a.startswith("-")]
+        return any(_REMOTE_OPERAND.match(a) for a in operands[:-1]) or (program == "sftp" and bool(operands))
+    return any(_is(command, pattern) for pattern in _FETCHERS)
+
+
+def _python_module(args: Sequence[str]) -> str | None:
+    for index, word in enumerate(args):
+        if word == "-m":
+            return args[index + 1] if index + 1 < len(args) else ""
+        if word.startswith("-m") and len(word) > 2:
+            return word[2:]
+        if word == "-c" or not word.startswith("-"):
+            return None
+    return None
+
+
+def _runs_local_code(command: SimpleCommand) -> bool:
+    """Whether the command runs a file or the working tree (which a download may have written)."""
+    word = _program_word(command)
+    if "/" in word and not word.startswith(_SYSTEM_DIRS):
+        return True
+    program = command.program
+    spec = _interpreter(program)
+    if program in _SOURCING:
+        return _operand(_Interpreter(frozenset(), frozenset()), command.args) is not None
+    if spec is not None:
+        if _PYTHON.match((program or "").lower()) or (program or "").lower().startswith("pypy"):
+            module = _python_module(command.args)
+            if module is not None:
+                return module not in _DATA_MODULES
+        if _inline_code(spec, command.args) is None:
+            operand = _operand(spec, command.args)
+            if operand is not None and operand not in ("-", "/dev/stdin"):
+                return True
+    if program in ("pip", "pip3") and _positional_words(command.args, _PIP_VALUES)[:1] == ["install"]:
+        return any(a in (".", "..", "-e", "--editable", "-r", "--requirement") or a.startswith(("./", "../", "/"))
+                   for a in command.args)
+    return any(_is(command, pattern) for pattern in _BUILD_RUNNERS)
+
+
+def _package_by_url(command: SimpleCommand) -> bool:
+    """A package runner or installer given a package by URL or repository address."""
+    node_runners = {"npx", "pnpx", "bunx"}
+    program = command.program or ""
+    for wrapper in command.wrappers:
+        name = _base(wrapper[0])
+        runner = name in node_runners or name in ("uvx", "pipx") or (
+            len(wrapper) > 1 and (name, wrapper[1]) in _SUB_WRAPPERS and _SUB_WRAPPERS[(name, wrapper[1])].package)
+        if not runner:
+            continue
+        node = name in node_runners or name in ("npm", "pnpm", "yarn", "bun")
+        candidates = [*wrapper[1:], _program_word(command)]
+        if any(_URL_SPEC.search(w.split("=", 1)[1] if w.startswith("--") and "=" in w else w) for w in candidates):
+            return True
+        if node and any(_GITHUB_SHORTHAND.match(w) for w in candidates if not w.startswith("-")):
+            return True
+    args = command.args
+    if _PYTHON.match(program.lower()) and _python_module(args) == "pip":
+        program, args = "pip", tuple(args[args.index("pip") + 1:]) if "pip" in args else ()
+    words = _positional_words(args, _PIP_VALUES if program in ("pip", "pip3", "uv", "pipx") else frozenset())
+    if not words:
+        return False
+    first = words[0]
+    rest = words[1:]
+    installs = (program in ("pip", "pip3") and first == "install") or (
+        program == "pipx" and first in ("install", "run", "inject")) or (
+        program == "uv" and (words[:2] in (["pip", "install"], ["tool", "install"], ["tool", "run"])
+                             or first in ("add", "run")))
+    if installs:
+        return any(_URL_SPEC.search(w) for w in rest) or any(
+            _URL_SPEC.search(w.split("=", 1)[-1]) for w in args if w.startswith(("--from", "--with")))
+    if program in ("npm", "yarn", "pnpm", "bun") and first in ("install", "i", "add", "dlx", "x", "exec", "create",
+                                                               "init"):
+        return any(_URL_SPEC.search(w) or _GITHUB_SHORTHAND.match(w) for w in rest)
+    if program == "deno" and first in ("run", "install", "compile", "x"):
+        return any("://" in w for w in rest) or any("://" in w for w in args if not w.startswith("-"))
+    if program == "cargo" and first == "install":
+        return _option_in(args, frozenset({"--git"})) or any("://" in w for w in rest)
+    if program == "go" and first == "run":
+        return any("@" in w and "/" in w and "." in w.split("/", 1)[0] for w in rest)
+    return False
+
+
+def _gives_container_the_host(command: SimpleCommand) -> bool:
+    """``docker run`` with the host's root or the container engine's socket mounted, privileged, or
+    in the host's process namespace (docker-run(1) --privileged, --pid=host, -v, --mount)."""
+    if not any(_is(command, _p(engine, "run|create")) for engine in ("docker", "podman", "nerdctl")):
+        return False
+    sockets = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
+    args = command.args
+    for index, word in enumerate(args):
+        if word == "--privileged" or word in ("--pid=host", "--userns=host") or (
+                word == "--pid" and index + 1 < len(args) and args[index + 1] == "host"):
+            return True
+        value: str | None = None
+        if word in ("-v", "--volume", "--mount") and index + 1 < len(args):
+            value = args[index + 1]
+        elif word.startswith(("--volume=", "--mount=")):
+            value = word.split("=", 1)[1]
+        elif word.startswith("-v") and len(word) > 2 and not word.startswith("--"):
+            value = word[2:]
+        if value is None:
+            continue
+        source = value.split(":", 1)[0]
+        for part in value.split(","):
+            key, _, found = part.partition("=")
+            if key in ("source", "src"):
+                source = found
+        if (source.startswith("/") and source.rstrip("/") == "") or source in sockets:
+            return True
+    return False
+
+
+def _download_refusal(line: CommandLine, text: str) -> str | None:
+    """Fetched or generated text reaching an interpreter, and code run after a download."""
+    if _POWERSHELL_EVAL.search(text):
+        return "runs text as a command (Invoke-Expression)"
+    fetched = False
+    for command in line.commands:
+        program = command.program
+        lowered = (program or "").lower()
+        name_word = _program_word(command)
+        if lowered in _EVALUATORS:
+            return "runs text as a command (eval)"
+        if program is None and command.words:
+            if "$(" in name_word or "`" in name_word or name_word.startswith("<("):
+                return "runs the output of another command as a command"
+            if command.stdin is Stream.PIPE:
+                return "pipes another command's output into a program named by a variable"
+        spec = _interpreter(program)
+        if spec is not None:
+            code = _inline_code(spec, command.args)
+            if lowered in ("pwsh", "powershell", "pwsh.exe", "powershell.exe") and any(
+                    w.lower() in ("-encodedcommand", "-enc", "-ec", "-e") for w in command.args):
+                return "runs an encoded command"
+            if code is not None and program not in _SHELLS and (
+                    "$(" in code or "`" in code or _CODE_EVAL.search(code)
+                    or (_CODE_NETWORK.search(code) and _CODE_RUNS.search(code))):
+                return "runs fetched or generated text as code"
+            if _reads_program_from_stdin(command, spec):
+                if command.stdin is Stream.PIPE:
+                    return "pipes another command's output into an interpreter"
+                if command.stdin is Stream.TEXT and any(
+                        "$(" in r.target or "`" in r.target for r in command.redirects if r.operator == "<<<"):
+                    return "feeds another command's output to an interpreter"
+        if spec is not None or program in _SOURCING:
+            operand = _operand(spec or _Interpreter(frozenset(), frozenset()), command.args)
+            if operand is not None and (operand.startswith("<(") or operand.startswith("/dev/fd/")
+                                        or operand.startswith("/proc/self/fd/")
+                                        or (operand == "/dev/stdin" and command.stdin is Stream.PIPE)):
+                return "runs another command's output as a program"
+            if operand is not None and ("$(" in operand or "`" in operand):
+                return "runs another command's output as a program"
+        if command.stdin is Stream.PIPE and (
+                (lowered in _AWKS and _awk_runs_input(command)) or (lowered in _SEDS and _sed_runs_input(command))):
+            return "pipes another command's output into a program that runs it"
+        fed = _runs_its_input_as_code(command)
+        if fed is not None:
+            return fed
+        if lowered in _RUNS_ITS_INPUT and command.stdin is Stream.PIPE and any(
+                c.stage < command.stage and _fetches(c) for c in line.pipelines[command.pipeline]):
+            return "pipes fetched content into a program that runs it"
+        if _package_by_url(command):
+            return "runs a package fetched by URL"
+        if _gives_container_the_host(command):
+            return "gives a container the host"
+        if fetched and _runs_local_code(command):
+            return "runs code it downloads"
+        if _fetches(command):
+            fetched = True
+    for pipeline in line.pipelines:
+        for command in pipeline:
+            if command.program in _ROOT_WRITERS and any(_base(w[0]) in _ROOT_WRAPPERS for w in command.wrappers) \
+                    and any(c.stage < command.stage and _fetches(c) for c in pipeline):
+                return "writes downloaded content as root"
+    return None
+
+
+# --- secrets reaching the network -------------------------------------------------------------
+
+
+def _secret_variable(name: str) -> bool:
+    return name not in ("PWD", "OLDPWD") and bool(_SECRET_NAME.search(name))
+
+
+def _prints_secret(command: SimpleCommand) -> bool:
+    """A command whose output is a credential or the environment."""
+    program = command.program
+    args = command.args
+    if program in _ENV_DUMPS and (not args or all(a.startswith("-") for a in args)):
+        return program not in ("export", "declare", "typeset") or any("p" in a or "x" in a for a in args)
+    if program == "printenv":
+        return any(_secret_variable(a) for a in args if not a.startswith("-"))
+    if any(_is(command, pattern) for pattern in _PRINTERS):
+        return True
+    if _is(command, _p("aws", "configure", "get")):
+        words = _positional_words(args, _GLOBAL_VALUES["aws"])
+        return len(words) > 2 and _secret_variable(words[2])
+    return any(_is(command, pattern) and _option_in(args, options) for pattern, options in _PRINTER_OPTIONS)
+
+
+def _inline_sink(command: SimpleCommand) -> str | None:
+    """The inline code of an interpreter that talks to the network."""
+    spec = _interpreter(command.program)
+    if spec is None or command.program in _SHELLS:
+        return None
+    code = _inline_code(spec, command.args)
+    return code if code is not None and _CODE_NETWORK.search(code) else None
+
+
+def _is_sink(command: SimpleCommand) -> bool:
+    """Whether the command sends data off the machine."""
+    program = command.program or ""
+    lowered = program.lower()
+    return (program in _NETWORK or lowered in _NETWORK or lowered in _RESOLVERS
+            or any(_is(command, pattern) for pattern in _SENDERS) or _inline_sink(command) is not None)
 
 
 def _sent_words(command: SimpleCommand) -> Iterator[str]:
@@ -1631,86 +2454,251 @@ def _sent_words(command: SimpleCommand) -> Iterator[str]:
             continue
         yield word
     for redirect in command.redirects:
-        if redirect.operator in ("<", "<<<", "<&") and redirect.descriptor in (None, 0):
+        if redirect.operator in ("<<<", "<<", "<<-") and redirect.descriptor in (None, 0):
             yield redirect.target
 
 
-def _mentions_secret(word: str) -> bool:
-    return bool(_SECRET_VARIABLE.search(word) or _SECRET_HEADER.search(word) or _SECRET_PATH.search(word))
+def _sends_credential_file(command: SimpleCommand) -> bool:
+    """curl(1) reading request headers from a file (``-H @file``) or its options from a config
+    file (``-K file``): where curl keeps an Authorization header or ``-u user:password``; a
+    container given a host variable by name (``docker run -e GITHUB_TOKEN``, docker-run(1)
+    --env: "the value is taken from the environment")."""
+    args = command.args
+    if command.program in ("curl", "curlie"):
+        for index, word in enumerate(args):
+            following = args[index + 1] if index + 1 < len(args) else ""
+            if word in ("-H", "--header") and following.startswith("@"):
+                return True
+            if word.startswith(("-H@", "--header=@")):
+                return True
+            if word in ("-K", "--config") or (word.startswith("-K") and len(word) > 2) or word.startswith("--config="):
+                return True
+        return False
+    if any(_is(command, _p(engine, "run|create")) for engine in ("docker", "podman", "nerdctl")):
+        for index, word in enumerate(args):
+            value: str | None = None
+            if word in ("-e", "--env") and index + 1 < len(args):
+                value = args[index + 1]
+            elif word.startswith("--env="):
+                value = word.split("=", 1)[1]
+            elif word.startswith("-e") and len(word) > 2 and not word.startswith("--"):
+                value = word[2:]
+            if value is not None and "=" not in value and _secret_variable(value):
+                return True
+    return False
+
+
+class _Secrets:
+    """What carries a secret in one line: variables, files written with one, command outputs."""
+
+    def __init__(self, line: CommandLine) -> None:
+        self.line = line
+        self.variables: set[str] = set()
+        self.files: set[str] = set()
+        count = len(line.commands)
+        self.output = [False] * count
+        self.hosted: list[list[int]] = [[] for _ in range(count)]
+        self.members: dict[int, list[int]] = {}
+        for index, command in enumerate(line.commands):
+            if command.host is not None and 0 <= command.host < count:
+                self.hosted[command.host].append(index)
+            self.members.setdefault(command.pipeline, []).append(index)
+        self._settle()
+
+    def text(self, text: str) -> bool:
+        """Whether a word or value names a secret: a secret-looking or tainted variable, a
+        credential header, a credential file, a file the line wrote a secret into."""
+        if _SECRET_HEADER.search(text) or _SECRET_PATH.search(text):
+            return True
+        if "$" in text and any(_secret_variable(name) or name in self.variables
+                               for name in _VARIABLE_REFERENCE.findall(text)):
+            return True
+        if self.files and "://" not in text:
+            names = {_base(f) for f in self.files}
+            for part in (text, text.rsplit("@", 1)[-1], text.rsplit("=", 1)[-1], text.rsplit("<", 1)[-1]):
+                if part and (posixpath.normpath(part) in self.files or _base(part) in names):
+                    return True
+        return False
+
+    def words(self, index: int, words: Sequence[str]) -> bool:
+        return any(self.text(w) for w in words) or any(self.output[j] for j in self.hosted[index])
+
+    def stdin(self, index: int) -> bool:
+        commands = self.line.commands
+        command = commands[index]
+        if command.stdin is Stream.PIPE and command.stage > 0 and any(
+                commands[j].stage < command.stage and self.output[j] for j in self.members.get(command.pipeline, ())):
+            return True
+        for redirect in command.redirects:
+            if redirect.descriptor in (None, 0) and redirect.operator in ("<", "<&", "<>", "<<<", "<<", "<<-") \
+                    and self.text(redirect.target):
+                return True
+        return False
+
+    def _settle(self) -> None:
+        line = self.line
+        commands = line.commands
+        for _ in range(6):
+            changed = False
+            bare_secret = any(self.output[i] for i, c in enumerate(commands) if c.in_substitution and c.host is None)
+            assignments = [*line.assignments, *(pair for c in commands for pair in c.environment)]
+            for name, value in assignments:
+                generated = bare_secret and ("$(" in value or "`" in value)
+                if name not in self.variables and (generated or self.text(value)):
+                    self.variables.add(name)
+                    changed = True
+            for index, command in enumerate(commands):
+                if not self.output[index] and self._outputs_secret(index, command):
+                    self.output[index] = True
+                    changed = True
+                if self.output[index] or (not _is_sink(command) and self.words(index, command.args)):
+                    changed |= self._write_files(index, command)
+            if not changed:
+                return
+
+    def _outputs_secret(self, index: int, command: SimpleCommand) -> bool:
+        if _prints_secret(command) or self.stdin(index):
+            return True
+        if not _is_sink(command) and self.words(index, command.words):
+            return True
+        if command.script is not None:
+            end = index + 1
+            while end < len(self.line.commands) and self.line.commands[end].depth > command.depth:
+                if self.output[end]:
+                    return True
+                end += 1
+        return False
+
+    def _write_files(self, index: int, command: SimpleCommand) -> bool:
+        written: set[str] = set()
+        if self.output[index]:
+            for redirect in command.redirects:
+                if redirect.operator in (">", ">>", ">|", "&>", "&>>") and redirect.descriptor in (None, 1) \
+                        and redirect.target:
+                    written.add(posixpath.normpath(redirect.target))
+        if command.program in _COPIERS and (self.output[index] if command.program == "tee"
+                                            else self.words(index, command.args)):
+            written.update(posixpath.normpath(a.split("=", 1)[-1]) for a in command.args
+                           if a and not a.startswith("-") and not self.text(a))
+        new = written - self.files
+        self.files |= new
+        return bool(new)
+
+
+def _secret_refusal(line: CommandLine) -> str | None:
+    """A secret (a credential variable, file, token-printing command or the environment)
+    reaching a command that sends data off the machine, through words, substitutions, pipes,
+    variables or files written in the line."""
+    sinks = [index for index, command in enumerate(line.commands) if _is_sink(command)]
+    if not sinks:
+        return None
+    secrets = _Secrets(line)
+    for index in sinks:
+        command = line.commands[index]
+        code = _inline_sink(command)
+        if code is not None and (_CODE_ENVIRONMENT.search(code) or secrets.text(code)):
+            return "sends a secret over the network"
+        if secrets.words(index, list(_sent_words(command))) or secrets.stdin(index) or _sends_credential_file(command):
+            return "sends a secret over the network"
+    return None
+
+
+#: Credentials written out in plain text, by the shapes their issuers document: GitHub tokens
+#: (docs.github.com, "About authentication to GitHub": ghp_, gho_, ghu_, ghs_, ghr_,
+#: github_pat_), AWS access key ids (IAM User Guide, "Unique identifiers": AKIA, ASIA), Slack
+#: tokens (api.slack.com/authentication/token-types: xoxb-, xoxp-, xapp-), OpenAI and Anthropic
+#: API keys (sk-, sk-ant-), Google API keys (AIza), JSON Web Tokens (RFC 7519: three base64url
+#: parts, the first of which decodes to '{"'), and PEM private keys (RFC 7468).
+_LITERAL_SECRET = re2.compile(
+    r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|(AKIA|ASIA)[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|xapp-[A-Za-z0-9-]{10,}|sk-(ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.)|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+)
+#: Options whose value is a secret: given as written text (not ``$VAR``), the line carries it.
+_SECRET_OPTION = re2.compile(r"(?i)^--?(token|password|passwd|pass|secret|api-?key|access-?key|client-secret|auth)$")
+#: Targets whose removal or overwrite destroys a machine or a home: rm(1) -r of /, ~, $HOME,
+#: a glob at the root; mkfs(8); dd(1) or a redirection onto a block device.
+_DESTROYED = frozenset({"/", "/*", "~", "~/", "~/*", "$HOME", "${HOME}", "$HOME/", "$HOME/*", "*", ".", "..", "/home"})
+
+
+def _plain_secret(line: CommandLine, text: str) -> str | None:
+    """A secret written out in the command itself (a token's shape, or the value of a
+    ``--token``/``--password`` option): quoting the command would repeat it."""
+    if _LITERAL_SECRET.search(text) is not None:
+        return "carries a credential in plain text"
+    for simple in line.commands:
+        words = simple.args
+        for index, word in enumerate(words):
+            name, _, attached = word.partition("=")
+            if _SECRET_OPTION.match(name):
+                value = attached or (words[index + 1] if index + 1 < len(words) else "")
+                if value and not value.startswith("$") and not value.startswith("-"):
+                    return "carries a credential in plain text"
+    return None
+
+
+def _destroys(line: CommandLine) -> str | None:
+    """A command that destroys a machine's or a home's data (rm -r of /, ~; mkfs; dd onto
+    a device)."""
+    for simple in line.commands:
+        program, args = simple.program, simple.args
+        recursive = any(a.startswith("-") and ("r" in a.lower() or a == "--recursive") for a in args)
+        if program == "rm" and recursive and any(a in _DESTROYED for a in args if not a.startswith("-")):
+            return "destroys the machine's or the home's files"
+        wipes = program is not None and (program.startswith(("mkfs", "wipefs", "shred")))
+        if wipes and any(a.startswith("/dev/") for a in args):
+            return "destroys a disk"
+        if program == "dd" and any(a.startswith("of=/dev/") for a in args):
+            return "destroys a disk"
+        if any(r.target.startswith("/dev/sd") or r.target.startswith("/dev/nvme") for r in simple.redirects
+               if r.operator in (">", ">>", ">|")):
+            return "destroys a disk"
+    return None
 
 
 def _refusal(line: CommandLine, text: str) -> str | None:
-    commands = line.commands
-    if _POWERSHELL_EVAL.search(text):
-        return "runs text as a command (Invoke-Expression)"
-    downloaded: set[str] = set()
-    for command in commands:
-        program = command.program
-        lowered = (program or "").lower()
-        name_word = command.words[len(command.words) - len(command.args) - 1] if command.words else ""
-        if lowered in _EVALUATORS:
-            return "runs text as a command (eval)"
-        if "$(" in name_word or "`" in name_word or name_word.startswith("<("):
-            return "runs the output of another command as a command"
-        spec = _interpreter(program)
-        if spec is not None:
-            code = _inline_code(spec, command.args)
-            if lowered in ("pwsh", "powershell", "pwsh.exe", "powershell.exe") and any(
-                    w.lower() in ("-encodedcommand", "-enc", "-ec", "-e") for w in command.args):
-                return "runs an encoded command"
-            if code is not None and program not in _SHELLS and ("$(" in code or "`" in code or _CODE_EVAL.search(code)):
-                return "runs fetched or generated text as code"
-            if _reads_program_from_stdin(command, spec):
-                if command.stdin is Stream.PIPE:
-                    return "pipes another command's output into an interpreter"
-                if command.stdin is Stream.TEXT and any(
-                        "$(" in r.target or "`" in r.target for r in command.redirects if r.operator == "<<<"):
-                    return "feeds another command's output to an interpreter"
-        if spec is not None or program in _SOURCING:
-            operand = _operand(spec or _Interpreter(frozenset(), frozenset()), command.args)
-            if operand is not None and (operand.startswith("<(") or operand.startswith("/dev/fd/")
-                                        or operand.startswith("/proc/self/fd/")
-                                        or (operand == "/dev/stdin" and command.stdin is Stream.PIPE)):
-                return "runs another command's output as a program"
-            if program in _SOURCING and operand is not None and ("$(" in operand or "`" in operand):
-                return "runs another command's output as a program"
-        if _runs_file(command, downloaded):
-            return "runs a file it downloads"
-        if lowered in _DOWNLOADERS:
-            downloaded |= _downloaded(command)
-        if lowered in _NETWORK and any(_mentions_secret(w) for w in _sent_words(command)):
-            return "sends a secret over the network"
-    for pipeline in line.pipelines:
-        for command in pipeline:
-            upstream = [c for c in pipeline if c.stage < command.stage]
-            if not upstream:
-                continue
-            lowered = (command.program or "").lower()
-            if lowered in _NETWORK and any(
-                    (c.program in _ENV_DUMPS and (not c.args or all(a.startswith("-") for a in c.args)))
-                    or any(_mentions_secret(w) for w in c.args) for c in upstream):
-                return "sends a secret over the network"
-            if command.program in _ROOT_WRITERS and any(_base(w[0]) in _ROOT_WRAPPERS for w in command.wrappers) \
-                    and any((c.program or "").lower() in _DOWNLOADERS for c in upstream):
-                return "writes downloaded content as root"
-    return None
+    return _plain_secret(line, text) or _destroys(line) or _download_refusal(line, text) or _secret_refusal(line)
 
 
 def screen_command(command: str) -> Screened:
     """Screen a command a tool's output suggests before unstuck quotes it.
 
-    Cleans it (:func:`clean_terminal_text`, outer whitespace stripped), then refuses: an empty
-    command, one that spans lines, is longer than :data:`SCREEN_MAX_CHARS` characters, carries
-    invisible format characters (bidirectional overrides, zero-width marks), or does not parse;
-    fetched or generated text reaching an interpreter (a pipe into a shell, Python, Perl, Ruby,
-    Node, PHP, PowerShell or ``iex``, also through ``sudo``/``env``; ``bash <(curl …)``,
-    ``source <(…)``, ``sh -c "$(curl …)"``, ``python -c "$(wget -O- …)"``, ``eval``,
-    ``Invoke-Expression``, a command name that is a substitution, a downloaded file run by an
-    interpreter or by path); downloaded content written as root (``| sudo tee``/``dd``); and
-    commands that send secrets (a network command carrying a ``$…TOKEN``/``SECRET``/``KEY``/
-    ``PASSWORD`` variable, an ``Authorization:`` header, a credential file such as
-    ``~/.ssh/…``, ``~/.aws/credentials``, ``~/.netrc``, ``/etc/shadow``, or fed an environment
-    dump). Never raises.
+    Cleans it (:func:`clean_terminal_text`, outer whitespace stripped), then refuses:
+
+    * an empty command, one that spans lines, is longer than :data:`SCREEN_MAX_CHARS`
+      characters, carries invisible format characters (bidirectional overrides, zero-width
+      marks), or does not parse;
+    * fetched or generated text reaching an interpreter: a pipe into a shell, Python, Perl,
+      Ruby, Node, PHP, R, Julia, jshell … or ``iex`` (also through ``sudo``/``env``/``timeout``,
+      ``script -c``, a shell named by a variable such as ``$SHELL``, or any program named by a
+      variable); ``bash <(curl …)``, ``source <(…)``, ``sh -c "$(curl …)"``, ``eval``,
+      ``Invoke-Expression``; a command name that is a substitution; awk or sed whose program
+      runs commands (``system()``, ``e``) on piped text; xargs/parallel turning piped text into
+      code; inline code that evaluates text (``eval``, ``exec``, ``.then(eval)``) or fetches
+      and runs a command; a database shell fed a download;
+    * code run after a download in the same line: a line that fetches (curl, wget, git clone,
+      scp from a host, a cloud storage copy …) and later runs a file by path, a script given to
+      an interpreter, a sourced file, or a build in the working tree (make, npm install, pip
+      install ., cargo build …), whatever renames or unpacking happened between;
+    * a package runner or installer given code by address (``npx https://…``, ``pip install
+      git+https://…``, ``uvx --from git+…``, ``deno run https://…``, ``go run host/x@v``);
+      downloaded content written as root (``| sudo tee``/``dd``); a container given the host
+      (``docker run -v /:/host``, ``--privileged``);
+    * a secret reaching the network: secret-looking variables (``*TOKEN*``, ``*SECRET*``,
+      ``*KEY*``, ``*PASSWORD*``, ``*PAT*``, ``*AUTH*``, ``*WEBHOOK*``, ``DATABASE_URL`` …),
+      credential files (``~/.ssh``, ``~/.aws/credentials``, ``.env``, ``/proc/*/environ``,
+      ``~/.config/gcloud``, ``~/.kube/config`` …), commands that print tokens (``gh auth
+      token``, ``gcloud auth print-access-token`` …) and environment dumps, followed through
+      ``$(…)``, pipes, variables and files the line writes, into a command that sends data
+      (curl, wget, nc, ssh, scp, rsync, git push, cloud storage copies, ``gh gist create``,
+      ``docker run -e``, DNS lookups, inline code that fetches). Credentials a program only
+      uses (``ssh -i key``, ``curl --netrc-file``) are not sent;
+    * a credential written out in the command (a token of a documented shape, the value of a
+      ``--token`` or ``--password`` option): quoting it would repeat the secret;
+    * a command that destroys a machine's or a home's data (``rm -rf ~``, ``rm -rf /``,
+      ``mkfs``, ``dd of=/dev/…``).
+
+    Never raises.
     """
     text = clean_terminal_text(command).strip()
     if not text:
@@ -1730,4 +2718,3 @@ def screen_command(command: str) -> Screened:
     if reason is not None:
         return Screened(None, reason)
     return Screened(text, None)
-

@@ -8,10 +8,11 @@ The signals are data, each row naming its source (DESIGN.md, "How a result is re
   the exit-code, program-exit-code and exception tables;
 * ``data/messages.yaml`` with ``data/translations.jsonl``: programs' own messages by gettext
   msgid, matched in every language the installed catalogues hold (:mod:`unstuck.catalogues`);
-* ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.codes`).
+* ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.codes`);
+* ``data/interactive_calls.yaml``: commands that wait for a person (:mod:`unstuck.shell`).
 
 A user extends the table with YAML files of the same format (any of the sections above, plus
-``messages:`` rows and code ``tables:``), named by :func:`load_signal_table`'s ``extra`` or by
+``messages:`` rows, code ``tables:`` and interactive ``calls:``), named by :func:`load_signal_table`'s ``extra`` or by
 the ``UNSTUCK_SIGNALS`` environment variable (paths separated by ``os.pathsep``). A user's rows
 come before the bundled ones. Each file is validated like the shipped ones; a bad row is a
 :class:`SignalTableError` naming the file and the row.
@@ -37,11 +38,13 @@ import yaml
 
 from unstuck.catalogues import MessageRow, Translation, load_message_rows, load_translations, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
+from unstuck.shell import InteractiveCatalogue, InteractiveRow, load_interactive_catalogue, parse_interactive_calls
 from unstuck.situations import Kind
 
 __all__ = [
     "SIGNALS_ENV",
     "Coded",
+    "DocumentCommand",
     "MarkerStrength",
     "Row",
     "RowMatch",
@@ -58,10 +61,11 @@ SIGNALS_ENV = "UNSTUCK_SIGNALS"
 #: Memory for one chunk's automaton (bytes); the translated message rows need more than
 #: re2's default.
 _SET_MAX_MEM = 64 << 20
-#: Rows per ``re2.Set``. One set of every row (thousands of translated alternatives) makes a
-#: union whose lazily built DFA keeps outgrowing its cache, and re2 then rebuilds it on every
-#: text (measured: 40 ms per result over real outputs); sets of 32 rows stay cached (30 µs).
-_ROWS_PER_SET = 32
+#: Pattern characters per ``re2.Set``. One set of every row (thousands of translated
+#: alternatives) makes a union whose lazily built DFA keeps outgrowing its cache, and re2 then
+#: rebuilds it on every text (measured: 40 ms per result over real outputs); sets of at most
+#: this much pattern stay cached (about 40 µs for every cause row over a typical result).
+_PATTERN_CHARS_PER_SET = 40_000
 
 
 class SignalTableError(ValueError):
@@ -103,7 +107,7 @@ class Row:
     """One signal row.
 
     Attributes:
-        where: the row's place, e.g. ``signals.yaml text row 7`` or
+        where: the row's place (rows count from 1), e.g. ``signals.yaml text row 7`` or
             ``messages.yaml libc 'Permission denied'``.
         source: where its meaning is documented.
         pattern: its re2 pattern (lower case).
@@ -124,6 +128,14 @@ class Row:
     name: str = ""
     compiled: Any = field(default=None, compare=False, repr=False)
     subject: Any = field(default=None, compare=False, repr=False)
+    spanner: Any = field(default=None, compare=False, repr=False)
+
+    def span_in(self, text: str) -> tuple[int, int] | None:
+        """Where the row first matches ``text`` (character offsets), found without capture
+        groups, so re2 can answer from its DFA (a capturing search of a row with many
+        translated alternatives costs far more)."""
+        found = (self.spanner or self.compiled).search(text)
+        return None if found is None else found.span()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +158,20 @@ class RowSet:
     def __init__(self, rows: Sequence[Row]) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
         self._sets: list[tuple[int, Any]] = []
-        for start in range(0, len(self.rows), _ROWS_PER_SET):
-            options = re2.Options()
+        starts = [0]
+        size = 0
+        for index, row in enumerate(self.rows):
+            if size and size + len(row.pattern) > _PATTERN_CHARS_PER_SET:
+                starts.append(index)
+                size = 0
+            size += len(row.pattern)
+        for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
+            if start == end:
+                continue
+            options = _quiet_options()
             options.max_mem = _SET_MAX_MEM
             matcher = re2.Set.SearchSet(options)
-            for row in self.rows[start : start + _ROWS_PER_SET]:
+            for row in self.rows[start:end]:
                 matcher.Add(row.pattern)
             try:
                 matcher.Compile()
@@ -175,10 +196,10 @@ class RowSet:
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
         row = self.rows[index]
-        found = row.compiled.search(lowered)
-        if found is None:
+        span = row.span_in(lowered)
+        if span is None:
             return None
-        return RowMatch(row, found.start(), found.end(), tuple(found.groups()))
+        return RowMatch(row, span[0], span[1], ())
 
     def first(self, lowered: str, accept: Callable[[Row], bool] | None = None) -> RowMatch | None:
         """The first row (in order) that occurs in ``lowered`` and that ``accept`` takes."""
@@ -199,6 +220,23 @@ class RowSet:
                     break
         found.sort(key=lambda m: (m.start, m.end))
         return tuple(found[:limit])
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCommand:
+    """Programs (and, where only some print documents, their subcommands) whose successful
+    output is a document, not the program's own report (``cat``, ``git log``)."""
+
+    programs: frozenset[str]
+    subcommands: frozenset[str]
+    source: str
+
+    def covers(self, program: str, first_argument: str | None) -> bool:
+        """Whether ``program`` run with ``first_argument`` (its first non-option word) prints
+        a document."""
+        if program not in self.programs:
+            return False
+        return not self.subcommands or (first_argument is not None and first_argument in self.subcommands)
 
 
 @dataclass(frozen=True)
@@ -222,6 +260,9 @@ class SignalTable:
         empty: a success whose whole text matches is empty.
         retry_after_headers: headers that give a wait in seconds.
         retry_after_text: wording that gives a wait in seconds (group 1).
+        document_commands: programs whose successful output is a document.
+        calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
+            ``data/interactive_calls.yaml``), read before a command line is dispatched.
         files: the files the table was built from, in order.
     """
 
@@ -239,6 +280,8 @@ class SignalTable:
     empty: Any
     retry_after_headers: tuple[str, ...]
     retry_after_text: Any
+    document_commands: tuple[DocumentCommand, ...] = ()
+    calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
 
 
@@ -249,7 +292,7 @@ _TEXT_KEYS = frozenset({"kind", "interactive", "retryable", "pattern", "subject"
 _SECTION_KEYS = frozenset({
     "text", "harmless", "markers", "suggestions", "exit_code", "decisive_exit_codes", "program_exit_codes",
     "exception", "search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text",
-    "messages", "tables", "calls",
+    "messages", "tables", "calls", "document_commands",
 })
 
 
@@ -261,9 +304,30 @@ def _compile(where: str, pattern: object) -> Any:
     if any(ch.isupper() for ch in letters):
         raise SignalTableError(f"{where}: pattern has an upper-case letter; text is matched in lower case")
     try:
-        return re2.compile(pattern)
+        return re2.compile(pattern, _QUIET)
     except re2.error as exc:
-        raise SignalTableError(f"{where}: pattern does not compile under re2 (linear time): {exc}") from exc
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise SignalTableError(
+            f"{where}: pattern does not compile under re2, which matches in linear time and so has no "
+            f"backreferences and no lookaround: {reason}") from None
+
+
+def _quiet_options() -> Any:
+    """re2 options that do not log a refused pattern to stderr (the error names it instead)."""
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+_QUIET = _quiet_options()
+
+
+def _spanner(pattern: str) -> Any:
+    """``pattern`` compiled without capture groups (spans only: answered from re2's DFA)."""
+    options = _quiet_options()
+    options.never_capture = True
+    options.max_mem = _SET_MAX_MEM
+    return re2.compile(pattern, options)
 
 
 def _flag(where: str, raw: Mapping[str, Any], name: str) -> bool:
@@ -299,12 +363,12 @@ def _rows(where: str, raw: object) -> list[Mapping[str, Any]]:
         return []
     if not isinstance(raw, list):
         raise SignalTableError(f"{where}: must be a list of rows")
-    return [_mapping(f"{where} row {i}", row) for i, row in enumerate(raw)]
+    return [_mapping(f"{where} row {i}", row) for i, row in enumerate(raw, start=1)]
 
 
 def _text_rows(name: str, raw: object) -> list[Row]:
     rows = []
-    for index, row in enumerate(_rows(f"{name} text", raw)):
+    for index, row in enumerate(_rows(f"{name} text", raw), start=1):
         where = f"{name} text row {index}"
         unknown = sorted(set(map(str, row)) - _TEXT_KEYS)
         if unknown:
@@ -315,13 +379,14 @@ def _text_rows(name: str, raw: object) -> list[Row]:
             success_too=_flag(where, row, "success_too"), weak=_flag(where, row, "weak"),
             compiled=_compile(where, row.get("pattern")),
             subject=_compile(f"{where} subject", subject) if subject is not None else None,
+            spanner=_spanner(row["pattern"]),
         ))
     return rows
 
 
 def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) -> list[Row]:
     rows = []
-    for index, row in enumerate(_rows(f"{name} {section}", raw)):
+    for index, row in enumerate(_rows(f"{name} {section}", raw), start=1):
         where = f"{name} {section} row {index}"
         strength = None
         if markers:
@@ -336,6 +401,16 @@ def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) 
         rows.append(Row(where, _source(where, row), row["pattern"], strength=strength, name=str(row.get("name", "")),
                         compiled=compiled))
     return rows
+
+
+def _words(where: str, row: Mapping[str, Any], key: str) -> frozenset[str]:
+    value = row.get(key, [])
+    words = [value] if isinstance(value, str) else value
+    if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+        raise SignalTableError(f"{where}: {key} must be a word or a list of words")
+    if key == "program" and not words:
+        raise SignalTableError(f"{where}: names no program")
+    return frozenset(words)
 
 
 def _coded(where: str, raw: object) -> Coded:
@@ -369,7 +444,7 @@ def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[
         verdict = None if message.harmless or message.kind is None else Verdict(
             message.kind, message.interactive, message.retryable)
         row = Row(where, message.source, pattern, verdict, weak=message.weak, compiled=compiled,
-                  subject=compiled if message.subject_arg is not None else None)
+                  subject=compiled if message.subject_arg is not None else None, spanner=_spanner(pattern))
         (harmless if message.harmless else weak if message.weak else causes).append(row)
     return causes, weak, harmless
 
@@ -391,6 +466,8 @@ class _Parts:
     exception: dict[str, Coded] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     codes: CodeTables | None = None
+    calls: list[InteractiveRow] = field(default_factory=list)
+    documents: list[DocumentCommand] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
 
@@ -422,6 +499,15 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) 
         parts.message_causes += causes
         parts.message_weak += weak
         parts.harmless += harmless
+    for index, raw in enumerate(_rows(f"{name} document_commands", data.get("document_commands")), start=1):
+        where = f"{name} document_commands row {index}"
+        parts.documents.append(DocumentCommand(_words(where, raw, "program"), _words(where, raw, "subcommand"),
+                                               _source(where, raw)))
+    if data.get("calls") is not None:
+        try:
+            parts.calls += parse_interactive_calls(yaml.safe_dump({"calls": data["calls"]}), name)
+        except ValueError as exc:
+            raise SignalTableError(str(exc)) from None
     if data.get("tables") is not None:
         extra = load_code_tables(yaml.safe_dump({"tables": data["tables"]}), where=name)
         parts.codes = extra if parts.codes is None else merge_code_tables(parts.codes, extra)
@@ -458,14 +544,20 @@ def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
             a row without a source, a pattern re2 refuses or with an upper-case letter, a
             suggestion pattern without a group, or a file that is not UTF-8 YAML.
     """
+    from_env = extra is None
     files = tuple(extra) if extra is not None else signal_files_from_env()
     stamps = []
-    for path in files:
-        try:
-            stamps.append((str(path), path.stat().st_mtime_ns))
-        except OSError as exc:
-            raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
-    return _load(tuple(stamps))
+    try:
+        for path in files:
+            try:
+                stamps.append((str(path), path.stat().st_mtime_ns))
+            except OSError as exc:
+                raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
+        return _load(tuple(stamps))
+    except SignalTableError as exc:
+        if from_env and files:
+            raise SignalTableError(f"{exc} (a file named by {SIGNALS_ENV})") from None
+        raise
 
 
 @functools.cache
@@ -512,5 +604,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         empty=_compile("empty_pattern", settings.get("empty_pattern", r"^\s*$")),
         retry_after_headers=tuple(str(h).lower() for h in headers),
         retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
+        document_commands=tuple(parts.documents),
+        calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
         files=(*tuple(parts.files), "messages.yaml", "codes.yaml"),
     )

@@ -10,8 +10,8 @@ The closed taxonomy (DESIGN.md, "The situation taxonomy"; seed 000 section 3.1):
     │   └── quota            spent, not retryable (a credit balance)
     ├── transient      waiting can fix it
     │   ├── timeout
-    │   ├── unavailable      5xx, server down
-    │   ├── network          connection refused, DNS failure
+    │   ├── unavailable      5xx, server down or not listening (connection refused)
+    │   ├── network          DNS failure, unreachable, reset (a refused connection: unavailable)
     │   └── quota            rate limited, retryable (with a reset)
     ├── self_fixable   the agent can correct its own plan
     │   ├── not_found

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from unstuck.shell import InteractiveCall, interactive_call
+from unstuck.shell import InteractiveCall, command_subject, interactive_call
+from unstuck.signals import load_signal_table
 from unstuck.situations import Probe, Situation, validate_situation
 
 __all__ = [
@@ -377,7 +378,8 @@ class ToolSpec:
         effect: ``read`` or ``write``.
         probe: the call that re-checks a blocker on this tool, if any.
         subject: what a call affects: a fixed string, or a function of the arguments returning
-            one (``None`` from it falls back to the tool's name).
+            one (``None`` from it falls back to the tool's name). Without one, a
+            ``command_argument`` tool's subject is the program its command line runs.
         document_output: the tool returns a document from the world (a file's text, a fetched
             page): its success is data, never read for failure wording (only for truncation,
             emptiness and injected instructions).
@@ -405,9 +407,13 @@ class ToolSpec:
     setup_probe: Callable[[str], Probe | None] | None = None
 
     def subject_of(self, arguments: Mapping[str, Any]) -> str:
-        """The subject a call with ``arguments`` affects; the tool's name by default."""
+        """The subject a call with ``arguments`` affects: the ``subject`` rule's, else the
+        program a ``command_argument`` tool's command line runs, else the tool's name."""
         rule = self.subject
         found = rule(arguments) if callable(rule) else rule
+        if not found and rule is None and self.command_argument is not None:
+            command = self.command_line(arguments)
+            found = command_subject(command) if command else None
         return found or self.name
 
     def command_line(self, arguments: Mapping[str, Any]) -> str | None:
@@ -421,9 +427,12 @@ class ToolSpec:
         """The part of this call's command line that would wait for a person (a sign-in, a
         password prompt, an editor, a pager), judged with this tool's terminal; ``None`` when
         nothing would (or the tool runs no command lines). Read with a real shell parser
-        (:func:`unstuck.shell.interactive_call`)."""
+        (:func:`unstuck.shell.interactive_call`) against the signal table's catalogue (a
+        user's own ``calls:`` rows first, :func:`unstuck.signals.load_signal_table`)."""
         command = self.command_line(arguments)
-        return interactive_call(command, terminal=self.terminal) if command else None
+        if not command:
+            return None
+        return interactive_call(command, terminal=self.terminal, catalogue=load_signal_table().calls)
 
     def invoke(self, arguments: Mapping[str, Any]) -> ToolResult:
         """Call the tool and normalise what it returned or raised.

@@ -318,7 +318,7 @@ RECIPES: tuple[Recipe, ...] = (
         s, ["redis-cli", "-p", str(s.refused_port()), "ping"], display="redis-cli ping")),
     Recipe("sqlite-database-locked", Kind.CONFLICT, ("sqlite3", "database"), "sqlite3", _sqlite_locked, transient=True),
     # curl
-    Recipe("curl-refused", Kind.NETWORK, ("curl",), "curl", lambda s: _run(
+    Recipe("curl-refused", Kind.UNAVAILABLE, ("curl",), "curl", lambda s: _run(
         s, ["curl", "-sS", f"http://127.0.0.1:{s.refused_port()}/"]), transient=True),
     Recipe("curl-timeout", Kind.TIMEOUT, ("curl",), "curl", lambda s: _run(
         s, ["curl", "-sS", "--max-time", "1", f"http://127.0.0.1:{s.silent_port()}/"]), transient=True),
@@ -352,7 +352,7 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("python-timeout-error", Kind.TIMEOUT, ("python",), "python3", lambda s: _python_raise(
         s, f"import socket; c = socket.create_connection(('127.0.0.1', {s.silent_port()}), timeout=0.5); c.recv(1)"),
         transient=True),
-    Recipe("python-connection-refused", Kind.NETWORK, ("python",), "python3", lambda s: _python_raise(
+    Recipe("python-connection-refused", Kind.UNAVAILABLE, ("python",), "python3", lambda s: _python_raise(
         s, f"import socket; socket.create_connection(('127.0.0.1', {s.refused_port()}), timeout=5)"), transient=True),
 )
 
