@@ -79,6 +79,8 @@ __all__ = [
 ]
 
 _DETAIL_CHARS = 240
+#: A success longer than this is not empty, whatever the empty pattern would say.
+_EMPTY_CHARS = 200
 _SUGGESTION_CHARS = 200
 #: Only this much of a result is read: its head and its tail (characters). Failures are worded
 #: at the start or the end; a tool's own truncation keeps a result under the head size.
@@ -197,6 +199,10 @@ class _Reader:
         # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
         self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
+        # an ASCII-only text is matched with the alternatives it can match (most output is)
+        plain = self.lowered.isascii()
+        self.causes = table.ascii_causes if plain else table.causes
+        self.weak_rows = table.ascii_weak if plain else table.weak
         self._cache: dict[str, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
 
@@ -223,26 +229,26 @@ class _Reader:
         """The first cause row (a failure is never read for an injected instruction)."""
         def accept(row: Any) -> bool:
             return not (failed and row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION)
-        return self._once(f"cause{failed}", lambda: self._first("causes", self.table.causes, accept))  # type: ignore[no-any-return]
+        return self._once(f"cause{failed}", lambda: self._first("causes", self.causes, accept))  # type: ignore[no-any-return]
 
     def failure_cause(self) -> RowMatch | None:
         """The first cause row that names a failure (not a degenerate or adversarial one)."""
         return self._once("failure_cause", lambda: self._first(  # type: ignore[no-any-return]
-            "causes", self.table.causes, lambda row: not row.success_too))
+            "causes", self.causes, lambda row: not row.success_too))
 
     def success_signal(self) -> RowMatch | None:
         """The first degenerate or adversarial row (what a success is read for)."""
         return self._once("success", lambda: self._first(  # type: ignore[no-any-return]
-            "causes", self.table.causes, lambda row: row.success_too))
+            "degenerate", self.table.degenerate, lambda row: True))
 
     def injection(self) -> RowMatch | None:
         """The first adversarial row, whatever else the text reads as."""
         return self._once("injection", lambda: self._first(  # type: ignore[no-any-return]
-            "causes", self.table.causes,
+            "degenerate", self.table.degenerate,
             lambda row: row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION))
 
     def weak(self) -> RowMatch | None:
-        return self._once("weak", lambda: self._first("weak", self.table.weak, lambda row: True))  # type: ignore[no-any-return]
+        return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
     def harmless(self) -> tuple[RowMatch, ...]:
         return self._once("harmless", lambda: self.table.harmless.every(self.lowered, self.encoded))  # type: ignore[no-any-return]
@@ -310,7 +316,15 @@ class _Reader:
 _LOG_SHAPES = frozenset({Shape.LOGFMT, Shape.JSON_LOG})
 
 
+#: Words without which no structure states a failure (error objects, ``errors`` arrays,
+#: ``ok: false``, a ``Status`` of ``Failure``, ``isError``, ``<Error>``): a success without any
+#: is not parsed just to learn that it did not fail.
+_FAILURE_WORDS = ("error", "fail", "fault", "exception", "false")
+
+
 def _structural_failure(reader: _Reader) -> Envelope | None:
+    if not reader.computed("envelopes") and not any(word in reader.lowered for word in _FAILURE_WORDS):
+        return None
     return next((e for e in reader.envelopes() if e.failed and e.shape not in _LOG_SHAPES), None)
 
 
@@ -368,15 +382,18 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
         return True, None
     if reader.crashed() or _structural_failure(reader) is not None:
         return True, None
-    cause = reader.failure_cause()
     if stated:
         # a status that says success is overruled only where a marker and a cause share a line
         # ("ERROR: permission denied"), not by words scattered through a long output
         marked = {reader.line_of(m.start) for m in reader.markers()}
+        if not marked:
+            return False, None
+        cause = reader.failure_cause()
         return cause is not None and reader.line_of(cause.start) in marked, None
-    lines = bool(reader.markers()) or _log_failure(reader) is not None
+    if reader.markers() or _log_failure(reader) is not None:
+        return True, None
     coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
-    return lines or coded or cause is not None, None
+    return coded or reader.failure_cause() is not None, None
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -624,7 +641,8 @@ def _success(
         situation = _situation(reader, program_code.verdict, subject, result, "no results")
         return Classification(situation, False, Decision(Stage.SUCCESS, "program exit status", program_code.source))
     tool_name = (tool.name if isinstance(tool, ToolSpec) else tool).lower()
-    if reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
+    short = len(reader.lowered) <= _EMPTY_CHARS  # an empty result is short by definition
+    if short and reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
         situation = _situation(reader, Verdict(Kind.EMPTY), subject, result, "no results")
         return Classification(situation, False, Decision(Stage.SUCCESS, "search_tool_pattern + empty_pattern",
                                                          "signals.yaml: an empty success from a search tool"))
@@ -661,11 +679,12 @@ def explain_result(
         return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
                                                         "seed 000 section 3.2: a call a permission tier refused"))
     found = _classify(reader, tool, args, subject, result)
-    if thorough:
-        reader.markers()
-        reader.envelopes()
-        if found.failed:
-            reader.codes()
+    if not thorough:
+        return found
+    reader.markers()
+    reader.envelopes()
+    if found.failed:
+        reader.codes()
     extra: list[Evidence] = []
     if found.situation is not None and found.situation.suggestion is not None:
         extra.append(Evidence("suggestion", found.situation.suggestion))

@@ -165,7 +165,7 @@ class _Turn(LessonHooks):
             self.emit("situation.declared", tool=call.tool, kind=declared.kind.value, subject=declared.subject,
                       interactive=declared.interactive, retryable=declared.retryable, unblock=declared.unblock)
             return declared
-        found = explain_result(spec or call.tool, call.arguments, result)
+        found = explain_result(spec or call.tool, call.arguments, result, thorough=False)
         inferred = found.situation
         if inferred is not None and not found.recognised and self.second_opinion is not None:
             opinion = self.second_opinion.review(call.tool, result.content, inferred)

@@ -129,6 +129,7 @@ class Row:
     compiled: Any = field(default=None, compare=False, repr=False)
     subject: Any = field(default=None, compare=False, repr=False)
     spanner: Any = field(default=None, compare=False, repr=False)
+    ascii_pattern: str | None = field(default=None, compare=False, repr=False)
 
     def span_in(self, text: str) -> tuple[int, int] | None:
         """Where the row first matches ``text`` (character offsets), found without capture
@@ -155,24 +156,26 @@ class RowSet:
         SignalTableError: when re2 cannot build the set.
     """
 
-    def __init__(self, rows: Sequence[Row]) -> None:
+    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
         self._sets: list[tuple[int, Any]] = []
+        patterns = [(row.ascii_pattern if ascii_only and row.ascii_pattern is not None else row.pattern)
+                    for row in self.rows]
         starts = [0]
         size = 0
-        for index, row in enumerate(self.rows):
-            if size and size + len(row.pattern) > _PATTERN_CHARS_PER_SET:
+        for index, pattern in enumerate(patterns):
+            if size and size + len(pattern) > _PATTERN_CHARS_PER_SET:
                 starts.append(index)
                 size = 0
-            size += len(row.pattern)
+            size += len(pattern)
         for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
             if start == end:
                 continue
             options = _quiet_options()
             options.max_mem = _SET_MAX_MEM
             matcher = re2.Set.SearchSet(options)
-            for row in self.rows[start:end]:
-                matcher.Add(row.pattern)
+            for pattern in patterns[start:end]:
+                matcher.Add(pattern)
             try:
                 matcher.Compile()
             except re2.error as exc:
@@ -246,7 +249,11 @@ class SignalTable:
     Attributes:
         causes: wording rows that name a cause, most specific first (programs' messages in
             every installed language after the ``text`` rows).
+        ascii_causes: the same rows, matched with only the alternatives an ASCII-only text can
+            match (most tool output): a few sets instead of many (``ascii_weak`` likewise).
         weak: generic wording (ranked below a status and a machine code).
+        degenerate: the ``success_too`` rows of ``causes`` (truncation, emptiness, an injected
+            instruction) on their own: what a success is read for, in one small pass.
         harmless: wordings that say nothing failed.
         markers: failure evidence without a status.
         suggestions: where a tool names the command that fixes it (group 1).
@@ -267,7 +274,10 @@ class SignalTable:
     """
 
     causes: RowSet
+    ascii_causes: RowSet
     weak: RowSet
+    ascii_weak: RowSet
+    degenerate: RowSet
     harmless: RowSet
     markers: RowSet
     suggestions: RowSet
@@ -320,6 +330,8 @@ def _quiet_options() -> Any:
 
 
 _QUIET = _quiet_options()
+#: A pattern that matches nothing (a row with nothing an ASCII-only text could match).
+_NEVER = "[^\\x00-\\x{10ffff}]"
 
 
 def _spanner(pattern: str) -> Any:
@@ -441,10 +453,15 @@ def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[
             continue
         pattern = "|".join(f"(?:{p})" for p in alternatives)
         compiled = _compile(where, pattern)
+        # the alternatives an ASCII-only text can match: a translation with a non-ASCII letter
+        # cannot (every literal of a message's pattern is required)
+        plain = [p for p in alternatives if p.isascii()]
+        ascii_pattern = "|".join(f"(?:{p})" for p in plain) if plain else _NEVER
         verdict = None if message.harmless or message.kind is None else Verdict(
             message.kind, message.interactive, message.retryable)
         row = Row(where, message.source, pattern, verdict, weak=message.weak, compiled=compiled,
-                  subject=compiled if message.subject_arg is not None else None, spanner=_spanner(pattern))
+                  subject=compiled if message.subject_arg is not None else None, spanner=_spanner(pattern),
+                  ascii_pattern=ascii_pattern)
         (harmless if message.harmless else weak if message.weak else causes).append(row)
     return causes, weak, harmless
 
@@ -544,6 +561,8 @@ def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
             a row without a source, a pattern re2 refuses or with an upper-case letter, a
             suggestion pattern without a group, or a file that is not UTF-8 YAML.
     """
+    if extra is None and not os.environ.get(SIGNALS_ENV):
+        return _load(())  # the common case, on every call: no files to stat
     from_env = extra is None
     files = tuple(extra) if extra is not None else signal_files_from_env()
     stamps = []
@@ -591,7 +610,10 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         raise SignalTableError("retry_after_headers must be a list of header names")
     return SignalTable(
         causes=RowSet([*parts.causes, *parts.message_causes]),
+        ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
+        degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
         weak=RowSet([*parts.weak, *parts.message_weak]),
+        ascii_weak=RowSet([*parts.weak, *parts.message_weak], ascii_only=True),
         harmless=RowSet(parts.harmless),
         markers=RowSet(parts.markers),
         suggestions=RowSet(parts.suggestions),
