@@ -606,3 +606,43 @@ def test_the_suggestion_after_running_or_call_is_read_whole() -> None:
                           exit_code=128)
     assert aws is not None and aws.suggestion == "aws configure"
     assert git is not None and git.suggestion == "git config --global --add safe.directory /srv/r"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "[INFO] Tests run: 12, Failures: 0, Errors: 0, Skipped: 0\n[INFO] BUILD SUCCESS",  # Maven surefire summary
+        "Total errors: 0, total warnings: 3",
+        "error_count: 0",
+        "aws_iam_role.error_reporter: Refreshing state... [id=reporter]\nNo changes. Your infrastructure matches.",
+    ],
+)
+def test_a_counter_or_an_identifier_holding_error_is_no_failure_marker(output: str) -> None:
+    assert classify_output("tool", {}, output) is None
+
+
+def test_an_error_on_a_warning_line_of_a_run_that_went_on_is_not_a_failure_under_exit_0() -> None:
+    output = ("npm WARN retry will retry, error on last attempt: Error: getaddrinfo EAI_AGAIN registry.npmjs.org\n"
+              "added 312 packages in 14s\nfound 0 vulnerabilities")
+    assert classify_output("npm", {}, output, exit_code=0) is None
+
+
+def test_a_cause_worded_beside_126_or_127_decides() -> None:
+    unbound = classify_output("bash", {}, "bash: line 1: UNSET_VAR: unbound variable", exit_code=127)
+    runtime = classify_output("docker", {}, 'OCI runtime exec failed: exec: "foo": executable file not found in $PATH',
+                              exit_code=126)
+    bare = classify_output("sh", {}, "/bin/sh: 1: gh: not found", exit_code=127)
+    assert unbound is not None and unbound.kind is Kind.INVALID_ARGS
+    assert runtime is not None and (runtime.kind, runtime.subject) == (Kind.NOT_INSTALLED, "foo")
+    assert bare is not None and (bare.kind, bare.subject) == (Kind.NOT_INSTALLED, "gh")
+
+
+def test_a_suggested_command_keeps_its_quoted_arguments() -> None:
+    output = '*** Please tell me who you are.\n\nRun\n\n  git config --global user.email "you@example.com"'
+    situation = classify_output("git", {}, output, exit_code=128)
+    assert situation is not None and situation.suggestion == 'git config --global user.email "you@example.com"'
+
+
+def test_a_retry_after_header_printed_in_the_text_gives_the_wait() -> None:
+    situation = classify_output("curl", {}, "HTTP/1.1 429 Too Many Requests\nRetry-After: 30\n\nslow down")
+    assert situation is not None and (situation.kind, situation.retry_after_s) == (Kind.QUOTA, 30.0)

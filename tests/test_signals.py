@@ -141,3 +141,32 @@ def test_a_malformed_users_interactive_call_names_the_file_and_row(tmp_path: Pat
                                                "why": "x", "source": "y"}]}))
     with pytest.raises(SignalTableError, match=r"mine\.yaml.*row 1"):
         load_signal_table([mine])
+
+
+_DIRECTIVE = __import__("re").compile(r"%(?:\d+\$)?[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|j|z|t|L)?([diouxXcsp%])|%<PRI\w+>")
+
+
+def _printed(msgid: str) -> str:
+    """The message as the program prints it, its directives filled with plain values."""
+    def fill(found: object) -> str:
+        conversion = found.group(1)  # type: ignore[attr-defined]
+        return "%" if conversion == "%" else "7" if conversion in "diouxX" else "sample"
+    return _DIRECTIVE.sub(fill, msgid.split("\n")[0]).lower()
+
+
+def test_every_programs_english_message_is_matched_by_its_row_in_ascii_and_in_any_text() -> None:
+    # an ASCII-only text is matched with the alternatives it can match; no English message may
+    # be lost from them (its subject class holds typographic quotes, not required letters)
+    from unstuck.catalogues import load_message_rows
+
+    table = load_signal_table([])
+    for rows, ascii_rows in ((table.causes, table.ascii_causes), (table.weak, table.ascii_weak)):
+        message_rows = [(i, row) for i, row in enumerate(rows.rows) if row.where.startswith("messages.yaml")]
+        assert message_rows
+        for index, row in message_rows:
+            msgid = next(m.msgid for m in load_message_rows() if row.where == f"messages.yaml {m.domain} {m.msgid!r}")
+            printed = _printed(msgid)
+            if not printed.isascii():
+                continue
+            assert index in rows.matching(printed), (row.where, printed)
+            assert index in ascii_rows.matching(printed), (row.where, printed)

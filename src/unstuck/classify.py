@@ -21,7 +21,8 @@ is data, never read for failure.
 stage              evidence
 =================  ==========================================================================
 not executed       the call was refused before it ran → ``permission``
-decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat any wording
+decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat generic wording
+                   (a cause row worded beside them still decides)
 cause              the first wording row that names a cause (sign-in and prompt shapes,
                    spent quotas, locks, ...), then a program's own message in any installed
                    language (gettext catalogues)
@@ -256,9 +257,12 @@ class _Reader:
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
         def compute() -> tuple[RowMatch, ...]:
-            harmless_lines = {self.line_of(m.start) for m in self.harmless()}
-            return tuple(m for m in self.table.markers.every(self.lowered, self.encoded)
-                         if self.line_of(m.start) not in harmless_lines)
+            found = self.table.markers.every(self.lowered, self.encoded)
+            if not found:
+                return ()
+            quiet = {self.line_of(m.start) for m in self.harmless()}
+            quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
+            return tuple(m for m in found if self.line_of(m.start) not in quiet)
         return self._once("markers", compute)  # type: ignore[no-any-return]
 
     def crashed(self) -> bool:
@@ -513,7 +517,7 @@ def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float 
     found = table.retry_after_text.search(lowered)
     if found is None:
         return None
-    wait = float(found.group(1))
+    wait = float(next(group for group in found.groups() if group is not None))
     return wait if math.isfinite(wait) else None
 
 
@@ -698,7 +702,7 @@ def _classify(
 ) -> Classification:
     if result.ok and _is_document(reader.table, tool, args, result):
         return _success(reader, tool, subject, result)
-    if not result.ok and result.exit_code in reader.table.decisive_exit_codes:
+    if not result.ok and result.exit_code in reader.table.decisive_exit_codes and _worded_otherwise(reader) is None:
         return _decisive(reader, subject, result)
     program = _program(tool, subject)
     failed, instead = _failure_evidence(reader, result, program)
@@ -708,6 +712,16 @@ def _classify(
     named = _named_subject(match, reader, subject)
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, decision)
+
+
+def _worded_otherwise(reader: _Reader) -> RowMatch | None:
+    """A specific cause worded beside a 126/127 (bash's "unbound variable" exits 127, a
+    container runtime's "executable file not found" exits 126): it decides, as a bare "gh: not
+    found" (weak wording) does not."""
+    cause = reader.failure_cause()
+    if cause is None or cause.row.verdict is None or cause.row.weak:
+        return None
+    return cause
 
 
 def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classification:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -256,6 +257,7 @@ class SignalTable:
             instruction) on their own: what a success is read for, in one small pass.
         harmless: wordings that say nothing failed.
         markers: failure evidence without a status.
+        not_markers: lines at a warning level, whose markers are not evidence.
         suggestions: where a tool names the command that fixes it (group 1).
         codes: machine codes and HTTP statuses.
         exit_code: exit statuses with a fixed meaning.
@@ -280,6 +282,7 @@ class SignalTable:
     degenerate: RowSet
     harmless: RowSet
     markers: RowSet
+    not_markers: RowSet
     suggestions: RowSet
     codes: CodeTables
     exit_code: Mapping[int, Coded]
@@ -302,7 +305,7 @@ _TEXT_KEYS = frozenset({"kind", "interactive", "retryable", "pattern", "subject"
 _SECTION_KEYS = frozenset({
     "text", "harmless", "markers", "suggestions", "exit_code", "decisive_exit_codes", "program_exit_codes",
     "exception", "search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text",
-    "messages", "tables", "calls", "document_commands",
+    "messages", "tables", "calls", "document_commands", "not_markers",
 })
 
 
@@ -330,6 +333,9 @@ def _quiet_options() -> Any:
 
 
 _QUIET = _quiet_options()
+#: Character classes in a pattern (``[^\s'‘’]``): their non-ASCII members are choices, not
+#: required letters, so they do not keep an alternative from matching ASCII-only text.
+_CLASSES = re.compile(r"\[(?:\\.|[^\]\\])*\]")
 #: A pattern that matches nothing (a row with nothing an ASCII-only text could match).
 _NEVER = "[^\\x00-\\x{10ffff}]"
 
@@ -455,7 +461,7 @@ def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[
         compiled = _compile(where, pattern)
         # the alternatives an ASCII-only text can match: a translation with a non-ASCII letter
         # cannot (every literal of a message's pattern is required)
-        plain = [p for p in alternatives if p.isascii()]
+        plain = [p for p in alternatives if _CLASSES.sub("", p).isascii()]
         ascii_pattern = "|".join(f"(?:{p})" for p in plain) if plain else _NEVER
         verdict = None if message.harmless or message.kind is None else Verdict(
             message.kind, message.interactive, message.retryable)
@@ -476,6 +482,7 @@ class _Parts:
     message_weak: list[Row] = field(default_factory=list)
     harmless: list[Row] = field(default_factory=list)
     markers: list[Row] = field(default_factory=list)
+    not_markers: list[Row] = field(default_factory=list)
     suggestions: list[Row] = field(default_factory=list)
     exit_code: dict[int, Coded] = field(default_factory=dict)
     decisive: set[int] = field(default_factory=set)
@@ -496,6 +503,7 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) 
         (parts.weak if row.weak else parts.causes).append(row)
     parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
     parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
+    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"))
     parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
     for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
         parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
@@ -616,6 +624,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         ascii_weak=RowSet([*parts.weak, *parts.message_weak], ascii_only=True),
         harmless=RowSet(parts.harmless),
         markers=RowSet(parts.markers),
+        not_markers=RowSet(parts.not_markers),
         suggestions=RowSet(parts.suggestions),
         codes=codes,
         exit_code=parts.exit_code,
