@@ -449,8 +449,12 @@ def _parse_row(raw: object, fail: Callable[[str, str], ValueError]) -> MessageRo
     )
 
 
+#: libyaml's parser when PyYAML has it (the same safe constructor, several times faster).
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _parse_rows(text: str, where: str) -> tuple[MessageRow, ...]:
-    loader = yaml.SafeLoader(text)
+    loader = _SafeLoader(text)
     try:
         node = loader.get_single_node()
         data: Any = loader.construct_document(node) if node is not None else None

@@ -59,9 +59,10 @@ from typing import Any
 
 from unstuck.codes import CodeVerdict
 from unstuck.envelopes import Envelope, Shape, find_envelopes
-from unstuck.shell import Screened, clean_terminal_text, parse_command_line, screen_command
+from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
+from unstuck.text import clean_terminal_text, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
 
 __all__ = [
@@ -160,19 +161,6 @@ def _window(text: str) -> str:
     return text[:SCAN_HEAD_CHARS] + "\n" + text[-SCAN_TAIL_CHARS:]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _valid_utf8(text: str) -> str:
-    """``text`` with lone surrogates (undecodable bytes a tool passed on as
-    ``surrogateescape``) as U+FFFD: re2 matches UTF-8 and refuses them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
-
-
 def _line_around(text: str, start: int, end: int) -> str:
     if start < end and text[start] == "\n":  # a row anchored on the line break before its line
         start += 1
@@ -193,7 +181,7 @@ class _Reader:
 
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
-        text = _valid_utf8(window)
+        text = valid_utf8(window)
         # escape sequences and NULs between words would hide wording from every row
         self.text = clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text else text
         self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
@@ -354,7 +342,7 @@ def _is_document(table: SignalTable, tool: ToolSpec | str, args: Mapping[str, An
     if command is None:
         name = tool.name if isinstance(tool, ToolSpec) else tool
         return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
-    simple = [c for c in parse_command_line(command).commands if not c.in_substitution and c.program not in _SETUP]
+    simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
     if not simple:
         return False
     for command_run in simple:
@@ -362,10 +350,6 @@ def _is_document(table: SignalTable, tool: ToolSpec | str, args: Mapping[str, An
         if not any(d.covers(command_run.program or "", first) for d in table.document_commands):
             return False
     return True
-
-
-#: Shell builtins that only set up for the next command (``cd repo && cat x`` reads a document).
-_SETUP = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "true", ":", "umask"})
 
 
 def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
@@ -467,11 +451,10 @@ def _status_verdict(
     status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
     if status is None and result.http_status is None:
         status = reader.stated_status()
-    if status is not None:
-        coded = table.codes.http_status(status)
-        if coded is not None and not coded.weak:
-            return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
-                    _status_line(reader, status))
+    coded = table.codes.http_status(status) if status is not None else None
+    if status is not None and coded is not None and not coded.weak:
+        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                _status_line(reader, status))
     if result.error_type and result.error_type in table.exception:
         exc = table.exception[result.error_type]
         if exc.verdict is not None:
@@ -482,11 +465,9 @@ def _status_verdict(
         if coded_exit.verdict is not None:
             return (coded_exit.verdict, Decision(Stage.STATUS, f"exit code {result.exit_code}", coded_exit.source),
                     None, f"exit code {result.exit_code}")
-    if status is not None:
-        coded = table.codes.http_status(status)
-        if coded is not None:  # a weak status (400, 500) still beats nothing
-            return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
-                    _status_line(reader, status))
+    if status is not None and coded is not None:  # a weak status (400, 500) still beats nothing
+        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                _status_line(reader, status))
     return None
 
 
@@ -725,7 +706,8 @@ def _worded_otherwise(reader: _Reader) -> RowMatch | None:
 
 
 def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classification:
-    """126 or 127: the exit status beats any wording; the subject comes from that kind's row."""
+    """126 or 127 with no specific cause worded: the exit status decides; the subject comes
+    from that kind's naming pattern."""
     code = result.exit_code if result.exit_code is not None else 0
     coded = reader.table.exit_code[code]
     verdict = coded.verdict or Verdict(Kind.EXECUTION_ERROR)
@@ -737,7 +719,7 @@ def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classificati
     for row in namers:
         found = row.subject.search(reader.lowered)
         if found is not None:
-            named = _named_subject(RowMatch(row, found.start(), found.end(), tuple(found.groups())), reader, subject)
+            named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
             line = _line_around(reader.shown, found.start(), found.end())
             break
     text = reader.shown.strip()
@@ -775,10 +757,7 @@ def explain_output(
     """:func:`explain_result` for printed output when the caller may not know whether the
     call failed: an exit code or an HTTP status states it (exit 0 and a status below 400 are
     a success); without either, the text decides. Never raises on any text."""
-    name = tool.name if isinstance(tool, ToolSpec) else tool
-    ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
-    result = ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
-    return explain_result(tool, args, result, table=table)
+    return explain_result(tool, args, _printed(tool, output, exit_code, http_status), table=table)
 
 
 def classify_output(
@@ -791,10 +770,15 @@ def classify_output(
     table: SignalTable | None = None,
 ) -> Situation | None:
     """Classify a tool's printed output (see :func:`explain_output`)."""
+    return explain_result(tool, args, _printed(tool, output, exit_code, http_status), table=table,
+                          thorough=False).situation
+
+
+def _printed(tool: ToolSpec | str, output: str, exit_code: int | None, http_status: int | None) -> ToolResult:
+    """The result a printed output stands for: failed when a status says so."""
     name = tool.name if isinstance(tool, ToolSpec) else tool
     ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
-    result = ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
-    return explain_result(tool, args, result, table=table, thorough=False).situation
+    return ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
 
 
 def find_injection(text: str, *, table: SignalTable | None = None) -> str | None:

@@ -52,8 +52,8 @@ from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
 from unstuck.second_opinion import Opinion, SecondOpinion
-from unstuck.shell import clean_terminal_text
 from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
+from unstuck.text import clean_terminal_text
 from unstuck.tools import ToolSpec
 
 __all__ = ["app", "main"]

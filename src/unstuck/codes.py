@@ -500,7 +500,7 @@ class _Duplicate:
     line: int
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml when present
     """Safe YAML with mapping keys read as written (``01000`` stays ``"01000"``) and duplicate
     keys marked instead of silently overwritten."""
 

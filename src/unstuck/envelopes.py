@@ -93,6 +93,8 @@ from typing import Any
 
 import re2
 
+from unstuck.text import valid_utf8
+
 __all__ = [
     "MAX_ATTEMPTS",
     "MAX_CANDIDATES",
@@ -320,14 +322,14 @@ def scan_envelopes(text: str) -> EnvelopeScan:
     scanner = _Scanner()
     if len(text) <= MAX_SPAN:
         scanner.begin(_Budget(1.0))
-        scanner.scan_text(_clean(text), 0, None, 0)
+        scanner.scan_text(valid_utf8(text), 0, None, 0)
     else:
         head = MAX_SPAN * 3 // 4
         tail = MAX_SPAN - head
         scanner.begin(_Budget(0.75))
-        scanner.scan_text(_clean(text[:head]), 0, None, 0)
+        scanner.scan_text(valid_utf8(text[:head]), 0, None, 0)
         scanner.begin(_Budget(0.25))
-        scanner.scan_text(_clean(text[-tail:]), len(text) - tail, None, 0)
+        scanner.scan_text(valid_utf8(text[-tail:]), len(text) - tail, None, 0)
     return EnvelopeScan(scanner.result(), scanner.attempts, scanner.charged, scanner.visits, scanner.exhausted)
 
 
@@ -456,17 +458,7 @@ _SEQUENCES = (list, tuple)
 _STRICT = json.JSONDecoder()
 _LENIENT = json.JSONDecoder(strict=False)  # a raw newline inside a string, where a log split it
 _DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
-_SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 _PREFIX_SEPARATORS = frozenset(" \t]|:>)")
-
-
-def _clean(text: str) -> str:
-    """``text`` with lone surrogates replaced one for one (re2 reads UTF-8; spans stay valid)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.translate(_SURROGATES)
-    return text
 
 
 def _is_token(value: str) -> bool:
@@ -1116,7 +1108,7 @@ class _Scanner:
         if not isinstance(unescaped, str):
             return None
         before = len(self.found)
-        self.scan_text(_clean(unescaped), 0, self._span(start, stop, offset, outer), level + 1)
+        self.scan_text(valid_utf8(unescaped), 0, self._span(start, stop, offset, outer), level + 1)
         return stop if len(self.found) > before else None
 
     # Python literals -----------------------------------------------------------------------
@@ -1198,7 +1190,7 @@ class _Scanner:
         for text in texts[:MAX_FIELDS]:
             if not self._open():
                 return
-            self.scan_text(_clean(text), 0, span, level + 1)
+            self.scan_text(valid_utf8(text), 0, span, level + 1)
 
     # logfmt --------------------------------------------------------------------------------
     def _logfmt(self, text: str, data: bytes | None, reserve: bool, offset: int, outer: tuple[int, int] | None,

@@ -18,7 +18,7 @@ Three things about the command line an agent hands a generic shell tool (``run_c
   never waits. Rows are also tried on the program a package manager runs (``yarn wrangler
   login``, ``pnpm exec x``, ``bun x x``) and on the command of find's ``-exec``.
 * :func:`screen_command` is the structural screen a suggested command ("please run: …") passes
-  before unstuck quotes it; :func:`clean_terminal_text` strips terminal control sequences.
+  before unstuck quotes it (its text cleaned first by :func:`unstuck.text.clean_terminal_text`).
 
 A command name that is an expansion (decided): the line is taken at its word where it says
 what the name is, and nowhere else. ``$(which gh)``, ``$(command -v gh)`` and ``$(type -P
@@ -62,6 +62,8 @@ import tree_sitter_bash
 import yaml
 from tree_sitter import Language, Node, Parser
 
+from unstuck.text import clean_terminal_text, valid_utf8
+
 __all__ = [
     "CommandLine",
     "InteractiveCall",
@@ -74,9 +76,9 @@ __all__ = [
     "Stream",
     "TerminalStream",
     "Waits",
-    "clean_terminal_text",
     "command_subject",
     "interactive_call",
+    "is_setup",
     "load_interactive_catalogue",
     "parse_command_line",
     "parse_interactive_calls",
@@ -393,16 +395,6 @@ def _bmp_only(text: str) -> tuple[str, dict[int, str]]:
         swap[char] = next(free, "\ufffd")
     restore = {ord(stand_in): char for char, stand_in in swap.items() if stand_in != "\ufffd"}
     return "".join(swap.get(char, char) for char in text), restore
-
-
-def _valid_text(text: str) -> str:
-    """``text`` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD, so that no
-    encoder, regular expression or parser downstream can fail on it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else char for char in text)
-    return text
 
 
 def _unescape_word(text: str) -> str:
@@ -751,9 +743,10 @@ def _resolve(words: Sequence[str]) -> _Resolved:
     return _Resolved(index if index < len(words) else None, tuple(wrappers), tuple(environment), package)
 
 
-def _shell_script(args: Sequence[str]) -> str | None:
-    """The operand of ``-c`` in a shell's arguments (``-lc 'x'``, ``-e -c 'x'``, ``-o pipefail -c``)."""
-    has_c = False
+def _shell_options(args: Sequence[str]) -> tuple[frozenset[str], int]:
+    """A shell's short option letters (``-lc`` gives ``l`` and ``c``; ``-o pipefail`` and long
+    options are skipped) and the index of its first operand (bash(1), OPTIONS)."""
+    letters: set[str] = set()
     index = 0
     while index < len(args):
         word = args[index]
@@ -767,13 +760,18 @@ def _shell_script(args: Sequence[str]) -> str | None:
             index += 1
             continue
         if len(word) > 1 and word[0] in "-+":
-            has_c = has_c or (word[0] == "-" and "c" in word[1:])
+            if word[0] == "-":
+                letters.update(word[1:])
             index += 1
             continue
         break
-    if has_c and index < len(args):
-        return args[index]
-    return None
+    return frozenset(letters), index
+
+
+def _shell_script(args: Sequence[str]) -> str | None:
+    """The operand of ``-c`` in a shell's arguments (``-lc 'x'``, ``-e -c 'x'``, ``-o pipefail -c``)."""
+    letters, index = _shell_options(args)
+    return args[index] if "c" in letters and index < len(args) else None
 
 
 def _option_value(args: Sequence[str], short: str | None, longs: Sequence[str]) -> str | None:
@@ -843,27 +841,10 @@ def _watch_script(args: Sequence[str]) -> str | None:
 def _reads_stdin_as_script(program: str, args: Sequence[str]) -> bool:
     """A shell with no ``-c`` and no script operand (or ``-s``, or ``-``) reads its program
     from standard input (bash(1), INVOCATION)."""
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in _SHELL_VALUES:
-            index += 2
-            continue
-        if word.startswith("--"):
-            index += 1
-            continue
-        if len(word) > 1 and word[0] in "-+":
-            if word[0] == "-" and "c" in word[1:]:
-                return False
-            if word[0] == "-" and "s" in word[1:]:
-                return True
-            index += 1
-            continue
-        break
-    return index >= len(args) or args[index] in ("-", "/dev/stdin")
+    letters, index = _shell_options(args)
+    if "c" in letters:
+        return False
+    return "s" in letters or index >= len(args) or args[index] in ("-", "/dev/stdin")
 
 
 def _script_of(program: str | None, args: Sequence[str], redirects: Sequence[Redirect]) -> str | None:
@@ -1122,8 +1103,11 @@ class _Reader:
             self.container(src, sub, sub_ctx, exports)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_command_line(command: str) -> CommandLine:
-    """Read a shell command line as bash would (tree-sitter's bash grammar).
+    """Read a shell command line as bash would (tree-sitter's bash grammar). Remembered for
+    the last 1,024 lines: one call is read for its subject, its interactive parts and whether
+    it prints a document.
 
     Args:
         command: the command line, any text (several lines, unbalanced quotes, NUL bytes).
@@ -1133,7 +1117,7 @@ def parse_command_line(command: str) -> CommandLine:
         that of the ``-c`` strings it nests (at most :data:`MAX_SCRIPT_DEPTH` levels).
     """
     builder = _Builder()
-    _Reader(builder).parse(_valid_text(command), _Context())
+    _Reader(builder).parse(valid_utf8(command), _Context())
     commands = tuple(builder.commands)
     pipelines = tuple(tuple(commands[i] for i in members) for members in builder.pipelines if members)
     # pipeline ids were assigned before empty pipelines were dropped: renumber
@@ -1150,7 +1134,9 @@ _SETUP = frozenset({"cd", "pushd", "popd", "export", "set", "unset", "source", "
                     "[", "[[", "test"})
 
 
-def _is_setup(command: SimpleCommand) -> bool:
+def is_setup(command: SimpleCommand) -> bool:
+    """A builtin that only sets up for the next command (``cd``, ``export``, a bare ``exec``):
+    ``cd repo && gh …`` is about gh."""
     return command.program in _SETUP or (command.program == "exec" and not command.args)
 
 
@@ -1158,7 +1144,7 @@ def _subject_of(commands: Sequence[SimpleCommand], start: int, end: int, depth: 
     index = start
     while index < end:
         command = commands[index]
-        if command.depth != depth or command.in_substitution or command.program is None or _is_setup(command):
+        if command.depth != depth or command.in_substitution or command.program is None or is_setup(command):
             index += 1
             continue
         if command.script is not None:
@@ -1398,7 +1384,7 @@ def parse_interactive_calls(text: str, name: str) -> tuple[InteractiveRow, ...]:
 
 def _rows_from_text(text: str, name: str) -> tuple[InteractiveRow, ...]:
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     except yaml.YAMLError as exc:
         raise ValueError(f"{name}: not valid YAML: {exc}") from None
     if not isinstance(document, Mapping) or not isinstance(document.get("calls"), list):
@@ -1701,35 +1687,6 @@ def interactive_call(command: str, *, terminal: bool, catalogue: InteractiveCata
 # ---------------------------------------------------------------------------------------------
 # terminal text and the screen for suggested commands
 # ---------------------------------------------------------------------------------------------
-
-#: ECMA-48 control sequences: CSI (ESC [ or U+009B) with parameter and intermediate bytes and
-#: a final byte; OSC (ESC ] / U+009D), DCS (ESC P / U+0090), SOS (ESC X / U+0098), PM (ESC ^ /
-#: U+009E) and APC (ESC _ / U+009F) strings up to BEL or ST (ESC \\ / U+009C), or to the end of
-#: the text when unterminated (as a terminal would swallow them); other escape sequences
-#: (ESC, intermediates, a final byte). Sources: ECMA-48 sections 5.3-5.6 and 8.3; xterm's
-#: ctlseqs (OSC 8 hyperlinks, OSC 52 clipboard).
-_ESCAPES = re2.compile(
-    "(?:\x1b\\[|\u009b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
-    "|(?:\x1b[\\]PX^_]|[\u0090\u0098\u009d\u009e\u009f])[^\x07\x1b\u009c]*(?:\x07|\x1b\\\\|\u009c)?"
-    "|\x1b[\x20-\x2f]*[\x30-\x7e]?"
-)
-#: C0 controls but tab and newline, DEL, and C1 controls (U+0080-U+009F).
-_CONTROLS = {code: None for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)) if code not in (0x09, 0x0A)}
-
-
-def clean_terminal_text(text: str) -> str:
-    """``text`` with terminal control and escape sequences stripped (linear time).
-
-    Removes CSI sequences, OSC strings (OSC 8 links, OSC 52 clipboard writes), DCS/SOS/PM/APC
-    strings, other ESC sequences, C1 controls and C0 controls other than newline and tab. A
-    carriage return becomes a line break (``\\r\\n`` one line break), so text a ``\\r`` would
-    overwrite on a terminal stays visible; backspaces are dropped for the same reason.
-    """
-    text = _valid_text(text)
-    stripped = _ESCAPES.sub("", text) if ("\x1b" in text or any(0x80 <= ord(c) < 0xA0 for c in text)) else text
-    stripped = stripped.replace("\r\n", "\n").replace("\r", "\n")
-    return stripped.translate(_CONTROLS)
-
 
 @dataclass(frozen=True, slots=True)
 class Screened:

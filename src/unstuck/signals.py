@@ -28,7 +28,7 @@ import enum
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,7 +37,7 @@ from typing import Any
 import re2
 import yaml
 
-from unstuck.catalogues import MessageRow, Translation, load_message_rows, load_translations, patterns_for
+from unstuck.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
 from unstuck.shell import InteractiveCatalogue, InteractiveRow, load_interactive_catalogue, parse_interactive_calls
 from unstuck.situations import Kind
@@ -147,7 +147,6 @@ class RowMatch:
     row: Row
     start: int
     end: int
-    groups: tuple[str | None, ...]
 
 
 class RowSet:
@@ -203,14 +202,7 @@ class RowSet:
         span = row.span_in(lowered)
         if span is None:
             return None
-        return RowMatch(row, span[0], span[1], ())
-
-    def first(self, lowered: str, accept: Callable[[Row], bool] | None = None) -> RowMatch | None:
-        """The first row (in order) that occurs in ``lowered`` and that ``accept`` takes."""
-        for index in self.matching(lowered.encode("utf-8")):
-            if accept is None or accept(self.rows[index]):
-                return self.locate(index, lowered)
-        return None
+        return RowMatch(row, span[0], span[1])
 
     def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64) -> tuple[RowMatch, ...]:
         """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8), in
@@ -219,7 +211,7 @@ class RowSet:
         for index in self.matching(encoded if encoded is not None else lowered.encode("utf-8")):
             row = self.rows[index]
             for match in row.compiled.finditer(lowered):
-                found.append(RowMatch(row, match.start(), match.end(), tuple(match.groups())))
+                found.append(RowMatch(row, match.start(), match.end()))
                 if len(found) >= limit * 4:
                     break
         found.sort(key=lambda m: (m.start, m.end))
@@ -309,15 +301,20 @@ _SECTION_KEYS = frozenset({
 })
 
 
-def _compile(where: str, pattern: object) -> Any:
+#: libyaml's parser when PyYAML has it (the same safe constructor, several times faster).
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: A backslash escape in a pattern (``\S``, ``\\``): its letter is not a letter of the text.
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+
+
+def _compile(where: str, pattern: object, options: Any = None) -> Any:
     if not isinstance(pattern, str) or not pattern:
         raise SignalTableError(f"{where}: pattern must be a non-empty string")
-    unescaped = pattern.replace("\\\\", "")
-    letters = "".join(ch for i, ch in enumerate(unescaped) if i == 0 or unescaped[i - 1] != "\\")
-    if any(ch.isupper() for ch in letters):
+    letters = _ESCAPE.sub("", pattern)
+    if letters != letters.lower():
         raise SignalTableError(f"{where}: pattern has an upper-case letter; text is matched in lower case")
     try:
-        return re2.compile(pattern, _QUIET)
+        return re2.compile(pattern, options or _QUIET)
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise SignalTableError(
@@ -340,12 +337,15 @@ _CLASSES = re.compile(r"\[(?:\\.|[^\]\\])*\]")
 _NEVER = "[^\\x00-\\x{10ffff}]"
 
 
-def _spanner(pattern: str) -> Any:
-    """``pattern`` compiled without capture groups (spans only: answered from re2's DFA)."""
+def _span_only_options() -> Any:
+    """Options for a capture-free copy of a pattern (spans only: answered from re2's DFA)."""
     options = _quiet_options()
     options.never_capture = True
     options.max_mem = _SET_MAX_MEM
-    return re2.compile(pattern, options)
+    return options
+
+
+_SPAN_ONLY = _span_only_options()
 
 
 def _flag(where: str, raw: Mapping[str, Any], name: str) -> bool:
@@ -397,7 +397,7 @@ def _text_rows(name: str, raw: object) -> list[Row]:
             success_too=_flag(where, row, "success_too"), weak=_flag(where, row, "weak"),
             compiled=_compile(where, row.get("pattern")),
             subject=_compile(f"{where} subject", subject) if subject is not None else None,
-            spanner=_spanner(row["pattern"]),
+            spanner=_compile(where, row["pattern"], _SPAN_ONLY),
         ))
     return rows
 
@@ -445,20 +445,24 @@ def _int_key(where: str, key: object) -> int:
         raise SignalTableError(f"{where}: {key!r} is not a whole number") from None
 
 
-def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[Translation]) -> tuple[list[Row], ...]:
-    by_msgid: dict[tuple[str, str], list[Translation]] = {}
-    for translation in translations:
-        by_msgid.setdefault((translation.domain, translation.msgid), []).append(translation)
+def _message_rows(
+    name: str, messages: Sequence[tuple[MessageRow, tuple[str, ...]]]
+) -> tuple[list[Row], ...]:
+    """Signal rows of programs' messages, each with its patterns in every language
+    (:func:`unstuck.catalogues.patterns_for`): causes, weak rows and harmless rows."""
     causes: list[Row] = []
     weak: list[Row] = []
     harmless: list[Row] = []
-    for message in rows:
+    for message, alternatives in messages:
         where = f"{name} {message.domain} {message.msgid!r}"
-        alternatives = patterns_for(message, by_msgid.get((message.domain, message.msgid), []))
         if not alternatives:
             continue
         pattern = "|".join(f"(?:{p})" for p in alternatives)
-        compiled = _compile(where, pattern)
+        # captures only where they are read: the subject's group, and a harmless row's matches;
+        # any other row is located capture-free (a capturing search of many alternatives costs)
+        spanner = _compile(where, pattern, _SPAN_ONLY)
+        captures = message.subject_arg is not None or message.harmless
+        compiled = _compile(where, pattern) if captures else spanner
         # the alternatives an ASCII-only text can match: a translation with a non-ASCII letter
         # cannot (every literal of a message's pattern is required)
         plain = [p for p in alternatives if _CLASSES.sub("", p).isascii()]
@@ -466,7 +470,7 @@ def _message_rows(name: str, rows: Sequence[MessageRow], translations: Sequence[
         verdict = None if message.harmless or message.kind is None else Verdict(
             message.kind, message.interactive, message.retryable)
         row = Row(where, message.source, pattern, verdict, weak=message.weak, compiled=compiled,
-                  subject=compiled if message.subject_arg is not None else None, spanner=_spanner(pattern),
+                  subject=compiled if message.subject_arg is not None else None, spanner=spanner,
                   ascii_pattern=ascii_pattern)
         (harmless if message.harmless else weak if message.weak else causes).append(row)
     return causes, weak, harmless
@@ -495,7 +499,7 @@ class _Parts:
     files: list[str] = field(default_factory=list)
 
 
-def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) -> None:
+def _add_file(parts: _Parts, name: str, data: Mapping[str, Any]) -> None:
     unknown = sorted(set(map(str, data)) - _SECTION_KEYS)
     if unknown:
         raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
@@ -520,7 +524,7 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) 
             parts.settings.setdefault(key, data[key])
     if data.get("messages") is not None:
         rows = load_message_rows(yaml.safe_dump({"messages": data["messages"]}), where=name)
-        causes, weak, harmless = _message_rows(name, rows, ())
+        causes, weak, harmless = _message_rows(name, [(row, patterns_for(row, ())) for row in rows])
         parts.message_causes += causes
         parts.message_weak += weak
         parts.harmless += harmless
@@ -539,7 +543,7 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], raw_text: str) 
     parts.files.append(name)
 
 
-def _read_user_file(path: Path) -> tuple[str, Mapping[str, Any]]:
+def _read_user_file(path: Path) -> Mapping[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -547,10 +551,10 @@ def _read_user_file(path: Path) -> tuple[str, Mapping[str, Any]]:
     except UnicodeDecodeError as exc:
         raise SignalTableError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_SafeLoader) or {}
     except yaml.YAMLError as exc:
         raise SignalTableError(f"{path}: not YAML: {exc}") from exc
-    return text, _mapping(str(path), data)
+    return _mapping(str(path), data)
 
 
 def signal_files_from_env(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
@@ -588,24 +592,22 @@ def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
 
 
 @functools.cache
-def _bundled() -> tuple[str, Mapping[str, Any]]:
+def _bundled() -> Mapping[str, Any]:
     text = resources.files("unstuck").joinpath("data/signals.yaml").read_text(encoding="utf-8")
-    return text, _mapping("signals.yaml", yaml.safe_load(text))
+    return _mapping("signals.yaml", yaml.load(text, Loader=_SafeLoader))
 
 
 @functools.cache
 def _bundled_messages() -> tuple[list[Row], ...]:
-    return _message_rows("messages.yaml", load_message_rows(), load_translations())
+    return _message_rows("messages.yaml", bundled_patterns())
 
 
 @functools.cache
 def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     parts = _Parts()
     for name, _ in stamps:
-        text, data = _read_user_file(Path(name))
-        _add_file(parts, name, data, text)
-    text, data = _bundled()
-    _add_file(parts, "signals.yaml", data, text)
+        _add_file(parts, name, _read_user_file(Path(name)))
+    _add_file(parts, "signals.yaml", _bundled())
     causes, weak, harmless = _bundled_messages()
     parts.message_causes += causes
     parts.message_weak += weak

@@ -8,18 +8,17 @@ processes may share one; each marks its files with its own ``PRAGMA application_
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from unstuck.text import valid_utf8
+
 __all__ = ["STORE_KINDS", "clean_text", "connect", "describe", "write"]
 
 #: The ``application_id`` of each unstuck store, with how a message names it.
 STORE_KINDS = {0x756E736A: "an unstuck journal", 0x756E736C: "an unstuck lesson store"}
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -61,12 +60,9 @@ def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def clean_text(text: str) -> str:
     """``text`` as valid UTF-8 for SQLite: lone surrogates (undecodable bytes a tool passed
-    on as ``surrogateescape``) become U+FFFD instead of failing the write."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
+    on as ``surrogateescape``) become U+FFFD instead of failing the write
+    (:func:`unstuck.text.valid_utf8`)."""
+    return valid_utf8(text)
 
 
 def describe(db: sqlite3.Connection, app_id: int) -> str:
