@@ -16,20 +16,25 @@ class PlaybackModel:
 
     A reply may be a ``ModelReply``, a ``(tool, args)`` pair (one tool call), a string (a
     final answer), or an exception instance (raised). When tools are withheld (the closing
-    call), ``closing`` is answered instead (a string, or an exception to raise).
+    call), ``closing`` is answered instead (a string, or an exception to raise); asked whether
+    it finished without a blocked subject (the guard's route-around check), ``confirm``.
     """
 
     name = "playback"
 
-    def __init__(self, replies: Sequence[object], closing: object = "I will retry the task.") -> None:
+    def __init__(self, replies: Sequence[object], closing: object = "I will retry the task.",
+                 confirm: str = "No, I could not.") -> None:
         self.replies = list(replies)
         self.closing = closing
+        self.confirm = confirm
         self.requests: list[tuple[tuple[Message, ...], tuple[ToolSpec, ...]]] = []
         self._n = 0
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         self.requests.append((tuple(messages), tuple(tools)))
         if not tools:
+            if messages and "Did you complete the task without" in messages[-1].content:
+                return ModelReply(self.confirm)
             if isinstance(self.closing, BaseException):
                 raise self.closing
             return ModelReply(str(self.closing))

@@ -85,7 +85,7 @@ def test_the_intent_is_on_disk_before_the_write_call_runs(tmp_path: Path) -> Non
         intents = journal.intents("t1")
         assert [(i.effect_ref, i.state) for i in intents] == [("t1:0", IntentState.COMMITTED)]
         assert json.loads(intents[0].receipt or "{}")["content"] == "booked 1"
-        assert [s.tool for s in journal.steps("t1")] == ["book", "count"]
+        assert [s.call.tool for s in journal.steps("t1")] == ["book", "count"]
         with pytest.raises(JournalError, match="already exists"):
             journal.prepare_intent("t1", 0, "c", "book", "{}")
 

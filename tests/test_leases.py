@@ -4,10 +4,14 @@ period, with a check that nothing survives; real processes throughout."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from unstuck.leases import descendants, run_leased
+import pytest
+
+from unstuck.leases import DEFAULT_WINDOW, descendants, reads_terminal, run_leased, waiting_program
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -59,8 +63,6 @@ def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_prin
 
 
 def test_descendants_lists_the_tree_of_a_live_process(tmp_path: Path) -> None:
-    import subprocess
-
     child = subprocess.Popen(["bash", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
         deadline = time.monotonic() + 5
@@ -95,3 +97,86 @@ def test_a_process_started_during_the_grace_period_is_killed_too(tmp_path: Path)
     assert pid_file.exists(), "the TERM trap started its late process"
     late = int(pid_file.read_text())
     assert not alive(late) and late in lease.killed and lease.survivors == ()
+
+
+# --- issue 11: a pseudo-terminal of the command's own, and who waited for input at the deadline ---
+
+PROMPT = "input('Continue? [y/N] ')"
+
+
+def test_a_pager_waiting_for_a_key_at_the_deadline_is_named(tmp_path: Path) -> None:
+    started = time.monotonic()
+    lease = run_leased(["bash", "-c", "seq 1 500 | less"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5,
+                       terminal=True)
+    assert lease.expired and lease.waiting_for_input == "less"
+    assert lease.survivors == () and time.monotonic() - started < 6
+
+
+def test_a_prompt_on_the_terminal_waits_and_is_named_with_what_it_asked(tmp_path: Path) -> None:
+    lease = run_leased(["python3", "-c", PROMPT], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
+    assert lease.expired and lease.waiting_for_input == "python3"
+    assert "Continue? [y/N]" in lease.stdout + lease.stderr  # Python prompts on stderr when stdin is a terminal
+
+
+def test_a_slow_command_is_a_plain_timeout_not_a_wait_for_input(tmp_path: Path) -> None:
+    on_terminal = run_leased(["sleep", "5"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
+    without = run_leased(["sleep", "5"], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    assert on_terminal.expired and on_terminal.waiting_for_input is None
+    assert without.expired and without.waiting_for_input is None
+
+
+def test_a_pager_whose_output_is_not_the_terminal_copies_its_input_and_ends(tmp_path: Path) -> None:
+    # less main.c: with standard output not a terminal it copies its input (the fix for a waiting pager)
+    lease = run_leased(["bash", "-c", "seq 1 500 | less | cat"], cwd=tmp_path, env=ENV, deadline_s=10, terminal=True)
+    assert (lease.exit_code, lease.expired, lease.waiting_for_input) == (0, False, None)
+    assert lease.stdout.split() == [str(n) for n in range(1, 501)]
+
+
+def test_the_command_gets_a_controlling_terminal_of_the_window_size_and_a_separate_stderr(tmp_path: Path) -> None:
+    script = "tty; stty size; printf '%s\\n' \"$TERM\"; test -r /dev/tty && echo has-ctty; echo oops >&2"
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=10, terminal=True)
+    lines = lease.stdout.splitlines()
+    assert lease.exit_code == 0 and lines[0].startswith("/dev/pts/")
+    assert lines[1] == f"{DEFAULT_WINDOW[0]} {DEFAULT_WINDOW[1]}" and lines[2] == "dumb" and lines[3] == "has-ctty"
+    assert lease.stderr == "oops\n" and "\r" not in lease.stdout
+
+
+def test_this_processs_terminal_and_one_of_its_own_cannot_both_be_asked_for(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="exclude each other"):
+        run_leased(["true"], cwd=tmp_path, env=ENV, deadline_s=1, stdin_tty=True, terminal=True)
+
+
+def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_process_blocked_reading_a_terminal_it_was_given_is_seen_without_a_lease_pty(tmp_path: Path) -> None:
+    master, slave = os.openpty()
+    reader = subprocess.Popen(["python3", "-c", "import sys; sys.stdin.readline()"], stdin=slave,
+                              stdout=subprocess.DEVNULL, env=ENV)
+    piped = subprocess.Popen(["python3", "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE, env=ENV)
+    try:
+        assert _until(lambda: reads_terminal(reader.pid)), "python3 reading the pty it was given as stdin"
+        assert reads_terminal(reader.pid, os.fstat(slave).st_rdev)
+        assert waiting_program([piped.pid, reader.pid]) == "python3"
+        time.sleep(0.3)
+        assert not reads_terminal(piped.pid), "a read of a pipe is not a wait for a person"
+        assert waiting_program([piped.pid]) is None
+    finally:
+        for child in (reader, piped):
+            child.kill()
+            child.wait()
+        os.close(master)
+        os.close(slave)
+
+
+def test_a_pager_polling_its_terminal_is_waiting_too(tmp_path: Path) -> None:
+    # util-linux more(1) waits in poll(2) on the terminal and a signalfd, not in read(2)
+    (tmp_path / "long.txt").write_text("".join(f"line {n}\n" for n in range(500)))
+    lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
+    assert lease.expired and lease.waiting_for_input == "more"

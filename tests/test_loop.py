@@ -210,7 +210,8 @@ def test_cost_line_counts_steps_and_seconds_after_the_blocker() -> None:
 def test_answer_after_routing_around_a_blocker_is_done_and_reports_the_open_blocker() -> None:
     cli = FakeCli()
     model = PlaybackModel([("check", {"name": "cli"}), ("shell", {"command": "cat local-clone/README"}),
-                           "The description is in the local clone: a CLI."])
+                           "The description is in the local clone: a CLI."],
+                          confirm="Yes: the local clone's README has the description.")
     result = run_turn("describe", model=model, tools=cli.tools(), unattended=True)
     assert result.status is TurnStatus.DONE and result.escalation is None
     assert result.answer.startswith("The description is in the local clone")

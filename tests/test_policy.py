@@ -13,12 +13,24 @@ GH_AUTH = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
 CALL = ToolCall.of("c", "run_command", {"command": "curl https://api.github.com"})
 
 
+def after(
+    state: RecoveryState, call: ToolCall, *, subject: str, situation: Situation | None, ok: bool,
+    executed: bool = True, is_probe: bool = False, exempt: frozenset[str] = frozenset(), is_retry: bool = False,
+    auto_retry: bool = False, unknown_tool: bool = False,
+) -> policy.Assessment:
+    """One result through :func:`policy.after_result`, its outcome spelled as keywords."""
+    return policy.after_result(state, call, policy.CallOutcome(
+        subject, situation, ok, executed, is_probe, is_retry, auto_retry, exempt, unknown_tool))
+
+
 def step(state: RecoveryState, subject: str, situation: Situation | None, ok: bool,
          *, executed: bool = True, probe: bool = False) -> policy.Assessment:
+    """One call on ``subject`` (a different command per call: identical failing calls are
+    the repetition rule's, tested on their own)."""
+    call = ToolCall.of("c", "run_command", {"command": f"{subject} step {state.calls}"})
     if not probe:
-        _, state = policy.before_dispatch(state, CALL, subject=subject, interactive=False)
-    return policy.after_result(state, CALL, subject=subject, situation=situation, ok=ok, executed=executed,
-                               is_probe=probe)
+        _, state = policy.before_dispatch(state, call, subject=subject, interactive=False)
+    return after(state, call, subject=subject, situation=situation, ok=ok, executed=executed, is_probe=probe)
 
 
 def opened(unattended: bool = True, situation: Situation = GH_AUTH) -> RecoveryState:
@@ -64,7 +76,7 @@ def test_refusals_count_against_the_budget() -> None:
     state = opened()
     decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=True)
     assert isinstance(decision, Refuse)
-    assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
+    assessment = after(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
     assert assessment.charged == ("gh",)
     assert assessment.state.open_blockers["gh"].workarounds == 1
 
@@ -176,7 +188,7 @@ def test_skipped_subject_is_refused_and_opens_no_blocker() -> None:
     assert "gh" not in state.open_blockers and state.skipped_subjects == {"gh"}
     decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
     assert isinstance(decision, Refuse) and "skip" in decision.reason
-    assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
+    assessment = after(state, CALL, subject="gh", situation=decision.situation, ok=False, executed=False)
     assert dict(assessment.state.open_blockers) == {}
     assert assessment.charged == ("gh",)
 
@@ -187,7 +199,7 @@ def test_calls_that_keep_hitting_a_skipped_subject_end_the_turn() -> None:
     for _ in range(3):
         decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
         assert isinstance(decision, Refuse)
-        assessment = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+        assessment = after(state, CALL, subject="gh", situation=decision.situation, ok=False,
                                          executed=False)
         state = assessment.state
         outcomes.append(type(assessment.decision).__name__)
@@ -197,7 +209,7 @@ def test_calls_that_keep_hitting_a_skipped_subject_end_the_turn() -> None:
 def test_refusal_then_declaration_adopts_the_exact_unblock() -> None:
     decision, state = policy.before_dispatch(RecoveryState(unattended=True), CALL, subject="gh", interactive=True)
     assert isinstance(decision, Refuse)
-    state = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+    state = after(state, CALL, subject="gh", situation=decision.situation, ok=False,
                                 executed=False).state
     assert state.open_blockers["gh"].situation.unblock is None
     state = step(state, "gh", GH_AUTH, False).state
@@ -208,7 +220,7 @@ def test_calls_chosen_in_the_same_reply_before_the_guidance_are_not_charged() ->
     state = opened()
     assessment = step(state, "curl", None, False)
     _, counted = policy.before_dispatch(state, CALL, subject="curl", interactive=False)
-    uncharged = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"gh"}))
+    uncharged = after(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"gh"}))
     assert assessment.charged == ("gh",) and uncharged.charged == ()
 
 
@@ -254,11 +266,11 @@ def test_exemption_covers_only_the_new_blocker_and_never_a_refusal() -> None:
     glab = Situation(Kind.AUTH, "glab", unblock="glab auth login")
     state = step(state, "glab", glab, False).state
     _, counted = policy.before_dispatch(state, CALL, subject="curl", interactive=False)
-    failing = policy.after_result(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"glab"}))
+    failing = after(counted, CALL, subject="curl", situation=None, ok=False, exempt=frozenset({"glab"}))
     assert failing.charged == ("gh",)
     decision, counted = policy.before_dispatch(failing.state, CALL, subject="gh", interactive=True)
     assert isinstance(decision, Refuse)
-    refused = policy.after_result(counted, CALL, subject="gh", situation=decision.situation, ok=False,
+    refused = after(counted, CALL, subject="gh", situation=decision.situation, ok=False,
                                   executed=False, exempt=frozenset({"glab"}))
     assert set(refused.charged) == {"gh", "glab"}
 
@@ -268,7 +280,7 @@ def test_skipping_again_gives_a_fresh_skip_budget_and_a_clean_probe_lifts_the_sk
     for _ in range(3):
         decision, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
         assert isinstance(decision, Refuse)
-        state = policy.after_result(state, CALL, subject="gh", situation=decision.situation, ok=False,
+        state = after(state, CALL, subject="gh", situation=decision.situation, ok=False,
                                     executed=False).state
     assert state.skipped["gh"].exhausted
     again = policy.skip_subject(state, "gh")
@@ -297,10 +309,10 @@ def test_a_retryable_failure_is_retried_after_the_backoff_then_becomes_a_blocker
     state = RecoveryState(unattended=True)
     _, state = policy.before_dispatch(state, CALL, subject="gh", interactive=False)
     waits = []
-    assessment = policy.after_result(state, CALL, subject="gh", situation=refused, ok=False, auto_retry=True)
+    assessment = after(state, CALL, subject="gh", situation=refused, ok=False, auto_retry=True)
     while isinstance(assessment.decision, policy.RetryAfter):
         waits.append(assessment.decision.delay_s)
-        assessment = policy.after_result(assessment.state, CALL, subject="gh", situation=refused, ok=False,
+        assessment = after(assessment.state, CALL, subject="gh", situation=refused, ok=False,
                                          is_retry=True, auto_retry=True)
     assert waits == [10.0, 20.0]  # network: 3 attempts, base 10 s, doubling (DESIGN.md)
     assert assessment.opened == ("gh",) and assessment.state.open_blockers["gh"].situation.kind is Kind.NETWORK
@@ -315,10 +327,10 @@ def test_a_server_wait_beyond_the_cap_is_a_blocker_at_once() -> None:
 def test_a_success_clears_the_retry_count_of_that_call() -> None:
     flaky = Situation(Kind.UNAVAILABLE, "gh", retryable=True, source=Source.INFERRED)
     _, state = policy.before_dispatch(RecoveryState(unattended=True), CALL, subject="gh", interactive=False)
-    first = policy.after_result(state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
+    first = after(state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
     assert isinstance(first.decision, policy.RetryAfter) and first.decision.delay_s == 30.0
-    cleared = policy.after_result(first.state, CALL, subject="gh", situation=None, ok=True, is_retry=True)
-    again = policy.after_result(cleared.state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
+    cleared = after(first.state, CALL, subject="gh", situation=None, ok=True, is_retry=True)
+    again = after(cleared.state, CALL, subject="gh", situation=flaky, ok=False, auto_retry=True)
     assert isinstance(again.decision, policy.RetryAfter) and again.decision.attempt == 1
 
 
@@ -353,5 +365,5 @@ def test_the_loop_does_not_wait_on_workarounds_while_a_blocker_is_open() -> None
     state = opened()
     flaky = Situation(Kind.NETWORK, "web", retryable=True, source=Source.INFERRED)
     _, counted = policy.before_dispatch(state, CALL, subject="web", interactive=False)
-    assessment = policy.after_result(counted, CALL, subject="web", situation=flaky, ok=False, auto_retry=True)
+    assessment = after(counted, CALL, subject="web", situation=flaky, ok=False, auto_retry=True)
     assert isinstance(assessment.decision, Continue) and assessment.charged == ("gh",)

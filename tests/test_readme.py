@@ -28,3 +28,25 @@ def test_ci_runs_the_readme_test_command_after_bootstrap() -> None:
     test_command = quickstart_commands()[1]
     assert test_command in ci
     assert ci.index("./bootstrap") < ci.index(test_command)
+
+
+def test_the_guard_your_own_loop_example_runs_against_a_local_server_and_stops() -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from chat_server import ChatServer
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Guard your own loop", 1)[1]
+    block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    assert len(block.group(1).splitlines()) <= 30
+    calls = [{"tool_calls": [("gh_repo_view", {"repo": "cli/cli"})]}] * 10
+    with ChatServer(calls) as server:
+        scope: dict[str, object] = {"BASE_URL": server.base_url}
+        exec(compile(block.group(1), "README.md", "exec"), scope)
+        requests = len(server.requests)
+    guard = scope["guard"]
+    escalation = guard.escalation  # type: ignore[attr-defined]
+    assert escalation is not None and escalation.kind.value == "auth"
+    assert "gh auth login" in escalation.user_action
+    assert requests <= 6  # it stopped within the inferred blocker's budget, not after ten calls

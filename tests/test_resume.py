@@ -52,7 +52,7 @@ def test_an_uninterrupted_turn_books_each_order_once_with_an_intent_and_receipt_
     with Journal(tmp_path / "j.db") as journal:
         intents = journal.intents("t1")
         assert [(i.effect_ref, i.state) for i in intents] == [(f"t1:{n}", IntentState.COMMITTED) for n in range(3)]
-        assert [s.tool for s in journal.steps("t1")] == ["book_order"] * 3
+        assert [s.call.tool for s in journal.steps("t1")] == ["book_order"] * 3
         assert journal.turn("t1").status == "done"
 
 
@@ -138,7 +138,7 @@ def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Pa
                  clock=VirtualClock(), journal=Journal(path, on_point=crash_after_the_first_retry_wait), turn_id="t1")
     assert runs == ["fetch"]  # one attempt made, the retry's wait was on its way
     with Journal(path) as journal:
-        assert [(s.tool, s.retry) for s in journal.steps("t1")] == [("fetch", False)]
+        assert [(s.call.tool, s.retry) for s in journal.steps("t1")] == [("fetch", False)]
         log = EventLog()
         result = resume_turn(journal, "t1", model=PlaybackModel(["gave up"]), tools=Toolset([fetch]),
                              clock=VirtualClock(), events=log)
@@ -327,7 +327,7 @@ def test_a_users_skip_is_replayed_on_resume(tmp_path: Path) -> None:
                  asker=ScriptedAsker([Answer.SKIP]), clock=VirtualClock(),
                  journal=Journal(path, on_point=crash), turn_id="t1")
     with Journal(path) as journal:
-        assert journal.decisions("t1") == [(3, "skip", "gh")]
+        assert journal.decisions("t1") == [(2, "skip", "gh")]  # the third identical failing check stops it
         result = resume_turn(journal, "t1", model=PlaybackModel([("open_pr", {"title": "second"}), "done"]),
                              tools=Toolset([check, open_pr, note]), asker=ScriptedAsker([Answer.STOP]),
                              clock=VirtualClock(), resolvers={"note": lambda arguments: Resolution.ABSENT})

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 from unstuck.classify import classify_result
 from unstuck.evals.sandbox import Sandbox
 from unstuck.situations import Kind, Probe
-from unstuck.toolkit import Workspace, command_subject, standard_tools
+from unstuck.toolkit import KNOWN_CLIS, CliFacts, Workspace, command_subject, standard_tools
+from unstuck.tools import Effect
 
 
 def test_run_command_is_about_the_program_its_command_line_runs(tmp_path: Path) -> None:
@@ -38,7 +41,8 @@ def test_check_cli_setup_declares_not_installed_when_gh_is_off_path() -> None:
     with Sandbox(hide_programs=["gh"]) as box:
         result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
     assert result.declared is not None
-    assert result.declared.kind is Kind.NOT_INSTALLED and result.declared.unblock == "sudo apt-get install gh"
+    assert result.declared.kind is Kind.NOT_INSTALLED and result.declared.unblock == "sudo apt-get install -y gh"
+    assert result.declared.interactive, "installing with sudo needs a person to authenticate"
 
 
 def test_check_cli_setup_reports_scopes_for_signed_in_gh_against_the_local_api(gh_path: str) -> None:
@@ -251,3 +255,248 @@ def test_logged_out_gh_through_run_command_asks_with_gh_auth_login_without_a_set
     assert "check_cli_setup" not in model_calls, "the model never called a setup tool"
     assert [s.call.tool for s in result.steps if s.probe] == ["check_cli_setup"]  # type: ignore[attr-defined]
     assert log.named("probe.setup")  # type: ignore[attr-defined]
+
+
+# --- issue 11: a pager or prompt waiting at the deadline; the CLI tools answer alike; asking the user ----
+
+PLAIN = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repository of 200 commits (one git fast-import, git-fast-import(1))."""
+    root = tmp_path_factory.mktemp("history")
+    env = {**PLAIN, "HOME": str(root)}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root / "repo")], check=True, env=env)
+    stream = []
+    for n in range(1, 201):
+        message = f"commit number {n}\n"
+        parent = f"from :{n - 1}\n" if n > 1 else ""
+        stream.append(f"commit refs/heads/main\nmark :{n}\ncommitter T <t@example.com> {1_700_000_000 + n} +0000\n"
+                      f"data {len(message)}\n{message}{parent}\n")
+    subprocess.run(["git", "fast-import", "--quiet"], input="".join(stream), text=True, check=True,
+                   cwd=root / "repo", env=env)
+    return root / "repo"
+
+
+def pty_workspace(root: Path, **env: str) -> Workspace:
+    return Workspace(root, {**PLAIN, "HOME": str(root), "TERM": "xterm", **env}, grace_s=0.5, terminal=True)
+
+
+def test_pager_waiting_at_deadline_is_interactive_not_transient(repo: Path) -> None:
+    tools = standard_tools(pty_workspace(repo, GIT_PAGER="less"))
+    args = {"command": "git log", "timeout_s": 1.5}
+    result = tools["run_command"].invoke(args)
+    assert result.exit_code == 124 and result.waiting_for_input == "less"
+    assert "less was waiting for input at the deadline" in result.content
+    situation = classify_result(tools["run_command"], args, result)
+    assert situation is not None
+    assert (situation.kind, situation.interactive, situation.retryable, situation.subject) == (
+        Kind.INVALID_ARGS, True, False, "git")  # the signal table's pager row: interactive invalid_args
+    assert situation.detail.startswith("less waited for input at the deadline")
+    assert "GIT_PAGER=cat git log" in situation.detail and "git(1)" in situation.detail  # git(1): GIT_PAGER=cat
+    assert situation.unblock is None and situation.probe is None  # inferred
+
+
+def test_the_same_log_without_a_pager_finishes_on_the_terminal(repo: Path) -> None:
+    tools = standard_tools(pty_workspace(repo, GIT_PAGER="less"))
+    result = tools["run_command"].invoke({"command": "GIT_PAGER=cat git log", "timeout_s": 20})
+    assert result.ok and result.waiting_for_input is None
+    assert result.content.count("Author: T <t@example.com>") == 200 and "\x1b" not in result.content
+
+
+def test_a_yes_no_prompt_on_the_terminal_is_interactive_with_no_stdin_as_the_fix(tmp_path: Path) -> None:
+    tools = standard_tools(pty_workspace(tmp_path))
+    command = """python3 -c 'input("Continue? [y/N] ")'"""
+    result = tools["run_command"].invoke({"command": command, "timeout_s": 1.0})
+    situation = classify_result(tools["run_command"], {"command": command}, result)
+    assert result.waiting_for_input == "python3" and "Continue? [y/N]" in result.content
+    assert situation is not None and situation.interactive and not situation.retryable
+    assert situation.kind is Kind.INVALID_ARGS and situation.subject == "python3"
+    assert f"{command} < /dev/null" in situation.detail
+    fixed = tools["run_command"].invoke({"command": f"{command} < /dev/null", "timeout_s": 10})
+    assert fixed.waiting_for_input is None and fixed.exit_code != 124  # EOFError at once, no wait
+
+
+def test_a_slow_command_on_the_terminal_is_still_a_plain_timeout(tmp_path: Path) -> None:
+    tools = standard_tools(pty_workspace(tmp_path))
+    result = tools["run_command"].invoke({"command": "sleep 5", "timeout_s": 1.0})
+    situation = classify_result(tools["run_command"], {"command": "sleep 5"}, result)
+    assert result.exit_code == 124 and result.waiting_for_input is None
+    assert situation is not None and situation.kind is Kind.TIMEOUT and situation.retryable
+
+
+def test_run_command_on_a_terminal_workspace_says_it_has_a_terminal(tmp_path: Path) -> None:
+    assert standard_tools(pty_workspace(tmp_path))["run_command"].terminal
+    assert not standard_tools(Workspace(tmp_path))["run_command"].terminal
+    with pytest.raises(ValueError, match="exclude each other"):
+        Workspace(tmp_path, stdin_tty=True, terminal=True)
+
+
+VERSION_SCRIPT = "#!/bin/sh\necho 'mytool 2.1.0'\n"
+
+
+def cli_setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A tool's source script, an empty bin directory on PATH, and the environment."""
+    source = tmp_path / "dist" / "mytool"
+    source.parent.mkdir()
+    source.write_text(VERSION_SCRIPT)
+    source.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    return source, bin_dir, {**PLAIN, "PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}
+
+
+def mytool_facts(source: Path, bin_dir: Path, *, sudo: bool = False) -> dict[str, CliFacts]:
+    # install(1) (GNU coreutils): copy with mode 755; needs no network and no root
+    command = f"install -m 755 {shlex.quote(str(source))} {shlex.quote(str(bin_dir / 'mytool'))}"
+    return {"mytool": CliFacts("mytool", "mytool", install=f"sudo {command}" if sudo else command,
+                               install_source="this test")}
+
+
+def test_install_cli_unattended_declares_not_installed_with_the_command_and_never_runs_it(tmp_path: Path) -> None:
+    source, bin_dir, env = cli_setup(tmp_path)
+    facts = mytool_facts(source, bin_dir)
+    result = standard_tools(Workspace(tmp_path, env), clis=facts)["install_cli"].invoke({"name": "mytool"})
+    assert not result.ok and result.declared is not None
+    assert (result.declared.kind, result.declared.subject, result.declared.unblock) == (
+        Kind.NOT_INSTALLED, "mytool", facts["mytool"].install)
+    assert not result.declared.interactive  # no sudo, no licence: the agent's user can run it as is
+    assert result.declared.probe == Probe.of("check_cli_setup", {"name": "mytool"})
+    assert not (bin_dir / "mytool").exists() and json.loads(result.content)["ran"] is False
+
+
+def test_install_cli_that_needs_sudo_declares_it_interactive(tmp_path: Path) -> None:
+    source, bin_dir, env = cli_setup(tmp_path)
+    facts = mytool_facts(source, bin_dir, sudo=True)
+    result = standard_tools(Workspace(tmp_path, env), clis=facts)["install_cli"].invoke({"name": "mytool"})
+    assert result.declared is not None and result.declared.interactive
+    assert result.declared.unblock == facts["mytool"].install and not (bin_dir / "mytool").exists()
+
+
+def test_install_cli_attended_installs_after_the_user_confirms_and_then_reports_ok(tmp_path: Path) -> None:
+    source, bin_dir, env = cli_setup(tmp_path)
+    facts = mytool_facts(source, bin_dir)
+    asked: list[str] = []
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        return True
+
+    result = standard_tools(Workspace(tmp_path, env, confirm=confirm), clis=facts)["install_cli"].invoke(
+        {"name": "mytool"})
+    assert asked == [f"Install mytool with: {facts['mytool'].install}?"]
+    assert result.ok and result.declared is None, result.content
+    report = json.loads(result.content)
+    assert report["path"] == str(bin_dir / "mytool") and report["version"] == "mytool 2.1.0"
+    assert report["ran"] is True and report["install"]["exit_code"] == 0
+
+
+def test_install_cli_attended_and_declined_declares_not_installed_and_runs_nothing(tmp_path: Path) -> None:
+    source, bin_dir, env = cli_setup(tmp_path)
+    facts = mytool_facts(source, bin_dir)
+    result = standard_tools(Workspace(tmp_path, env, confirm=lambda question: False), clis=facts)[
+        "install_cli"].invoke({"name": "mytool"})
+    assert result.declared is not None and result.declared.kind is Kind.NOT_INSTALLED
+    assert "declined" in result.declared.detail and result.declared.unblock == facts["mytool"].install
+    assert not (bin_dir / "mytool").exists()
+
+
+def test_install_cli_on_path_already_says_where_and_which_version(tmp_path: Path) -> None:
+    source, bin_dir, env = cli_setup(tmp_path)
+    (bin_dir / "mytool").write_text(VERSION_SCRIPT)
+    (bin_dir / "mytool").chmod(0o755)
+
+    def confirm(question: str) -> bool:
+        raise AssertionError(f"nothing to install, yet asked: {question}")
+
+    result = standard_tools(Workspace(tmp_path, env, confirm=confirm), clis=mytool_facts(source, bin_dir))[
+        "install_cli"].invoke({"name": "mytool"})
+    report = json.loads(result.content)
+    assert result.ok and report["path"] == str(bin_dir / "mytool") and report["version"] == "mytool 2.1.0"
+
+
+@pytest.mark.parametrize("tool_name", ["install_cli", "check_cli_setup", "sign_in_cli"])
+def test_a_cli_on_disk_outside_path_is_declared_with_the_path_to_add(tmp_path: Path, tool_name: str) -> None:
+    _, _, env = cli_setup(tmp_path)
+    local = Path(env["HOME"]) / ".local" / "bin"
+    local.mkdir(parents=True)
+    (local / "mytool").write_text(VERSION_SCRIPT)
+    (local / "mytool").chmod(0o755)
+    facts = {"mytool": CliFacts("mytool", "mytool", install="true", sign_in="mytool login")}
+
+    def confirm(question: str) -> bool:
+        raise AssertionError(f"it is on disk already, yet asked: {question}")
+
+    result = standard_tools(Workspace(tmp_path, env, confirm=confirm), clis=facts)[tool_name].invoke(
+        {"name": "mytool"})
+    declared = result.declared
+    assert declared is not None and declared.kind is Kind.NOT_INSTALLED and not declared.interactive
+    assert declared.detail == f"mytool is installed at {local / 'mytool'} but not on PATH"
+    assert declared.unblock == f'export PATH="{local}:$PATH"' and declared.location == str(local / "mytool")
+    assert json.loads(result.content)["status"] == "error"
+
+
+FAKE_CLI = """#!/bin/sh
+# a CLI whose sign-in state is a file: `status` exits 0 only when signed in (as gh auth status)
+state="$HOME/.fakecli-signed-in"
+case "$1" in
+  --version) echo "fakecli 0.9";;
+  status) if [ -f "$state" ]; then echo "Logged in"; else echo "You are not logged in" >&2; exit 1; fi;;
+  login) echo "First copy your one-time code: ABCD-1234"; [ -n "$FAKECLI_APPROVES" ] && touch "$state"; exit 0;;
+esac
+"""
+
+
+def fake_cli(tmp_path: Path, **extra: str) -> tuple[Workspace, dict[str, CliFacts]]:
+    _, bin_dir, env = cli_setup(tmp_path)
+    (bin_dir / "fakecli").write_text(FAKE_CLI)
+    (bin_dir / "fakecli").chmod(0o755)
+    facts = {"fakecli": CliFacts("fakecli", "the fake CLI", auth_status_args=("status",), sign_in="fakecli login")}
+    return Workspace(tmp_path, {**env, **extra}), facts
+
+
+def test_sign_in_cli_that_was_not_approved_declares_auth_with_the_sign_in_and_keeps_the_code(tmp_path: Path) -> None:
+    workspace, facts = fake_cli(tmp_path)
+    result = standard_tools(workspace, clis=facts)["sign_in_cli"].invoke({"name": "fakecli"})
+    declared = result.declared
+    assert declared is not None and (declared.kind, declared.interactive, declared.unblock) == (
+        Kind.AUTH, True, "fakecli login")
+    report = json.loads(result.content)
+    assert report["status"] == "error" and "ABCD-1234" in report["sign_in"]["output"]
+
+
+def test_sign_in_cli_that_was_approved_reports_the_cli_signed_in(tmp_path: Path) -> None:
+    workspace, facts = fake_cli(tmp_path, FAKECLI_APPROVES="1")
+    result = standard_tools(workspace, clis=facts)["sign_in_cli"].invoke({"name": "fakecli"})
+    assert result.ok and result.declared is None
+    assert json.loads(result.content)["signed_in"] is True
+
+
+def test_sign_in_cli_for_a_cli_that_is_not_installed_declares_not_installed() -> None:
+    with Sandbox(hide_programs=["gh"]) as box:
+        result = standard_tools(box.workspace())["sign_in_cli"].invoke({"name": "gh"})
+    assert result.declared is not None and result.declared.kind is Kind.NOT_INSTALLED
+    assert result.declared.unblock == KNOWN_CLIS["gh"].install
+
+
+def test_request_user_input_returns_the_answer_of_the_person_attending(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        return "the staging cluster"
+
+    spec = standard_tools(Workspace(tmp_path, ask=ask))["request_user_input"]
+    result = spec.invoke({"question": "Which cluster?\x1b[2J"})
+    assert spec.interactive and spec.effect is Effect.READ
+    assert result.ok and result.content == "the staging cluster" and asked == ["Which cluster?"]
+
+
+def test_request_user_input_with_nobody_attending_declares_an_interactive_permission(tmp_path: Path) -> None:
+    result = standard_tools(Workspace(tmp_path))["request_user_input"].invoke({"question": "Which cluster?"})
+    assert not result.ok and result.declared is not None
+    assert (result.declared.kind, result.declared.interactive) == (Kind.PERMISSION, True)
+    assert "nobody is attending" in result.declared.detail

@@ -21,6 +21,8 @@ is data, never read for failure.
 stage              evidence
 =================  ==========================================================================
 not executed       the call was refused before it ran → ``permission``
+(waited)           its deadline passed while its program waited for input (a pager, a prompt)
+                   → interactive ``invalid_args`` with the non-interactive fix (a cause)
 decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat generic wording
                    (a cause row worded beside them still decides)
 cause              the first wording row that names a cause (sign-in and prompt shapes,
@@ -64,6 +66,7 @@ from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable
 from unstuck.situations import Kind, Situation, Source
 from unstuck.text import clean_terminal_text, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
+from unstuck.waiting import non_interactive_fix
 
 __all__ = [
     "PRECEDENCE",
@@ -683,6 +686,8 @@ def _classify(
 ) -> Classification:
     if result.ok and _is_document(reader.table, tool, args, result):
         return _success(reader, tool, subject, result)
+    if not result.ok and result.waiting_for_input:
+        return _waited(reader, tool, args, subject, result.waiting_for_input, result)
     if not result.ok and result.exit_code in reader.table.decisive_exit_codes and _worded_otherwise(reader) is None:
         return _decisive(reader, subject, result)
     program = _program(tool, subject)
@@ -693,6 +698,19 @@ def _classify(
     named = _named_subject(match, reader, subject)
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, decision)
+
+
+def _waited(reader: _Reader, tool: ToolSpec | str, args: Mapping[str, Any], subject: str, program: str,
+            result: ToolResult) -> Classification:
+    """A call whose deadline passed while its program waited for input (a pager waiting for a
+    key, a prompt for an answer; :attr:`ToolResult.waiting_for_input`): not a timeout that
+    waiting fixes but the pager row's verdict (interactive ``invalid_args``, not retryable),
+    its detail naming the program and the way to run the command without waiting
+    (:func:`unstuck.waiting.non_interactive_fix`)."""
+    command = tool.command_line(args) if isinstance(tool, ToolSpec) else None
+    fix = non_interactive_fix(program, command, catalogue=reader.table.calls)
+    situation = _situation(reader, Verdict(Kind.INVALID_ARGS, interactive=True), subject, result, fix.describe())
+    return Classification(situation, True, Decision(Stage.CAUSE, "waited for input at the deadline", fix.source))
 
 
 def _worded_otherwise(reader: _Reader) -> RowMatch | None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Annotated
 
@@ -51,7 +50,7 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
         try:
             turns = j.turns()
             rows = [(t, j.intents(t.turn_id)) for t in turns]
-        except (sqlite3.DatabaseError, JournalError, ValueError) as exc:
+        except (JournalError, ValueError) as exc:
             raise _damaged(journal, exc) from None
     if as_json:
         typer.echo(json.dumps([
@@ -80,14 +79,14 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
             raise typer.Exit(2) from None
         try:
             steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
-        except (sqlite3.DatabaseError, JournalError, ValueError) as exc:
+        except (JournalError, ValueError) as exc:
             raise _damaged(journal, exc) from None
     if as_json:
         typer.echo(json.dumps({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
-            "steps": [{"index": s.index, "tool": s.tool, "arguments": json.loads(s.arguments_json),
+            "steps": [{"index": s.index, "tool": s.call.tool, "arguments": json.loads(s.call.arguments_json),
                        "subject": s.subject, "ok": s.ok, "kind": s.situation.kind.value if s.situation else None,
-                       "decision": s.decision, "injected": s.injected} for s in steps],
+                       "decision": s.decision.value, "injected": s.injected} for s in steps],
             "intents": [{"effect_ref": i.effect_ref, "tool": i.tool, "arguments": json.loads(i.arguments_json),
                          "state": i.state.value, "settled_by": i.settled_by} for i in intents],
             "validations": [{"name": n, "verdict": v, "evidence": e} for n, v, e in validations],
@@ -99,8 +98,8 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
     table = Table("step", "tool", "subject", "ok", "situation", "decision", "arguments", title="steps")
     for s in steps:
         kind = s.situation.kind.value if s.situation else "-"
-        table.add_row(str(s.index), s.tool, escape(s.subject), "yes" if s.ok else "no", kind, s.decision,
-                      escape(s.arguments_json[:60]) + (" [injected]" if s.injected else ""))
+        table.add_row(str(s.index), s.call.tool, escape(s.subject), "yes" if s.ok else "no", kind, s.decision.value,
+                      escape(s.call.arguments_json[:60]) + (" [injected]" if s.injected else ""))
     console.print(table)
     if intents:
         itable = Table("effect_ref", "tool", "state", "settled by", "arguments", title="effect intents")

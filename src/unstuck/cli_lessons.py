@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -49,7 +48,7 @@ def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
     """Run a read; a damaged store is a clear error naming its path, not a traceback."""
     try:
         return action(store)
-    except (sqlite3.DatabaseError, ValueError) as exc:
+    except (LessonStoreError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(store.path))} is damaged: {escape(str(exc))}")
         raise typer.Exit(2) from None
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from unstuck.clock import Clock
-from unstuck.events import Event, EventSink, event
+from unstuck.events import Event, EventName, EventSink, event
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -33,11 +33,12 @@ STREAK_LIMIT = 5
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
-    """What the last calls look like: ``kind`` is ``repetition`` or ``streak``; ``count`` how
-    many calls it spans so far; ``tool`` the tool they call.
+    """What the last calls look like: ``kind`` is :attr:`EventName.DIAGNOSTIC_REPETITION` or
+    :attr:`EventName.DIAGNOSTIC_STREAK` (the event it is recorded as); ``count`` how many calls
+    it spans so far; ``tool`` the tool they call.
     """
 
-    kind: str
+    kind: EventName
     tool: str
     count: int
 
@@ -58,9 +59,9 @@ class RunLengths:
         if self.last is None:
             return None
         if self.same >= REPEAT_LIMIT:
-            return Pattern("repetition", self.last.tool, self.same)
+            return Pattern(EventName.DIAGNOSTIC_REPETITION, self.last.tool, self.same)
         if self.streak >= STREAK_LIMIT:
-            return Pattern("streak", self.last.tool, self.streak)
+            return Pattern(EventName.DIAGNOSTIC_STREAK, self.last.tool, self.streak)
         return None
 
 
@@ -126,7 +127,7 @@ class StallWatch:
                 return None
             self._reported = True
             last = self._last
-        stall = event("diagnostic.stall", last.turn_id, last.at_s + silence, silent_s=round(silence, 3),
+        stall = event(EventName.DIAGNOSTIC_STALL, last.turn_id, last.at_s + silence, silent_s=round(silence, 3),
                       last_event=last.name)
         self.inner.emit(stall)
         return stall

@@ -12,12 +12,23 @@ deterministically from the situation's fields so a weak model cannot lose them:
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from unstuck import prompts
 from unstuck.situations import Kind, Situation
 
-__all__ = ["Escalation", "build_escalation"]
+__all__ = ["Answer", "Escalation", "build_escalation"]
+
+
+class Answer(enum.Enum):
+    """The user's reply to an escalation (DESIGN.md, "What the user sees")."""
+
+    DONE = "I've done it"
+    SKIP = "Skip it"
+    STOP = "Stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +45,11 @@ class Escalation:
         interactive: the remedy needs a person at a keyboard.
         closing_error: why the closing model call failed, when it did.
         workaround_calls: failing or refused calls made after the blocker opened.
+        reason: ``blocked`` (a blocker's budget ran out, or the agent answered with one open
+            and did not confirm it finished without it), ``repeated_failure`` or
+            ``unknown_tool`` (the agent is stuck).
+        refused: unstuck's own refusals this turn, listed beside the question (never
+            instead of the blocker a tool reported).
     """
 
     subject: str
@@ -45,14 +61,41 @@ class Escalation:
     interactive: bool = False
     closing_error: str | None = None
     workaround_calls: int = 0
+    reason: str = "blocked"
+    refused: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
-        """The three parts as the user reads them, one per line, plus any closing error."""
+        """The three parts as the user reads them, one per line, plus unstuck's refusals and
+        any closing error."""
         lines = [f"Blocked: {self.blocked}", f"You need to: {self.user_action}", f"Then: {self.next_step}"]
+        if self.refused:
+            lines.append(prompts.REFUSED_BESIDE.format(refusals=" | ".join(self.refused)))
         if self.closing_error is not None:
             lines.append(f"(The agent's own next step could not be written: {self.closing_error})")
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of every field (:meth:`from_dict` reads it back)."""
+        return {"subject": self.subject, "kind": self.kind.value, "blocked": self.blocked,
+                "user_action": self.user_action, "next_step": self.next_step, "unblock": self.unblock,
+                "interactive": self.interactive, "closing_error": self.closing_error,
+                "workaround_calls": self.workaround_calls, "reason": self.reason, "refused": list(self.refused)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Escalation:
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            ValueError: naming what is malformed.
+        """
+        try:
+            return cls(str(raw["subject"]), Kind(raw["kind"]), str(raw["blocked"]), str(raw["user_action"]),
+                       str(raw["next_step"]), raw.get("unblock"), bool(raw.get("interactive", False)),
+                       raw.get("closing_error"), int(raw.get("workaround_calls", 0)), str(raw.get("reason", "blocked")),
+                       tuple(map(str, raw.get("refused", []))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a saved escalation is malformed: {type(exc).__name__}: {exc}") from None
 
 
 def build_escalation(
@@ -62,6 +105,10 @@ def build_escalation(
     next_step: str | None = None,
     closing_error: str | None = None,
     workaround_calls: int = 0,
+    reason: str = "blocked",
+    evidence: str = "",
+    count: int = 0,
+    refused: tuple[str, ...] = (),
 ) -> Escalation:
     """Build the escalation for a blocker from its situation's fields.
 
@@ -72,17 +119,31 @@ def build_escalation(
         closing_error: the closing call's error, when it failed; it is shown, and part 3
             falls back to the deterministic default.
         workaround_calls: failing or refused calls made after the blocker opened.
+        reason: why the turn escalates (``blocked``, ``repeated_failure``, ``unknown_tool``);
+            a stuck turn's parts 1 and 2 say so
+            (:data:`unstuck.prompts.STUCK_WHAT`), quoting ``evidence`` (bounded).
+        evidence: the failing call's result, for a stuck turn.
+        count: the calls the stuck pattern spans.
+        refused: unstuck's own refusals this turn, listed beside the question.
     """
     written = (next_step or "").strip()
     default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip())
+    blocked = prompts.what_is_blocked(situation)
+    action = prompts.user_action(situation)
+    if reason in prompts.STUCK_WHAT:
+        quoted = f"“{prompts.excerpt(evidence or situation.detail, 300)}”"
+        blocked = prompts.STUCK_WHAT[reason].format(count=count, evidence=quoted, subject=situation.subject)
+        action = prompts.STUCK_ACTION.get(reason, action)
     return Escalation(
         subject=situation.subject,
         kind=situation.kind,
-        blocked=prompts.what_is_blocked(situation),
-        user_action=prompts.user_action(situation),
+        blocked=blocked,
+        user_action=action,
         next_step=written or default_next,
         unblock=situation.unblock,
         interactive=situation.interactive,
         closing_error=closing_error,
         workaround_calls=workaround_calls,
+        reason=reason,
+        refused=refused,
     )

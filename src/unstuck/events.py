@@ -1,13 +1,15 @@
-"""Events: every decision of the loop, as one JSON object per line.
+"""Events: every decision of the guard and the loop, as one JSON object per line.
 
-Names follow DESIGN.md ("What the user sees"): ``tool.called``, ``situation.declared``,
-``situation.inferred``, ``call.refused``, ``budget.charged``, ``blocker.opened``,
-``blocker.closed``, ``probe.run``, ``turn.escalated``, ``user.answered``, ``turn.ended``.
-A sink only records; it never changes what the loop does.
+:class:`EventName` owns the names (DESIGN.md, "What the user sees": every decision is an
+event): ``tool.called``, ``situation.declared``, ``situation.inferred``, ``call.refused``,
+``budget.charged``, ``blocker.opened``, ``blocker.closed``, ``probe.run``, ``turn.escalated``,
+``user.answered``, ``turn.ended`` and the rest below. A sink only records; it never changes
+what the loop does.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import threading
 from collections.abc import Iterator
@@ -15,9 +17,48 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-__all__ = ["Event", "EventLog", "EventSink", "JsonLinesSink", "Scalar", "Tee", "event", "read_events"]
+__all__ = ["Event", "EventLog", "EventName", "EventSink", "JsonLinesSink", "Scalar", "Tee", "event", "read_events"]
 
 Scalar = str | int | float | bool | None
+
+
+class EventName(enum.StrEnum):
+    """The name of every event unstuck records (a ``StrEnum``: it compares equal to its
+    dotted string, so readers of JSON lines match either)."""
+
+    TURN_STARTED = "turn.started"
+    TURN_RESUMED = "turn.resumed"
+    TURN_ESCALATED = "turn.escalated"
+    TURN_ENDED = "turn.ended"
+    TOOL_CALLED = "tool.called"
+    TOOL_RETURNED = "tool.returned"
+    CALL_REFUSED = "call.refused"
+    SITUATION_DECLARED = "situation.declared"
+    SITUATION_INFERRED = "situation.inferred"
+    SITUATION_SECOND_OPINION = "situation.second_opinion"
+    SITUATION_LOCATED = "situation.located"
+    BLOCKER_OPENED = "blocker.opened"
+    BLOCKER_CLOSED = "blocker.closed"
+    BUDGET_CHARGED = "budget.charged"
+    RETRY_SCHEDULED = "retry.scheduled"
+    PROBE_RUN = "probe.run"
+    PROBE_SETUP = "probe.setup"
+    PROBE_REFUSED = "probe.refused"
+    FAULT_INJECTED = "fault.injected"
+    INTENT_PREPARED = "intent.prepared"
+    INTENT_COMMITTED = "intent.committed"
+    INTENT_HELD = "intent.held"
+    LESSON_SHOWN = "lesson.shown"
+    LESSON_APPLIED = "lesson.applied"
+    LESSON_INVALIDATED = "lesson.invalidated"
+    LESSON_STORED = "lesson.stored"
+    LESSON_ERROR = "lesson.error"
+    USER_ANSWERED = "user.answered"
+    VALIDATION_CHECKED = "validation.checked"
+    ANSWER_CHECKED = "answer.checked"
+    DIAGNOSTIC_REPETITION = "diagnostic.repetition"
+    DIAGNOSTIC_STREAK = "diagnostic.streak"
+    DIAGNOSTIC_STALL = "diagnostic.stall"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +86,9 @@ class Event:
         return {"event": self.name, "turn": self.turn_id, "at_s": round(self.at_s, 6), **dict(self.fields)}
 
 
-def event(name: str, turn_id: str, at_s: float, **fields: Scalar) -> Event:
+def event(name: EventName, turn_id: str, at_s: float, **fields: Scalar) -> Event:
     """Build an :class:`Event` from keyword fields."""
-    return Event(name, turn_id, at_s, tuple(fields.items()))
+    return Event(name.value, turn_id, at_s, tuple(fields.items()))
 
 
 def read_events(path: Path) -> tuple[list[Event], list[int]]:

@@ -23,7 +23,9 @@ database, is refused with :class:`JournalError` naming the path, never recreated
 
 Errors::
 
-    JournalError (RuntimeError)   unreadable, corrupt or foreign journal file; unknown turn
+    JournalError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign journal file; a
+                                                failed SQLite operation (path and operation named,
+                                                the sqlite3.Error as __cause__); unknown turn
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unstuck.errors import UnstuckError
+from unstuck.outcome import StepRecord
+from unstuck.policy import Action
 from unstuck.situations import Situation, validate_situation
-from unstuck.sqlite_store import clean_text, connect, describe, write
+from unstuck.sqlite_store import clean_text, connect, describe, store_errors, write
+from unstuck.tools import ToolCall
 
 __all__ = [
     "APPLICATION_ID",
@@ -49,7 +55,6 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalIntent",
-    "JournalStep",
     "JournalTurn",
     "arguments_digest",
     "host_identity",
@@ -99,7 +104,7 @@ CREATE INDEX intents_by_turn ON intents (turn_id, step);
 """
 
 
-class JournalError(RuntimeError):
+class JournalError(UnstuckError, RuntimeError):
     """A journal file that cannot be used (named in the message), or an unknown turn."""
 
 
@@ -167,34 +172,20 @@ def situation_from_json(text: str | None) -> Situation | None:
     if text is None:
         return None
     try:
-        return validate_situation("journal", json.loads(text))
+        return validate_situation("journal", json.loads(text), allow_refusal=True)
     except (ValueError, TypeError) as exc:
         raise JournalError(f"a journaled situation does not read back: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class JournalStep:
-    """One step as the journal keeps it: enough to re-run the policy's bookkeeping over it
-    (the decisions are pure, so folding them over the steps rebuilds the recovery state)."""
+#: Decisions as journals written before :class:`unstuck.policy.Action` stored them.
+_LEGACY_DECISIONS = {"Continue": Action.CONTINUE, "Escalate": Action.ESCALATE, "RetryAfter": Action.RETRY}
 
-    index: int
-    call_id: str
-    tool: str
-    arguments_json: str
-    subject: str
-    interactive: bool
-    auto_retry: bool
-    dispatched: bool
-    probe: bool
-    retry: bool
-    ok: bool
-    situation: Situation | None
-    decision: str
-    exempt: tuple[str, ...]
-    injected: str | None
-    content: str
-    started_s: float
-    duration_s: float
+
+def _decision(text: str) -> Action:
+    try:
+        return _LEGACY_DECISIONS.get(text) or Action(text)
+    except ValueError:
+        raise JournalError(f"a journaled step has an unknown decision {text!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +225,7 @@ class JournalTurn:
 PointHook = Callable[[str, str], None]
 
 
+@store_errors(JournalError)
 class Journal:
     """An open journal file. Use as a context manager, or call :meth:`close`.
 
@@ -245,7 +237,9 @@ class Journal:
 
     Raises:
         JournalError: when the file is not SQLite, is another program's database, or is a
-            journal of a newer schema.
+            journal of a newer schema; from any public method, when SQLite fails (the file
+            damaged or removed while open, a full disk): the message names the path and the
+            method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`).
     """
 
     def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False) -> None:
@@ -261,8 +255,8 @@ class Journal:
         try:
             self._db = connect(self.path, readonly=readonly)
             self._open()
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from None
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
 
     def _open(self) -> None:
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
@@ -433,7 +427,7 @@ class Journal:
                            (IntentState.HELD.value, reason, ref))
 
     def checkpoint(
-        self, turn_id: str, *, steps: Sequence[JournalStep], messages: Sequence[str], first_seq: int, ref: str = ""
+        self, turn_id: str, *, steps: Sequence[StepRecord], messages: Sequence[str], first_seq: int, ref: str = ""
     ) -> None:
         """In one synced transaction: new steps, the conversation's new messages (JSON,
         numbered from ``first_seq``) and the checkpoint mark. A resumed turn continues from
@@ -442,12 +436,12 @@ class Journal:
             for step in steps:
                 db.execute(
                     "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (turn_id, step.index, clean_text(step.call_id), clean_text(step.tool),
-                     clean_text(step.arguments_json), arguments_digest(clean_text(step.arguments_json)),
+                    (turn_id, step.index, clean_text(step.call.id), clean_text(step.call.tool),
+                     clean_text(step.call.arguments_json), arguments_digest(clean_text(step.call.arguments_json)),
                      clean_text(step.subject), int(step.interactive),
                      int(step.auto_retry), int(step.dispatched), int(step.probe), int(step.retry), int(step.ok),
-                     situation_to_json(step.situation), step.decision, json.dumps(list(step.exempt)),
-                     step.injected, clean_text(step.content), step.started_s, step.duration_s),
+                     situation_to_json(step.situation), step.decision.value, json.dumps(list(step.exempt)),
+                     step.injected, clean_text(step.content[:4000]), step.started_s, step.duration_s),
                 )
                 db.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
             db.executemany(
@@ -492,17 +486,20 @@ class Journal:
         return JournalTurn(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8],
                            row[9])
 
-    def steps(self, turn_id: str) -> list[JournalStep]:
-        """A turn's steps in order."""
+    def steps(self, turn_id: str) -> list[StepRecord]:
+        """A turn's steps in order (content as journaled: its first 4,000 characters; the
+        per-step ``charged``/``opened``/``closed`` lists are not kept: folding the policy over
+        the steps gives them again)."""
         rows = self._db.execute(
             "SELECT idx, call_id, tool, arguments, subject, interactive, auto_retry, dispatched, probe, retry, ok,"
             " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
             " WHERE turn_id = ? ORDER BY idx", (turn_id,),
         ).fetchall()
         return [
-            JournalStep(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), bool(r[7]), bool(r[8]), bool(r[9]),
-                        bool(r[10]), situation_from_json(r[11]), r[12], tuple(json.loads(r[13])), r[14], r[15],
-                        r[16], r[17])
+            StepRecord(r[0], ToolCall(r[1], r[2], r[3]), r[4], dispatched=bool(r[7]), probe=bool(r[8]), ok=bool(r[10]),
+                       situation=situation_from_json(r[11]), started_s=r[16], duration_s=r[17], content=r[15],
+                       retry=bool(r[9]), injected=r[14], interactive=bool(r[5]), auto_retry=bool(r[6]),
+                       exempt=tuple(json.loads(r[13])), decision=_decision(r[12]))
             for r in rows
         ]
 

@@ -24,7 +24,9 @@ recreated over.
 
 Errors::
 
-    LessonStoreError (RuntimeError)   unreadable, corrupt or foreign store file
+    LessonStoreError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign store file; a
+                                                    failed SQLite operation (path and operation
+                                                    named, the sqlite3.Error as __cause__)
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from typing import Any
 
 import platformdirs
 
+from unstuck.errors import UnstuckError
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
-from unstuck.sqlite_store import clean_text, connect, describe, write
+from unstuck.sqlite_store import clean_text, connect, describe, store_errors, write
 
 __all__ = [
     "APPLICATION_ID",
@@ -81,7 +84,7 @@ _COLUMNS = ("id, domain, tool, subject, kind, fingerprint, unblock, probe, conte
             "last_verified_at, invalidated_at, superseded_by, source, metadata")
 
 
-class LessonStoreError(RuntimeError):
+class LessonStoreError(UnstuckError, RuntimeError):
     """A store file that cannot be used; the message names the path."""
 
 
@@ -153,6 +156,7 @@ def storable(situation: Situation) -> str | None:
     return None
 
 
+@store_errors(LessonStoreError)
 class LessonStore:
     """An open lesson store. Use as a context manager, or call :meth:`close`.
 
@@ -161,7 +165,9 @@ class LessonStore:
 
     Raises:
         LessonStoreError: when the file is not SQLite, is another program's database, has no
-            FTS5, or is of a newer schema.
+            FTS5, or is of a newer schema; from any public method, when SQLite fails (the
+            file damaged or removed while open, a full disk): the message names the path and
+            the method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`).
     """
 
     def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
@@ -171,7 +177,7 @@ class LessonStore:
             raise LessonStoreError(f"no lesson store at {self.path}")
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        last: Exception | None = None
+        last: sqlite3.Error | None = None
         for attempt in range(5):  # several processes making one new store at once: the losers wait and retry
             try:
                 self._db = connect(self.path, readonly=readonly)
@@ -182,10 +188,10 @@ class LessonStore:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     break
                 time.sleep(0.05 * (attempt + 1))
-            except sqlite3.DatabaseError as exc:
+            except sqlite3.Error as exc:
                 last = exc
                 break
-        raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from None
+        raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from last
 
     def _open(self) -> None:
         if not self.readonly:

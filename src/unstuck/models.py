@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from unstuck.errors import UnstuckError
 from unstuck.tools import ToolCall, ToolSpec
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class ModelError(RuntimeError):
+class ModelError(UnstuckError, RuntimeError):
     """The model could not be reached, or answered something that is not a usable reply."""
 
 

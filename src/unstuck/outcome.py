@@ -1,19 +1,22 @@
 """What a turn leaves: its status, each step as it happened, and the outcome.
 
 :class:`TurnStatus` is DESIGN.md's vocabulary (``done``, ``blocked``, ``failed``,
-``interrupted``; ``blocked`` is never ``done``); :class:`StepRecord` is one tool call;
+``interrupted``; ``blocked`` is never ``done``); :class:`StepRecord` is one tool call, the
+one record of a call that the guard, the loop, the journal, resume and the eval all use;
 :class:`TurnResult` is the whole turn, with the measures the eval and the cost line use.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from unstuck.escalation import Escalation
 from unstuck.models import Message
-from unstuck.situations import Situation
+from unstuck.policy import Action
+from unstuck.situations import Situation, validate_situation
 from unstuck.tools import ToolCall
 
 __all__ = ["StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
@@ -97,6 +100,17 @@ class StepRecord:
         retry: the loop ran this call again after a wait (the model did not ask for it).
         injected: the failure-bank form that replaced the tool's real return (fault
             injection), else ``None``: organic and injected failures stay apart.
+        interactive: the policy saw the call as a hand-off to a person (the tool, or its
+            command line).
+        auto_retry: the guard could retry it by itself (a read-only, non-interactive tool).
+        exempt: subjects of blockers opened earlier in the same reply (not charged by it).
+        decision: what the policy decided after it (:class:`unstuck.policy.Action`).
+        reply: the model reply the call came in (0-based), ``-1`` for the guard's own
+            probes.
+
+    The policy's inputs (``subject``, ``situation``, ``ok``, ``dispatched``, ``probe``,
+    ``retry``, ``interactive``, ``auto_retry``, ``exempt``) are all here, so folding the pure
+    policy over a turn's records rebuilds its recovery state (:func:`unstuck.resume.rebuild_state`).
     """
 
     index: int
@@ -114,6 +128,46 @@ class StepRecord:
     content: str = ""
     retry: bool = False
     injected: str | None = None
+    interactive: bool = False
+    auto_retry: bool = False
+    exempt: tuple[str, ...] = ()
+    decision: Action = Action.CONTINUE
+    reply: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (:meth:`from_dict` reads it back)."""
+        return {
+            "index": self.index, "call": {"id": self.call.id, "tool": self.call.tool,
+                                          "arguments": self.call.arguments_json},
+            "subject": self.subject, "dispatched": self.dispatched, "probe": self.probe, "ok": self.ok,
+            "situation": None if self.situation is None else self.situation.to_dict(),
+            "started_s": self.started_s, "duration_s": self.duration_s, "charged": list(self.charged),
+            "opened": list(self.opened), "closed": list(self.closed), "content": self.content, "retry": self.retry,
+            "injected": self.injected, "interactive": self.interactive, "auto_retry": self.auto_retry,
+            "exempt": list(self.exempt), "decision": self.decision.value, "reply": self.reply,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> StepRecord:
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            ValueError: naming what is malformed.
+        """
+        try:
+            call = raw["call"]
+            return cls(
+                int(raw["index"]), ToolCall(str(call["id"]), str(call["tool"]), str(call["arguments"])),
+                str(raw["subject"]), bool(raw["dispatched"]), bool(raw["probe"]), bool(raw["ok"]),
+                validate_situation("saved step", raw.get("situation"), allow_refusal=True),
+                float(raw["started_s"]), float(raw["duration_s"]), tuple(raw.get("charged", ())),
+                tuple(raw.get("opened", ())), tuple(raw.get("closed", ())), str(raw.get("content", "")),
+                bool(raw.get("retry", False)), raw.get("injected"), bool(raw.get("interactive", False)),
+                bool(raw.get("auto_retry", False)), tuple(raw.get("exempt", ())),
+                Action(raw.get("decision", "continue")), int(raw.get("reply", -1)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a saved step is malformed: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,25 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
 * **Retries** (DESIGN.md): a retryable transient result is retried by the loop after the
   wait :func:`unstuck.retry.next_retry` gives; once a kind's retries are used up, or the
   server's wait is beyond the cap, it becomes a blocker on its subject.
+* **Repetition has authority** (DESIGN.md, "Defaults": 3 consecutive identical calls;
+  identical *failing* calls escalate as stuck): the same call (tool and arguments) failing
+  :attr:`PolicyConfig.repetition` times in a row escalates, quoting the failure; a call to a
+  tool that is not in the tool set fails with the tool set listed, and the second such call
+  escalates.
+* **A refusal is unstuck's word, not the machine's**: it never replaces a blocker a tool
+  reported, and the question is about the first real blocker, with unstuck's refusals listed
+  beside it.
+* **No credential tricks around a sign-in or permission blocker**: while a blocker of kind
+  ``auth`` or ``permission`` is open, a call that changes credentials, scopes, identities or
+  permissions (:mod:`unstuck.credentials`) is refused and named in the question, unless
+  :attr:`PolicyConfig.allowed_credential_changes` names it.
+* **An interactive result is a blocker**: a result that needs a person at a keyboard (a
+  pager or prompt that waited until the deadline included) opens a blocker on its subject,
+  whatever its kind; it is never retried as transient.
+
+:func:`after_result` applies the rules in order, each its own function: close on success,
+schedule a retry, charge workarounds, open a blocker, taint addresses, count repetition,
+then decide.
 
 Nothing here sleeps, writes, reads a clock or calls a tool: each function takes a
 :class:`RecoveryState` and returns a decision with the next state.
@@ -23,25 +42,34 @@ Nothing here sleeps, writes, reads a clock or calls a tool: each function takes 
 
 from __future__ import annotations
 
+import enum
 import re
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from unstuck import prompts
 from unstuck.retry import next_retry, waitable
-from unstuck.situations import Kind, KindClass, Situation, Source
+from unstuck.situations import Kind, KindClass, Situation, Source, validate_situation
 from unstuck.tools import ToolCall
 
+if TYPE_CHECKING:
+    from unstuck.credentials import CredentialChange
+
 __all__ = [
+    "Action",
     "Assessment",
+    "CallOutcome",
     "Continue",
     "Dispatch",
     "Escalate",
+    "EscalationReason",
     "OpenBlocker",
     "PolicyConfig",
     "RecoveryState",
     "Refuse",
+    "Repeat",
     "RetryAfter",
     "after_result",
     "before_dispatch",
@@ -60,16 +88,61 @@ class PolicyConfig:
             blocker opened, before the turn escalates (default 2).
         max_workarounds_after_inferred_blocker: the same after an *inferred* blocker
             (default 4: a regex is less sure than a tool).
+        repetition: identical failing calls in a row that escalate as stuck (default 3,
+            DESIGN.md "Defaults").
+        unknown_tool_calls: calls to tools that are not in the tool set that escalate
+            (default 2: the first fails with the tool set listed).
+        allowed_credential_changes: names of :mod:`unstuck.credentials` catalogue rows that
+            are *not* refused while a sign-in or permission blocker is open (a team that lets
+            its agent run ``sudo``, say); empty by default.
     """
 
     max_workarounds_after_blocker: int = 2
     max_workarounds_after_inferred_blocker: int = 4
+    repetition: int = 3
+    unknown_tool_calls: int = 2
+    allowed_credential_changes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name in ("max_workarounds_after_blocker", "max_workarounds_after_inferred_blocker"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"PolicyConfig.{name} must be a whole number of calls, 0 or more; got {value!r}")
+        for name in ("repetition", "unknown_tool_calls"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PolicyConfig.{name} must be a whole number of calls, 1 or more; got {value!r}")
+        allowed = self.allowed_credential_changes
+        if isinstance(allowed, str) or not all(isinstance(name, str) for name in allowed):
+            raise ValueError("PolicyConfig.allowed_credential_changes must be a set of catalogue row names "
+                             f"(unstuck.credentials), got {allowed!r}")
+        object.__setattr__(self, "allowed_credential_changes", frozenset(allowed))
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (:meth:`from_dict` reads it back)."""
+        return {"max_workarounds_after_blocker": self.max_workarounds_after_blocker,
+                "max_workarounds_after_inferred_blocker": self.max_workarounds_after_inferred_blocker,
+                "repetition": self.repetition, "unknown_tool_calls": self.unknown_tool_calls,
+                "allowed_credential_changes": sorted(self.allowed_credential_changes)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> PolicyConfig:
+        """Read :meth:`to_dict`'s output (missing fields take their defaults).
+
+        Raises:
+            ValueError: naming the field, for an unknown field or a bad value.
+        """
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"PolicyConfig: unknown field(s) {', '.join(unknown)}")
+        values = dict(raw)
+        if "allowed_credential_changes" in values:
+            allowed = values["allowed_credential_changes"]
+            if not isinstance(allowed, list | tuple | set | frozenset):
+                raise ValueError(f"PolicyConfig.allowed_credential_changes must be a list, got {allowed!r}")
+            values["allowed_credential_changes"] = frozenset(allowed)
+        return cls(**values)  # type: ignore[arg-type]
 
     def budget_for(self, situation: Situation) -> int:
         """The workaround budget for a blocker opened by ``situation``."""
@@ -87,17 +160,44 @@ class OpenBlocker:
         opened_at_call: index (0-based) of the call whose result opened it.
         workarounds: failing or refused calls charged since it opened.
         budget: the workaround budget that applies (from :class:`PolicyConfig`).
+        reason: why the turn escalates on it: a blocker, or the agent is stuck (the same
+            call failing again and again, or calls to tools that do not exist).
+        evidence: for a stuck escalation, the call and its failure, quoted (bounded).
     """
 
     situation: Situation
     opened_at_call: int
     workarounds: int = 0
     budget: int = 2
+    reason: EscalationReason = field(default_factory=lambda: EscalationReason.BLOCKED)
+    evidence: str = ""
 
     @property
     def subject(self) -> str:
         """The subject the blocker is on."""
         return self.situation.subject
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (:meth:`from_dict` reads it back)."""
+        return {"situation": self.situation.to_dict(), "opened_at_call": self.opened_at_call,
+                "workarounds": self.workarounds, "budget": self.budget, "reason": self.reason.value,
+                "evidence": self.evidence}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> OpenBlocker:
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            ValueError: naming the field, for a missing or malformed one.
+        """
+        situation = validate_situation("saved state", raw.get("situation"), allow_refusal=True)
+        if situation is None:
+            raise ValueError("a saved blocker has no situation")
+        try:
+            return cls(situation, int(raw["opened_at_call"]), int(raw["workarounds"]), int(raw["budget"]),
+                       EscalationReason(raw.get("reason", "blocked")), str(raw.get("evidence", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a saved blocker is malformed: {type(exc).__name__}: {exc}") from None
 
     @property
     def remaining(self) -> int:
@@ -110,7 +210,36 @@ class OpenBlocker:
         return self.workarounds > self.budget
 
 
+class EscalationReason(enum.StrEnum):
+    """Why a turn escalates."""
+
+    BLOCKED = "blocked"  # a blocker's workaround budget ran out
+    REPEATED_FAILURE = "repeated_failure"  # the same call failed PolicyConfig.repetition times in a row
+    UNKNOWN_TOOL = "unknown_tool"  # calls to tools that are not in the tool set
+
+
+class Action(enum.StrEnum):
+    """What a decision tells the caller to do with one call (the name a step records)."""
+
+    DISPATCH = "dispatch"  # run the call
+    REFUSE = "refuse"  # do not run it; hand the model the refusal
+    CONTINUE = "continue"  # hand the model the result, with guidance
+    RETRY = "retry"  # wait, then run the same call again
+    ESCALATE = "escalate"  # stop dispatching; end the turn with the question
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """The run of identical failing calls the turn's calls end with: the call's key (tool
+    and canonical arguments) and how many times in a row it failed."""
+
+    key: str = ""
+    failures: int = 0
+
+
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+#: A subject unstuck may name in its own words: one plain token (a program, a path, a host).
+_PLAIN_SUBJECT = re.compile(r"[A-Za-z0-9_./:@+-]{1,200}")
 #: Addresses an injected instruction may send the agent to: URLs and e-mail addresses.
 _ADDRESS = re.compile(r"https?://[^\s'\"<>|)\]]+|[\w.+-]+@[\w-]+\.[\w.-]+")
 
@@ -135,6 +264,10 @@ class RecoveryState:
             ``injected_instruction``; a later call carrying one is refused, so an instruction
             planted in data is never executed (seed 000 section 3.4).
         calls: how many calls (dispatched or refused) the turn has made.
+        repeat: the run of identical failing calls the turn's calls end with.
+        unknown_tools: calls so far to tools that are not in the tool set.
+        refusals: unstuck's own refusals this turn, in order, each once (bounded to 8): they
+            are listed beside the blocker in the question, never instead of it.
     """
 
     unattended: bool
@@ -145,11 +278,55 @@ class RecoveryState:
     retries: Mapping[tuple[str, Kind], int] = field(default_factory=lambda: types.MappingProxyType({}))
     tainted: frozenset[str] = frozenset()
     calls: int = 0
+    repeat: Repeat = field(default_factory=Repeat)
+    unknown_tools: int = 0
+    refusals: tuple[str, ...] = ()
 
     @property
     def skipped_subjects(self) -> frozenset[str]:
         """Subjects the user chose to skip."""
         return frozenset(self.skipped)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (:meth:`from_dict` reads it back)."""
+        def book(items: Mapping[str, OpenBlocker]) -> dict[str, Any]:
+            return {key: blocker.to_dict() for key, blocker in items.items()}
+
+        return {
+            "unattended": self.unattended, "config": self.config.to_dict(),
+            "open_blockers": book(self.open_blockers), "skipped": book(self.skipped), "settled": book(self.settled),
+            "retries": [[subject, kind.value, n] for (subject, kind), n in self.retries.items()],
+            "tainted": sorted(self.tainted), "calls": self.calls,
+            "repeat": {"key": self.repeat.key, "failures": self.repeat.failures},
+            "unknown_tools": self.unknown_tools, "refusals": list(self.refusals),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RecoveryState:
+        """Read :meth:`to_dict`'s output.
+
+        Raises:
+            ValueError: naming what is malformed.
+        """
+        def book(name: str) -> Mapping[str, OpenBlocker]:
+            items = raw.get(name, {})
+            if not isinstance(items, Mapping):
+                raise ValueError(f"saved state: {name} must be an object")
+            return types.MappingProxyType({str(k): OpenBlocker.from_dict(v) for k, v in items.items()})
+
+        try:
+            retries = {(str(subject), Kind(kind)): int(n) for subject, kind, n in raw.get("retries", [])}
+            repeat = raw.get("repeat") or {}
+            return cls(
+                unattended=bool(raw["unattended"]), config=PolicyConfig.from_dict(raw.get("config", {})),
+                open_blockers=book("open_blockers"), skipped=book("skipped"), settled=book("settled"),
+                retries=types.MappingProxyType(retries), tainted=frozenset(map(str, raw.get("tainted", []))),
+                calls=int(raw.get("calls", 0)),
+                repeat=Repeat(str(repeat.get("key", "")), int(repeat.get("failures", 0))),
+                unknown_tools=int(raw.get("unknown_tools", 0)), refusals=tuple(map(str, raw.get("refusals", []))),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"saved state is malformed: {type(exc).__name__}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -160,6 +337,7 @@ class Dispatch:
     """Run the call."""
 
     call: ToolCall
+    action = Action.DISPATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +347,7 @@ class Refuse:
     call: ToolCall
     situation: Situation
     reason: str
+    action = Action.REFUSE
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +355,7 @@ class Continue:
     """Hand the result to the model, with ``guidance`` appended when it is not ``None``."""
 
     guidance: str | None = None
+    action = Action.CONTINUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +367,7 @@ class RetryAfter:
     delay_s: float
     attempt: int
     server_said: bool = False
+    action = Action.RETRY
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +375,7 @@ class Escalate:
     """Stop dispatching tools; end the turn with the escalation for ``blocker``."""
 
     blocker: OpenBlocker
+    action = Action.ESCALATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +395,25 @@ class Assessment:
 
 # ----------------------------------------------------------------------------- rules
 
+#: Kinds of open blocker during which credential-changing calls are refused.
+_CREDENTIAL_BLOCKERS = frozenset({Kind.AUTH, Kind.PERMISSION})
+#: unstuck's own refusals kept for the question, at most.
+_REFUSALS_KEPT = 8
+
+
+def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple[Refuse, RecoveryState]:
+    refusals = state.refusals
+    if situation.detail not in refusals and len(refusals) < _REFUSALS_KEPT:
+        refusals = (*refusals, situation.detail)
+    return Refuse(call, situation, situation.detail), replace(state, refusals=refusals)
+
 
 def before_dispatch(
-    state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None
+    state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
+    credential_changes: tuple[CredentialChange, ...] = (),
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
-    """Rule 1 and skipped subjects: decide whether ``call`` may run.
+    """Rule 1, skipped subjects, tainted addresses and credential changes: decide whether
+    ``call`` may run.
 
     Args:
         state: the turn's state.
@@ -227,31 +423,274 @@ def before_dispatch(
             line would wait for one (the interactive-call catalogue, :mod:`unstuck.shell`).
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
+        credential_changes: what the call would change in credentials, scopes, identities
+            or permissions (:func:`unstuck.credentials.credential_changes`); refused while an
+            ``auth`` or ``permission`` blocker is open, unless the configuration allows the
+            row by name.
 
     Returns:
-        ``Dispatch`` or ``Refuse`` (with a not-executed ``permission`` situation), and the
-        state with the call counted.
+        ``Dispatch`` or ``Refuse`` (with a not-executed situation whose source is
+        ``unstuck``), and the state with the call counted (and the refusal kept for the
+        question).
     """
     counted = replace(state, calls=state.calls + 1)
     carried = sorted(t for t in state.tainted if t in call.arguments_json)
     if carried:
-        refusal = Situation(
-            Kind.INJECTED_INSTRUCTION, subject, detail=prompts.INJECTED_REFUSAL.format(what=", ".join(carried))
-        )
-        return Refuse(call, refusal, refusal.detail), counted
+        refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
+                            detail=prompts.INJECTED_REFUSAL.format(what=", ".join(carried)))
+        return _refuse(call, counted, refusal)
     if subject in state.skipped:
-        refusal = Situation(
-            Kind.PERMISSION, subject, detail=prompts.SKIPPED_REFUSAL.format(subject=subject)
-        )
-        return Refuse(call, refusal, refusal.detail), counted
+        refusal = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK,
+                            detail=prompts.SKIPPED_REFUSAL.format(subject=subject))
+        return _refuse(call, counted, refusal)
     if interactive and state.unattended:
         detail = (
             prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject) if waits_for is None
             else prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
         )
-        refusal = Situation(Kind.PERMISSION, subject, interactive=True, detail=detail)
-        return Refuse(call, refusal, refusal.detail), counted
+        refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail)
+        return _refuse(call, counted, refusal)
+    guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
+                     and not b.situation.is_refusal), None)
+    changes = [c for c in credential_changes if c.name not in state.config.allowed_credential_changes]
+    if guarding is not None and changes:
+        change = changes[0]
+        refusal = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=prompts.CREDENTIAL_REFUSAL.format(
+            command=prompts.excerpt(change.command, 120), why=change.why, name=change.name,
+            subject=guarding.subject, kind=guarding.situation.kind.value))
+        return _refuse(call, counted, refusal)
     return Dispatch(call), counted
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What happened to one call, as :func:`after_result` reads it.
+
+    Attributes:
+        subject: what the call affected (from the tool spec; the tool's name otherwise).
+        situation: the declared situation if the tool gave one, else the inferred one, else
+            ``None`` (a refusal's own situation for a refused call).
+        ok: the call did what was asked.
+        executed: ``False`` for a refused call.
+        probe: the loop ran this call as a probe; probes are never charged.
+        retry: the loop ran this call again after a wait; retries are never charged.
+        auto_retry: the loop may run this call again by itself (a read-only, non-interactive
+            tool: repeating it cannot repeat a side effect). Otherwise a retryable failure is
+            handed to the model with the transient guidance, and only its own repeats of the
+            same call count as retries.
+        exempt: subjects of blockers that first opened earlier in the same model reply: the
+            model chose this call before it could see their guidance, so it is not charged to
+            them (it is still charged to every other open blocker, and a refusal is always
+            charged: Rule 1).
+        unknown_tool: the call named a tool that is not in the tool set.
+    """
+
+    subject: str
+    situation: Situation | None
+    ok: bool
+    executed: bool = True
+    probe: bool = False
+    retry: bool = False
+    auto_retry: bool = False
+    exempt: frozenset[str] = frozenset()
+    unknown_tool: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """The call failed or was refused."""
+        return not self.ok or not self.executed
+
+    @property
+    def clean(self) -> bool:
+        """The call ran, did what was asked, and its result carries no situation."""
+        return self.ok and self.executed and self.situation is None
+
+    @property
+    def model_call(self) -> bool:
+        """The model asked for this call (not the loop's probe or retry)."""
+        return not self.probe and not self.retry
+
+
+@dataclass(slots=True)
+class _Books:
+    """The working copy of a state's books while one result is assessed (private to this
+    module; :func:`after_result` returns it frozen again)."""
+
+    blockers: dict[str, OpenBlocker]
+    skipped: dict[str, OpenBlocker]
+    settled: dict[str, OpenBlocker]
+    retries: dict[tuple[str, Kind], int]
+    tainted: frozenset[str]
+    repeat: Repeat
+    unknown_tools: int
+    opened: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
+    charged: list[str] = field(default_factory=list)
+    stuck: OpenBlocker | None = None
+
+
+def _close_on_success(books: _Books, outcome: CallOutcome) -> None:
+    """A clean result on a blocker's subject closes it (its count is kept in ``settled``,
+    in case the same kind reopens) and clears the subject's retry counts."""
+    if not outcome.clean:
+        return
+    if outcome.subject in books.blockers:
+        books.settled[outcome.subject] = books.blockers.pop(outcome.subject)
+        books.closed.append(outcome.subject)
+    books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
+
+
+def _schedule_retry(books: _Books, outcome: CallOutcome) -> tuple[float | None, bool]:
+    """The wait before retrying a retryable transient result (:func:`unstuck.retry.next_retry`),
+    counted per (subject, kind); and whether the result is a transient kind that waiting will
+    not fix (retries used up, a wait past the cap, or not retryable at all: "is the docker
+    daemon running?"), which then blocks its subject.
+
+    A subject whose blocker a mere success closed, failing the same way again, is not waited
+    on again (it was waited out before)."""
+    situation = outcome.situation
+    if situation is None or outcome.probe:
+        return None, False
+    key = (situation.subject, situation.kind)
+    closed_before = books.settled.get(situation.subject)
+    waited_out = closed_before is not None and closed_before.situation.kind is situation.kind
+    wait = None
+    transient = waitable(situation) and not situation.interactive
+    if transient and not waited_out:
+        wait = next_retry(situation, books.retries.get(key, 0))
+    if wait is not None:
+        books.retries[key] = books.retries.get(key, 0) + 1
+    exhausted = wait is None and (transient or situation.kind_class is KindClass.TRANSIENT)
+    return wait, exhausted
+
+
+def _charge_workarounds(books: _Books, outcome: CallOutcome) -> None:
+    """Rule 2: a failing or refused model call, or one returning a blocker's kind, is charged
+    to every open blocker (except those it is exempt from) and to a skipped subject it is on."""
+    if not outcome.model_call:
+        return
+    situation = outcome.situation
+    for book in (books.blockers, books.skipped):
+        for key, blocker in list(book.items()):
+            same_kind = situation is not None and situation.kind is blocker.situation.kind
+            if (outcome.executed and key in outcome.exempt) or (book is books.skipped and key != outcome.subject):
+                continue  # a skipped subject is charged only by calls on it
+            if outcome.failed or same_kind:
+                book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
+                books.charged.append(key)
+
+
+def _opens(situation: Situation, books: _Books, outcome: CallOutcome, exhausted_transient: bool) -> bool:
+    if situation.subject in books.skipped:
+        return False
+    if outcome.probe and situation.subject not in books.blockers:
+        return False  # a probe only confirms or clears a blocker already open
+    blocking = situation.is_blocker or exhausted_transient or (situation.interactive and outcome.executed)
+    if not blocking:
+        return False
+    if situation.is_refusal:
+        # unstuck's own refusal opens a blocker only when nothing real is open: it says what
+        # this run may do, never what the machine is
+        return not any(not b.situation.is_refusal for b in books.blockers.values())
+    # While a blocker is open, an *inferred* blocker on another subject is a failed workaround
+    # (brew, snap, curl tried in place of a missing gh), charged already, not a new question.
+    # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
+    # count per subject). A subject still being waited on (retries counted, not yet a
+    # blocker), or whose blocker a mere success closed, counts as open too.
+    others_open = (
+        any(key != situation.subject and not b.situation.is_refusal for key, b in books.blockers.items())
+        or any(key != situation.subject for key in books.settled)
+        or any(key[0] != situation.subject for key in books.retries)
+    )
+    return situation.is_declared or not others_open
+
+
+def _outranks(new: Situation, current: Situation) -> bool:
+    """Declared beats inferred beats unstuck's refusal; a declaration with the exact unblock
+    beats one without."""
+    rank = {Source.UNSTUCK: 0, Source.INFERRED: 1, Source.DECLARED: 2}
+    if rank[new.source] != rank[current.source]:
+        return rank[new.source] > rank[current.source]
+    return new.is_declared and bool(new.unblock) and not current.unblock
+
+
+def _open_blocker(
+    books: _Books, state: RecoveryState, outcome: CallOutcome, exhausted_transient: bool
+) -> None:
+    """Open a blocker on the result's subject, or upgrade the one open there (declared beats
+    inferred beats refusal). The same blocker again after a mere success resumes its count."""
+    situation = outcome.situation
+    if situation is None or not _opens(situation, books, outcome, exhausted_transient):
+        return
+    current = books.blockers.get(situation.subject)
+    if current is None:
+        earlier = books.settled.pop(situation.subject, None)
+        if earlier is not None and earlier.situation.kind is situation.kind:
+            keep = _outranks(earlier.situation, situation)
+            books.blockers[situation.subject] = replace(
+                earlier,
+                situation=earlier.situation if keep else situation,
+                workarounds=earlier.workarounds + 1,
+                budget=earlier.budget if keep else state.config.budget_for(situation),
+            )
+        else:
+            books.blockers[situation.subject] = OpenBlocker(
+                situation, state.calls - 1, 0, state.config.budget_for(situation)
+            )
+        books.opened.append(situation.subject)
+    elif _outranks(situation, current.situation):
+        books.blockers[situation.subject] = replace(
+            current, situation=situation, budget=state.config.budget_for(situation)
+        )
+
+
+def _taint_addresses(books: _Books, outcome: CallOutcome) -> None:
+    """An executed result flagged ``injected_instruction``: the addresses it names are tainted
+    (seed 000 section 3.4), so a later call carrying one is refused."""
+    situation = outcome.situation
+    if situation is not None and situation.kind is Kind.INJECTED_INSTRUCTION and outcome.executed:
+        books.tainted = books.tainted | frozenset(
+            found.rstrip(".,;:") for found in _ADDRESS.findall(situation.detail))
+
+
+def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> None:
+    """Repetition has authority (DESIGN.md, "Defaults"): the same model call failing
+    ``config.repetition`` times in a row, or ``config.unknown_tool_calls`` calls to tools
+    that are not in the tool set, make the turn stuck. A retryable transient failure is the
+    retry rule's to count; any success ends the run."""
+    if not outcome.model_call:
+        return
+    situation = outcome.situation
+    config = state.config
+    if outcome.unknown_tool:
+        books.unknown_tools += 1
+        if books.unknown_tools >= config.unknown_tool_calls and situation is not None:
+            books.stuck = OpenBlocker(situation, state.calls - 1, books.unknown_tools, config.unknown_tool_calls - 1,
+                                      EscalationReason.UNKNOWN_TOOL, situation.detail)
+    waiting = situation is not None and waitable(situation) and not situation.interactive
+    if not outcome.failed or waiting:
+        books.repeat = Repeat()
+        return
+    key = f"{call.tool}\x00{call.arguments_json}"
+    failures = books.repeat.failures + 1 if books.repeat.key == key else 1
+    books.repeat = Repeat(key, failures)
+    if failures >= config.repetition and books.stuck is None:
+        failure = situation or Situation(Kind.EXECUTION_ERROR, outcome.subject, source=Source.INFERRED)
+        if not _PLAIN_SUBJECT.fullmatch(failure.subject):
+            failure = replace(failure, subject=call.tool)  # a model-chosen name is evidence, never unstuck's words
+        books.stuck = OpenBlocker(failure, state.calls - 1, failures, config.repetition - 1,
+                                  EscalationReason.REPEATED_FAILURE, failure.detail)
+
+
+def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:
+    """The blocker to ask about: the first real one (a tool's word, not unstuck's refusal) by
+    when it opened, else the first given."""
+    real = sorted((b for b in open_now.values() if not b.situation.is_refusal), key=lambda b: b.opened_at_call)
+    if real:
+        named = {b.subject for b in blockers}
+        chosen = next((b for b in real if b.subject in named), real[0])
+        return chosen
+    return blockers[0]
 
 
 def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str]) -> str | None:
@@ -268,153 +707,56 @@ def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], 
     return "\n".join(parts) or None
 
 
-def after_result(
-    state: RecoveryState,
-    call: ToolCall,
-    *,
-    subject: str,
-    situation: Situation | None,
-    ok: bool,
-    executed: bool = True,
-    is_probe: bool = False,
-    exempt: frozenset[str] = frozenset(),
-    is_retry: bool = False,
-    auto_retry: bool = False,
-) -> Assessment:
-    """Rules 2 and 3: book the result against open blockers and choose what happens next.
+def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> Assessment:
+    """Rules 2 and 3, retries and repetition: book one result and choose what happens next.
 
     Args:
-        state: the turn's state (the call already counted by :func:`before_dispatch`).
+        state: the turn's state (the call already counted by :func:`before_dispatch` when
+            the model asked for it).
         call: the call whose result this is.
-        subject: what the call affects.
-        situation: the declared situation if the tool gave one, else the inferred one, else
-            ``None``.
-        ok: the call did what was asked.
-        executed: ``False`` for a refused call.
-        is_probe: the loop ran this call as a probe; probes are never charged.
-        exempt: subjects of blockers that first opened earlier in the same model reply: the
-            model chose this call before it could see their guidance, so it is not charged to
-            them (it is still charged to every other open blocker, and a refusal is always
-            charged: Rule 1).
-        is_retry: the loop ran this call again after a wait; retries are never charged.
-        auto_retry: the loop may run this call again by itself (a read-only, non-interactive
-            tool: repeating it cannot repeat a side effect). Otherwise a retryable failure is
-            handed to the model with the transient guidance, and only its own repeats of the
-            same call count as retries.
+        outcome: what happened (:class:`CallOutcome`).
 
     Returns:
-        An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget;
-        ``RetryAfter`` when waiting may fix the result; otherwise ``Continue`` with the
-        recovery or generic guidance for the model.
+        An :class:`Assessment`: ``Escalate`` when a blocker's count passed its budget or the
+        turn is stuck (asking about the first real blocker when one is open); ``RetryAfter``
+        when waiting may fix the result; otherwise ``Continue`` with the recovery or generic
+        guidance for the model.
     """
-    blockers = dict(state.open_blockers)
-    skipped = dict(state.skipped)
-    settled = dict(state.settled)
-    opened: list[str] = []
-    closed: list[str] = []
-    charged: list[str] = []
-    failed = not ok or not executed
-    clean = ok and executed and situation is None
-
-    if clean and subject in blockers:
-        settled[subject] = blockers.pop(subject)
-        closed.append(subject)
-
-    retries = dict(state.retries)
-    if clean:
-        retries = {key: n for key, n in retries.items() if key[0] != subject}
-    transient = waitable(situation) and not is_probe
-    retry_key = (situation.subject, situation.kind) if situation is not None else None
-    closed_before = settled.get(situation.subject) if situation is not None else None
-    # Waited out before a mere success closed it: the same kind again means no new waiting.
-    waited_out = closed_before is not None and retry_key is not None and closed_before.situation.kind is retry_key[1]
-    wait = None
-    if transient and not waited_out and retry_key is not None:
-        wait = next_retry(situation, retries.get(retry_key, 0))
-    # A transient kind that waiting will not fix (retries used up, a wait past the cap, or not
-    # retryable at all: "is the docker daemon running?") blocks its subject.
-    exhausted_transient = not is_probe and situation is not None and wait is None and (
-        transient or situation.kind_class is KindClass.TRANSIENT
-    )
-    if wait is not None and retry_key is not None:
-        retries[retry_key] = retries.get(retry_key, 0) + 1
-
-    if not is_probe and not is_retry:
-        for book in (blockers, skipped):
-            for key, blocker in list(book.items()):
-                same_kind = situation is not None and situation.kind is blocker.situation.kind
-                if (executed and key in exempt) or (book is skipped and key != subject):
-                    continue  # a skipped subject is charged only by calls on it
-                if failed or same_kind:
-                    book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
-                    charged.append(key)
-
-    # While a blocker is open, an *inferred* blocker on another subject is a failed workaround
-    # (brew, snap, curl tried in place of a missing gh), charged above, not a new question.
-    # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
-    # count per subject).
-    # A subject still being waited on (retries counted, not yet a blocker), or whose blocker a
-    # mere success closed (``select 1`` works while writes stay locked), counts as open too.
-    others_open = situation is not None and (
-        any(key != situation.subject for key in (*blockers, *settled))
-        or any(key[0] != situation.subject for key in retries)
-    )
-    opens_blocker = (
-        situation is not None
-        and (situation.is_blocker or exhausted_transient)
-        and situation.subject not in skipped
-        and not (is_probe and situation.subject not in blockers)
-        and (situation.is_declared or not others_open)
-    )
-    if situation is not None and opens_blocker:
-        current = blockers.get(situation.subject)
-        if current is None:
-            earlier = settled.pop(situation.subject, None)
-            if earlier is not None and earlier.situation.kind is situation.kind:
-                # The same blocker again after a mere success: resume its count, and keep the
-                # tool's own declaration (and budget) over a vaguer inferred one.
-                keep = earlier.situation.is_declared and not situation.is_declared
-                blockers[situation.subject] = replace(
-                    earlier,
-                    situation=earlier.situation if keep else situation,
-                    workarounds=earlier.workarounds + 1,
-                    budget=earlier.budget if keep else state.config.budget_for(situation),
-                )
-            else:
-                blockers[situation.subject] = OpenBlocker(
-                    situation, state.calls - 1, 0, state.config.budget_for(situation)
-                )
-            opened.append(situation.subject)
-        elif situation.is_declared and (
-            not current.situation.is_declared or (situation.unblock and not current.situation.unblock)
-        ):
-            # Declared beats inferred, and a declaration with the exact unblock beats one
-            # without (a policy refusal): adopt the tool's own words and its budget.
-            blockers[situation.subject] = replace(
-                current, situation=situation, budget=state.config.budget_for(situation)
-            )
-
-    tainted = state.tainted
-    if situation is not None and situation.kind is Kind.INJECTED_INSTRUCTION and executed:
-        tainted = tainted | frozenset(found.rstrip(".,;:") for found in _ADDRESS.findall(situation.detail))
+    books = _Books(dict(state.open_blockers), dict(state.skipped), dict(state.settled), dict(state.retries),
+                   state.tainted, state.repeat, state.unknown_tools)
+    _close_on_success(books, outcome)
+    wait, exhausted_transient = _schedule_retry(books, outcome)
+    _charge_workarounds(books, outcome)
+    _open_blocker(books, state, outcome, exhausted_transient)
+    _taint_addresses(books, outcome)
+    _count_repetition(books, state, call, outcome)
     new_state = replace(
         state,
-        retries=types.MappingProxyType(retries),
-        tainted=tainted,
-        open_blockers=types.MappingProxyType(blockers),
-        skipped=types.MappingProxyType(skipped),
-        settled=types.MappingProxyType(settled),
+        retries=types.MappingProxyType(books.retries),
+        tainted=books.tainted,
+        open_blockers=types.MappingProxyType(books.blockers),
+        skipped=types.MappingProxyType(books.skipped),
+        settled=types.MappingProxyType(books.settled),
+        repeat=books.repeat,
+        unknown_tools=books.unknown_tools,
     )
-    exhausted = [b for b in (*blockers.values(), *skipped.values()) if b.exhausted]
+    changed = (tuple(books.opened), tuple(books.closed), tuple(books.charged))
+    exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted]
     if exhausted:
-        return Assessment(Escalate(exhausted[0]), new_state, tuple(opened), tuple(closed), tuple(charged))
-    if wait is not None and retry_key is not None and auto_retry and not blockers:  # no waiting on workarounds
-        attempt = retries[retry_key]
-        server_said = situation is not None and situation.retry_after_s is not None
-        return Assessment(RetryAfter(wait, attempt, server_said), new_state, tuple(opened), tuple(closed),
-                          tuple(charged))
-    guidance = _guidance(situation, {**skipped, **blockers}, charged)
-    return Assessment(Continue(guidance), new_state, tuple(opened), tuple(closed), tuple(charged))
+        return Assessment(Escalate(_first_real(exhausted, books.blockers)), new_state, *changed)
+    if books.stuck is not None:
+        real = [b for b in books.blockers.values() if not b.situation.is_refusal]
+        chosen = _first_real(real, books.blockers) if real else books.stuck
+        return Assessment(Escalate(chosen), new_state, *changed)
+    situation = outcome.situation
+    if wait is not None and situation is not None and outcome.auto_retry and not books.blockers:
+        attempt = books.retries[(situation.subject, situation.kind)]
+        return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
+    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged)
+    if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
+        warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
+        guidance = f"{guidance}\n{warning}" if guidance else warning
+    return Assessment(Continue(guidance), new_state, *changed)
 
 
 def open_known_blocker(state: RecoveryState, situation: Situation, at_call: int) -> RecoveryState:
@@ -440,6 +782,7 @@ def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:
         open_blockers=without(state.open_blockers),
         settled=without(state.settled),
         skipped=without(state.skipped),
+        repeat=Repeat(),
     )
 
 

@@ -8,7 +8,6 @@ the probe and, if clean, continues), "Skip it" (continue without the blocked sub
 
 from __future__ import annotations
 
-import enum
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -18,17 +17,9 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.prompt import Prompt
 
-from unstuck.escalation import Escalation
+from unstuck.escalation import Answer, Escalation
 
 __all__ = ["Answer", "Asker", "ConsoleAsker", "ScriptedAsker", "console_can_ask"]
-
-
-class Answer(enum.Enum):
-    """The user's reply to an escalation."""
-
-    DONE = "I've done it"
-    SKIP = "Skip it"
-    STOP = "Stop"
 
 
 class Asker(Protocol):

@@ -13,29 +13,25 @@ what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuc
   without saying so;
 * after it escalated or the user answered, calls :meth:`LessonKeeper.remember`, which stores
   a declared blocker unless the result that declared it reads as an injected instruction.
+
+The guard (:class:`unstuck.guard.Guard`) drives these steps through the keeper's public methods.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-import sqlite3
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from unstuck import policy
 from unstuck.classify import find_injection
-from unstuck.events import Scalar
-from unstuck.journal import Journal
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
-from unstuck.outcome import StepRecord
-from unstuck.prompts import GUIDANCE_PREFIX, unblock_is_sentence
+from unstuck.prompts import unblock_is_sentence
 from unstuck.shell import screen_command
-from unstuck.situations import Probe, Situation
-from unstuck.tools import ToolCall, ToolSpec
+from unstuck.situations import Situation
 
 __all__ = [
-    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonHooks", "LessonKeeper",
+    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonKeeper",
     "known_blocker_note", "plain_subject",
 ]
 
@@ -121,6 +117,10 @@ class LessonKeeper:
                 break
         return found
 
+    def by_id(self, lesson_id: int) -> Lesson | None:
+        """The lesson with ``lesson_id`` (``None`` when it is gone or the store cannot be read)."""
+        return self._guard(lambda: self.store.get(lesson_id), None)
+
     def on_subject(self, subject: str) -> list[Lesson]:
         """Active lessons on ``subject`` (none when the store cannot be read)."""
         none: list[Lesson] = []
@@ -136,7 +136,7 @@ class LessonKeeper:
         and the turn goes on."""
         try:
             return action()
-        except (sqlite3.Error, LessonStoreError, ValueError) as exc:
+        except (LessonStoreError, ValueError) as exc:
             self._error(f"{type(exc).__name__}: {exc}")
             return fallback
 
@@ -182,87 +182,3 @@ class LessonKeeper:
         return self._guard(lambda: self.store.record(
             situation, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
         ), None)
-
-
-class _TurnParts(Protocol):
-    """What the lesson steps use of the loop's turn."""
-
-    keeper: LessonKeeper | None
-    journal: Journal | None
-    turn_id: str
-    guarded: bool
-    state: policy.RecoveryState
-    steps: list[StepRecord]
-    cited: dict[str, Lesson]
-    noted: dict[str, Lesson]
-
-    def spec_for(self, call: ToolCall) -> ToolSpec | None: ...
-    def probe_allowed(self, probe: Probe) -> bool: ...
-    def run_probe(self, probe: Probe) -> tuple[bool, str]: ...
-    def emit(self, name: str, **fields: Scalar) -> None: ...
-
-
-class LessonHooks:
-    """The loop's lesson steps, mixed into its turn (kept here to keep the loop short): check a
-    call's subject before dispatch, close a noted lesson on success, store after asking."""
-
-    def check_lesson(self: _TurnParts, call: ToolCall) -> tuple[policy.OpenBlocker | None, str]:
-        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
-        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
-        one-line note for the call's result."""
-        if self.keeper is None or not self.guarded:
-            return None, ""
-        spec = self.spec_for(call)
-        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
-        lesson = self.keeper.lesson_for(subject)
-        if lesson is None:
-            return None, ""
-        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
-        if lesson.probe is None or not self.probe_allowed(lesson.probe):
-            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=False)
-            self.noted[subject] = lesson
-            return None, note
-        clean, _evidence = self.run_probe(lesson.probe)
-        found = self.steps[-1].situation
-        if clean:
-            self.keeper.close(lesson, "its probe came back clean")
-            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="probe clean")
-            return None, ""
-        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
-        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
-            self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True, probe_told=False)
-            self.noted[subject] = lesson
-            return None, f"{note} (Its probe could not tell whether it still holds.)"
-        assert found is not None
-        self.keeper.verified(lesson)
-        self.emit("lesson.applied", lesson=lesson.id, subject=subject, probe=True)
-        self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
-        if self.journal is not None:  # replayed on resume, like a user's answer
-            self.journal.record_decision(self.turn_id, len(self.steps) - 1, "known", subject)
-        self.cited[subject] = lesson
-        return self.state.open_blockers[subject], ""
-
-    def settle_noted(self: _TurnParts, call: ToolCall, ok: bool) -> None:
-        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
-        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
-        if self.keeper is None or not ok:
-            return
-        spec = self.spec_for(call)
-        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
-        lesson = self.noted.pop(subject, None)
-        if lesson is not None:
-            self.keeper.close(lesson, "a call on its subject succeeded")
-            self.emit("lesson.invalidated", lesson=lesson.id, subject=subject, reason="call succeeded")
-
-    def remember(self: _TurnParts, blocker: policy.OpenBlocker) -> None:
-        """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
-        if self.keeper is None or blocker.subject in self.cited:
-            return
-        declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
-        if declaring is None or not declaring.dispatched:
-            return  # unstuck's own refusal says what this run may do, not what the machine is
-        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
-                                      why="escalated")
-        if lesson is not None:
-            self.emit("lesson.stored", lesson=lesson.id, subject=lesson.signature.subject,
-                      kind=lesson.signature.kind.value)

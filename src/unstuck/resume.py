@@ -27,19 +27,20 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from unstuck import policy
-from unstuck.clock import Clock, RealClock
-from unstuck.events import EventSink
-from unstuck.journal import IntentState, Journal, JournalIntent, JournalStep
+from unstuck.clock import Clock
+from unstuck.events import EventName, EventSink
+from unstuck.guard import Decision, Guard
+from unstuck.journal import IntentState, Journal, JournalError, JournalIntent
 from unstuck.lessons import LessonStore
-from unstuck.loop import DEFAULT_SYSTEM_PROMPT, _guarded_run, _Turn
+from unstuck.loop import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.models import Message, Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.remember import LessonKeeper
 from unstuck.tools import ToolCall, ToolResult, Toolset, ToolSpec
 
 __all__ = ["Resolution", "Resolver", "rebuild_state", "resume_turn"]
@@ -58,26 +59,33 @@ class Resolution(enum.StrEnum):
 Resolver = Callable[[Mapping[str, Any]], Resolution]
 
 def rebuild_state(
-    steps: Sequence[JournalStep], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
+    steps: Sequence[StepRecord], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
+    tools: Iterable[str] | None = None,
 ) -> policy.RecoveryState:
     """Run the pure policy over journaled steps again, from ``state``, with the recorded
     decisions (a user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker whose
-    probe said it still holds) after the steps they followed: the
-    recovery state as it stood after the last step (the decisions are pure functions of the
-    same inputs)."""
+    probe said it still holds) after the steps they followed: the recovery state as it stood
+    after the last step (the decisions are pure functions of the same inputs). ``tools``
+    names the tool set, so calls to tools outside it count as such."""
+    known_tools = None if tools is None else frozenset(tools)
     answers: dict[int, list[tuple[str, str]]] = {}
     for after, action, subject in decisions:
         answers.setdefault(after, []).append((action, subject))
     for action, subject in answers.get(-1, []):
         state = _answer_state(state, action, subject)
     for step in steps:
-        call = ToolCall(step.call_id, step.tool, step.arguments_json)
+        call = step.call
         if not (step.probe or step.retry):
             _, state = policy.before_dispatch(state, call, subject=step.subject, interactive=step.interactive)
-        state = policy.after_result(
-            state, call, subject=step.subject, situation=step.situation, ok=step.ok, executed=step.dispatched,
-            is_probe=step.probe, exempt=frozenset(step.exempt), is_retry=step.retry, auto_retry=step.auto_retry,
-        ).state
+            if not step.dispatched and step.situation is not None and step.situation.is_refusal:
+                kept = state.refusals if step.situation.detail in state.refusals else (
+                    *state.refusals, step.situation.detail)
+                state = replace(state, refusals=kept[:8])
+        unknown = known_tools is not None and call.tool not in known_tools
+        state = policy.after_result(state, call, policy.CallOutcome(
+            step.subject, step.situation, step.ok, step.dispatched, step.probe, step.retry, step.auto_retry,
+            frozenset(step.exempt), unknown_tool=unknown,
+        )).state
         for action, subject in answers.get(step.index, []):
             if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
                 state = policy.open_known_blocker(state, step.situation, step.index)
@@ -90,23 +98,15 @@ def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> pol
     return policy.skip_subject(state, subject) if action == "skip" else policy.close_blocker(state, subject)
 
 
-def _step_record(step: JournalStep) -> StepRecord:
-    return StepRecord(
-        step.index, ToolCall(step.call_id, step.tool, step.arguments_json), step.subject, step.dispatched,
-        step.probe, step.ok, step.situation, step.started_s, step.duration_s, content=step.content,
-        retry=step.retry, injected=step.injected,
-    )
-
-
-def _unanswered(turn: _Turn) -> tuple[int, list[ToolCall]]:
+def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:
     """The last model reply's position and its calls that have no result message yet (a
     call id repeated in the reply is answered in order)."""
-    last = next((i for i in range(len(turn.messages) - 1, -1, -1) if turn.messages[i].role is Role.ASSISTANT), None)
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.ASSISTANT), None)
     if last is None:
         return -1, []
-    answered = [m.tool_call_id for m in turn.messages[last + 1:] if m.role is Role.TOOL]
+    answered = [m.tool_call_id for m in messages[last + 1:] if m.role is Role.TOOL]
     waiting: list[ToolCall] = []
-    for call in turn.messages[last].tool_calls:
+    for call in messages[last].tool_calls:
         if call.id in answered:
             answered.remove(call.id)
         else:
@@ -171,49 +171,60 @@ def resume_turn(
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
     if config is None:
-        config = policy.PolicyConfig(**json.loads(journal.config(turn_id) or "{}"))
-    state = policy.RecoveryState(unattended=header.unattended, config=config)
+        try:
+            config = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
+        except ValueError as exc:
+            raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
+                               ) from None
     steps = journal.steps(turn_id)
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
-    turn = _Turn(
-        header.task, model, toolset, rebuild_state(steps, state, journal.decisions(turn_id)), guarded=header.guarded,
-        clock=clock or RealClock(), asker=asker, events=events, turn_id=turn_id, system_prompt=DEFAULT_SYSTEM_PROMPT,
-    )
-    turn.journal, turn.validators = journal, tuple(validators)
-    if lessons is not None:
-        turn.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: turn.emit("lesson.error",
-                                                                                             error=message))
-    turn.messages = [message_from_json(m) for m in journal.messages(turn_id)] or [
+    guard = Guard(toolset, unattended=header.unattended, task=header.task, guarded=header.guarded, config=config,
+                  clock=clock, events=events, turn_id=turn_id, journal=journal, lessons=lessons,
+                  fingerprint=fingerprint, validators=validators)
+    guard.state = rebuild_state(steps, guard.state, journal.decisions(turn_id), toolset)
+    guard.steps, guard.saved_steps = list(steps), len(steps)
+    saved = journal.messages(turn_id)
+    messages = [message_from_json(m) for m in saved] or [
         Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, header.task)]
-    turn.steps = [_step_record(s) for s in steps]
-    turn.policy_inputs = [(s.interactive, s.auto_retry, s.exempt, s.decision) for s in steps]
-    turn.saved = (len(turn.steps), len(journal.messages(turn_id)))
-    turn.emit("turn.resumed", steps=len(steps), messages=len(turn.messages))
-    reply, calls = _unanswered(turn)
+    conversation = Conversation(guard, model, messages, asker=asker, saved_messages=len(saved))
+    guard.emit(EventName.TURN_RESUMED, steps=len(steps), messages=len(messages))
+    reply, calls = _unanswered(messages)
     # intents of this reply only: a call id may recur in another reply
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
-    overrides, held = _settle(turn, calls, intents, resolvers or {})
+    overrides, held = _settle(guard, calls, intents, resolvers or {})
     if held:
         journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
         for ref, reason in held:
-            turn.emit("intent.held", effect_ref=ref, reason=reason)
+            guard.emit(EventName.INTENT_HELD, effect_ref=ref, reason=reason)
         listed = "; ".join(f"{ref} ({reason})" for ref, reason in held)
-        return turn.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
-                           held=tuple(ref for ref, _ in held))
-    # the settled calls go through the policy as they did before; errors end the turn as in run_turn.
+        return conversation.finish(TurnStatus.INTERRUPTED, "", error=f"held effect intents: {listed}",
+                                   held=tuple(ref for ref, _ in held))
+    if calls:
+        guard.reply(calls, seq=reply)
+
+        def settle(call: ToolCall) -> Decision | None:
+            result, ref = overrides.get(call.id, (None, None))
+            if result is None and ref is None:
+                return None
+            return guard.call(call, settled=result, intent_ref=ref)
+
+        return conversation.run_safely(max_steps=max_steps, max_asks=max_asks,
+                                       first=lambda: conversation.dispatch(calls, settle))
     # With nothing left to settle, a blocker whose budget was already spent is asked about at once.
     known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
-    spent = next((b for b in turn.state.open_blockers.values() if b.exhausted or b.subject in known), None)
-    return _guarded_run(turn, max_steps=max_steps, max_asks=max_asks, pending=None if calls else spent,
-                        first=(lambda: turn.dispatch_all(calls, overrides)) if calls else None)
+    spent = next((b for b in guard.state.open_blockers.values() if b.exhausted or b.subject in known), None)
+    if spent is not None:
+        guard.escalate_open_blocker(policy.EscalationReason.BLOCKED, subject=spent.subject)
+    return conversation.run_safely(max_steps=max_steps, max_asks=max_asks)
 
 
 def _settle(
-    turn: _Turn, calls: Sequence[ToolCall], intents: Mapping[str, JournalIntent], resolvers: Mapping[str, Resolver]
+    guard: Guard, calls: Sequence[ToolCall], intents: Mapping[str, JournalIntent], resolvers: Mapping[str, Resolver]
 ) -> tuple[dict[str, tuple[ToolResult | None, str | None]], list[tuple[str, str]]]:
     """Decide, in order, how each unanswered call is settled: a known result (not run
     again), or its intent to run under; or the held intents (ref, reason), if any."""
-    assert turn.journal is not None
+    journal = guard.journal
+    assert journal is not None
     overrides: dict[str, tuple[ToolResult | None, str | None]] = {}
     for position, call in enumerate(calls):
         intent = intents.get(call.id)
@@ -236,8 +247,8 @@ def _settle(
                 (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
             ]
         if resolution is Resolution.COMMITTED:
-            turn.journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
-            turn.emit("intent.committed", tool=call.tool, effect_ref=intent.effect_ref, ok=True)
+            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
+            guard.emit(EventName.INTENT_COMMITTED, tool=call.tool, effect_ref=intent.effect_ref, ok=True)
             overrides[call.id] = (ToolResult(
                 call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
                 "(its resolver confirmed it); it was not repeated."), None)

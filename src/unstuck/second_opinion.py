@@ -14,6 +14,7 @@ OpenAI-compatible model (:class:`unstuck.models.OpenAIChatModel`, or any
   keeps the unrecognised ``execution_error``: a model can never turn a failure into a success;
 * answers are cached by the output's normalised signature (lower case, digits, hex ids and
   quoted values blanked), in memory or in an SQLite file, so the same failure is asked once.
+  A cache file that is not SQLite is refused with :class:`OpinionCacheError` naming it.
 
 The tool output goes to the model as quoted, bounded data; nothing the model says becomes an
 instruction of unstuck's.
@@ -29,11 +30,12 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from unstuck.errors import UnstuckError
 from unstuck.models import Message, Model, Role
 from unstuck.situations import Kind, Situation, Source, validate_situation
-from unstuck.sqlite_store import connect, write
+from unstuck.sqlite_store import connect, translate_errors, write
 
-__all__ = ["OPINION_PROMPT", "Opinion", "SecondOpinion", "failure_signature"]
+__all__ = ["OPINION_PROMPT", "Opinion", "OpinionCacheError", "SecondOpinion", "failure_signature"]
 
 #: Characters of a tool's output sent to the model (its head and tail).
 OUTPUT_CHARS = 4000
@@ -54,6 +56,10 @@ _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b")
 _QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"")
 _SPACE = re.compile(r"\s+")
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
+
+
+class OpinionCacheError(UnstuckError, RuntimeError):
+    """The opinion cache file cannot be opened as SQLite; the message names the path."""
 
 
 def failure_signature(tool: str, output: str) -> str:
@@ -84,7 +90,8 @@ class SecondOpinion:
         cache_path: an SQLite file for answers; in memory when ``None``.
 
     Raises:
-        sqlite3.DatabaseError: when ``cache_path`` exists and is not SQLite.
+        OpinionCacheError: when ``cache_path`` cannot be opened or is not SQLite (the
+            ``sqlite3.Error`` is its ``__cause__``).
     """
 
     def __init__(self, model: Model, *, cache_path: Path | None = None) -> None:
@@ -93,9 +100,10 @@ class SecondOpinion:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if cache_path is not None:
-            self._db = connect(cache_path)
-            with write(self._db) as db:
-                db.execute("CREATE TABLE IF NOT EXISTS opinions (signature TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+            with translate_errors(OpinionCacheError, cache_path, "opening the opinion cache"):
+                self._db = connect(cache_path)
+                with write(self._db) as db:
+                    db.execute("CREATE TABLE IF NOT EXISTS opinions (signature TEXT PRIMARY KEY, answer TEXT NOT NULL)")
 
     def _cached(self, signature: str) -> str | None:
         if self._db is None:

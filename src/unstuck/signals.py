@@ -39,6 +39,7 @@ import yaml
 
 from unstuck.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
+from unstuck.errors import UnstuckError
 from unstuck.shell import InteractiveCatalogue, InteractiveRow, load_interactive_catalogue, parse_interactive_calls
 from unstuck.situations import Kind
 
@@ -69,7 +70,7 @@ _SET_MAX_MEM = 64 << 20
 _PATTERN_CHARS_PER_SET = 40_000
 
 
-class SignalTableError(ValueError):
+class SignalTableError(UnstuckError, ValueError):
     """A signal file cannot be read, or a row is malformed; the message names the file and row."""
 
 

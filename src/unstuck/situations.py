@@ -82,10 +82,13 @@ class KindClass(enum.StrEnum):
 
 
 class Source(enum.StrEnum):
-    """Who said what the result means: the tool itself, or the classifier."""
+    """Who said what the result means: the tool itself, the classifier, or unstuck's own
+    refusal of a call (which says what this run may do, never what the machine is: a refusal
+    never replaces a blocker a tool reported, and a tool can never declare one)."""
 
     DECLARED = "declared"
     INFERRED = "inferred"
+    UNSTUCK = "unstuck"
 
 
 # The class of each kind; quota's class depends on the retryable flag (see Situation.kind_class).
@@ -148,6 +151,9 @@ class Situation:
         suggestion: the command the tool's own output says fixes it ("please run: gh auth
             login"), screened (:func:`unstuck.shell.screen_command`); quoted to the user as what
             the tool said, never as unstuck's instruction, and never stored in a lesson.
+        location: for ``not_installed``, the absolute path where an executable of that name
+            was found on disk outside ``PATH`` (so the fix is "add its directory to PATH",
+            not "install it"); ``None`` when none was found or nobody looked.
     """
 
     kind: Kind
@@ -160,6 +166,7 @@ class Situation:
     source: Source = Source.DECLARED
     detail: str = field(default="", compare=False)
     suggestion: str | None = field(default=None, compare=False)
+    location: str | None = field(default=None, compare=False)
 
     @property
     def kind_class(self) -> KindClass:
@@ -178,6 +185,11 @@ class Situation:
         """True when the tool's own code returned this situation."""
         return self.source is Source.DECLARED
 
+    @property
+    def is_refusal(self) -> bool:
+        """True when this is unstuck's own refusal of a call, not what a tool reported."""
+        return self.source is Source.UNSTUCK
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :func:`validate_situation` reads it back."""
         return {
@@ -195,12 +207,13 @@ class Situation:
             "source": self.source.value,
             "detail": self.detail,
             "suggestion": self.suggestion,
+            "location": self.location,
         }
 
 
 _KNOWN_FIELDS = frozenset(
     {"kind", "subject", "interactive", "retryable", "retry_after_s", "unblock", "probe",
-     "source", "detail", "suggestion"}
+     "source", "detail", "suggestion", "location"}
 )
 
 
@@ -245,7 +258,7 @@ def _check(tool_name: str, situation: Situation) -> Situation:
     return situation
 
 
-def validate_situation(tool_name: str, value: object) -> Situation | None:
+def validate_situation(tool_name: str, value: object, *, allow_refusal: bool = False) -> Situation | None:
     """Check and normalise a situation a tool returned; the loop calls it on every result.
 
     Args:
@@ -259,12 +272,16 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
 
     Raises:
         ValueError: naming the tool, for an unknown kind, a missing or empty subject, an
-            unknown field, an inferred situation carrying an unblock or a probe, or a value of
-            the wrong type. A malformed declaration is a bug in that tool (seed 000 §3.2).
+            unknown field, an inferred situation carrying an unblock or a probe, a tool
+            claiming unstuck's own source (``"unstuck"``) unless ``allow_refusal`` (a record
+            unstuck wrote itself, read back), or a value of the wrong type. A malformed
+            declaration is a bug in that tool (seed 000 §3.2).
     """
     if value is None:
         return None
     if isinstance(value, Situation):
+        if value.source is Source.UNSTUCK and not allow_refusal:
+            raise _fail(tool_name, "only unstuck's own refusals carry source 'unstuck'")
         if isinstance(value.kind, Kind) and isinstance(value.source, Source) and _finite(value.retry_after_s):
             return _check(tool_name, value)
         value = {name: getattr(value, name) for name in _KNOWN_FIELDS}  # re-read every field
@@ -285,6 +302,8 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
         source = Source(raw_source)
     except ValueError:
         raise _fail(tool_name, f"unknown source {raw_source!r}") from None
+    if source is Source.UNSTUCK and not allow_refusal:
+        raise _fail(tool_name, "only unstuck's own refusals carry source 'unstuck'")
     subject = value.get("subject")
     if not isinstance(subject, str):
         raise _fail(tool_name, "missing subject")
@@ -303,6 +322,9 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
     suggestion = value.get("suggestion")
     if suggestion is not None and not isinstance(suggestion, str):
         raise _fail(tool_name, f"suggestion must be a string, got {type(suggestion).__name__}")
+    location = value.get("location")
+    if location is not None and not isinstance(location, str):
+        raise _fail(tool_name, f"location must be a path string, got {type(location).__name__}")
     situation = Situation(
         kind=kind,
         subject=subject,
@@ -314,5 +336,6 @@ def validate_situation(tool_name: str, value: object) -> Situation | None:
         source=source,
         detail=detail if isinstance(detail, str) else str(detail),
         suggestion=suggestion,
+        location=location,
     )
     return _check(tool_name, situation)

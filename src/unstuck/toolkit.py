@@ -1,5 +1,5 @@
 """Real tools for agents and scenarios: run a command, check a CLI's setup, sign a CLI in,
-read a file, search files, search the web.
+install a CLI, ask the user, read a file, search files, search the web.
 
 Every tool works inside a :class:`Workspace` (a directory and the environment its
 subprocesses see), so the same tools run on a developer's machine and in an eval sandbox.
@@ -9,6 +9,19 @@ program is ``not_installed``, a signed-out CLI is ``auth`` with the exact sign-i
 ``unblock``, missing token scopes are ``permission``; each carries itself as the probe. The
 per-CLI facts (how to read the version, the sign-in state, the scopes) are rows of
 :data:`KNOWN_CLIS`, taken from each program's documented behaviour.
+
+``check_cli_setup``, ``sign_in_cli`` and ``install_cli`` answer alike (seed 000 section 5,
+slice 1 step 2): ``status: error`` with a declared situation for a missing program
+(``not_installed``; when an executable of that name is on disk outside ``PATH``
+(:func:`unstuck.installed.locate_off_path`), "installed at X but not on PATH" with
+``export PATH="DIR:$PATH"`` as the unblock and X as the situation's ``location``), a signed-out
+CLI (``auth``) and missing scopes (``permission``).
+
+``install_cli`` installs only in an attended turn after the user confirms
+(:attr:`Workspace.confirm`); unattended, or declined, it declares ``not_installed`` with the
+exact install command as the unblock, interactive when installing needs a person (the command
+raises privileges with sudo, doas, pkexec, su or run0, or the CLI's installer asks for a
+licence).
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +44,11 @@ from typing import Any
 from unstuck.classify import classify_result
 from unstuck.declare import declare_http, declare_lock, declare_refusal
 from unstuck.filelocks import lock_holders
+from unstuck.installed import locate_off_path
 from unstuck.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
 from unstuck.shell import command_subject, parse_command_line
 from unstuck.situations import Kind, Probe, Situation
+from unstuck.text import clean_terminal_text
 from unstuck.tools import (
     CommandOutput,
     Effect,
@@ -56,14 +71,17 @@ __all__ = [
     "check_cli",
     "cli_fingerprint",
     "command_subject",
+    "install",
+    "needs_a_person",
     "path_words",
+    "sign_in",
     "standard_tools",
 ]
 
 #: The names of the tools :func:`standard_tools` provides.
 STANDARD_TOOL_NAMES = (
-    "run_command", "check_cli_setup", "sign_in_cli", "read_file", "search_files", "web_search", "fetch_url",
-    "check_file_lock",
+    "run_command", "check_cli_setup", "sign_in_cli", "install_cli", "read_file", "search_files", "web_search",
+    "fetch_url", "check_file_lock", "request_user_input",
 )
 
 #: The exit code of a command killed at its deadline (what coreutils ``timeout`` exits with).
@@ -79,8 +97,12 @@ class CliFacts:
         version_args: arguments that print the version.
         auth_status_args: arguments whose exit status is 0 only when signed in.
         sign_in: the exact command the user runs to sign in (interactive).
-        sign_in_noninteractive: arguments that sign in without a browser, if any.
-        install: how the user installs it.
+        sign_in_flow: the command ``sign_in_cli`` runs to start the sign-in (a browser or
+            device flow a person approves); ``sign_in`` when not given.
+        install: the exact command that installs it (a shell command line).
+        install_source: the document ``install`` comes from.
+        install_prompts: the installer itself asks a person something (a licence to accept)
+            however it is run, so installing needs a person even without sudo.
         required_scopes: token scopes the CLI needs (read from ``scopes_pattern``).
         scopes_pattern: a regex whose group 1 lists the token's scopes in the status output.
         missing_scope_pattern: a regex whose group 1 names a scope the status output says is
@@ -104,18 +126,27 @@ class CliFacts:
     missing_scope_pattern: str | None = None
     scope_fix: str | None = None
     reachability_args: tuple[str, ...] | None = None
+    sign_in_flow: str | None = None
+    install_source: str | None = None
+    install_prompts: bool = False
 
 
 #: Known CLIs. gh: ``gh auth status`` exits non-zero when not signed in and prints
 #: "Token scopes: ..." when signed in; ``gh auth login`` is the browser/device sign-in; the
-#: minimum scopes are "repo", "read:org" (``gh auth login --help``).
+#: minimum scopes are "repo", "read:org" (``gh auth login --help``); ``--web`` opens the
+#: browser flow rather than asking questions at the terminal. Installing: the ``gh`` package
+#: of Debian (bookworm on) and Ubuntu (22.04 on), and of GitHub's own apt repository, whose
+#: instructions end ``sudo apt install gh -y``.
 KNOWN_CLIS: Mapping[str, CliFacts] = {
     "gh": CliFacts(
         name="gh",
         display="the GitHub CLI (gh)",
         auth_status_args=("auth", "status"),
         sign_in="gh auth login",
-        install="sudo apt-get install gh",
+        sign_in_flow="gh auth login --web",
+        install="sudo apt-get install -y gh",
+        install_source="cli/cli docs/install_linux.md (Debian, Ubuntu: apt); packages.debian.org/gh; "
+                       "apt-get(8) -y",
         required_scopes=("repo", "read:org"),
         scopes_pattern=r"Token scopes:\s*(.*)",
         missing_scope_pattern=r"missing required scopes? '([^']+)'",
@@ -140,6 +171,19 @@ class Workspace:
         grace_s: seconds between SIGTERM and SIGKILL when a command's deadline passes.
         stdin_tty: give commands this process's terminal as stdin (attended runs only);
             ``/dev/null`` by default, so a prompt cannot wait on a person who is not there.
+        terminal: run commands on a pseudo-terminal of their own (the PTY shell tool:
+            :func:`unstuck.leases.run_leased` with ``terminal=True``), so pagers page and
+            prompts prompt as in a terminal window; at a deadline, the program that was waiting
+            for input is named (:attr:`CommandOutput.waiting_for_input`).
+        confirm: asks the person at the keyboard a yes/no question (``install_cli``'s "Install
+            gh with: ...?") and returns their answer; ``None``: nobody is attending, so
+            nothing that needs a yes runs.
+        ask: asks the person a question and returns their answer (``request_user_input``);
+            ``None``: nobody is attending.
+
+    Raises:
+        ValueError: when both ``stdin_tty`` and ``terminal`` are set (this process's terminal,
+            or one of the command's own).
     """
 
     root: Path
@@ -149,6 +193,14 @@ class Workspace:
     denied_programs: frozenset[str] = frozenset()
     grace_s: float = DEFAULT_GRACE_S
     stdin_tty: bool = False
+    terminal: bool = False
+    confirm: Callable[[str], bool] | None = None
+    ask: Callable[[str], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stdin_tty and self.terminal:
+            raise ValueError("Workspace: stdin_tty (this process's terminal) and terminal (a pseudo-terminal of "
+                             "the command's own) exclude each other")
 
     def path(self, name: str) -> Path:
         """``name`` resolved against :attr:`root` (absolute paths are kept)."""
@@ -162,17 +214,21 @@ class Workspace:
     def run(self, argv: list[str] | str, timeout_s: float = 60.0) -> CommandOutput:
         """Run a command (a string goes to ``/bin/bash -c``) as a leased process
         (:func:`unstuck.leases.run_leased`): its own process group, no terminal stdin unless
-        :attr:`stdin_tty`, and a deadline of ``timeout_s`` seconds.
+        :attr:`stdin_tty`, a pseudo-terminal of its own with :attr:`terminal`, and a deadline
+        of ``timeout_s`` seconds.
 
         On expiry the whole tree gets SIGTERM, then SIGKILL after :attr:`grace_s`; the output
         so far comes back with exit code 124 (as coreutils ``timeout`` reports it) and a line
         naming what was killed and whether anything survived, so a prompt the command was
-        waiting on (a device code, a password) is not lost.
+        waiting on (a device code, a password) is not lost; when a program of the command was
+        waiting for input then, the line names it and so does
+        :attr:`CommandOutput.waiting_for_input`. On a terminal, stdout is what the command
+        showed there, with the terminal's control and escape sequences stripped.
         """
         args = [*self.argv_prefix, *(["/bin/bash", "-c", argv] if isinstance(argv, str) else argv)]
         shown = argv if isinstance(argv, str) else shlex.join(argv)
         lease = run_leased(args, cwd=self.root, env=self.env, deadline_s=timeout_s, grace_s=self.grace_s,
-                           stdin_tty=self.stdin_tty)
+                           stdin_tty=self.stdin_tty, terminal=self.terminal)
         limit = self.output_limit_bytes
         stderr = truncate_content(lease.stderr, limit)
         if lease.expired:
@@ -181,9 +237,13 @@ class Workspace:
             note = (f"timed out after {timeout_s:g} s: killed process group {lease.group} ({shown}): SIGTERM to "
                     f"{len(lease.terminated)} process(es), SIGKILL after {self.grace_s:g} s to {killed}; "
                     f"survivors: {survived}")
+            if lease.waiting_for_input:
+                note += f"; {lease.waiting_for_input} was waiting for input at the deadline"
             stderr = f"{stderr.rstrip()}\n{note}".lstrip("\n")
         code = TIMEOUT_EXIT_CODE if lease.expired else lease.exit_code
-        return CommandOutput(shown, code, truncate_content(lease.stdout, limit), stderr)
+        stdout = clean_terminal_text(lease.stdout) if self.terminal else lease.stdout
+        return CommandOutput(shown, code, truncate_content(stdout, limit), stderr,
+                             waiting_for_input=lease.waiting_for_input if lease.expired else None)
 
 
 _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
@@ -288,29 +348,97 @@ def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10
 PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
-def check_cli(workspace: Workspace, name: str) -> dict[str, Any]:
+def _checked_name(name: object) -> str:
+    if not isinstance(name, str) or not PROGRAM_NAME.fullmatch(name):
+        raise ValueError(f"not a program name: {str(name)[:80]!r} (letters, digits and ._+- only)")
+    return name
+
+
+#: Programs that run a command as another user (root), asking the invoking user to
+#: authenticate: sudo(8), doas(1), pkexec(1), su(1), run0(1).
+_RAISES_PRIVILEGES = frozenset({"sudo", "doas", "pkexec", "su", "run0"})
+
+
+def needs_a_person(command: str, facts: CliFacts | None = None) -> bool:
+    """Whether running an install command needs a person: one of its commands raises
+    privileges (sudo, doas, pkexec, su, run0, which ask the invoking user to authenticate), or
+    the CLI's installer asks something itself (:attr:`CliFacts.install_prompts`, a licence)."""
+    if facts is not None and facts.install_prompts:
+        return True
+    for simple in parse_command_line(command).commands:
+        words = [simple.program or "", *(wrapper[0] for wrapper in simple.wrappers if wrapper)]
+        if any(os.path.basename(word) in _RAISES_PRIVILEGES for word in words):
+            return True
+    return False
+
+
+def _path_export(directory: str) -> str:
+    """``export PATH="DIR:$PATH"``, with DIR quoted for the shell when it needs it."""
+    if re.fullmatch(r"[\w./+@%=,-]+", directory):
+        return f'export PATH="{directory}:$PATH"'
+    return f'export PATH={shlex.quote(directory)}":$PATH"'
+
+
+def _not_installed(workspace: Workspace, facts: CliFacts, name: str, probe: Probe,
+                   *, declined: bool = False, unattended: bool = False) -> dict[str, Any]:
+    """The report of a program not on ``PATH``: found on disk elsewhere ("installed at X but
+    not on PATH", unblock ``export PATH=...``), else the install command (interactive when
+    installing needs a person), else a generic instruction."""
+    found = locate_off_path(name, workspace.env.get("PATH", ""), workspace.env.get("HOME"))
+    if found is not None:
+        directory = os.path.dirname(found)
+        situation = Situation(Kind.NOT_INSTALLED, name, unblock=_path_export(directory), probe=probe,
+                              detail=f"{name} is installed at {found} but not on PATH", location=found)
+        return {"status": "error", "installed": False, "on_path": False, "location": found,
+                "message": f"{facts.display} is installed at {found}, but that directory is not on PATH.",
+                "situation": situation}
+    command = facts.install
+    unblock = command or f"Install {name} and make sure it is on PATH"
+    detail = f"{name}: command not found on PATH"
+    if declined:
+        detail += f"; the user declined to install it with: {command}"
+    elif unattended and command:
+        detail += f"; nobody is attending this run to confirm installing it with: {command}"
+    interactive = command is not None and needs_a_person(command, facts)
+    situation = Situation(Kind.NOT_INSTALLED, name, interactive=interactive, unblock=unblock, probe=probe,
+                          detail=detail)
+    report: dict[str, Any] = {"status": "error", "installed": False,
+                              "message": f"{facts.display} is not installed.", "situation": situation}
+    if command:
+        report["install_command"] = command
+        if facts.install_source:
+            report["install_source"] = facts.install_source
+    return report
+
+
+def _installed_report(workspace: Workspace, facts: CliFacts, path: str) -> dict[str, Any]:
+    version = workspace.run([path, *facts.version_args], timeout_s=30)
+    version_text = (version.stdout or version.stderr).strip()
+    return {"status": "success", "installed": True, "path": path,
+            "version": version_text.splitlines()[0] if version_text else None}
+
+
+def check_cli(workspace: Workspace, name: str, *, clis: Mapping[str, CliFacts] = KNOWN_CLIS) -> dict[str, Any]:
     """``check_cli_setup``'s body: installed? version? signed in? scopes? (see module doc).
+
+    Args:
+        workspace: where the CLI runs.
+        name: the program.
+        clis: the facts per CLI (:data:`KNOWN_CLIS`); an unknown CLI is checked for being
+            installed only.
 
     Raises:
         ValueError: when ``name`` is not a program name (letters, digits, ``._+-``; no path,
             space or shell syntax): a model's argument never becomes a declared subject or
             unblock as it was typed.
     """
-    if not isinstance(name, str) or not PROGRAM_NAME.fullmatch(name):
-        raise ValueError(f"not a program name: {str(name)[:80]!r} (letters, digits and ._+- only)")
-    facts = KNOWN_CLIS.get(name, CliFacts(name=name, display=name))
+    name = _checked_name(name)
+    facts = clis.get(name, CliFacts(name=name, display=name))
     probe = _cli_probe(name)
     path = workspace.which(name)
     if path is None:
-        unblock = facts.install or f"Install {name} and make sure it is on PATH"
-        situation = Situation(Kind.NOT_INSTALLED, name, unblock=unblock, probe=probe,
-                              detail=f"{name}: command not found on PATH")
-        return {"status": "error", "installed": False, "message": f"{facts.display} is not installed.",
-                "situation": situation}
-    version = workspace.run([path, *facts.version_args], timeout_s=30)
-    version_text = (version.stdout or version.stderr).strip()
-    report: dict[str, Any] = {"status": "success", "installed": True, "path": path,
-                              "version": version_text.splitlines()[0] if version_text else None}
+        return _not_installed(workspace, facts, name, probe)
+    report = _installed_report(workspace, facts, path)
     if facts.auth_status_args is None:
         return report
     status = workspace.run([path, *facts.auth_status_args], timeout_s=30)
@@ -365,6 +493,78 @@ def _missing_scopes(
     return report
 
 
+def sign_in(workspace: Workspace, name: str, *, clis: Mapping[str, CliFacts] = KNOWN_CLIS,
+            timeout_s: float = 45.0) -> dict[str, Any]:
+    """``sign_in_cli``'s body: start the CLI's sign-in (:attr:`CliFacts.sign_in_flow`, a browser
+    or device flow a person approves) and report the setup afterwards as ``check_cli_setup``
+    does (signed in: ``status: success``; still signed out: ``auth`` with the sign-in command).
+    The sign-in's own output (a one-time code, a URL) is kept under ``sign_in``.
+
+    Raises:
+        ValueError: when ``name`` is not a program name, or no sign-in is known for it.
+    """
+    name = _checked_name(name)
+    facts = clis.get(name)
+    if facts is None or facts.sign_in is None:
+        raise ValueError(f"no sign-in known for {name!r}; known: {', '.join(n for n, f in clis.items() if f.sign_in)}")
+    if workspace.which(name) is None:
+        return _not_installed(workspace, facts, name, _cli_probe(name))
+    flow = facts.sign_in_flow or facts.sign_in
+    out = workspace.run(flow, timeout_s=timeout_s)
+    said = "\n".join(part for part in (out.stdout.strip(), out.stderr.strip()) if part)
+    report = check_cli(workspace, name, clis=clis)
+    report["sign_in"] = {"command": flow, "exit_code": out.exit_code,
+                         "output": truncate_content(said, min(workspace.output_limit_bytes, 8_000))}
+    return report
+
+
+def install(workspace: Workspace, name: str, *, clis: Mapping[str, CliFacts] = KNOWN_CLIS,
+            timeout_s: float = 600.0) -> dict[str, Any]:
+    """``install_cli``'s body (see the module doc).
+
+    * already on ``PATH``: ``status: success``, where and which version;
+    * on disk outside ``PATH``: ``not_installed``, "installed at X but not on PATH", unblock
+      ``export PATH="DIR:$PATH"``;
+    * no install command known: ``not_installed`` with a generic instruction;
+    * unattended (:attr:`Workspace.confirm` is ``None``): ``not_installed`` with the install
+      command as the unblock, never run;
+    * attended: asks ``confirm(f"Install {name} with: {command}?")``; no: ``not_installed``,
+      declined; yes: runs the command (:meth:`Workspace.run`, on the workspace's terminal
+      settings, ``timeout_s`` seconds) and checks again: on ``PATH`` now is a success (with
+      the install's exit code), otherwise ``not_installed`` with what the install printed.
+
+    Raises:
+        ValueError: when ``name`` is not a program name.
+    """
+    name = _checked_name(name)
+    facts = clis.get(name, CliFacts(name=name, display=name))
+    probe = _cli_probe(name)
+    path = workspace.which(name)
+    if path is not None:
+        return _installed_report(workspace, facts, path)
+    command = facts.install
+    if command is None or locate_off_path(name, workspace.env.get("PATH", ""), workspace.env.get("HOME")):
+        return _not_installed(workspace, facts, name, probe)
+    if workspace.confirm is None:
+        return {**_not_installed(workspace, facts, name, probe, unattended=True), "ran": False}
+    if not workspace.confirm(f"Install {name} with: {command}?"):
+        return {**_not_installed(workspace, facts, name, probe, declined=True), "ran": False, "declined": True}
+    out = workspace.run(command, timeout_s=timeout_s)
+    said = "\n".join(part for part in (out.stdout.strip(), out.stderr.strip()) if part)
+    ran = {"command": command, "exit_code": out.exit_code,
+           "output": truncate_content(said, min(workspace.output_limit_bytes, 8_000))}
+    path = workspace.which(name)
+    if path is not None:
+        return {**_installed_report(workspace, facts, path), "ran": True, "install": ran}
+    report = _not_installed(workspace, facts, name, probe)
+    situation = report["situation"]
+    if isinstance(situation, Situation) and situation.location is None:
+        last = said.splitlines()[-1] if said else f"exit code {out.exit_code}"
+        report["situation"] = dataclasses.replace(
+            situation, detail=f"{name} is still not on PATH after {command} (exit code {out.exit_code}): {last}"[:240])
+    return {**report, "ran": True, "install": ran}
+
+
 def _jsonable(report: dict[str, Any]) -> dict[str, Any]:
     situation = report.get("situation")
     if isinstance(situation, Situation):
@@ -372,18 +572,25 @@ def _jsonable(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def standard_tools(workspace: Workspace) -> Toolset:
-    """The reference tool set, bound to ``workspace``.
+def standard_tools(workspace: Workspace, *, clis: Mapping[str, CliFacts] | None = None) -> Toolset:
+    """The reference tool set, bound to ``workspace``; ``clis`` replaces :data:`KNOWN_CLIS`
+    as the facts per CLI (how to check, sign in and install each) for the three CLI tools.
 
     * ``run_command(command, timeout_s)``: ``/bin/bash -c`` in the workspace; subject is the
-      program the command runs.
+      program the command runs; on a pseudo-terminal when :attr:`Workspace.terminal`.
     * ``check_cli_setup(name)``: declares not_installed / auth / permission (see module doc).
-    * ``sign_in_cli(name)``: the CLI's interactive sign-in (``interactive=True``).
+    * ``sign_in_cli(name)``: the CLI's interactive sign-in (``interactive=True``), then its
+      setup as ``check_cli_setup`` reports it (:func:`sign_in`).
+    * ``install_cli(name)``: installs a CLI after the user confirms, in attended turns only;
+      otherwise declares ``not_installed`` with the exact command (:func:`install`).
     * ``read_file(path)``: a text file, UTF-8; large files are truncated with the marker.
     * ``search_files(query)``: paths under the workspace whose name contains ``query``.
     * ``web_search(query)``: a web search through the workspace's HTTPS proxy settings.
     * ``fetch_url(url)``: an HTTP GET; 401/403/429 are declared (:func:`unstuck.declare.declare_http`).
     * ``check_file_lock(path)``: who holds a write lock on a file; the probe of a declared lock.
+    * ``request_user_input(question)``: asks the person attending the turn and returns their
+      answer (``interactive=True``: refused before dispatch when the run is unattended; with
+      no :attr:`Workspace.ask`, ``status: error`` declaring ``permission``, interactive).
 
     ``run_command`` runs command lines: before dispatch each is read for a part that would wait
     for a person (:func:`unstuck.shell.interactive_call`, judged with the workspace's terminal),
@@ -398,11 +605,14 @@ def standard_tools(workspace: Workspace) -> Toolset:
     naming the holder (read from ``/proc/locks``).
     """
 
+    facts = KNOWN_CLIS if clis is None else clis
+
     def setup_probe(program: str) -> Probe | None:
-        return _cli_probe(program) if program in KNOWN_CLIS else None
+        return _cli_probe(program) if program in facts else None
 
     @tool(subject=lambda a: command_subject(str(a.get("command", ""))), effect=Effect.WRITE,
-          command_argument="command", terminal=workspace.stdin_tty, setup_probe=setup_probe)
+          command_argument="command", terminal=workspace.stdin_tty or workspace.terminal, setup_probe=setup_probe,
+          environ=workspace.env)
     def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput | ToolResult | dict[str, Any]:
         """Run a shell command in the workspace and return its exit code, stdout and stderr."""
         program = command_subject(command)
@@ -422,15 +632,29 @@ def standard_tools(workspace: Workspace) -> Toolset:
     @tool(subject=lambda a: str(a.get("name") or "") or None, probe=None)
     def check_cli_setup(name: str) -> dict[str, Any]:
         """Check a command-line tool: installed, version, signed in, token scopes."""
-        return _jsonable(check_cli(workspace, name))
+        return _jsonable(check_cli(workspace, name, clis=facts))
 
     @tool(interactive=True, effect=Effect.WRITE, subject=lambda a: str(a.get("name") or "") or None)
-    def sign_in_cli(name: str, timeout_s: float = 45.0) -> CommandOutput:
+    def sign_in_cli(name: str, timeout_s: float = 45.0) -> dict[str, Any]:
         """Start the CLI's interactive sign-in (a browser or device-code flow a person approves)."""
-        facts = KNOWN_CLIS.get(name)
-        if facts is None or facts.sign_in is None:
-            raise ValueError(f"no sign-in known for {name!r}; known: {', '.join(KNOWN_CLIS)}")
-        return workspace.run(f"{facts.sign_in} --web", timeout_s=timeout_s)
+        return _jsonable(sign_in(workspace, name, clis=facts, timeout_s=timeout_s))
+
+    @tool(effect=Effect.WRITE, subject=lambda a: str(a.get("name") or "") or None)
+    def install_cli(name: str) -> dict[str, Any]:
+        """Install a command-line tool, if the user confirms; says where it is when it already is."""
+        return _jsonable(install(workspace, name, clis=facts))
+
+    @tool(interactive=True, subject="user")
+    def request_user_input(question: str) -> str | dict[str, Any]:
+        """Ask the person attending this turn a question and return their answer."""
+        text = clean_terminal_text(str(question)).strip()
+        if not text:
+            raise ValueError("request_user_input: the question is empty")
+        if workspace.ask is None:
+            refusal = Situation(Kind.PERMISSION, "user", interactive=True,
+                                detail="nobody is attending this run to answer: " + text[:160])
+            return _jsonable({"status": "error", "answered": False, "question": text, "situation": refusal})
+        return workspace.ask(text)
 
     @tool(subject=lambda a: str(a.get("path") or "") or None, document_output=True)
     def read_file(path: str) -> str:
@@ -478,7 +702,8 @@ def standard_tools(workspace: Workspace) -> Toolset:
                 "situation": declare_lock(shown, holders, probe=_lock_probe(shown))}
 
     specs: list[ToolSpec] = [
-        run_command, check_cli_setup, sign_in_cli, read_file, search_files, web_search, fetch_url, check_file_lock,
+        run_command, check_cli_setup, sign_in_cli, install_cli, read_file, search_files, web_search, fetch_url,
+        check_file_lock, request_user_input,
     ]
     return Toolset(specs)
 

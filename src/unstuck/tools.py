@@ -77,7 +77,8 @@ class Effect(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class CommandOutput:
     """What a finished subprocess left: the command, its exit code and its two streams
-    (decoded text).
+    (decoded text); and, when its deadline passed, the program that was waiting for input
+    then (``"less"``: a pager or a prompt waiting for a person; :mod:`unstuck.leases`).
 
     Raises:
         TypeError: when ``exit_code`` is not an int or a stream is not a string.
@@ -87,6 +88,7 @@ class CommandOutput:
     exit_code: int
     stdout: str = ""
     stderr: str = ""
+    waiting_for_input: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.exit_code, bool) or not isinstance(self.exit_code, int):
@@ -165,6 +167,8 @@ class ToolResult:
             the classifier and the policy see an injected failure as they would a real one.
         status_stated: the tool itself said whether the call succeeded (a ``status`` field,
             an MCP ``isError`` flag), so ``ok`` is its word, not a guess from the content.
+        waiting_for_input: the program that was waiting for input (a pager, a prompt) when
+            the call's deadline passed (:attr:`CommandOutput.waiting_for_input`), else ``None``.
     """
 
     tool: str
@@ -178,6 +182,7 @@ class ToolResult:
     declared: Situation | None = None
     injected: str | None = None
     status_stated: bool = False
+    waiting_for_input: str | None = None
 
     def header(self, name: str) -> str | None:
         """The first response header called ``name`` (case-insensitive), or ``None``."""
@@ -192,7 +197,8 @@ def _from_command(tool_name: str, out: CommandOutput) -> ToolResult:
     parts = [p for p in (out.stdout.rstrip("\n"), out.stderr.rstrip("\n")) if p]
     if out.exit_code != 0:
         parts.append(f"(exit code {out.exit_code})")
-    return ToolResult(tool_name, out.exit_code == 0, "\n".join(parts), exit_code=out.exit_code)
+    return ToolResult(tool_name, out.exit_code == 0, "\n".join(parts), exit_code=out.exit_code,
+                      waiting_for_input=out.waiting_for_input)
 
 
 def _from_http(tool_name: str, resp: HttpResponse) -> ToolResult:
@@ -391,6 +397,9 @@ class ToolSpec:
         setup_probe: for a program this tool's calls reach, the read-only call that checks its
             setup (``check_cli_setup``), or ``None``; run when an inferred ``auth``,
             ``not_installed`` or ``permission`` blocker opens on the program.
+        environ: the environment the tool's commands run with (``PATH``, ``HOME``), when it
+            is not this process's: where a program reported missing is looked for outside
+            ``PATH`` (:func:`unstuck.installed.locate_off_path`).
     """
 
     name: str
@@ -405,6 +414,7 @@ class ToolSpec:
     command_argument: str | None = None
     terminal: bool = False
     setup_probe: Callable[[str], Probe | None] | None = None
+    environ: Mapping[str, str] | None = None
 
     def subject_of(self, arguments: Mapping[str, Any]) -> str:
         """The subject a call with ``arguments`` affects: the ``subject`` rule's, else the
@@ -469,6 +479,7 @@ def tool(
     command_argument: str | None = None,
     terminal: bool = False,
     setup_probe: Callable[[str], Probe | None] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -487,6 +498,7 @@ def tool(
     command_argument: str | None = None,
     terminal: bool = False,
     setup_probe: Callable[[str], Probe | None] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Declare a tool: ``@tool`` or ``@tool(interactive=True, effect="write", ...)``.
 
@@ -511,6 +523,7 @@ def tool(
             command_argument=command_argument,
             terminal=terminal,
             setup_probe=setup_probe,
+            environ=environ,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -135,6 +135,13 @@ class ScriptedAgent:
     def _answer(self, text: str) -> ModelReply:
         return ModelReply(text)
 
+    def route_around_answer(self) -> str:
+        """The guard asks, tools withheld, whether the task was finished without the blocked
+        subject: yes when the plan or the fix ended in a success it answered from."""
+        if self._mode in ("plan", "fix") and self._last_ok_content:
+            return "Yes. I finished it another way, from the last successful result."
+        return "No. The task is not finished."
+
     def closing_sentence(self) -> str:
         """Part 3 of the escalation, for the closing call with tools withheld."""
         first = self.plan[0]
@@ -145,6 +152,8 @@ class ScriptedAgent:
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Choose the next call (or the final answer) from the conversation so far."""
         if not tools:
+            if messages and _ROUTE_AROUND_MARK in messages[-1].content:
+                return self._answer(self.route_around_answer())
             return self._answer(self.closing_sentence())
         recent = self._since_assistant(messages)
         notes = [m.content for m in recent if m.role is Role.USER]
@@ -226,6 +235,12 @@ class Improviser(ScriptedAgent):
             self._detours += 1
 
 
+#: The guard's route-around check (prompts.ROUTE_AROUND_CHECK).
+_ROUTE_AROUND_MARK = "Did you complete the task without"
+#: The guard's warning that one more identical failure stops the turn (prompts.REPEAT_WARNING).
+_REPEAT_MARK = "One more identical failure stops the turn"
+
+
 class Retrier(ScriptedAgent):
     """Repeats the failing call unchanged: ``patience`` times before trying the scenario's
     fix when there is one, otherwise up to ``max_repeats`` times before giving up (incident
@@ -240,8 +255,10 @@ class Retrier(ScriptedAgent):
         self._repeats = 0
 
     def on_failure(self, content: str) -> ModelReply | None:
-        """Call the same thing again, until the repeats run out."""
-        if self._repeats >= self.patience and self._mode in ("plan", "repeat") and self.fix:
+        """Call the same thing again, until the repeats run out, or the guard says one more
+        identical failure stops the turn (then the fix, when there is one)."""
+        warned = _REPEAT_MARK in content
+        if (self._repeats >= self.patience or warned) and self._mode in ("plan", "repeat") and self.fix:
             self._mode = "plan"
             self._start_fix()
             return None

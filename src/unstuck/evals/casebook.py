@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unstuck.classify import classify_output
+from unstuck.errors import UnstuckError
 from unstuck.signals import SignalTable
 
 __all__ = ["Case", "CaseError", "CaseScore", "ToolScore", "load_cases", "score_cases"]
@@ -23,7 +24,7 @@ __all__ = ["Case", "CaseError", "CaseScore", "ToolScore", "load_cases", "score_c
 NO_FAILURE = "ok"
 
 
-class CaseError(ValueError):
+class CaseError(UnstuckError, ValueError):
     """A corpus file cannot be read, or a line is not a case; the message names both."""
 
 

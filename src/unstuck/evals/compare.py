@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unstuck.errors import UnstuckError
 from unstuck.evals.runner import RunMetrics
 
 __all__ = ["MEAN_TOLERANCE", "BaselineError", "Regression", "find_regressions", "load_baseline"]
@@ -28,7 +29,7 @@ MEAN_TOLERANCE = 0.25
 RunKey = tuple[str, str, bool, int]
 
 
-class BaselineError(ValueError):
+class BaselineError(UnstuckError, ValueError):
     """The baseline file cannot be read or is not an ``unstuck eval --json`` result."""
 
 

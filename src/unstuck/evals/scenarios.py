@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from unstuck.errors import UnstuckError
 from unstuck.evals.fake_github import FAULTS
 from unstuck.evals.sandbox import NETWORKS
 from unstuck.situations import Kind
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UnstuckError, ValueError):
     """A scenario file is malformed; the message names the file and the field."""
 
 

@@ -34,7 +34,7 @@ exception (a lock or a clash the call ran into), and a spent quota under rate li
 
 Errors::
 
-    BankError (ValueError)   a malformed line: names the file, the line and the field
+    BankError (UnstuckError, ValueError)   a malformed line: names the file, the line and the field
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from unstuck.errors import UnstuckError
 from unstuck.situations import Kind
 from unstuck.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
 
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 
-class BankError(ValueError):
+class BankError(UnstuckError, ValueError):
     """A failure-bank file that cannot be read: the message names the file, line and field."""
 
 

@@ -1,0 +1,47 @@
+"""The root of every error unstuck raises on purpose: ``except UnstuckError`` catches them all.
+
+Each error class of the package derives from :class:`UnstuckError` *and* keeps the built-in
+base it always had, so code that catches ``RuntimeError`` or ``ValueError`` still works.
+A store never lets a raw ``sqlite3.Error`` out of a public method: it becomes the store's
+own error, naming the file and the operation, with the SQLite error as its ``__cause__``
+(:func:`unstuck.sqlite_store.translate_errors`).
+
+Errors::
+
+    UnstuckError (Exception)
+    ├── JournalError (RuntimeError)        unstuck.journal: unreadable, corrupt or foreign
+    │                                      journal file, a failed SQLite operation, unknown turn
+    ├── LessonStoreError (RuntimeError)    unstuck.lessons: unreadable, corrupt or foreign
+    │                                      store file, a failed SQLite operation
+    ├── OpinionCacheError (RuntimeError)   unstuck.second_opinion: an opinion cache file that
+    │                                      cannot be opened as SQLite
+    ├── ModelError (RuntimeError)          unstuck.models: a model server that failed or
+    │                                      answered with something that is not a reply
+    ├── SignalTableError (ValueError)      unstuck.signals: a malformed signal table
+    ├── CredentialCatalogueError (ValueError)   unstuck.credentials: a malformed credential-change catalogue
+    ├── GuardStateError (ValueError)       unstuck.guard: saved guard state that does not read back
+    ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank
+    ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
+    ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
+    └── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
+
+    ValueError (documented exception)      unstuck.situations.validate_situation: a malformed
+                                           declared situation (unknown kind, missing subject,
+                                           an inferred one with an unblock) is a plain
+                                           ValueError naming the tool (DESIGN.md, "The
+                                           situation taxonomy")
+
+A new error class anywhere in the package derives from :class:`UnstuckError` too
+(``tests/test_errors.py`` walks the package and fails on one that does not).
+"""
+
+from __future__ import annotations
+
+__all__ = ["UnstuckError"]
+
+
+class UnstuckError(Exception):
+    """The root of every error unstuck raises on purpose (see the module doc for the tree).
+
+    It carries nothing beyond its message: each subclass's message names what failed and
+    where (a file path, a tool, a row)."""

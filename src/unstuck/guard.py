@@ -1,0 +1,1025 @@
+"""One guarded tool call: before it runs, after it returns, and the turn's state between calls.
+
+:class:`Guard` is the only place where the pure decisions (:mod:`unstuck.policy`) meet I/O
+for one call (DESIGN.md, "Layers"). Every loop drives it the same way: :func:`unstuck.loop.run_turn`,
+:func:`unstuck.resume.resume_turn` and the framework adapters. It is caller-driven, like
+httpx's ``Auth.auth_flow``: the caller runs the tool, the guard decides::
+
+    guard = Guard(tools, unattended=True, task="...")
+    decision = guard.before(call)                 # DISPATCH, or REFUSE with the refusal text
+    if decision.action is Action.DISPATCH:
+        decision = guard.after(call, run_it())    # CONTINUE, RETRY (wait delay_s), or ESCALATE
+    hand_to_model(decision.content)
+    if guard.escalation is not None:              # latched: every later call is refused
+        stop_and_ask(guard.escalation.text)
+
+:meth:`Guard.call` does the same for a tool in its tool set, retries and probes included.
+
+What it keeps, per turn: the recovery state (budgets, blockers, retries, repetition), one
+:class:`~unstuck.outcome.StepRecord` per call, the escalation once the turn escalated (the
+latch), effect intents around ``effect="write"`` calls when it has a journal, lessons when it
+has a store. :meth:`Guard.to_json` / :meth:`Guard.from_json` carry it across a framework's
+pause and resume (schema version :data:`STATE_VERSION`), so budgets are neither lost nor
+counted twice.
+
+Calls of one model reply are one reply (:meth:`Guard.reply`): each is charged exactly once,
+in reply order, even when a framework runs them concurrently: a result that arrives before an
+earlier call of its reply has been assessed waits for it (at most :data:`REPLY_WAIT_S`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from unstuck import policy, prompts
+from unstuck.classify import explain_result
+from unstuck.clock import Clock, RealClock
+from unstuck.credentials import credential_changes, credential_changes_in_arguments
+from unstuck.diagnostics import RunLengths, advance
+from unstuck.errors import UnstuckError
+from unstuck.escalation import Answer, Escalation, build_escalation
+from unstuck.events import EventName, EventSink, Scalar, event
+from unstuck.installed import locate_off_path
+from unstuck.journal import Journal
+from unstuck.lessons import Lesson, LessonStore
+from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
+from unstuck.policy import Action, EscalationReason
+from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
+from unstuck.remember import LessonKeeper, known_blocker_note
+from unstuck.retry import full_jitter
+from unstuck.second_opinion import SecondOpinion
+from unstuck.situations import Kind, Probe, Situation, validate_situation
+from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, normalize_result
+
+__all__ = ["REPLY_WAIT_S", "STATE_VERSION", "Action", "Decision", "Guard", "GuardStateError", "receipt_of"]
+
+#: Version of :meth:`Guard.to_json`'s schema; :meth:`Guard.from_json` refuses another.
+STATE_VERSION = 1
+#: Seconds a result waits for an earlier call of its reply to be assessed before it is
+#: assessed anyway (a framework that never reports that call must not hang the turn).
+REPLY_WAIT_S = 30.0
+#: What a call after the escalation gets (the latch).
+LATCHED = "Not executed: the turn stopped to ask the user."
+
+
+class GuardStateError(UnstuckError, ValueError):
+    """Saved guard state that cannot be read back (named: what and where)."""
+
+
+def receipt_of(result: ToolResult) -> str:
+    """What the journal keeps of a side-effecting call's return (JSON; content cut at 4,000
+    characters)."""
+    return json.dumps({"ok": result.ok, "content": result.content[:4000], "exit_code": result.exit_code,
+                       "http_status": result.http_status, "injected": result.injected})
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the guard decided about one call.
+
+    Attributes:
+        action: :class:`~unstuck.policy.Action`: ``dispatch`` (run it now), ``refuse`` (do not
+            run it), ``continue`` (hand the model ``content``), ``retry`` (wait ``delay_s``
+            seconds on the turn's clock, then run the same call again through
+            :meth:`Guard.before`), ``escalate`` (stop: the turn asks ``escalation``).
+        call: the call decided on.
+        content: what the model gets as the call's result: the tool's text with unstuck's
+            guidance, a refusal, or the "not executed" of a latched turn; empty for
+            ``dispatch``.
+        situation: the declared or inferred situation of the result (a refusal's own), if any.
+        delay_s: for ``retry``, seconds to wait (jittered when the guard was given a random
+            source; a server's Retry-After never shortened).
+        escalation: for ``escalate``, the question.
+        step: the step recorded for the call (``None`` until it was assessed).
+    """
+
+    action: Action
+    call: ToolCall | None = None
+    content: str = ""
+    situation: Situation | None = None
+    delay_s: float = 0.0
+    escalation: Escalation | None = None
+    step: StepRecord | None = None
+
+    @property
+    def stop(self) -> bool:
+        """The turn must stop and ask."""
+        return self.action is Action.ESCALATE
+
+
+@dataclass(slots=True)
+class _Reply:
+    """One model reply's calls, assessed in order."""
+
+    seq: int
+    ids: list[str]
+    position: int = 0  # calls before it have been assessed
+    begun: set[str] = field(default_factory=set)  # dispatched (in flight) or refused
+    refusals: dict[str, tuple[ToolCall, Situation, str, bool]] = field(default_factory=dict)
+    fresh: frozenset[str] = frozenset()  # blockers first opened by this reply's calls
+
+
+class Guard:
+    """The per-call guard of one turn (see the module doc).
+
+    Args:
+        tools: the tool set (a :class:`~unstuck.tools.Toolset` or :class:`~unstuck.tools.ToolSpec`
+            items); calls to other tools fail with the set listed, and the second escalates.
+        unattended: nobody can answer now; required, never guessed. Interactive calls are
+            refused before dispatch (Rule 1).
+        task: the turn's task, named in the escalation.
+        guarded: enforce the policy; ``False`` records situations but refuses, retries and
+            escalates nothing (the bare loop, for comparison).
+        config: the policy's budgets (:class:`~unstuck.policy.PolicyConfig`).
+        clock: time source (:class:`~unstuck.clock.RealClock` by default).
+        events: where decisions are recorded.
+        turn_id: the turn's id; a random one by default.
+        journal: where steps, effect intents and receipts are recorded durably.
+        lessons: remembered blockers, probed before the first call on their subject and
+            stored after the turn asked.
+        fingerprint: the environment fingerprint of a subject, for lessons.
+        second_opinion: the user's model, asked about failures no signal recognises.
+        jitter: a random source for full jitter of computed backoff; ``None`` waits exactly.
+        closer: writes part 3 of the escalation (what happens once answered), e.g. one
+            closing model call with tools withheld; it gets the draft escalation and returns
+            a sentence, or raises (the error is shown in the question, never hidden).
+        validators: postconditions on the world, checked by :meth:`end` before ``done``.
+
+    Raises:
+        TypeError: when ``fingerprint`` is given and is not callable.
+    """
+
+    def __init__(
+        self, tools: Toolset | Iterable[ToolSpec], *, unattended: bool, task: str = "", guarded: bool = True,
+        config: policy.PolicyConfig | None = None, clock: Clock | None = None, events: EventSink | None = None,
+        turn_id: str | None = None, journal: Journal | None = None, lessons: LessonStore | None = None,
+        fingerprint: Callable[[str], str] | None = None, second_opinion: SecondOpinion | None = None,
+        jitter: random.Random | None = None, closer: Callable[[Escalation], str] | None = None,
+        validators: Sequence[Validator] = (),
+    ) -> None:
+        if fingerprint is not None and not callable(fingerprint):
+            raise TypeError(f"fingerprint must be a function of a subject returning a string, got {fingerprint!r}")
+        self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
+        self.task, self.guarded = task, guarded
+        self.state = policy.RecoveryState(unattended=unattended, config=config or policy.PolicyConfig())
+        self.clock = clock or RealClock()
+        self.events = events
+        self.turn_id = turn_id or uuid.uuid4().hex[:12]
+        self.journal = journal
+        self.second_opinion, self.jitter, self.closer = second_opinion, jitter, closer
+        self.validators = tuple(validators)
+        self.keeper: LessonKeeper | None = None
+        if lessons is not None:
+            self.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: self.emit(
+                EventName.LESSON_ERROR, error=message))
+        self.started = self.clock.now()
+        self.steps: list[StepRecord] = []
+        self.escalation: Escalation | None = None  # the latch: set once the turn escalated
+        self.escalated_blocker: policy.OpenBlocker | None = None
+        self.escalated_at: tuple[float, int] | None = None  # (seconds into the turn, calls) at the first escalation
+        self.runs = RunLengths()
+        self.cited: dict[str, Lesson] = {}  # subjects escalated on a lesson's word
+        self.noted: dict[str, Lesson] = {}  # subjects whose lesson only added a note
+        self.setup_checked: set[str] = set()
+        self.saved_steps = 0  # steps already in the journal
+        self.last_ref = ""  # the effect_ref of the last side-effecting call
+        self._replies = 0
+        self._reply: _Reply | None = None
+        self._retrying: dict[str, int] = {}  # call id → retries so far, while a retry is pending
+        self._waited: dict[str, float] = {}
+        self._intents: dict[str, str] = {}  # call id → effect_ref of a prepared intent
+        self._done: dict[tuple[int, str], Decision] = {}  # assessed calls of the current reply (exactly once)
+        self._notes: dict[str, str] = {}  # call id → a lesson's note for its result
+        self._lock = threading.RLock()
+        self._turn_changed = threading.Condition(self._lock)
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def at(self) -> float:
+        """Seconds since the turn started, on the turn's clock."""
+        return self.clock.now() - self.started
+
+    def emit(self, name: EventName, **fields: Scalar) -> None:
+        """Record one event (nothing without a sink)."""
+        if self.events is not None:
+            self.events.emit(event(name, self.turn_id, self.at(), **fields))
+
+    def checkpoint(self, messages: Sequence[str] = (), first_seq: int = 0) -> None:
+        """Write the steps not yet in the journal, and the loop's new ``messages`` (JSON,
+        numbered from ``first_seq``), in one synced transaction; nothing without a journal."""
+        if self.journal is None:
+            return
+        self.journal.checkpoint(self.turn_id, steps=self.steps[self.saved_steps:], messages=messages,
+                                first_seq=first_seq, ref=self.last_ref)
+        self.saved_steps = len(self.steps)
+
+    @property
+    def latched(self) -> bool:
+        """The turn escalated: every later call is refused until the user answers."""
+        return self.escalation is not None
+
+    @property
+    def open_blockers(self) -> tuple[policy.OpenBlocker, ...]:
+        """The blockers open now, in the order they opened."""
+        return tuple(self.state.open_blockers.values())
+
+    # -- a turn's start and end ----------------------------------------------------------------
+
+    def start(self, *, model: str = "") -> None:
+        """Record the turn's start (the journal's turn row, a ``turn.started`` event)."""
+        if self.journal is not None:
+            self.journal.begin_turn(self.turn_id, self.task, unattended=self.state.unattended, guarded=self.guarded,
+                                    config_json=json.dumps(self.state.config.to_dict()))
+        self.emit(EventName.TURN_STARTED, task=self.task, model=model, guarded=self.guarded,
+                  unattended=self.state.unattended)
+
+    def end(self, status: TurnStatus, *, answer: str = "", error: str | None = None,
+            messages: Sequence[str] = (), first_seq: int = 0) -> tuple[TurnStatus, tuple[Validation, ...], str | None]:
+        """End the turn: validators decide a ``done`` (a failed one makes it ``failed``; a
+        turn that stopped records them as ``not required``), then the journal and the
+        ``turn.ended`` event. Returns the final status, the validations and the error."""
+        validations: tuple[Validation, ...] = ()
+        if status is TurnStatus.DONE and self.validators:
+            validations = tuple(v.run() for v in self.validators)
+            failed = [v for v in validations if v.verdict is not Verdict.PASSED]
+            if failed:
+                status = TurnStatus.FAILED
+                error = "validation failed: " + "; ".join(f"{v.name}: {v.evidence or 'false'}" for v in failed)
+        elif self.validators:
+            validations = tuple(Validation(v.name, Verdict.NOT_REQUIRED, f"the turn ended {status.value}")
+                                for v in self.validators)
+        for v in validations:
+            self.emit(EventName.VALIDATION_CHECKED, validator=v.name, verdict=v.verdict.value, evidence=v.evidence)
+        self.emit(EventName.TURN_ENDED, status=status.value, calls=len(self.steps), elapsed_s=round(self.at(), 6),
+                  error=error)
+        if self.journal is not None:
+            self.checkpoint(messages, first_seq)
+            for v in validations:
+                self.journal.record_validation(self.turn_id, v.name, v.verdict.value, v.evidence)
+            self.journal.end_turn(self.turn_id, status.value, answer=answer, error=error)
+        return status, validations, error
+
+    # -- replies -------------------------------------------------------------------------------
+
+    def reply(self, calls: Sequence[ToolCall], *, seq: int | None = None) -> int:
+        """Declare the calls of one model reply, in the order the model gave them; returns the
+        reply's number. ``seq`` is where the reply sits in the conversation (the journal
+        matches effect intents to it on resume); the reply count by default. A call
+        :meth:`before` sees outside a declared reply is a reply of its own."""
+        with self._lock:
+            number = self._replies if seq is None else seq
+            self._replies = max(self._replies, number) + 1
+            self._reply = _Reply(number, [c.id for c in calls])
+            self._done = {}
+            self._notify()
+            return number
+
+    def _reply_for(self, call: ToolCall) -> _Reply:
+        if self._reply is None or call.id not in self._reply.ids:
+            self.reply([call])
+        assert self._reply is not None
+        return self._reply
+
+    def _my_turn(self, reply: _Reply, call_id: str) -> bool:
+        if reply is not self._reply or call_id not in reply.ids:
+            return True
+        index = reply.ids.index(call_id)
+        if index <= reply.position:
+            return True
+        # only earlier calls already under way hold it back: one never begun cannot deadlock it
+        return not any(earlier in reply.begun for earlier in reply.ids[reply.position:index])
+
+    def _advance(self, reply: _Reply, call_id: str) -> None:
+        """``call_id`` has been assessed: move the reply on, assessing refusals that are next."""
+        if reply is not self._reply or call_id not in reply.ids:
+            return
+        reply.position = max(reply.position, reply.ids.index(call_id) + 1)
+        while reply.position < len(reply.ids) and reply.ids[reply.position] in reply.refusals:
+            queued = reply.ids[reply.position]
+            self._assess_refusal(reply, *reply.refusals.pop(queued))
+            reply.position += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._turn_changed.notify_all()
+        waiters, self._async_waiters = self._async_waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
+                loop.call_soon_threadsafe(_wake, future)
+
+    # -- before --------------------------------------------------------------------------------
+
+    def before(self, call: ToolCall) -> Decision:
+        """Decide whether ``call`` may run now (Rule 1, skipped subjects, tainted addresses,
+        credential changes during a sign-in or permission blocker, the latch, and a
+        remembered blocker whose probe says it still holds).
+
+        Returns:
+            ``dispatch`` (run it, then report with :meth:`after`), ``refuse`` (``content``
+            is what the model gets; do not call :meth:`after`), or ``escalate`` (a lesson's
+            probe says the subject is still blocked: the turn asks at once).
+
+        Raises:
+            ValueError: naming the tool, when a probe's tool declares a malformed situation.
+        """
+        with self._lock:
+            if self.latched:
+                return Decision(Action.REFUSE, call, LATCHED, escalation=self.escalation)
+            if call.id in self._retrying:
+                self._reply_for(call).begun.add(call.id)
+                return Decision(Action.DISPATCH, call)
+            reply = self._reply_for(call)
+            known = self._check_lesson(call)
+            if isinstance(known, policy.OpenBlocker):
+                escalation = self._escalate(known)
+                return Decision(Action.ESCALATE, call, escalation.text, known.situation, escalation=escalation)
+            spec = self.tools.get(call.tool)
+            subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+            hand_off = spec.interactive_call(call.arguments) if spec is not None else None
+            interactive = spec is not None and (spec.interactive or hand_off is not None)
+            waits_for = None if hand_off is None else f"`{hand_off.command}` waits for a person: {hand_off.why}"
+            decision, self.state = policy.before_dispatch(
+                self.state, call, subject=subject, interactive=interactive, waits_for=waits_for,
+                credential_changes=self._credential_changes(call, spec) if self.state.open_blockers else (),
+            )
+            reply.begun.add(call.id)
+            if isinstance(decision, policy.Refuse) and self.guarded:
+                self.emit(EventName.CALL_REFUSED, tool=call.tool, subject=subject, reason=decision.reason)
+                if self._my_turn(reply, call.id):
+                    step = self._assess_refusal(reply, call, decision.situation, subject, interactive)
+                    self._advance(reply, call.id)
+                    content = self._content_of(step, decision.reason)
+                    if self.latched:
+                        return Decision(Action.ESCALATE, call, self._escalation_text(), decision.situation,
+                                        escalation=self.escalation, step=step)
+                    return Decision(Action.REFUSE, call, content, decision.situation, step=step)
+                reply.refusals[call.id] = (call, decision.situation, subject, interactive)
+                return Decision(Action.REFUSE, call, decision.reason, decision.situation)
+            self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
+            self._prepare_intent(call, spec, reply.seq)
+            return Decision(Action.DISPATCH, call)
+
+    def _credential_changes(self, call: ToolCall, spec: ToolSpec | None) -> tuple[Any, ...]:
+        line = spec.command_line(call.arguments) if spec is not None else None
+        if line is not None:
+            return credential_changes(line)
+        return credential_changes_in_arguments(call.arguments)
+
+    def _assess_refusal(self, reply: _Reply, call: ToolCall, situation: Situation, subject: str,
+                        interactive: bool) -> StepRecord:
+        result = ToolResult(call.tool, False, situation.detail, executed=False, declared=situation)
+        step, _ = self._assess(call, result, situation, subject=subject, interactive=interactive, auto_retry=False,
+                               reply=reply, started=self.at())
+        return step
+
+    # -- after ---------------------------------------------------------------------------------
+
+    def after(self, call: ToolCall, result: object) -> Decision:
+        """Assess what ``call`` returned (a :class:`~unstuck.tools.ToolResult`, a
+        :class:`~unstuck.tools.CommandOutput`, an :class:`~unstuck.tools.HttpResponse`, an
+        exception, or a plain string / JSON value as frameworks return them: it is
+        classified like any text, never taken for a success on its type).
+
+        Returns:
+            ``continue`` with the content for the model, ``retry`` (wait ``delay_s`` seconds,
+            then :meth:`before` and run the call again), or ``escalate`` (the turn stops; the
+            guard is latched). A call reported twice is assessed once: the second report gets
+            the first decision.
+
+        Raises:
+            ValueError: naming the tool, when it declared a malformed situation (a bug in
+                that tool, never guessed around).
+        """
+        with self._lock:
+            reply = self._reply_for(call)
+            key = (reply.seq, call.id)
+            if key in self._done and call.id not in self._retrying:
+                return self._done[key]
+            deadline = self.clock.now() + REPLY_WAIT_S
+            while not self._my_turn(reply, call.id):
+                if not self._turn_changed.wait(timeout=min(REPLY_WAIT_S, 1.0)) and self.clock.now() > deadline:
+                    break
+            return self._after(call, result, reply)
+
+    async def aafter(self, call: ToolCall, result: object) -> Decision:
+        """:meth:`after` for asyncio: waits for earlier calls of the reply without blocking
+        the event loop."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REPLY_WAIT_S
+        while True:
+            with self._lock:
+                reply = self._reply_for(call)
+                if self._my_turn(reply, call.id) or loop.time() > deadline:
+                    key = (reply.seq, call.id)
+                    if key in self._done and call.id not in self._retrying:
+                        return self._done[key]
+                    return self._after(call, result, reply)
+                future: asyncio.Future[None] = loop.create_future()
+                self._async_waiters.append((loop, future))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout=max(deadline - loop.time(), 0.0))
+
+    async def abefore(self, call: ToolCall) -> Decision:
+        """:meth:`before` for asyncio (it never waits on other calls)."""
+        return self.before(call)
+
+    def _after(self, call: ToolCall, raw: object, reply: _Reply) -> Decision:
+        spec = self.tools.get(call.tool)
+        retry = call.id in self._retrying
+        result = self._result_of(call, spec, raw)
+        ref = self._intents.pop(call.id, None)
+        if ref is not None:
+            self._commit_intent(ref, result)
+        if result.injected is not None:
+            self.emit(EventName.FAULT_INJECTED, tool=call.tool, subject=self._subject(call, spec), form=result.injected)
+        situation = self._situation_of(call, spec, result)
+        interactive = spec is not None and (spec.interactive or (
+            not retry and spec.interactive_call(call.arguments) is not None))
+        auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
+        step, assessment = self._assess(call, result, situation, subject=self._subject(call, spec),
+                                        interactive=interactive, auto_retry=auto_retry, reply=reply,
+                                        started=self.at(), retry=retry, dispatched=True)
+        self._settle_noted(call, result.ok and situation is None)
+        decision = self._decide(call, result, step, assessment)
+        if decision.action is not Action.RETRY:
+            self._retrying.pop(call.id, None)
+            self._done[(reply.seq, call.id)] = decision
+            self._advance(reply, call.id)
+        return decision
+
+    def _result_of(self, call: ToolCall, spec: ToolSpec | None, raw: object) -> ToolResult:
+        if spec is None and not isinstance(raw, ToolResult):
+            known = ", ".join(self.tools) or "none"
+            return ToolResult(call.tool, False, f"No tool named {call.tool!r}. Available tools: {known}.",
+                              error_type="UnknownTool",
+                              declared=Situation(Kind.INVALID_ARGS, call.tool, detail=f"unknown tool {call.tool!r}"))
+        return normalize_result(call.tool, raw)
+
+    def _subject(self, call: ToolCall, spec: ToolSpec | None) -> str:
+        return spec.subject_of(call.arguments) if spec is not None else call.tool
+
+    def _situation_of(self, call: ToolCall, spec: ToolSpec | None, result: ToolResult) -> Situation | None:
+        if not result.executed and result.declared is not None and result.declared.is_refusal:
+            return result.declared
+        declared = validate_situation(call.tool, result.declared)
+        if declared is not None:
+            self.emit(EventName.SITUATION_DECLARED, tool=call.tool, kind=declared.kind.value, subject=declared.subject,
+                      interactive=declared.interactive, retryable=declared.retryable, unblock=declared.unblock)
+            return declared
+        found = explain_result(spec or call.tool, call.arguments, result, thorough=False)
+        inferred = found.situation
+        if inferred is not None and not found.recognised and self.second_opinion is not None:
+            opinion = self.second_opinion.review(call.tool, result.content, inferred)
+            self.emit(EventName.SITUATION_SECOND_OPINION, tool=call.tool, kind=(
+                opinion.situation.kind.value if opinion.situation is not None else None),
+                cached=opinion.cached, problem=opinion.problem)
+            inferred = opinion.situation or inferred
+        if inferred is not None and inferred.kind is Kind.NOT_INSTALLED and inferred.location is None:
+            inferred = self._locate(inferred, spec)
+        if inferred is not None:
+            self.emit(EventName.SITUATION_INFERRED, tool=call.tool, kind=inferred.kind.value, subject=inferred.subject,
+                      interactive=inferred.interactive, retryable=inferred.retryable)
+        return inferred
+
+    def _locate(self, situation: Situation, spec: ToolSpec | None) -> Situation:
+        """"Not installed" first looks on disk outside ``PATH`` (:func:`unstuck.installed.locate_off_path`)."""
+        environment = spec.environ if spec is not None and spec.environ is not None else os.environ
+        found = locate_off_path(situation.subject, environment.get("PATH", ""), environment.get("HOME"))
+        if found is None:
+            return situation
+        self.emit(EventName.SITUATION_LOCATED, subject=situation.subject, location=found)
+        return replace(situation, location=found)
+
+    # -- assessing -----------------------------------------------------------------------------
+
+    def _assess(
+        self, call: ToolCall, result: ToolResult, situation: Situation | None, *, subject: str, interactive: bool,
+        auto_retry: bool, reply: _Reply | None, started: float, retry: bool = False, dispatched: bool = False,
+        probe: bool = False,
+    ) -> tuple[StepRecord, policy.Assessment]:
+        exempt = reply.fresh if reply is not None else frozenset()
+        if dispatched:
+            self.emit(EventName.TOOL_RETURNED, tool=call.tool, subject=subject, ok=result.ok,
+                      kind=situation.kind.value if situation is not None else None,
+                      duration_s=round(self.at() - started, 6))
+        outcome = policy.CallOutcome(subject, situation, result.ok, result.executed, probe, retry, auto_retry, exempt,
+                                     unknown_tool=result.error_type == "UnknownTool" and call.tool not in self.tools)
+        assessment = policy.after_result(self.state, call, outcome)
+        if not self.guarded:
+            assessment = replace(assessment, decision=policy.Continue(None))
+        self.state = assessment.state
+        for key in assessment.opened:
+            self.emit(EventName.BLOCKER_OPENED, subject=key, kind=self.state.open_blockers[key].situation.kind.value,
+                      budget=self.state.open_blockers[key].budget)
+        for key in assessment.charged:
+            blocker = self.state.open_blockers.get(key) or self.state.skipped[key]
+            self.emit(EventName.BUDGET_CHARGED, subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
+        for key in assessment.closed:
+            self.emit(EventName.BLOCKER_CLOSED, subject=key, reason="probe clean" if probe else "call succeeded")
+        if not (probe or retry):
+            self.runs = advance(self.runs, call)
+            found = self.runs.pattern
+            if found is not None:
+                self.emit(found.kind, tool=found.tool, calls=found.count)
+        if reply is not None:
+            reply.fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
+        step = StepRecord(
+            len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
+            self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
+            result.injected, interactive, auto_retry, tuple(sorted(exempt)), assessment.decision.action,
+            reply.seq if reply is not None else -1,
+        )
+        self.steps.append(step)
+        if isinstance(assessment.decision, policy.Escalate) and self.guarded and not probe:
+            self._escalate(assessment.decision.blocker)
+        return step, assessment
+
+    def _decide(self, call: ToolCall, result: ToolResult, step: StepRecord, assessment: policy.Assessment) -> Decision:
+        decision = assessment.decision
+        if self.guarded and isinstance(decision, policy.RetryAfter):
+            delay = decision.delay_s
+            if self.jitter is not None and not decision.server_said:
+                delay = full_jitter(delay, self.jitter.random())
+            self.emit(EventName.RETRY_SCHEDULED, tool=call.tool, attempt=decision.attempt, delay_s=round(delay, 6))
+            self._retrying[call.id] = self._retrying.get(call.id, 0) + 1
+            self._waited[call.id] = self._waited.get(call.id, 0.0) + delay
+            return Decision(Action.RETRY, call, result.content, step.situation, delay_s=delay, step=step)
+        if self.latched:
+            return Decision(Action.ESCALATE, call, self._escalation_text(), step.situation,
+                            escalation=self.escalation, step=step)
+        guidance = decision.guidance if isinstance(decision, policy.Continue) else None
+        checked = self._check_setup(call, assessment)
+        if checked is not None:
+            guidance = checked
+        content = self._content_of(step, result.content, guidance if self.guarded else None)
+        retried = self._retrying.get(call.id, 0)
+        if retried:
+            waited = f"{self._waited.pop(call.id, 0.0):g}"
+            content = f"{result.content}\n\n{RETRIED_NOTE.format(times=retried, seconds=waited)}"
+            if self.guarded and guidance:
+                content = f"{content}\n\n{guidance}"
+        return Decision(Action.CONTINUE, call, content, step.situation, step=step)
+
+    def _content_of(self, step: StepRecord, text: str, guidance: str | None = None) -> str:
+        content = f"{text}\n\n{guidance}" if guidance else text
+        note = self._notes.pop(step.call.id, "")
+        return f"{note}\n{content}" if note else content
+
+    def _escalation_text(self) -> str:
+        assert self.escalation is not None
+        return f"{LATCHED}\n{self.escalation.text}"
+
+    # -- escalation ----------------------------------------------------------------------------
+
+    def _escalate(self, blocker: policy.OpenBlocker) -> Escalation:
+        """Latch the turn on ``blocker`` and build its question (Rule 4)."""
+        if self.escalated_at is None:
+            self.escalated_at = (self.at(), len(self.steps))
+        reason = blocker.reason.value
+        draft = build_escalation(blocker.situation, task=self.task, reason=reason, evidence=blocker.evidence,
+                                 count=blocker.workarounds)
+        next_step: str | None = None
+        error: str | None = None
+        if self.closer is not None:
+            try:
+                next_step = self.closer(draft).strip() or None
+                if next_step is None:
+                    error = "the closing model call returned no text"
+            except Exception as exc:  # any failure of the closing call is shown, never hidden
+                error = f"{type(exc).__name__}: {exc}"
+        refused = tuple(r for r in self.state.refusals if r != blocker.situation.detail)
+        escalation = build_escalation(
+            blocker.situation, task=self.task, next_step=next_step, closing_error=error,
+            workaround_calls=blocker.workarounds, reason=reason, evidence=blocker.evidence, count=blocker.workarounds,
+            refused=refused,
+        )
+        cited = self.cited.get(blocker.subject)
+        if cited is not None:
+            known = f"Known blocker: {known_blocker_note(cited)}; its probe says it still holds."
+            escalation = replace(escalation, blocked=f"{escalation.blocked} {known}")
+        self.escalation, self.escalated_blocker = escalation, blocker
+        self.emit(EventName.TURN_ESCALATED, subject=escalation.subject, kind=escalation.kind.value,
+                  reason=reason, blocked=escalation.blocked, user_action=escalation.user_action,
+                  next_step=escalation.next_step, unblock=escalation.unblock, workaround_calls=blocker.workarounds,
+                  closing_error=error, lesson=cited.id if cited is not None else None)
+        self._remember(blocker)
+        return escalation
+
+    def escalate_open_blocker(
+        self, reason: EscalationReason = EscalationReason.BLOCKED, *, subject: str | None = None,
+    ) -> Escalation | None:
+        """Latch the turn on the open blocker on ``subject`` (by default the first real one:
+        a tool's word, not unstuck's refusal), e.g. a resumed turn whose budget was already
+        spent; ``None`` when no such blocker is open."""
+        with self._lock:
+            real = [b for b in self.state.open_blockers.values() if not b.situation.is_refusal]
+            chosen = real[0] if real else next(iter(self.state.open_blockers.values()), None)
+            if subject is not None:
+                chosen = self.state.open_blockers.get(subject)
+            if chosen is None:
+                return None
+            return self._escalate(replace(chosen, reason=reason))
+
+    def check_answer(self, confirm: Callable[[str], str] | None = None) -> Decision:
+        """The model answered. With no blocker open, the answer stands (``continue``). With one
+        open: validators decide when the turn has them (``continue``; :meth:`end` runs them);
+        otherwise ``confirm`` is asked, once, "did you complete the task without <subject>?"
+        (:data:`unstuck.prompts.ROUTE_AROUND_CHECK`; e.g. one model call with tools withheld):
+        an answer whose first word is "yes" lets the answer stand, with the blocker reported
+        open; no, anything else, no ``confirm``, or a ``confirm`` that raises, escalates."""
+        with self._lock:
+            open_now = [b for b in self.state.open_blockers.values()]
+            if not self.guarded or not open_now or self.validators:
+                return Decision(Action.CONTINUE)
+            blocker = next((b for b in open_now if not b.situation.is_refusal), open_now[0])
+            question = prompts.ROUTE_AROUND_CHECK.format(subject=blocker.subject, kind=blocker.situation.kind.value)
+            said = ""
+            if confirm is not None:
+                try:
+                    said = confirm(question)
+                except Exception as exc:  # an unreadable answer is not a yes
+                    said = f"(the check failed: {type(exc).__name__}: {exc})"
+            words = said.strip().lower().lstrip("*_`\"' ").split()
+            confirmed = bool(words) and words[0].rstrip(".,:;!") == "yes"
+            self.emit(EventName.ANSWER_CHECKED, subject=blocker.subject, confirmed=confirmed,
+                      said=prompts.excerpt(said, 200))
+            if confirmed:
+                return Decision(Action.CONTINUE)
+            escalation = self._escalate(blocker)
+            return Decision(Action.ESCALATE, None, escalation.text, blocker.situation, escalation=escalation)
+
+    # -- the user's answer ---------------------------------------------------------------------
+
+    def answer(self, answer: Answer) -> Decision:
+        """The user answered the escalation ("I've done it" / "Skip it" / "Stop").
+
+        Returns:
+            ``continue`` with a note for the model when the turn may go on (the blocker's
+            probe came back clean, or there was none; or the subject is skipped and its calls
+            will be refused); ``escalate`` when it must stop (Stop, or the probe says the
+            blocker still holds: ``content`` names the evidence, and the question may be put
+            again).
+
+        Raises:
+            UnstuckError: when the turn has not escalated.
+        """
+        with self._lock:
+            blocker = self.escalated_blocker
+            if self.escalation is None or blocker is None:
+                raise UnstuckError("answer() needs an escalated turn; this one has not escalated")
+            self.emit(EventName.USER_ANSWERED, subject=blocker.subject, answer=answer.name.lower())
+            if answer is Answer.STOP:
+                return Decision(Action.ESCALATE, None, self.escalation.text, escalation=self.escalation)
+            if answer is Answer.SKIP:
+                self.state = policy.skip_subject(self.state, blocker.subject)
+                self._record_decision("skip", blocker.subject)
+                self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user skipped")
+                self._unlatch()
+                return Decision(Action.CONTINUE, None, (
+                    f"{GUIDANCE_PREFIX} The user chose to skip {blocker.subject}. Calls on it will be "
+                    "refused. Finish what you can without it, then report what was left undone."))
+            probe = self.probe_for(blocker)
+            if probe is None:
+                clean, evidence = True, "no probe; the user's answer closes it"
+            else:
+                clean, evidence = self.run_probe(probe)
+            if not clean:
+                return Decision(Action.ESCALATE, None, f"{blocker.subject} is still blocked: {evidence}",
+                                escalation=self.escalation)
+            self.state = policy.close_blocker(self.state, blocker.subject)
+            if self.keeper is not None:  # the user resolved it, and the probe (if any) agrees
+                for lesson in self.keeper.on_subject(blocker.subject):
+                    self.keeper.close(lesson, "the user resolved it")
+                    self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=blocker.subject,
+                              reason="user resolved")
+            self._record_decision("close", blocker.subject)
+            self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user answered")
+            self._unlatch()
+            return Decision(Action.CONTINUE, None, (
+                f"{GUIDANCE_PREFIX} The user has resolved the block on {blocker.subject} ({evidence}). "
+                "Continue the task."))
+
+    def _unlatch(self) -> None:
+        self.escalation, self.escalated_blocker = None, None
+        self.state = replace(self.state, repeat=policy.Repeat(), unknown_tools=0)
+
+    def _record_decision(self, action: str, subject: str) -> None:
+        if self.journal is not None:
+            self.journal.record_decision(self.turn_id, len(self.steps) - 1, action, subject)
+
+    # -- probes --------------------------------------------------------------------------------
+
+    def probe_for(self, blocker: policy.OpenBlocker) -> Probe | None:
+        """The probe that re-checks ``blocker``: its situation's, else its tool's own."""
+        if blocker.situation.probe is not None:
+            return blocker.situation.probe
+        spec = self.tools.get(blocker.subject)
+        return spec.probe if spec is not None else None
+
+    def probe_allowed(self, probe: Probe) -> bool:
+        """A probe is a cheap read-only call (DESIGN.md): one naming a missing, interactive or
+        writing tool is never run, whoever declared it."""
+        spec = self.tools.get(probe.tool)
+        return spec is not None and not spec.interactive and spec.effect is Effect.READ
+
+    def run_probe(self, probe: Probe) -> tuple[bool, str]:
+        """Run ``probe`` as a step that is never charged; (clean, evidence)."""
+        if not self.probe_allowed(probe):
+            self.emit(EventName.PROBE_REFUSED, tool=probe.tool, reason="missing, interactive or writing tool")
+            return False, f"the probe {probe.tool} is not a read-only tool here, so it was not run"
+        call = ToolCall(f"probe_{len(self.steps)}", probe.tool, probe.arguments_json)
+        spec = self.tools[probe.tool]
+        started = self.at()
+        self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=spec.subject_of(call.arguments), probe=True)
+        result = spec.invoke(call.arguments)
+        situation = self._situation_of(call, spec, result)
+        self._assess(call, result, situation, subject=spec.subject_of(call.arguments), interactive=False,
+                     auto_retry=False, reply=None, started=started, dispatched=True, probe=True)
+        clean = result.ok and situation is None
+        self.emit(EventName.PROBE_RUN, tool=probe.tool, clean=clean)
+        return clean, (situation.detail if situation is not None else result.content)
+
+    def _check_setup(self, call: ToolCall, assessment: policy.Assessment) -> str | None:
+        """An inferred auth, not_installed or permission blocker just opened on a program the
+        tool reaches: run the tool's read-only setup probe once, so the blocker carries the
+        tool's own declaration and exact unblock; the recovery guidance as it now stands."""
+        spec = self.tools.get(call.tool)
+        if not self.guarded or spec is None or spec.setup_probe is None:
+            return None
+        for subject in assessment.opened:
+            blocker = self.state.open_blockers.get(subject)
+            if blocker is None or blocker.situation.is_declared or subject in self.setup_checked:
+                continue
+            if blocker.situation.kind not in (Kind.AUTH, Kind.NOT_INSTALLED, Kind.PERMISSION):
+                continue
+            probe = spec.setup_probe(subject)
+            if probe is None or not self.probe_allowed(probe):
+                continue
+            self.setup_checked.add(subject)
+            self.emit(EventName.PROBE_SETUP, tool=probe.tool, subject=subject)
+            self.run_probe(probe)
+            now = self.state.open_blockers.get(subject)
+            if now is None:
+                return None  # the setup check came back clean: the blocker closed
+            return prompts.blocker_recovery(now.situation, now.remaining)
+        return None
+
+    # -- effect intents ------------------------------------------------------------------------
+
+    def _prepare_intent(self, call: ToolCall, spec: ToolSpec | None, reply_seq: int, reuse: str | None = None) -> None:
+        if self.journal is None or spec is None or spec.effect is not Effect.WRITE:
+            return
+        if reuse is not None:
+            self.journal.resume_intent(reuse)
+            ref = reuse
+        else:
+            if self.saved_steps < len(self.steps):
+                self.checkpoint()  # probes and retries before it are on disk: step numbers and intents stay aligned
+            ref = self.journal.prepare_intent(self.turn_id, len(self.steps), call.id, call.tool, call.arguments_json,
+                                              reply_seq=reply_seq)
+        self._intents[call.id] = ref
+        self.emit(EventName.INTENT_PREPARED, tool=call.tool, effect_ref=ref)
+
+    def _commit_intent(self, ref: str, result: ToolResult) -> None:
+        assert self.journal is not None
+        self.journal.effect_returned(ref)
+        self.journal.record_receipt(ref, receipt_of(result))
+        self.last_ref = ref
+        self.emit(EventName.INTENT_COMMITTED, tool=result.tool, effect_ref=ref, ok=result.ok)
+
+    # -- lessons -------------------------------------------------------------------------------
+
+    def _check_lesson(self, call: ToolCall) -> policy.OpenBlocker | None:
+        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
+        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
+        one-line note for the call's result."""
+        if self.keeper is None or not self.guarded:
+            return None
+        spec = self.tools.get(call.tool)
+        subject = self._subject(call, spec)
+        lesson = self.keeper.lesson_for(subject)
+        if lesson is None:
+            return None
+        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+        if lesson.probe is None or not self.probe_allowed(lesson.probe):
+            self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=False)
+            self.noted[subject] = lesson
+            self._note(call, note)
+            return None
+        clean, _evidence = self.run_probe(lesson.probe)
+        found = self.steps[-1].situation
+        if clean:
+            self.keeper.close(lesson, "its probe came back clean")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="probe clean")
+            return None
+        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
+        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
+            self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True, probe_told=False)
+            self.noted[subject] = lesson
+            self._note(call, f"{note} (Its probe could not tell whether it still holds.)")
+            return None
+        assert found is not None
+        self.keeper.verified(lesson)
+        self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True)
+        self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
+        self._record_decision("known", subject)
+        self.cited[subject] = lesson
+        return self.state.open_blockers[subject]
+
+    def _note(self, call: ToolCall, note: str) -> None:
+        self._notes[call.id] = note
+
+    def _settle_noted(self, call: ToolCall, ok: bool) -> None:
+        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
+        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
+        if self.keeper is None or not ok:
+            return
+        subject = self._subject(call, self.tools.get(call.tool))
+        lesson = self.noted.pop(subject, None)
+        if lesson is not None:
+            self.keeper.close(lesson, "a call on its subject succeeded")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="call succeeded")
+
+    def _remember(self, blocker: policy.OpenBlocker) -> None:
+        """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.remember`)."""
+        if self.keeper is None or blocker.subject in self.cited or blocker.reason is not EscalationReason.BLOCKED:
+            return
+        declaring = next((s for s in reversed(self.steps) if s.situation == blocker.situation), None)
+        if declaring is None or not declaring.dispatched:
+            return  # unstuck's own refusal says what this run may do, not what the machine is
+        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
+                                      why="escalated")
+        if lesson is not None:
+            self.emit(EventName.LESSON_STORED, lesson=lesson.id, subject=lesson.signature.subject,
+                      kind=lesson.signature.kind.value)
+
+    def known_blockers_note(self) -> str | None:
+        """The system prompt's section on remembered blockers (at most 3 lessons whose
+        environment still matches), or ``None``; each shown lesson is an event."""
+        if self.keeper is None or not self.guarded:
+            return None
+        known = self.keeper.known_blockers(self.tools)
+        if not known:
+            return None
+        for lesson in known:
+            self.emit(EventName.LESSON_SHOWN, lesson=lesson.id, subject=lesson.signature.subject)
+        section = "\n".join(f"- {known_blocker_note(lesson)}" for lesson in known)
+        return f"{prompts.KNOWN_BLOCKERS_HEADING}\n{section}"
+
+    # -- the whole call ------------------------------------------------------------------------
+
+    def call(self, call: ToolCall, *, settled: ToolResult | None = None, intent_ref: str | None = None) -> Decision:
+        """Guard and run one call of a tool in the tool set: :meth:`before`, the tool,
+        :meth:`after`, and the waits and retries the policy asks for (on the turn's clock).
+
+        Args:
+            call: the call.
+            settled: a result already known (a resumed call whose effect was recorded): it
+                is not run again, only assessed.
+            intent_ref: a prepared effect intent to run the call under (a resumed call
+                whose effect did not happen).
+
+        Returns:
+            The final :class:`Decision` (never ``retry``).
+        """
+        if settled is not None or intent_ref is not None:
+            with self._lock:
+                reply = self._reply_for(call)
+                reply.begun.add(call.id)
+                if settled is not None:
+                    return self._after(call, settled, reply)
+                spec = self.tools.get(call.tool)
+                self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=self._subject(call, spec), probe=False)
+                self._prepare_intent(call, spec, reply.seq, reuse=intent_ref)
+        else:
+            decision = self.before(call)
+            if decision.action is not Action.DISPATCH:
+                return decision
+        while True:
+            spec = self.tools.get(call.tool)
+            raw: object = spec.invoke(call.arguments) if spec is not None else None
+            decision = self.after(call, raw)
+            if decision.action is not Action.RETRY:
+                return decision
+            self.checkpoint()  # the attempts so far are on disk: a resumed turn counts on from them
+            self.clock.sleep(decision.delay_s)
+            self.before(call)
+
+    # -- saving and loading --------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The guard's state as JSON (schema :data:`STATE_VERSION`): the recovery state,
+        every step, the escalation (the latch), the reply in progress, retries pending,
+        lessons cited or noted (by id), and the seconds elapsed; enough for
+        :meth:`from_json` to carry on with budgets neither lost nor counted twice. The tool
+        set, clock, sinks and stores are not state: they are given again on load."""
+        with self._lock:
+            reply = self._reply
+            return json.dumps({
+                "version": STATE_VERSION, "turn_id": self.turn_id, "task": self.task, "guarded": self.guarded,
+                "elapsed_s": self.at(), "state": self.state.to_dict(), "steps": [s.to_dict() for s in self.steps],
+                "escalation": None if self.escalation is None else self.escalation.to_dict(),
+                "escalated_blocker": None if self.escalated_blocker is None else self.escalated_blocker.to_dict(),
+                "escalated_at": None if self.escalated_at is None else list(self.escalated_at),
+                "replies": self._replies,
+                "reply": None if reply is None else {
+                    "seq": reply.seq, "ids": reply.ids, "position": reply.position, "begun": sorted(reply.begun),
+                    "fresh": sorted(reply.fresh)},
+                "done": [[seq, call_id] for seq, call_id in self._done],
+                "retrying": self._retrying, "waited": self._waited, "intents": self._intents,
+                "runs": None if self.runs.last is None else {
+                    "call": [self.runs.last.id, self.runs.last.tool, self.runs.last.arguments_json],
+                    "same": self.runs.same, "streak": self.runs.streak},
+                "cited": {k: v.id for k, v in self.cited.items()}, "noted": {k: v.id for k, v in self.noted.items()},
+                "setup_checked": sorted(self.setup_checked), "saved_steps": self.saved_steps, "last_ref": self.last_ref,
+                "lessons_checked": sorted(self.keeper.checked) if self.keeper is not None else [],
+            })
+
+    @classmethod
+    def from_json(cls, text: str | bytes, tools: Toolset | Iterable[ToolSpec], **options: Any) -> Guard:
+        """A guard carrying on from :meth:`to_json`'s output.
+
+        Args:
+            text: the saved state.
+            tools: the tool set.
+            options: the other :class:`Guard` arguments (clock, events, journal, lessons,
+                closer, validators, ...); ``unattended``, ``task``, ``config``, ``guarded`` and
+                ``turn_id`` come from the saved state.
+
+        Raises:
+            GuardStateError: naming what is wrong, for text that is not saved guard state, a
+                schema version other than :data:`STATE_VERSION`, or a malformed part.
+        """
+        try:
+            raw = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise GuardStateError(f"saved guard state is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise GuardStateError("saved guard state must be a JSON object")
+        if raw.get("version") != STATE_VERSION:
+            raise GuardStateError(f"saved guard state has schema version {raw.get('version')!r}; this unstuck reads "
+                                  f"version {STATE_VERSION}")
+        try:
+            state = policy.RecoveryState.from_dict(raw["state"])
+            guard = cls(tools, unattended=state.unattended, task=str(raw.get("task", "")),
+                        guarded=bool(raw.get("guarded", True)), config=state.config, turn_id=str(raw["turn_id"]),
+                        **options)
+            guard.state = state
+            guard.started = guard.clock.now() - float(raw.get("elapsed_s", 0.0))
+            guard.steps = [StepRecord.from_dict(s) for s in raw.get("steps", [])]
+            if raw.get("escalation") is not None:
+                guard.escalation = Escalation.from_dict(raw["escalation"])
+            if raw.get("escalated_blocker") is not None:
+                guard.escalated_blocker = policy.OpenBlocker.from_dict(raw["escalated_blocker"])
+            if raw.get("escalated_at") is not None:
+                at, calls = raw["escalated_at"]
+                guard.escalated_at = (float(at), int(calls))
+            guard._replies = int(raw.get("replies", 0))
+            saved_reply = raw.get("reply")
+            if saved_reply is not None:
+                guard._reply = _Reply(int(saved_reply["seq"]), [str(i) for i in saved_reply["ids"]],
+                                      int(saved_reply["position"]), set(saved_reply["begun"]),
+                                      fresh=frozenset(saved_reply["fresh"]))
+            guard._done = {(int(seq), str(cid)): Decision(Action.CONTINUE) for seq, cid in raw.get("done", [])}
+            guard._retrying = {str(k): int(v) for k, v in raw.get("retrying", {}).items()}
+            guard._waited = {str(k): float(v) for k, v in raw.get("waited", {}).items()}
+            guard._intents = {str(k): str(v) for k, v in raw.get("intents", {}).items()}
+            runs = raw.get("runs")
+            if runs is not None:
+                guard.runs = RunLengths(ToolCall(*map(str, runs["call"])), int(runs["same"]), int(runs["streak"]))
+            guard.setup_checked = set(map(str, raw.get("setup_checked", [])))
+            guard.saved_steps = int(raw.get("saved_steps", 0))
+            guard.last_ref = str(raw.get("last_ref", ""))
+            if guard.keeper is not None:
+                guard.keeper.checked.update(map(str, raw.get("lessons_checked", [])))
+                for book, saved in ((guard.cited, raw.get("cited", {})), (guard.noted, raw.get("noted", {}))):
+                    for subject, lesson_id in saved.items():
+                        lesson = guard.keeper.by_id(int(lesson_id))
+                        if lesson is not None:
+                            book[str(subject)] = lesson
+        except GuardStateError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GuardStateError(f"saved guard state is malformed: {type(exc).__name__}: {exc}") from None
+        return guard
+
+    def results_of(self, reply: int) -> Mapping[str, Decision]:
+        """The decisions made on the calls of the reply in progress, by call id (a call
+        reported again gets the same decision)."""
+        with self._lock:
+            return {cid: d for (seq, cid), d in self._done.items() if seq == reply}

@@ -1,0 +1,842 @@
+"""unstuck.credentials: calls that change credentials, scopes, identities or permissions.
+
+Expected rows come from each row's source (the flag or subcommand its manual documents);
+where a program is installed, the reading is checked against the program itself: git's own
+boolean parse of ``http.sslVerify``, ``ssh -G`` resolving ``-o`` options (no connection is
+made), chmod changing a real file's mode, and the programs' help listing the options the rows
+name."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from unstuck.credentials import (
+    ARGUMENT_CHANGE_NAMES,
+    COMMAND_MAX_CHARS,
+    ChangeKind,
+    CredentialCatalogueError,
+    CredentialChange,
+    credential_changes,
+    credential_changes_in_arguments,
+    load_credential_catalogue,
+    parse_credential_catalogue,
+)
+
+
+def names(line: str) -> list[str]:
+    return [change.name for change in credential_changes(line)]
+
+
+def row(name: str) -> Any:
+    return next(r for r in load_credential_catalogue().rows if r.name == name)
+
+
+# ---------------------------------------------------------------------------------------------
+# every bundled row, by an example its source documents
+# ---------------------------------------------------------------------------------------------
+
+POSITIVES: list[tuple[str, str]] = [
+    # gh
+    ("gh auth refresh -s admin:org", "gh-auth-refresh-scopes"),
+    ("gh auth refresh --hostname github.com --scopes=write:packages", "gh-auth-refresh-scopes"),
+    ("gh auth refresh --remove-scopes delete_repo", "gh-auth-refresh-scopes"),
+    ("gh auth refresh", "gh-auth-refresh"),
+    ("gh auth login --with-token < token.txt", "gh-auth-login-with-token"),
+    ("gh auth switch --user other", "gh-auth-switch"),
+    ("gh auth token", "gh-auth-token"),
+    ("gh auth status -t", "gh-auth-status-show-token"),
+    ("gh auth setup-git", "gh-auth-setup-git"),
+    ("gh pr merge 12 --squash --admin", "gh-pr-merge-admin"),
+    ("gh api -H 'Authorization: token abcdef123456' /user", "gh-api-authorization-header"),
+    ("gh api --method DELETE repos/o/r/branches/main/protection", "gh-api-branch-protection"),
+    ("gh ssh-key add ~/.ssh/id_ed25519.pub", "gh-ssh-key-add"),
+    ("GH_TOKEN=abc123 gh repo view", "env-gh-token"),
+    ("GH_CONFIG_DIR=/tmp/other gh auth status", "env-gh-config-dir"),
+    # git
+    ("git -c http.sslVerify=false clone https://example.com/r.git", "git-ssl-verify-off"),
+    ("git config --global http.sslVerify false", "git-config-ssl-verify-off"),
+    ("git config http.https://example.com/.sslVerify 0", "git-config-ssl-verify-off"),
+    ("GIT_SSL_NO_VERIFY=1 git fetch", "env-git-ssl-no-verify"),
+    ("git -c credential.helper=store push", "git-credential-helper"),
+    ("git config --global credential.helper 'store --file /tmp/c'", "git-config-credential-helper"),
+    ("git -c 'http.extraHeader=Authorization: Basic abc' fetch", "git-authorization-header"),
+    ("git config http.extraheader 'AUTHORIZATION: bearer x'", "git-config-authorization-header"),
+    ("git -c url.https://x:tok@github.com/.insteadOf=https://github.com/ clone https://github.com/o/r",
+     "git-url-rewrite-credentials"),
+    ("git config --global url.\"https://${TOKEN}@github.com/\".insteadOf https://github.com/",
+     "git-config-url-rewrite-credentials"),
+    ("git remote set-url origin https://x-access-token:abc@github.com/o/r", "git-url-credentials"),
+    ("git -c core.sshCommand='ssh -i ~/.ssh/other' push", "git-ssh-command-identity"),
+    ("git config core.sshCommand 'ssh -i ~/.ssh/deploy'", "git-config-ssh-command-identity"),
+    ("git -c core.sshCommand='ssh -o StrictHostKeyChecking=no' pull", "git-ssh-command-no-host-check"),
+    ("git config core.sshCommand 'ssh -o UserKnownHostsFile=/dev/null'", "git-config-ssh-command-no-host-check"),
+    ("GIT_SSH_COMMAND='ssh -i ~/.ssh/other' git push", "env-git-ssh-command-identity"),
+    ("GIT_SSH_COMMAND='ssh -o StrictHostKeyChecking=no' git push", "env-git-ssh-command-no-host-check"),
+    ("GIT_ASKPASS=/tmp/askpass.sh git push", "env-git-askpass"),
+    ("printf 'protocol=https\\nhost=x\\n' | git credential approve", "git-credential-store"),
+    ("echo url=https://github.com | git credential fill", "git-credential-fill"),
+    ("git commit -n -m wip", "git-commit-no-verify"),
+    ("git push --no-verify origin main", "git-no-verify"),
+    ("git -c core.hooksPath=/dev/null commit -m x", "git-hooks-path-off"),
+    ("HUSKY=0 git commit -m x", "env-husky-off"),
+    ("HUSKY_SKIP_HOOKS=1 git rebase main", "env-husky-skip-hooks"),
+    ("SKIP=flake8 git commit -m x", "env-pre-commit-skip"),
+    # curl, wget, httpie
+    ("curl -sSkL https://self-signed.example", "curl-insecure"),
+    ("curl -H 'Authorization: Bearer $TOKEN' https://api.example.com", "curl-authorization-header"),
+    ("curl --header='PRIVATE-TOKEN: abc' https://gitlab.example.com/api/v4/user", "curl-authorization-header"),
+    ("curl -u admin:hunter22 https://example.com", "curl-user-password"),
+    ("curl --oauth2-bearer abc https://example.com", "curl-user-password"),
+    ("curl --netrc-file /tmp/n https://example.com", "curl-netrc"),
+    ("curl https://user:pw@example.com/x", "url-password"),
+    ("pip install --index-url https://u:p@pypi.example.com/simple x", "url-password-option"),
+    ("pip install https://u:p@files.example.com/y.whl", "url-password"),
+    ("wget --no-check-certificate https://example.com", "wget-no-check-certificate"),
+    ("wget --header='Authorization: token abc' https://example.com", "wget-authorization-header"),
+    ("wget --user=u --password=p https://example.com", "wget-password"),
+    ("http --verify=no https://example.com", "httpie-verify-off"),
+    ("http -a user:pw https://example.com", "httpie-auth"),
+    ("http https://example.com Authorization:'Bearer abc'", "httpie-authorization-header"),
+    # verification switches in the environment
+    ("NODE_TLS_REJECT_UNAUTHORIZED=0 node app.js", "env-node-tls-reject-unauthorized"),
+    ("PYTHONHTTPSVERIFY=0 python fetch.py", "env-python-https-verify"),
+    ("GOINSECURE=example.com go get example.com/m", "env-go-insecure"),
+    ("GOSUMDB=off go mod download", "env-go-sumdb-off"),
+    ("npm_config_strict_ssl=false npm install", "env-npm-strict-ssl-off"),
+    ("YARN_ENABLE_STRICT_SSL=false yarn install", "env-yarn-strict-ssl-off"),
+    ("PIP_TRUSTED_HOST=pypi.example.com pip install x", "env-pip-trusted-host"),
+    ("export AZURE_CLI_DISABLE_CONNECTION_VERIFICATION=1", "env-azure-cli-no-verify"),
+    ("CLOUDSDK_AUTH_DISABLE_SSL_VALIDATION=True gcloud projects list", "env-gcloud-disable-ssl-validation"),
+    ("VAULT_SKIP_VERIFY=1 vault status", "env-vault-skip-verify"),
+    # package managers
+    ("pip install --trusted-host pypi.example.com x", "pip-trusted-host"),
+    ("python3 -m pip install --trusted-host h x", "pip-trusted-host"),
+    ("pip config set global.trusted-host pypi.example.com", "pip-config-trusted-host"),
+    ("npm install --strict-ssl=false", "npm-strict-ssl-off"),
+    ("npm config set strict-ssl false", "npm-config-strict-ssl-off"),
+    ("yarn config set enableStrictSsl false", "npm-config-strict-ssl-off"),
+    ("npm set strict-ssl=false", "npm-set-strict-ssl-off"),
+    ("npm config set //registry.npmjs.org/:_authToken abc", "npm-config-auth-token"),
+    ("npm set //registry.npmjs.org/:_authToken=abc", "npm-set-auth-token"),
+    ("npm token create --read-only", "npm-token-create"),
+    ("conda config --set ssl_verify false", "conda-ssl-verify-off"),
+    ("conda install --insecure numpy", "conda-insecure"),
+    ("poetry config certificates.private.cert false", "poetry-certificate-off"),
+    ("composer config -g secure-http false", "composer-tls-off"),
+    ("bundle config set --global ssl_verify_mode 0", "bundler-ssl-verify-off"),
+    # ssh
+    ("ssh -o StrictHostKeyChecking=no host uptime", "ssh-no-host-key-check"),
+    ("scp -o UserKnownHostsFile=/dev/null f host:", "ssh-no-host-key-check"),
+    ("ssh -i ~/.ssh/other_key git@github.com", "ssh-identity-file"),
+    ("rsync -av -e 'ssh -o StrictHostKeyChecking=no' a host:b", "rsync-ssh-no-host-key-check"),
+    ("rsync --rsh='ssh -i /tmp/k' a host:b", "rsync-ssh-identity"),
+    ("sshpass -p hunter22 ssh host", "sshpass"),
+    ("ssh-add ~/.ssh/other_key", "ssh-add"),
+    ("ssh-copy-id -i ~/.ssh/id_ed25519.pub host", "ssh-copy-id"),
+    ("ssh-keygen -R github.com", "ssh-keygen-remove-host"),
+    ("ssh-keyscan github.com >> ~/.ssh/known_hosts", "known-hosts-write"),
+    ("ssh-keyscan github.com | tee -a ~/.ssh/known_hosts", "known-hosts-tee"),
+    ("echo 'ssh-ed25519 AAAA x' >> ~/.ssh/authorized_keys", "authorized-keys-write"),
+    ("cat key.pub | tee -a /home/u/.ssh/authorized_keys", "authorized-keys-tee"),
+    ("SSH_AUTH_SOCK=/tmp/other.sock git fetch", "env-ssh-auth-sock"),
+    # privilege and identity
+    ("sudo -u postgres psql", "sudo-as-user"),
+    ("sudo apt-get install -y jq", "sudo"),
+    ("sudo -i", "sudo"),
+    ("doas -u www ls", "doas-as-user"),
+    ("doas reboot", "doas"),
+    ("pkexec --user bob id", "pkexec-as-user"),
+    ("pkexec chmod 600 /x", "pkexec"),
+    ("run0 -u bob id", "run0-as-user"),
+    ("run0 systemctl restart x", "run0"),
+    ("su -c 'id'", "su-root"),
+    ("su - bob -c id", "su-user"),
+    ("runuser -u bob -- id", "runuser"),
+    ("setpriv --reuid=1000 --regid=1000 --init-groups id", "setpriv-ids"),
+    ("setpriv --ambient-caps +net_bind_service id", "setpriv-capabilities"),
+    ("chmod 666 /var/run/docker.sock", "chmod"),
+    ("chown -R $USER /usr/local/lib", "chown"),
+    ("chgrp docker /var/run/docker.sock", "chgrp"),
+    ("setfacl -m u:bob:rw /srv/data", "setfacl"),
+    ("chattr -i /etc/resolv.conf", "chattr"),
+    ("chflags nouchg file", "chflags"),
+    ("setcap cap_net_bind_service=+ep /usr/bin/node", "setcap"),
+    ("usermod -aG docker $USER", "usermod-groups"),
+    ("usermod -U bob", "usermod-password"),
+    ("gpasswd -a bob docker", "gpasswd-members"),
+    ("adduser bob docker", "adduser-to-group"),
+    ("newgrp docker", "newgrp"),
+    ("visudo -f /etc/sudoers.d/x", "visudo"),
+    ("echo 'bob ALL=(ALL) NOPASSWD: ALL' >> /etc/sudoers", "account-files-write"),
+    ("echo 'bob ALL=(ALL) NOPASSWD: ALL' | tee /etc/sudoers.d/bob", "account-files-tee"),
+    ("echo 'bob:pw' | chpasswd", "passwd"),
+    ("docker run --privileged -v /:/host alpine", "docker-root-container"),
+    ("docker exec -u 0 app sh", "docker-root-container"),
+    # cloud CLIs
+    ("aws s3 ls --no-verify-ssl", "aws-no-verify-ssl"),
+    ("aws --profile prod s3 ls", "aws-profile"),
+    ("aws configure set aws_access_key_id AKIAEXAMPLE", "aws-configure-set-credentials"),
+    ("aws configure import --csv file://creds.csv", "aws-configure-import"),
+    ("aws configure get aws_secret_access_key", "aws-configure-get-secret"),
+    ("aws configure export-credentials --format env", "aws-configure-export-credentials"),
+    ("aws sts assume-role --role-arn arn:aws:iam::1:role/admin --role-session-name x", "aws-sts-assume-role"),
+    ("aws sts get-session-token", "aws-sts-session-token"),
+    ("aws ecr get-login-password --region us-east-1", "aws-ecr-login-password"),
+    ("aws iam create-access-key --user-name bob", "aws-iam-credentials"),
+    ("aws iam attach-user-policy --user-name bob --policy-arn arn:aws:iam::aws:policy/AdministratorAccess",
+     "aws-iam-grant"),
+    ("AWS_ACCESS_KEY_ID=AKIA0 AWS_SECRET_ACCESS_KEY=s aws s3 ls", "env-aws-credentials"),
+    ("AWS_PROFILE=prod aws s3 ls", "env-aws-profile"),
+    ("gcloud auth activate-service-account --key-file=key.json", "gcloud-activate-service-account"),
+    ("gcloud auth login --cred-file=key.json", "gcloud-auth-login-cred-file"),
+    ("gcloud auth login --enable-gdrive-access", "gcloud-auth-login-scopes"),
+    ("gcloud auth application-default login --scopes=https://www.googleapis.com/auth/drive",
+     "gcloud-adc-login-scopes"),
+    ("gcloud auth print-access-token", "gcloud-print-token"),
+    ("gcloud auth application-default print-access-token", "gcloud-adc-print-token"),
+    ("gcloud auth configure-docker", "gcloud-configure-docker"),
+    ("gcloud config set account other@example.com", "gcloud-config-set-account"),
+    ("gcloud config set auth/disable_ssl_validation True", "gcloud-config-set-disable-ssl-validation"),
+    ("gcloud config set auth/access_token_file /tmp/t", "gcloud-config-set-token-file"),
+    ("gcloud config configurations activate prod", "gcloud-configurations-activate"),
+    ("gcloud --impersonate-service-account=sa@p.iam.gserviceaccount.com storage ls", "gcloud-account-flag"),
+    ("gcloud storage ls --access-token-file=/tmp/t", "gcloud-access-token-file-flag"),
+    ("gcloud projects add-iam-policy-binding p --member=user:x --role=roles/owner", "gcloud-iam-grant"),
+    ("gcloud iam service-accounts keys create key.json --iam-account=sa@p", "gcloud-service-account-key"),
+    ("CLOUDSDK_CORE_ACCOUNT=other@example.com gcloud projects list", "env-gcloud-identity"),
+    ("GOOGLE_APPLICATION_CREDENTIALS=/tmp/key.json python job.py", "env-google-credentials"),
+    ("az login --service-principal -u app -p secret --tenant t", "az-login-secret"),
+    ("az login --identity", "az-login-identity"),
+    ("az account set --subscription other", "az-account-set"),
+    ("az account get-access-token", "az-access-token"),
+    ("az role assignment create --assignee bob --role Owner", "az-role-assignment"),
+    ("az ad sp create-for-rbac --name ci", "az-service-principal-secret"),
+    ("AZURE_CONFIG_DIR=/tmp/azure az group list", "env-azure-identity"),
+    ("AZURE_CLIENT_SECRET=s terraform apply", "env-azure-credentials"),
+    # kubernetes
+    ("kubectl --token=abc get pods", "kubectl-token"),
+    ("kubectl get pods --as=system:admin", "kubectl-impersonate"),
+    ("kubectl --context prod get pods", "kubectl-context"),
+    ("kubectl get pods --insecure-skip-tls-verify", "kube-insecure-skip-tls-verify"),
+    ("kubectl config set-credentials bob --token=abc", "kubectl-config-set-credentials"),
+    ("kubectl config use-context prod", "kubectl-config-use-context"),
+    ("kubectl create token default", "kubectl-create-token"),
+    ("kubectl config view --raw", "kubectl-config-view-raw"),
+    ("kubectl get secret db -o jsonpath='{.data.password}'", "kubectl-get-secret"),
+    ("kubectl create clusterrolebinding me --clusterrole=cluster-admin --user=me", "kubectl-rbac-grant"),
+    ("KUBECONFIG=~/.kube/other kubectl get pods", "env-kubeconfig"),
+    # registries
+    ("echo $CR_PAT | docker login ghcr.io -u me --password-stdin", "registry-login-password"),
+    ("helm registry login r.example.com -u me --password-stdin", "helm-registry-login-password"),
+    ("podman pull --tls-verify=false r.example.com/x", "registry-tls-verify-off"),
+    ("echo https://index.docker.io/v1/ | docker-credential-desktop get", "docker-credential-get"),
+    ("DOCKER_CONFIG=/tmp/dc docker pull x", "env-docker-config"),
+    # secret stores
+    ("vault read -tls-skip-verify secret/x", "vault-tls-skip-verify"),
+    ("vault login s.abc", "vault-token"),
+    ("vault print token", "vault-print-token"),
+    ("security find-generic-password -s github -w", "keychain-password"),
+    ("pass show github/token", "secret-store-read"),
+    ("heroku auth:token", "heroku-auth-token"),
+    # secrets printed or loaded
+    ("env", "env-dump"),
+    ("printenv | sort", "env-dump"),
+    ("printenv GITHUB_TOKEN", "printenv-secret"),
+    ("set", "shell-variables-dump"),
+    ("export -p", "shell-variables-print"),
+    ("echo \"$OPENAI_API_KEY\"", "echo-secret-variable"),
+    ("cat ~/.config/gh/hosts.yml", "read-gh-hosts"),
+    ("grep aws_secret ~/.aws/credentials", "read-aws-credentials"),
+    ("cat $HOME/.netrc", "read-netrc"),
+    ("jq .auths ~/.docker/config.json", "read-docker-config"),
+    ("less ~/.kube/config", "read-kube-config"),
+    ("cat .env.production", "read-dotenv"),
+    ("cat ~/.npmrc", "read-registry-credentials"),
+    ("base64 ~/.ssh/id_ed25519", "read-ssh-private-key"),
+    ("cat /proc/1/environ", "read-process-environment"),
+    ("cat ~/.config/gcloud/application_default_credentials.json", "read-cloud-credentials"),
+    ("cat ~/.pgpass", "read-database-passwords"),
+    ("cat /etc/shadow", "read-system-passwords"),
+    ("source .env", "source-dotenv"),
+    # stored credentials rewritten
+    ("echo 'machine x login u password p' > ~/.netrc", "credential-file-write"),
+    ("printf '[default]\\n' | tee ~/.aws/credentials", "credential-file-tee"),
+    ("cp /tmp/other-config ~/.kube/config", "credential-file-copy"),
+    ("sed -i 's/old/new/' ~/.config/gh/hosts.yml", "credential-file-edit"),
+    ("cat > ~/.ssh/id_ed25519 <<< \"$KEY\"", "ssh-private-key-write"),
+    # any program
+    ("doctl auth init --access-token abc", "credential-option"),
+    ("OPENAI_API_KEY=sk-x python app.py", "env-credential-variable"),
+]
+
+
+def test_every_bundled_row_has_an_example_here() -> None:
+    documented = {name for _, name in POSITIVES}
+    missing = sorted(load_credential_catalogue().names - documented)
+    assert missing == []
+
+
+@pytest.mark.parametrize(("line", "expected"), POSITIVES, ids=[f"{n}:{c[:40]}" for c, n in POSITIVES])
+def test_documented_form_of_each_row_is_a_change(line: str, expected: str) -> None:
+    changes = credential_changes(line)
+    assert expected in [c.name for c in changes]
+    change = next(c for c in changes if c.name == expected)
+    assert change.kind is row(expected).kind
+    assert change.source == row(expected).source and change.why
+
+
+def test_every_bundled_row_names_a_source_and_a_why() -> None:
+    for r in load_credential_catalogue().rows:
+        assert len(r.source) > 10, r.name
+        assert r.why and "\n" not in r.why, r.name
+
+
+# ---------------------------------------------------------------------------------------------
+# what is not a change
+# ---------------------------------------------------------------------------------------------
+
+NEGATIVES = [
+    'echo "do not use sudo"',
+    "grep sudo file",
+    "grep -r chmod src/",
+    "man sudo",
+    "which sudo chmod",
+    "apt-cache show sudo",
+    "git log --grep sudo",
+    "gh auth status",
+    "gh auth login --help",
+    "gh auth refresh --help",
+    "gh pr merge 12 --squash",
+    "gh api repos/o/r/branches/main/protection",
+    "git config user.name bob",
+    "git config user.email bob@example.com",
+    "git config --get credential.helper",
+    "git -c http.sslVerify clone https://example.com/r",  # no value: git reads it as true
+    "git -c http.sslVerify=true clone https://example.com/r",
+    "git commit -mn",  # -m takes "n" as its message
+    "git commit -m 'wip' --amend",
+    "git push origin main",
+    "git clone git@github.com:o/r.git",
+    "curl -sSL https://example.com",
+    "curl -d -k https://example.com",  # -d takes "-k" as its data
+    "curl -H 'Accept: application/json' https://example.com",
+    "curl https://user@example.com",
+    "wget https://example.com",
+    "ssh -o StrictHostKeyChecking=yes host",
+    "ssh -o StrictHostKeyChecking=accept-new host",
+    "ssh host uptime",
+    "ssh-keygen -l -f key.pub",
+    "ssh-add -l",
+    "sudo -l",
+    "sudo -V",
+    "kubectl get pods",
+    "kubectl get secrets",
+    "kubectl get pods --insecure-skip-tls-verify=false",
+    "kubectl config view",
+    "aws s3 ls",
+    "aws configure list",
+    "aws configure get region",
+    "gcloud config set project p",
+    "gcloud projects list",
+    "az group list",
+    "docker login ghcr.io",  # prompts: the interactive-call catalogue's case
+    "docker run -u 1000 alpine id",
+    "npm install",
+    "npm config set registry https://registry.example.com",
+    "pip install requests",
+    "printenv HOME",
+    "env FOO=1 make",
+    "set -euo pipefail",
+    "export PATH=$PATH:/opt/bin",
+    "declare -a xs",
+    "echo ${#GH_TOKEN}",
+    "echo $HOME $PATH",
+    "cat README.md",
+    "cat .env.example",
+    "cat ~/.ssh/id_ed25519.pub",
+    "ls -la ~/.aws",
+    "TOKENIZERS_PARALLELISM=false python train.py",
+    "GH_TOKEN=$GH_TOKEN gh repo view",
+    "NODE_TLS_REJECT_UNAUTHORIZED=1 node app.js",
+    "PYTHONHTTPSVERIFY=1 python x.py",
+    "SKIP=flake8 make",  # SKIP is pre-commit's only under git or pre-commit
+    "unset GIT_SSL_NO_VERIFY",  # re-enables verification
+    "su --help",
+    "chmod --help",
+    "",
+    "   ",
+]
+
+
+@pytest.mark.parametrize("line", NEGATIVES)
+def test_mentions_reads_and_harmless_forms_are_not_changes(line: str) -> None:
+    assert credential_changes(line) == ()
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a command line
+# ---------------------------------------------------------------------------------------------
+
+
+def test_changes_come_in_order_across_lists_pipelines_and_substitutions() -> None:
+    line = "cd repo && export GH_TOKEN=$(gh auth token) ; curl -k https://x | sudo tee /etc/sudoers.d/me"
+    assert names(line) == ["env-gh-token", "gh-auth-token", "curl-insecure", "sudo", "account-files-tee"]
+
+
+def test_a_shell_string_is_read_inside() -> None:
+    changes = credential_changes("bash -lc 'chmod 600 ~/.netrc && gh auth refresh -s repo'")
+    assert [(c.name, c.command) for c in changes] == [
+        ("chmod", "chmod 600 ~/.netrc"), ("gh-auth-refresh-scopes", "gh auth refresh -s repo")]
+
+
+def test_a_here_document_fed_to_a_shell_is_read_inside() -> None:
+    assert names("sh <<'EOF'\nsudo systemctl restart docker\nEOF") == ["sudo"]
+
+
+def test_wrappers_are_read_around_the_program() -> None:
+    changes = credential_changes("timeout 30 sudo -u deploy env AWS_PROFILE=prod aws s3 ls")
+    assert [c.name for c in changes] == ["env-aws-profile", "sudo-as-user"]
+
+
+def test_xargs_and_find_exec_run_the_change() -> None:
+    assert names("ls *.sh | xargs chmod +x") == ["chmod"]
+    assert names("find . -name '*.pem' -exec sudo chmod 600 {} +") == ["sudo", "chmod"]
+
+
+def test_an_export_counts_once_not_again_in_each_later_command() -> None:
+    changes = credential_changes("export GITHUB_TOKEN=abc; gh pr list; gh issue list; bash -c 'gh repo view'")
+    assert [c.name for c in changes] == ["env-gh-token"]
+    assert changes[0].command == "export GITHUB_TOKEN=abc"
+
+
+def test_a_bare_assignment_counts_since_an_inherited_variable_is_exported() -> None:
+    # bash(1) ENVIRONMENT: a variable inherited from the environment is marked for export, so a
+    # plain assignment changes what later commands see.
+    assert [(c.name, c.command) for c in credential_changes("GH_TOKEN=abc; gh repo view")] == [
+        ("env-gh-token", "GH_TOKEN=abc")]
+
+
+def test_unsetting_a_credential_variable_is_an_identity_change_but_unsetting_a_switch_is_not() -> None:
+    changes = credential_changes("unset GH_TOKEN && gh auth status")
+    assert [c.name for c in changes] == ["env-gh-token"]
+    assert changes[0].why.startswith("unsets GH_TOKEN")
+    assert names("env -u AWS_PROFILE aws s3 ls") == ["env-aws-profile"]
+    assert names("unset NODE_TLS_REJECT_UNAUTHORIZED") == []
+
+
+def test_a_variable_scoped_to_a_program_counts_only_for_that_program() -> None:
+    assert names("export SKIP=mypy; make lint") == []
+    assert names("export SKIP=mypy; git commit -m x") == ["env-pre-commit-skip"]
+
+
+def test_verification_variables_count_only_with_the_value_that_turns_checks_off() -> None:
+    assert names("NODE_TLS_REJECT_UNAUTHORIZED=0 npm ci") == ["env-node-tls-reject-unauthorized"]
+    assert names("NODE_TLS_REJECT_UNAUTHORIZED=1 npm ci") == []
+    assert names("GOSUMDB=sum.golang.org go build") == []
+    assert names("HUSKY=1 git commit -m x") == []
+
+
+def test_a_variable_named_like_a_credential_is_a_token_change() -> None:
+    for line in ("HF_TOKEN=x python dl.py", "export PGPASSWORD=pw", "export SSH_KEY_PASSPHRASE=$'one\\ntwo'", "DB_PASSWORD=pw ./migrate", "GITHUB_PAT=x make",
+                 "NPM_CONFIG__AUTH=abc npm publish"):
+        assert names(line) == ["env-credential-variable"], line
+    for line in ("TOKENIZERS_PARALLELISM=false python x", "PATH=/bin ls", "SSH_AUTH_SOCK_DIR=/tmp ls",
+                 "OS_AUTH_URL=https://keystone ls"):
+        assert names(line) == [], line
+
+
+def test_a_call_asking_for_help_changes_nothing() -> None:
+    assert names("sudo --help") == []
+    assert names("gh auth token --help") == []
+    assert names("kubectl create token --help") == []
+    assert names("vault login -help") == []
+    assert names("gh auth refresh -h github.com") == ["gh-auth-refresh"]  # -h is --hostname here
+
+
+def test_su_to_root_is_privilege_and_to_another_user_is_identity() -> None:
+    assert [(c.name, c.kind) for c in credential_changes("su")] == [("su-root", ChangeKind.PRIVILEGE)]
+    assert [(c.name, c.kind) for c in credential_changes("su - root")] == [("su-root", ChangeKind.PRIVILEGE)]
+    assert [(c.name, c.kind) for c in credential_changes("su -l rooty")] == [("su-user", ChangeKind.IDENTITY)]
+    assert [(c.name, c.kind) for c in credential_changes("su postgres -c psql")] == [("su-user", ChangeKind.IDENTITY)]
+
+
+def test_sudo_runs_as_root_unless_a_user_is_named() -> None:
+    assert [c.kind for c in credential_changes("sudo make install")] == [ChangeKind.PRIVILEGE]
+    assert [c.kind for c in credential_changes("sudo -u www-data make")] == [ChangeKind.IDENTITY]
+    assert [c.kind for c in credential_changes("sudo -v")] == [ChangeKind.PRIVILEGE]
+
+
+def test_gh_refresh_with_scopes_is_a_scope_change_and_without_a_token_change() -> None:
+    assert [c.kind for c in credential_changes("gh auth refresh -h github.com -s admin:org")] == [ChangeKind.SCOPE]
+    assert [c.kind for c in credential_changes("gh auth refresh -h github.com")] == [ChangeKind.TOKEN]
+
+
+def test_one_call_may_make_several_changes() -> None:
+    line = "curl -k -H 'Authorization: Bearer abcdef123456' https://api.example.com"
+    assert names(line) == ["curl-insecure", "curl-authorization-header"]
+
+
+def test_rows_for_any_program_yield_to_the_programs_own_row() -> None:
+    assert names("kubectl --token abc get pods") == ["kubectl-token"]
+    assert names("docker login -u me --password hunter22 r.example.com") == ["registry-login-password"]
+    assert names("mytool --token=abc deploy") == ["credential-option"]
+    assert names("mytool --token=$TOKEN deploy") == ["credential-option"]
+
+
+# ---------------------------------------------------------------------------------------------
+# targets
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "targets"), [
+    ("chmod 777 /var/run/docker.sock", ("/var/run/docker.sock",)),
+    ("chmod -R u+rwX dir other", ("dir", "other")),
+    ("chmod -w notes.txt", ("notes.txt",)),
+    ("chmod --reference=ref a b", ("a", "b")),
+    ("chown -R bob:staff /srv /opt", ("/srv", "/opt")),
+    ("chgrp -h docker /run/x", ("/run/x",)),
+    ("setfacl -m u:bob:rwx -x g:old f1 f2", ("f1", "f2")),
+    ("chattr +i /etc/hosts", ("/etc/hosts",)),
+    ("chattr -R -i /etc/hosts", ("/etc/hosts",)),
+    ("echo x >> /etc/group", ("/etc/group",)),
+    ("echo x | sudo tee -a /etc/sudoers.d/me", ("/etc/sudoers.d/me",)),
+])
+def test_permission_changes_report_the_paths_they_change(line: str, targets: tuple[str, ...]) -> None:
+    with_targets = [c for c in credential_changes(line) if c.targets]
+    assert len(with_targets) == 1
+    assert with_targets[0].kind is ChangeKind.PRIVILEGE
+    assert with_targets[0].targets == targets
+
+
+def test_chmod_reads_a_dash_mode_as_a_mode_as_the_real_chmod_does(tmp_path: Path) -> None:
+    chmod = shutil.which("chmod")
+    if chmod is None:
+        pytest.skip("chmod is not installed")
+    target = tmp_path / "notes.txt"
+    target.write_text("x")
+    target.chmod(0o644)
+    line = f"chmod -w {target}"
+    subprocess.run([chmod, "-w", str(target)], check=True, capture_output=True, timeout=10)
+    assert not stat.S_IMODE(target.stat().st_mode) & 0o222  # "-w" was a mode, not an option
+    (change,) = credential_changes(line)
+    assert change.targets == (str(target),)
+
+
+def test_a_groups_redirection_is_one_change() -> None:
+    changes = credential_changes("{ echo machine x; echo password p; } > ~/.netrc")
+    assert [(c.name, c.targets) for c in changes] == [("credential-file-write", ("~/.netrc",))]
+
+
+def test_other_changes_report_no_targets() -> None:
+    assert all(c.targets == () for c in credential_changes("sudo -u bob id; curl -k https://x; gh auth token"))
+
+
+# ---------------------------------------------------------------------------------------------
+# what a change quotes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_quoted_command_masks_the_credentials_it_carries() -> None:
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    quoted = " ".join(c.command for c in credential_changes(
+        f"GH_TOKEN={token} sudo -u bob gh repo view; curl -H 'Authorization: Bearer s3cr3tvalue' "
+        f"https://u:hunter22@example.com; kubectl --token=verysecretvalue get pods"))
+    for secret in (token, "s3cr3tvalue", "hunter22", "verysecretvalue"):
+        assert secret not in quoted
+    assert "Authorization: Bearer ***" in quoted
+    assert "GH_TOKEN=***" in quoted
+
+
+def test_the_quoted_command_is_one_bounded_line_without_escape_sequences() -> None:
+    line = "sudo echo " + "\x1b[31mred\x1b[0m " + "x " * 500 + "\n# end"
+    (change,) = credential_changes(line)
+    assert "\x1b" not in change.command and "\n" not in change.command
+    assert len(change.command) <= COMMAND_MAX_CHARS and change.command.endswith("…")
+
+
+def test_a_redirection_the_command_text_leaves_out_is_shown() -> None:
+    (change,) = credential_changes("cat < ~/.aws/credentials")
+    assert change.command == "cat < ~/.aws/credentials"
+
+
+# ---------------------------------------------------------------------------------------------
+# against the real programs
+# ---------------------------------------------------------------------------------------------
+
+GIT = shutil.which("git")
+SSH = shutil.which("ssh")
+
+
+def _git_bool(value: str) -> str:
+    assert GIT is not None
+    done = subprocess.run([GIT, "-c", f"http.sslVerify={value}", "config", "--type=bool", "--get", "http.sslverify"],
+                          capture_output=True, text=True, timeout=10, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+@pytest.mark.parametrize("value", ["false", "no", "off", "0", "", "FALSE", "Off", "true", "yes", "on", "1", "True"])
+def test_git_ssl_verify_is_off_exactly_when_git_itself_reads_false(value: str) -> None:
+    off = _git_bool(value) == "false"
+    assert ("git-ssl-verify-off" in names(f"git -c http.sslVerify={value} fetch")) is off
+    assert ("git-config-ssl-verify-off" in names(f"git config --global http.sslVerify '{value}'")) is off
+
+
+def _ssh_resolves(option: str) -> dict[str, str]:
+    assert SSH is not None
+    done = subprocess.run([SSH, "-F", "/dev/null", "-G", "-o", option, "host.invalid"], capture_output=True,
+                          text=True, timeout=10, stdin=subprocess.DEVNULL)
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+@pytest.mark.skipif(SSH is None, reason="ssh is not installed")
+@pytest.mark.parametrize("option", ["StrictHostKeyChecking=no", "StrictHostKeyChecking no", "stricthostkeychecking=off",
+                                    "StrictHostKeyChecking=yes", "StrictHostKeyChecking=accept-new",
+                                    "StrictHostKeyChecking=ask", "UserKnownHostsFile=/dev/null",
+                                    "UserKnownHostsFile=~/.ssh/known_hosts"])
+def test_ssh_host_check_is_off_exactly_when_ssh_itself_resolves_it_off(option: str) -> None:
+    resolved = _ssh_resolves(option)  # ssh -G prints the configuration and exits: no connection
+    off = resolved.get("stricthostkeychecking") == "false" or resolved.get("userknownhostsfile") == "/dev/null"
+    for line in (f"ssh -o '{option}' host", f"ssh '-o{option}' host", f"scp -o '{option}' f host:"):
+        assert ("ssh-no-host-key-check" in names(line)) is off, line
+
+
+def _help(argv: list[str]) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "NO_COLOR": "1", "GH_NO_UPDATE_NOTIFIER": "1", "GH_PROMPT_DISABLED": "1"})
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("argv", "name", "options"), [
+    (["curl", "--help", "all"], "curl-insecure", ["-k", "--insecure", "--proxy-insecure"]),
+    (["curl", "--help", "all"], "curl-authorization-header", ["-H", "--header", "--proxy-header"]),
+    (["curl", "--help", "all"], "curl-user-password", ["-u", "--user", "-U", "--proxy-user", "--oauth2-bearer"]),
+    (["curl", "--help", "all"], "curl-netrc", ["-n", "--netrc", "--netrc-file", "--netrc-optional"]),
+    (["wget", "--help"], "wget-no-check-certificate", ["--no-check-certificate"]),
+    (["wget", "--help"], "wget-authorization-header", ["--header"]),
+    (["wget", "--help"], "wget-password", ["--password", "--http-password", "--ftp-password", "--proxy-password"]),
+    (["gh", "auth", "refresh", "--help"], "gh-auth-refresh-scopes", ["-s", "--scopes"]),
+    (["gh", "auth", "login", "--help"], "gh-auth-login-with-token", ["--with-token"]),
+    (["gh", "auth", "status", "--help"], "gh-auth-status-show-token", ["-t", "--show-token"]),
+    (["gh", "pr", "merge", "--help"], "gh-pr-merge-admin", ["--admin"]),
+    (["docker", "login", "--help"], "registry-login-password", ["-p", "--password", "--password-stdin"]),
+    (["git", "commit", "-h"], "git-commit-no-verify", ["-n", "--no-verify"]),
+    (["git", "push", "-h"], "git-no-verify", ["--no-verify"]),
+])
+def test_the_options_a_row_names_are_the_programs_own(argv: list[str], name: str, options: list[str]) -> None:
+    assert set(options) <= {rule.name for rule in row(name).with_options}
+    text = _help(argv)
+    if text is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    for option in options:
+        # "-k, --insecure", "--header <header/@file>", "-n, --[no-]verify" (git's spelling)
+        spelled = re.escape(option).replace(r"\-\-no\-", r"--(?:no-|\[no-\])")
+        assert re.search(rf"(?:^|[\s,\[]){spelled}(?:$|[\s,=<\[])", text, re.MULTILINE), option
+
+
+def test_curl_options_that_take_a_value_are_all_known() -> None:
+    text = _help(["curl", "--help", "all"])
+    if text is None:
+        pytest.skip("curl is not installed")
+    takes_value: set[str] = set()
+    for line in text.splitlines():
+        found = re.match(r"^\s*(?:(-[A-Za-z0-9#:]), )?(--[a-z0-9-]+) <", line)
+        if found:
+            takes_value.update(o for o in found.groups() if o and o not in ("-h", "--help"))
+    assert takes_value and takes_value <= row("curl-insecure").value_options
+
+
+def test_ssh_options_that_take_a_value_are_all_known() -> None:
+    if SSH is None:
+        pytest.skip("ssh is not installed")
+    usage = subprocess.run([SSH], capture_output=True, text=True, timeout=10).stderr
+    takes_value = {f"-{letter}" for letter in re.findall(r"\[-([A-Za-z]) [^\]]+\]", usage)}
+    assert takes_value and takes_value <= row("ssh-no-host-key-check").value_options
+
+
+# ---------------------------------------------------------------------------------------------
+# a user's catalogue
+# ---------------------------------------------------------------------------------------------
+
+USER_ROW = """
+changes:
+  - name: deploy-as-admin
+    kind: privilege
+    program: deployctl
+    subcommand: [push]
+    with_options: [--as-admin]
+    why: "deploys with administrator rights"
+    source: "deployctl(1): --as-admin"
+"""
+
+
+def test_a_users_rows_are_tried_first_and_reloaded_when_the_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(USER_ROW)
+    catalogue = load_credential_catalogue([path])
+    assert catalogue.rows[0].name == "deploy-as-admin"
+    assert "deploy-as-admin" in catalogue.names and "sudo" in catalogue.names
+    assert [c.name for c in credential_changes("deployctl push --as-admin", catalogue)] == ["deploy-as-admin"]
+    assert credential_changes("deployctl push", catalogue) == ()
+    assert load_credential_catalogue([path]) is catalogue
+    path.write_text(USER_ROW.replace("--as-admin", "--sudo"))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    reloaded = load_credential_catalogue([path])
+    assert [c.name for c in credential_changes("deployctl push --sudo", reloaded)] == ["deploy-as-admin"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("changes: [{name: x, kind: token, why: w, source: s, program: p, colour: red}]", r"row 1 \(x\): unknown field"),
+    ("changes: [{name: x, kind: magic, why: w, source: s, program: p}]", r"row 1 \(x\): 'kind' must be one of"),
+    ("changes: [{name: x, kind: token, why: w, program: p}]", r"row 1 \(x\): 'source' is required"),
+    ("changes: [{name: Bad_Name, kind: token, why: w, source: s, program: p}]", r"row 1: 'name' is required"),
+    ("changes: [{name: x, kind: token, why: w, source: s, program: p, any_operand: '(?=x)'}]",
+     r"row 1 \(x\): 'any_operand' .* does not compile under re2"),
+    ("changes: [{name: x, kind: token, why: w, source: s}]", r"row 1 \(x\): a row needs 'program'"),
+    ("changes: [{name: x, kind: token, why: w, source: s, env: [X], with_options: [-k]}]",
+     r"row 1 \(x\): an 'env' row takes only"),
+    ("changes: [{name: x, kind: token, why: w, source: s, program: p, with_options: [k]}]",
+     r"'with_options' entry 'k' is not an option"),
+    ("changes: [{name: x, kind: token, why: w, source: s, program: p, targets: -1}]", r"'targets' must be"),
+    ("changes: [{name: x, kind: token, why: w, source: s, program: p},"
+     " {name: x, kind: token, why: w, source: s, program: q}]", r"row 2 \(x\): the name is already used by"),
+    ("calls: []", r"must be a mapping with a 'changes' list"),
+    ("changes: []\nextra: 1", r"unknown top-level key"),
+    ("changes: [", r"not valid YAML"),
+])
+def test_a_malformed_catalogue_is_refused_naming_the_file_and_row(text: str, message: str) -> None:
+    with pytest.raises(CredentialCatalogueError, match=message) as caught:
+        parse_credential_catalogue(text, "mine.yaml")
+    assert str(caught.value).startswith("mine.yaml")
+
+
+def test_a_user_row_may_not_reuse_a_bundled_name(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(USER_ROW.replace("deploy-as-admin", "sudo"))
+    with pytest.raises(CredentialCatalogueError,
+                       match=r"mine.yaml: row 1 \(sudo\): the name is already used by credential_changes.yaml: row"):
+        load_credential_catalogue([path])
+
+
+def test_an_unreadable_user_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(CredentialCatalogueError, match="missing.yaml: cannot read"):
+        load_credential_catalogue([tmp_path / "missing.yaml"])
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"changes: []\n# \xe9\n")
+    with pytest.raises(CredentialCatalogueError, match="latin1.yaml: not UTF-8"):
+        load_credential_catalogue([bad])
+
+
+# ---------------------------------------------------------------------------------------------
+# arguments of tools that are not shells
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"token": "abc123xyz"}, [("argument-credential", "token")]),
+    ({"apiKey": "k-123"}, [("argument-credential", "apiKey")]),
+    ({"client_secret": "s3cr3t"}, [("argument-credential", "client_secret")]),
+    ({"auth": {"password": "hunter2"}}, [("argument-credential", "auth.password")]),
+    ({"headers": {"Authorization": "Bearer abcdefgh123"}}, [("argument-credential", "headers.Authorization")]),
+    ({"items": [{}, {"refresh_token": "r-1"}]}, [("argument-credential", "items[1].refresh_token")]),
+    ({"headers": "Content-Type: json\nAuthorization: Bearer abcdefgh123"},
+     [("argument-authorization-header", "headers")]),
+    ({"request": "GET /x HTTP/1.1\r\nProxy-Authorization: Basic dXNlcjpwYXNz\r\n"},
+     [("argument-authorization-header", "request")]),
+    ({"url": "https://user:hunter22@example.com/repo"}, [("argument-url-password", "url")]),
+])
+def test_an_argument_that_injects_a_credential_is_a_token_change(arguments: dict[str, Any],
+                                                                 expected: list[tuple[str, str]]) -> None:
+    changes = credential_changes_in_arguments(arguments)
+    assert [(c.name, c.command) for c in changes] == expected
+    assert all(c.kind is ChangeKind.TOKEN and c.source.startswith("RFC") for c in changes)
+    assert {c.name for c in changes} <= ARGUMENT_CHANGE_NAMES
+
+
+@pytest.mark.parametrize("arguments", [
+    {"max_tokens": 1024},
+    {"max_tokens": "1024"},
+    {"page_token": "CAEQAA"},
+    {"nextPageToken": "abc"},
+    {"token_type": "bearer"},
+    {"csrf_token": "abc"},
+    {"secret_name": "prod-db"},
+    {"password_file": "/run/secrets/db"},
+    {"api_key": ""},
+    {"api_key": "YOUR_API_KEY"},
+    {"token": "$GITHUB_TOKEN"},
+    {"token": "<token>"},
+    {"headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}},
+    {"headers": {"Authorization": "Bearer {{token}}"}},
+    {"client_secret": "xxxxxxxx"},
+    {"auth": "none"},
+    {"content": "Send Authorization: Bearer <your-token> with each call."},
+    {"code": 'headers = {"Authorization": f"Bearer {token}"}'},
+    {"url": "https://user@example.com/repo"},
+    {"description": "rotate the token and the password"},
+    {"count": 3, "flags": [True, None, 2.5]},
+])
+def test_arguments_that_only_name_or_describe_credentials_are_not_changes(arguments: dict[str, Any]) -> None:
+    assert credential_changes_in_arguments(arguments) == ()
+
+
+def test_an_argument_change_quotes_the_path_never_the_value() -> None:
+    (change,) = credential_changes_in_arguments({"config": {"github_token": "ghp_" + "x1Y2" * 9}})
+    assert change.command == "config.github_token"
+
+
+def test_arguments_are_read_within_bounds_even_when_they_contain_themselves() -> None:
+    looped: dict[str, Any] = {"name": "x"}
+    looped["self"] = looped
+    assert credential_changes_in_arguments(looped) == ()
+    deep: dict[str, Any] = {"token": "abc123"}
+    for _ in range(100):
+        deep = {"next": deep}
+    assert credential_changes_in_arguments(deep) == ()  # beyond ARGUMENT_MAX_DEPTH
+    wide = {f"k{i}": {"token": f"t{i}-secret"} for i in range(5000)}
+    assert 0 < len(credential_changes_in_arguments(wide)) < 5000
+
+
+# ---------------------------------------------------------------------------------------------
+# any text
+# ---------------------------------------------------------------------------------------------
+
+SHELLISH = st.lists(st.sampled_from([
+    *"abcdeghiklmnopsu-_=$'\"`()|&;<>{}[]*~/\\. \n\t#!", "sudo ", "chmod ", "gh auth ", "export ", "GH_TOKEN=",
+    "-k ", "bash -c '", "$(", "<<EOF\n", "--", "unset ", "env ", "find -exec ", " > ~/.netrc", "\x00", "\U0001f600",
+]), max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), SHELLISH))
+def test_any_text_is_read_without_raising(text: str) -> None:
+    changes = credential_changes(text)
+    assert isinstance(changes, tuple)
+    for change in changes:
+        assert isinstance(change, CredentialChange) and isinstance(change.kind, ChangeKind)
+        assert len(change.command) <= COMMAND_MAX_CHARS and "\n" not in change.command
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=60),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=20), children, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=20), JSONISH, max_size=6))
+def test_any_arguments_are_read_without_raising(arguments: dict[str, Any]) -> None:
+    changes = credential_changes_in_arguments(arguments)
+    assert all(change.kind is ChangeKind.TOKEN for change in changes)

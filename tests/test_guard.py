@@ -1,0 +1,395 @@
+"""The public per-call guard, and the incident shapes it closes, through ``run_turn`` and
+through :class:`unstuck.Guard` directly. Tools are real programs run by the standard
+``run_command`` tool in a temporary workspace (stand-in CLIs are real scripts on ``PATH``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import PlaybackModel
+from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, tool
+from unstuck.clock import VirtualClock
+from unstuck.escalation import Answer
+from unstuck.events import EventLog, EventName
+from unstuck.loop import run_turn
+from unstuck.models import ModelReply
+from unstuck.outcome import Validator
+from unstuck.situations import Kind
+from unstuck.toolkit import Workspace, standard_tools
+
+#: gh's own words when it has no credentials (cli/cli cmd/gh/main.go, authHelp), exit 4
+#: (cmd/gh/main.go: exitAuth = 4).
+GH_SIGNED_OUT = ("To get started with GitHub CLI, please run:  gh auth login\n"
+                 "Alternatively, populate the GH_TOKEN environment variable with a GitHub API authentication token.")
+
+
+def stand_in(bin_dir: Path, name: str, body: str) -> Path:
+    """A real executable script called ``name`` in ``bin_dir``; every run appends its argv to
+    ``bin_dir/NAME.log``, so a test can tell which calls really ran."""
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\necho "$0 $*" >> "{bin_dir}/{name}.log"\n{body}\n', encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    found = tmp_path / "bin"
+    found.mkdir()
+    return found
+
+
+def workspace(tmp_path: Path, bin_dir: Path, **options: Any) -> Workspace:
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8"}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return Workspace(tmp_path, env=env, **options)
+
+
+def ran(bin_dir: Path, name: str) -> list[str]:
+    log = bin_dir / f"{name}.log"
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def command(text: str) -> tuple[str, dict[str, Any]]:
+    return ("run_command", {"command": text})
+
+
+# --- a blocker closes only on a success on its subject --------------------------------------
+
+
+def nobody(tmp_path: Path, bin_dir: Path) -> Workspace:
+    """Commands run as user nobody (setpriv), so reading /etc/shadow is really refused."""
+    return workspace(tmp_path, bin_dir, argv_prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+
+
+def test_unrelated_success_after_a_permission_blocker_does_not_make_the_answer_done(
+        tmp_path: Path, bin_dir: Path) -> None:
+    model = PlaybackModel([command("cat /etc/shadow"), command("id -u"), "Done: the file is read."])
+    result = run_turn("read /etc/shadow", model=model, tools=standard_tools(nobody(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock())
+    assert result.steps[1].ok and result.steps[1].content.strip() == "65534"  # the unrelated success really ran
+    assert result.status is TurnStatus.BLOCKED
+    assert result.escalation is not None and result.escalation.kind is Kind.PERMISSION
+    assert result.escalation.reason == "blocked" and "id -u" not in result.escalation.text
+
+
+def test_answer_confirmed_as_done_without_the_subject_is_done_with_the_blocker_listed(
+        tmp_path: Path, bin_dir: Path) -> None:
+    (tmp_path / "notes.txt").write_text("the answer is 42\n", encoding="utf-8")
+    model = PlaybackModel([command("cat /etc/shadow"), command("cat notes.txt"), "The answer is 42."],
+                          confirm="Yes. I read notes.txt instead, which holds the answer.")
+    result = run_turn("what is the answer?", model=model, tools=standard_tools(nobody(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock())
+    assert result.status is TurnStatus.DONE and result.answer == "The answer is 42."
+    assert result.open_blockers  # reported, not hidden
+
+
+def test_validators_decide_an_answer_given_with_a_blocker_open(tmp_path: Path, bin_dir: Path) -> None:
+    target = tmp_path / "out.txt"
+    model = PlaybackModel([command("cat /etc/shadow"), command("echo ok > out.txt"), "Wrote out.txt."])
+    result = run_turn("write out.txt", model=model, tools=standard_tools(workspace(tmp_path, bin_dir,
+                      argv_prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))),
+                      unattended=True, clock=VirtualClock(),
+                      validators=[Validator("out.txt exists", lambda: target.exists())])
+    # nobody cannot write into a root-owned temporary directory: the validator, not a question, decides
+    assert result.status is TurnStatus.FAILED and "out.txt exists" in (result.error or "")
+    assert not any(len(r[1]) == 0 for r in model.requests[1:])  # no route-around question was asked
+
+
+# --- repetition has authority ------------------------------------------------------------------
+
+
+def test_twelve_identical_failing_calls_escalate_as_stuck_after_three(tmp_path: Path, bin_dir: Path) -> None:
+    model = PlaybackModel([command("false")] * 12 + ["done"])
+    result = run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED
+    assert result.tool_calls == 3  # DESIGN.md "Defaults": 3 identical failing calls
+    assert result.escalation is not None and result.escalation.reason == "repeated_failure"
+    assert "3 times in a row" in result.escalation.blocked
+
+
+def test_a_call_to_a_missing_tool_lists_the_tool_set_and_the_second_escalates(
+        tmp_path: Path, bin_dir: Path) -> None:
+    model = PlaybackModel([("browser_open", {"url": "https://github.com/login"})] * 12 + ["done"])
+    tools = standard_tools(workspace(tmp_path, bin_dir))
+    result = run_turn("t", model=model, tools=tools, unattended=True, clock=VirtualClock())
+    assert "Available tools:" in result.steps[0].content and "run_command" in result.steps[0].content
+    assert result.status is TurnStatus.BLOCKED and result.tool_calls == 2
+    assert result.escalation is not None and result.escalation.reason == "unknown_tool"
+    assert "browser_open" in result.escalation.blocked
+
+
+def test_identical_calls_that_succeed_are_not_stuck(tmp_path: Path, bin_dir: Path) -> None:
+    model = PlaybackModel([command("true")] * 6 + ["done"])
+    result = run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.DONE and result.tool_calls == 6
+
+
+# --- the question is about the first real blocker -------------------------------------------------
+
+
+def test_own_refusal_of_an_interactive_call_is_reported_beside_the_real_blocker(
+        tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    model = PlaybackModel([command("gh repo view cli/cli"), command("gh auth login --web")] * 4)
+    result = run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    assert result.escalation.kind is Kind.AUTH  # what gh reported, not unstuck's refusal
+    assert "gh auth login" in result.escalation.user_action
+    assert result.escalation.refused and "waits for a person" in result.escalation.refused[0]
+    assert "unstuck also refused" in result.escalation.text
+    assert all("auth login" not in line for line in ran(bin_dir, "gh"))  # the sign-in never ran
+
+
+# --- no credential tricks around a sign-in blocker --------------------------------------------------
+
+
+def test_credential_changes_during_a_sign_in_blocker_are_refused_and_named(tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    model = PlaybackModel([
+        command("gh repo view cli/cli"),
+        command("gh auth refresh -h github.com -s admin:org"),
+        command("GH_TOKEN=ghp_0123456789abcdef gh repo view cli/cli"),
+        command("gh auth switch --user other"),
+        "stop",
+    ])
+    result = run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+                      clock=VirtualClock())
+    runs = ran(bin_dir, "gh")  # the setup probe's read-only checks ran; none of the changes did
+    assert sum(line.endswith(" repo view cli/cli") for line in runs) == 1
+    assert not any(" auth refresh" in line or " auth switch" in line for line in runs)
+    assert [s.dispatched for s in result.steps if not s.probe][:4] == [True, False, False, False]
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    assert result.escalation.kind is Kind.AUTH
+    assert any("gh auth refresh" in refusal for refusal in result.escalation.refused)
+
+
+def test_a_credential_change_the_policy_allows_by_name_runs(tmp_path: Path, bin_dir: Path) -> None:
+    from unstuck.credentials import credential_changes
+
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    switch = "gh auth switch --user other"
+    allowed = frozenset(change.name for change in credential_changes(switch))
+    assert allowed
+    model = PlaybackModel([command("gh repo view cli/cli"), command(switch), "stop"])
+    run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+             clock=VirtualClock(), config=PolicyConfig(allowed_credential_changes=allowed))
+    assert f"{bin_dir}/gh auth switch --user other" in ran(bin_dir, "gh")
+
+
+def test_credential_changes_run_when_no_sign_in_blocker_is_open(tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", "echo ok")
+    model = PlaybackModel([command("gh auth switch --user other"), "done"])
+    result = run_turn("t", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)), unattended=True,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.DONE and ran(bin_dir, "gh")
+
+
+# --- "not installed" looks outside PATH first ---------------------------------------------------------
+
+
+def test_a_program_on_disk_but_not_on_path_is_reported_as_not_on_path(tmp_path: Path, bin_dir: Path) -> None:
+    ws = workspace(tmp_path, bin_dir)
+    local = Path(ws.env["HOME"]) / ".local" / "bin"
+    local.mkdir(parents=True)
+    stand_in(local, "mytool", "echo 1.0")
+    model = PlaybackModel([command("mytool --version")] * 6)
+    result = run_turn("t", model=model, tools=standard_tools(ws), unattended=True, clock=VirtualClock())
+    assert result.escalation is not None and result.escalation.kind is Kind.NOT_INSTALLED
+    assert str(local / "mytool") in result.escalation.blocked
+    assert "not on this run's PATH" in result.escalation.blocked
+    assert f"Add {local} to the PATH" in result.escalation.user_action
+
+
+# --- the Guard itself -----------------------------------------------------------------------------------
+
+
+def test_a_plain_string_result_is_classified_not_taken_as_success() -> None:
+    @tool
+    def deploy() -> str:
+        return "unused"
+
+    guard = Guard([deploy], unattended=True, clock=VirtualClock())
+    call = ToolCall.of("1", "deploy", {})
+    assert guard.before(call).action is Action.DISPATCH
+    decision = guard.after(call, "Error: you are not logged in. Please run: deployctl login")
+    assert decision.situation is not None and decision.situation.kind is Kind.AUTH
+    assert not decision.step.ok or decision.situation is not None  # type: ignore[union-attr]
+
+
+def escalated_guard() -> tuple[Guard, Any]:
+    @tool(subject="gh")
+    def gh(args: str) -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login",
+                                                 "probe": {"tool": "gh_status", "args": {}}}}
+
+    state = {"signed_in": False}
+
+    @tool(subject="gh")
+    def gh_status() -> dict[str, Any]:
+        if state["signed_in"]:
+            return {"status": "ok"}
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    guard = Guard([gh, gh_status], unattended=False, clock=VirtualClock(), task="view the repo")
+    for n in range(4):
+        decision = guard.call(ToolCall.of(str(n), "gh", {"args": f"repo view {n}"}))
+    return guard, (decision, state)
+
+
+def test_the_latch_refuses_every_call_after_the_escalation() -> None:
+    guard, (decision, _) = escalated_guard()
+    assert decision.action is Action.ESCALATE and guard.latched
+    later = guard.before(ToolCall.of("9", "gh_status", {}))
+    assert later.action is Action.REFUSE and "stopped to ask the user" in later.content
+    assert len(guard.steps) == 4  # the refused call is not a step, and ran nothing
+
+
+def test_answer_done_runs_the_probe_and_unlatches_only_when_clean() -> None:
+    guard, (_, state) = escalated_guard()
+    still = guard.answer(Answer.DONE)
+    assert still.action is Action.ESCALATE and guard.latched and "still blocked" in still.content
+    state["signed_in"] = True
+    clear = guard.answer(Answer.DONE)
+    assert clear.action is Action.CONTINUE and not guard.latched and not guard.state.open_blockers
+
+
+def test_answer_before_any_escalation_is_an_error() -> None:
+    from unstuck.errors import UnstuckError
+
+    guard = Guard([], unattended=False, clock=VirtualClock())
+    with pytest.raises(UnstuckError, match="has not escalated"):
+        guard.answer(Answer.DONE)
+
+
+def test_state_round_trip_keeps_budgets_neither_lost_nor_counted_twice() -> None:
+    @tool(subject="gh")
+    def gh(args: str) -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    whole = Guard([gh], unattended=True, clock=VirtualClock())
+    outcomes = [whole.call(ToolCall.of(str(n), "gh", {"args": str(n)})).action for n in range(4)]
+    paused = Guard([gh], unattended=True, clock=VirtualClock())
+    for n in range(2):
+        paused.call(ToolCall.of(str(n), "gh", {"args": str(n)}))
+    text = paused.to_json()
+    json.loads(text)  # plain JSON a checkpointer can hold
+    resumed = Guard.from_json(text, [gh], clock=VirtualClock())
+    assert resumed.state == paused.state and resumed.steps == paused.steps
+    rest = [resumed.call(ToolCall.of(str(n), "gh", {"args": str(n)})).action for n in range(2, 4)]
+    assert outcomes == [Action.CONTINUE, Action.CONTINUE, Action.CONTINUE, Action.ESCALATE]
+    assert rest == outcomes[2:]
+    assert Guard.from_json(resumed.to_json(), [gh]).latched
+
+
+def test_saved_state_of_another_version_or_garbage_is_refused_by_name() -> None:
+    with pytest.raises(GuardStateError, match="schema version 99"):
+        Guard.from_json(json.dumps({"version": 99}), [])
+    with pytest.raises(GuardStateError, match="not JSON"):
+        Guard.from_json("{not json", [])
+    with pytest.raises(GuardStateError, match="malformed"):
+        Guard.from_json(json.dumps({"version": 1, "turn_id": "t", "state": {"unattended": "x", "retries": 5}}), [])
+
+
+def parallel_tools() -> list[Any]:
+    @tool(subject="svc")
+    def svc(n: int) -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "svc", "unblock": "svc login"}}
+
+    return [svc]
+
+
+def test_calls_of_one_reply_reported_out_of_order_from_threads_are_charged_in_reply_order() -> None:
+    guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())
+    calls = [ToolCall.of(str(n), "svc", {"n": n}) for n in range(3)]
+    guard.reply(calls)
+    for call in calls:
+        assert guard.before(call).action is Action.DISPATCH
+    error = {"status": "error", "situation": {"kind": "auth", "subject": "svc", "unblock": "svc login"}}
+    threads = [threading.Thread(target=guard.after, args=(calls[n], error)) for n in (2, 1)]
+    for thread in threads:
+        thread.start()
+    guard.after(calls[0], error)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert [s.call.id for s in guard.steps] == ["0", "1", "2"]
+    assert [s.opened for s in guard.steps] == [("svc",), (), ()]
+    # the reply's later calls were chosen before the blocker's guidance: not charged (exempt)
+    assert guard.state.open_blockers["svc"].workarounds == 0
+    again = guard.after(calls[1], error)  # reported twice: assessed once
+    assert again.step is guard.steps[1] and len(guard.steps) == 3
+
+
+def test_async_calls_of_one_reply_are_charged_once_in_reply_order() -> None:
+    guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())
+    calls = [ToolCall.of(str(n), "svc", {"n": n}) for n in range(3)]
+    error = {"status": "error", "situation": {"kind": "auth", "subject": "svc", "unblock": "svc login"}}
+
+    async def main() -> None:
+        guard.reply(calls)
+        for call in calls:
+            await guard.abefore(call)
+
+        async def report(n: int, delay: float) -> None:
+            await asyncio.sleep(delay)
+            await guard.aafter(calls[n], error)
+
+        await asyncio.gather(report(2, 0.0), report(1, 0.01), report(0, 0.05))
+
+    asyncio.run(main())
+    assert [s.call.id for s in guard.steps] == ["0", "1", "2"]
+
+
+def test_a_refused_call_in_a_reply_is_charged_after_the_earlier_calls() -> None:
+    @tool(subject="svc")
+    def svc(n: int) -> str:
+        return "ok"
+
+    @tool(interactive=True, subject="browser")
+    def open_browser() -> str:
+        return "opened"
+
+    guard = Guard([svc, open_browser], unattended=True, clock=VirtualClock())
+    first, second = ToolCall.of("a", "svc", {"n": 1}), ToolCall.of("b", "open_browser", {})
+    guard.reply([first, second])
+    assert guard.before(first).action is Action.DISPATCH
+    refused = guard.before(second)  # decided now, charged when its turn comes
+    assert refused.action is Action.REFUSE and refused.step is None
+    guard.after(first, "ok")
+    assert [s.call.id for s in guard.steps] == ["a", "b"] and not guard.steps[1].dispatched
+
+
+def test_the_escalation_event_carries_the_three_parts() -> None:
+    log = EventLog()
+
+    @tool(subject="gh")
+    def gh() -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    guard = Guard([gh], unattended=True, clock=VirtualClock(), events=log, task="t")
+    for n in range(4):
+        guard.call(ToolCall.of(str(n), "gh", {}))
+    escalated = log.named(EventName.TURN_ESCALATED)[0]
+    assert escalated.get("blocked") and escalated.get("user_action") == "Run: gh auth login"
+    assert escalated.get("next_step")
+
+
+def test_run_turn_model_reply_with_parallel_calls_still_stops_at_the_escalation(tmp_path: Path,
+                                                                               bin_dir: Path) -> None:
+    batch = ModelReply("", tuple(ToolCall.of(f"c{n}", "run_command", {"command": "false"}) for n in range(5)))
+    result = run_turn("t", model=PlaybackModel([batch]), tools=standard_tools(workspace(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.tool_calls == 3
+    assert [m.content for m in result.messages if m.tool_call_id in ("c3", "c4")] == [
+        "Not executed: the turn stopped to ask the user."] * 2
+
