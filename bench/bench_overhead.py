@@ -53,7 +53,7 @@ def bench_per_result(rounds: int) -> list[float]:
         started = time.perf_counter_ns()
         situation = result.declared or classify_result(name, {}, result)
         _, counted = policy.before_dispatch(state, call, subject=name, interactive=False)
-        policy.after_result(counted, call, subject=name, situation=situation, ok=result.ok)
+        policy.after_result(counted, call, policy.CallOutcome(name, situation, result.ok))
         timings.append((time.perf_counter_ns() - started) / 1000)
     return timings
 

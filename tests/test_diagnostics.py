@@ -3,7 +3,7 @@ from __future__ import annotations
 from conftest import PlaybackModel
 from unstuck.clock import VirtualClock
 from unstuck.diagnostics import Pattern, repeated_calls
-from unstuck.events import EventLog
+from unstuck.events import EventLog, EventName
 from unstuck.loop import run_turn
 from unstuck.tools import ToolCall, tool
 
@@ -15,13 +15,13 @@ def calls(*specs: tuple[str, dict[str, object]]) -> list[ToolCall]:
 def test_three_identical_calls_are_repetition() -> None:
     push = ("shell", {"command": "git push"})
     assert repeated_calls(calls(push, push)) is None
-    assert repeated_calls(calls(push, push, push)) == Pattern("repetition", "shell", 3)
+    assert repeated_calls(calls(push, push, push)) == Pattern(EventName.DIAGNOSTIC_REPETITION, "shell", 3)
 
 
 def test_five_calls_to_one_tool_with_changing_arguments_are_a_streak() -> None:
     hunt = [("shell", {"command": f"try {i}"}) for i in range(5)]
     assert repeated_calls(calls(*hunt[:4])) is None
-    assert repeated_calls(calls(*hunt)) == Pattern("streak", "shell", 5)
+    assert repeated_calls(calls(*hunt)) == Pattern(EventName.DIAGNOSTIC_STREAK, "shell", 5)
     assert repeated_calls(calls(*hunt, ("read_file", {"path": "x"}))) is None
 
 

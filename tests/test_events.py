@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unstuck.events import JsonLinesSink, event, read_events
+from unstuck.events import EventName, JsonLinesSink, event, read_events
 
 
 def test_events_written_as_json_lines_read_back_and_bad_lines_are_numbered(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     sink = JsonLinesSink(path)
-    written = [event("turn.started", "t1", 0.0, task="x"), event("blocker.opened", "t1", 0.25, subject="gh")]
+    written = [event(EventName.TURN_STARTED, "t1", 0.0, task="x"), event(EventName.BLOCKER_OPENED, "t1", 0.25, subject="gh")]
     for item in written:
         sink.emit(item)
     sink.close()

@@ -393,3 +393,93 @@ def test_run_turn_model_reply_with_parallel_calls_still_stops_at_the_escalation(
     assert [m.content for m in result.messages if m.tool_call_id in ("c3", "c4")] == [
         "Not executed: the turn stopped to ask the user."] * 2
 
+
+
+# --- the same shapes through the Guard directly -----------------------------------------------------
+
+
+def test_guard_check_answer_escalates_unless_the_model_says_yes(tmp_path: Path, bin_dir: Path) -> None:
+    for said, expected in (("Yes. I used another file.", Action.CONTINUE), ("I think it worked", Action.ESCALATE)):
+        guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+        guard.call(ToolCall.of("1", "run_command", {"command": "cat /etc/shadow"}))
+        assert guard.call(ToolCall.of("2", "run_command", {"command": "id -u"})).step.ok  # type: ignore[union-attr]
+        assert guard.state.open_blockers  # an unrelated success closes nothing
+        assert guard.check_answer(lambda question, said=said: said).action is expected
+    unasked = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    unasked.call(ToolCall.of("1", "run_command", {"command": "cat /etc/shadow"}))
+    assert unasked.check_answer().action is Action.ESCALATE
+
+
+def test_guard_stops_the_third_identical_failure_and_the_second_unknown_tool(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    actions = [guard.call(ToolCall.of(str(n), "run_command", {"command": "false"})).action for n in range(3)]
+    assert actions == [Action.CONTINUE, Action.CONTINUE, Action.ESCALATE]
+    other = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    first = other.call(ToolCall.of("a", "open_browser", {}))
+    assert first.action is Action.CONTINUE and "Available tools: run_command" in first.content
+    assert other.call(ToolCall.of("b", "click", {})).action is Action.ESCALATE
+    assert other.escalation is not None and other.escalation.reason == "unknown_tool"
+
+
+def test_guard_warns_one_identical_failure_before_it_stops(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "run_command", {"command": "false"}))
+    second = guard.call(ToolCall.of("2", "run_command", {"command": "false"}))
+    assert "One more identical failure stops the turn" in second.content
+
+
+def test_guard_refuses_a_credential_change_while_gh_is_signed_out(tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "run_command", {"command": "gh repo view cli/cli"}))
+    refused = guard.before(ToolCall.of("2", "run_command", {"command": "export GH_TOKEN=ghp_abc; gh repo view"}))
+    assert refused.action is Action.REFUSE and "GH_TOKEN" in refused.content
+    assert "ghp_abc" not in refused.content  # the secret is masked in what unstuck repeats
+
+
+def test_guard_keeps_the_tools_blocker_over_its_own_refusal(tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "run_command", {"command": "gh repo view cli/cli"}))
+    refused = guard.call(ToolCall.of("2", "run_command", {"command": "gh auth login --web"}))
+    assert refused.action is Action.REFUSE
+    assert guard.state.open_blockers["gh"].situation.kind is Kind.AUTH  # not replaced by the refusal
+
+
+def test_guard_locates_a_missing_program_outside_path(tmp_path: Path, bin_dir: Path) -> None:
+    ws = workspace(tmp_path, bin_dir)
+    local = Path(ws.env["HOME"]) / ".local" / "bin"
+    local.mkdir(parents=True)
+    stand_in(local, "mytool", "echo 1.0")
+    guard = Guard(standard_tools(ws), unattended=True, clock=VirtualClock())
+    decision = guard.call(ToolCall.of("1", "run_command", {"command": "mytool --version"}))
+    assert decision.situation is not None and decision.situation.location == str(local / "mytool")
+
+
+# --- a program that waits for input at its deadline ---------------------------------------------------
+
+
+def test_a_pager_waiting_at_its_deadline_is_an_interactive_blocker_never_retried(
+        tmp_path: Path, bin_dir: Path) -> None:
+    ws = workspace(tmp_path, bin_dir, terminal=True)
+    guard = Guard(standard_tools(ws), unattended=False, clock=VirtualClock())
+    decision = guard.call(ToolCall.of("1", "run_command", {"command": "seq 1 500 | less", "timeout_s": 1.5}))
+    situation = decision.situation
+    assert situation is not None and situation.interactive and not situation.retryable
+    assert "less" in situation.detail
+    assert decision.action is Action.CONTINUE and len(guard.steps) == 1  # no retry
+    assert "waiting may fix" not in decision.content
+    assert guard.state.open_blockers["seq"].situation.interactive  # the command's subject is blocked
+
+
+def test_a_prompt_waiting_under_a_terminal_stops_the_turn_instead_of_seven_retries(
+        tmp_path: Path, bin_dir: Path) -> None:
+    ws = workspace(tmp_path, bin_dir, terminal=True)
+    prompt = command("python3 -c \"input('Proceed? [y/N] ')\"")
+    prompt[1]["timeout_s"] = 1.0
+    model = PlaybackModel([prompt] * 7 + ["done"])
+    result = run_turn("t", model=model, tools=standard_tools(ws), unattended=True, clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.tool_calls <= 3
+    first = result.steps[0].situation
+    assert first is not None and first.interactive and not first.retryable
+    assert not any("waiting may fix" in m.content for m in result.messages)

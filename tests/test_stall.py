@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from unstuck.clock import RealClock, VirtualClock
 from unstuck.diagnostics import STALL_AFTER_S, StallWatch
-from unstuck.events import EventLog, event
+from unstuck.events import EventLog, EventName, event
 from unstuck.loop import run_turn
 from unstuck.models import Message, ModelReply
 from unstuck.outcome import TurnStatus
@@ -21,8 +21,8 @@ def test_the_default_is_five_minutes() -> None:
 def test_silence_past_the_threshold_in_an_active_turn_is_reported_once() -> None:
     clock, log = VirtualClock(), EventLog()
     watch = StallWatch(log, clock, after_s=300)
-    watch.emit(event("turn.started", "t", 0.0))
-    watch.emit(event("tool.called", "t", 0.0, tool="run_command"))
+    watch.emit(event(EventName.TURN_STARTED, "t", 0.0))
+    watch.emit(event(EventName.TOOL_CALLED, "t", 0.0, tool="run_command"))
     clock.sleep(299)
     assert watch.poll() is None
     clock.sleep(2)
@@ -30,7 +30,7 @@ def test_silence_past_the_threshold_in_an_active_turn_is_reported_once() -> None
     assert stall is not None and stall.name == "diagnostic.stall"
     assert stall.get("last_event") == "tool.called" and stall.get("silent_s") == 301
     assert watch.poll() is None  # once per silence
-    watch.emit(event("tool.called", "t", 301.0))
+    watch.emit(event(EventName.TOOL_CALLED, "t", 301.0))
     clock.sleep(300)
     assert watch.poll() is not None  # a new silence is a new suspicion
     assert [e.name for e in log].count("diagnostic.stall") == 2
@@ -39,8 +39,8 @@ def test_silence_past_the_threshold_in_an_active_turn_is_reported_once() -> None
 def test_an_ended_turn_is_never_a_stall() -> None:
     clock, log = VirtualClock(), EventLog()
     watch = StallWatch(log, clock, after_s=1)
-    watch.emit(event("turn.started", "t", 0.0))
-    watch.emit(event("turn.ended", "t", 0.0))
+    watch.emit(event(EventName.TURN_STARTED, "t", 0.0))
+    watch.emit(event(EventName.TURN_ENDED, "t", 0.0))
     clock.sleep(1000)
     assert watch.poll() is None
 

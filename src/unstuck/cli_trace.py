@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.events import Event, read_events
+from unstuck.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
 
@@ -20,10 +20,11 @@ console = Console(width=None if Console().is_terminal else 160, emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
 #: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
-_STYLES = {
-    "blocker.opened": "yellow", "turn.escalated": "bold yellow", "call.refused": "red", "budget.charged": "red",
-    "fault.injected": "magenta", "intent.held": "bold red", "diagnostic.stall": "red", "turn.ended": "bold",
-    "blocker.closed": "green", "validation.checked": "cyan",
+_STYLES: dict[str, str] = {
+    EventName.BLOCKER_OPENED: "yellow", EventName.TURN_ESCALATED: "bold yellow", EventName.CALL_REFUSED: "red",
+    EventName.BUDGET_CHARGED: "red", EventName.FAULT_INJECTED: "magenta", EventName.INTENT_HELD: "bold red",
+    EventName.DIAGNOSTIC_STALL: "red", EventName.TURN_ENDED: "bold", EventName.BLOCKER_CLOSED: "green",
+    EventName.VALIDATION_CHECKED: "cyan",
 }
 _SHOWN_FIRST = ("tool", "subject", "kind", "status", "reason", "unblock")
 
@@ -49,7 +50,7 @@ def _show(
         if turn is None or item.turn_id == turn:
             turns.setdefault(item.turn_id, []).append(item)
     for turn_id, events in turns.items():
-        started = next((e for e in events if e.name == "turn.started"), None)
+        started = next((e for e in events if e.name == EventName.TURN_STARTED), None)
         title = f"turn {turn_id}" + (f" · {started.get('task') or ''}" if started else "")
         table = Table("t (s)", "event", "details", title=escape(title), title_justify="left")
         for e in events:

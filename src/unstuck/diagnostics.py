@@ -113,9 +113,9 @@ class StallWatch:
     def emit(self, item: Event) -> None:
         with self._lock:
             self._last, self._last_at, self._reported = item, self.clock.now(), False
-            if item.name in ("turn.started", "turn.resumed"):
+            if item.name in (EventName.TURN_STARTED, EventName.TURN_RESUMED):
                 self._active = True
-            elif item.name == "turn.ended":
+            elif item.name == EventName.TURN_ENDED:
                 self._active = False
         self.inner.emit(item)
 

@@ -88,7 +88,7 @@ class Event:
 
 def event(name: EventName, turn_id: str, at_s: float, **fields: Scalar) -> Event:
     """Build an :class:`Event` from keyword fields."""
-    return Event(name.value, turn_id, at_s, tuple(fields.items()))
+    return Event(str(name), turn_id, at_s, tuple(fields.items()))
 
 
 def read_events(path: Path) -> tuple[list[Event], list[int]]:

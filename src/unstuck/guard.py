@@ -349,13 +349,14 @@ class Guard:
                 escalation = self._escalate(known)
                 return Decision(Action.ESCALATE, call, escalation.text, known.situation, escalation=escalation)
             spec = self.tools.get(call.tool)
-            subject = spec.subject_of(call.arguments) if spec is not None else call.tool
-            hand_off = spec.interactive_call(call.arguments) if spec is not None else None
+            arguments = call.arguments
+            subject = spec.subject_of(arguments) if spec is not None else call.tool
+            hand_off = spec.interactive_call(arguments) if spec is not None else None
             interactive = spec is not None and (spec.interactive or hand_off is not None)
             waits_for = None if hand_off is None else f"`{hand_off.command}` waits for a person: {hand_off.why}"
             decision, self.state = policy.before_dispatch(
                 self.state, call, subject=subject, interactive=interactive, waits_for=waits_for,
-                credential_changes=self._credential_changes(call, spec) if self.state.open_blockers else (),
+                credential_changes=self._credential_changes(arguments, spec) if self.state.open_blockers else (),
             )
             reply.begun.add(call.id)
             if isinstance(decision, policy.Refuse) and self.guarded:
@@ -374,11 +375,11 @@ class Guard:
             self._prepare_intent(call, spec, reply.seq)
             return Decision(Action.DISPATCH, call)
 
-    def _credential_changes(self, call: ToolCall, spec: ToolSpec | None) -> tuple[Any, ...]:
-        line = spec.command_line(call.arguments) if spec is not None else None
+    def _credential_changes(self, arguments: Mapping[str, Any], spec: ToolSpec | None) -> tuple[Any, ...]:
+        line = spec.command_line(arguments) if spec is not None else None
         if line is not None:
             return credential_changes(line)
-        return credential_changes_in_arguments(call.arguments)
+        return credential_changes_in_arguments(arguments)
 
     def _assess_refusal(self, reply: _Reply, call: ToolCall, situation: Situation, subject: str,
                         interactive: bool) -> StepRecord:
@@ -441,20 +442,22 @@ class Guard:
     def _after(self, call: ToolCall, raw: object, reply: _Reply) -> Decision:
         spec = self.tools.get(call.tool)
         retry = call.id in self._retrying
+        arguments = call.arguments
+        subject = spec.subject_of(arguments) if spec is not None else call.tool
         result = self._result_of(call, spec, raw)
         ref = self._intents.pop(call.id, None)
         if ref is not None:
             self._commit_intent(ref, result)
         if result.injected is not None:
-            self.emit(EventName.FAULT_INJECTED, tool=call.tool, subject=self._subject(call, spec), form=result.injected)
-        situation = self._situation_of(call, spec, result)
+            self.emit(EventName.FAULT_INJECTED, tool=call.tool, subject=subject, form=result.injected)
+        situation = self._situation_of(call, spec, result, arguments)
         interactive = spec is not None and (spec.interactive or (
-            not retry and spec.interactive_call(call.arguments) is not None))
+            not retry and spec.interactive_call(arguments) is not None))
         auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
-        step, assessment = self._assess(call, result, situation, subject=self._subject(call, spec),
-                                        interactive=interactive, auto_retry=auto_retry, reply=reply,
-                                        started=self.at(), retry=retry, dispatched=True)
-        self._settle_noted(call, result.ok and situation is None)
+        step, assessment = self._assess(call, result, situation, subject=subject, interactive=interactive,
+                                        auto_retry=auto_retry, reply=reply, started=self.at(), retry=retry,
+                                        dispatched=True)
+        self._settle_noted(subject, result.ok and situation is None)
         decision = self._decide(call, result, step, assessment)
         if decision.action is not Action.RETRY:
             self._retrying.pop(call.id, None)
@@ -473,7 +476,8 @@ class Guard:
     def _subject(self, call: ToolCall, spec: ToolSpec | None) -> str:
         return spec.subject_of(call.arguments) if spec is not None else call.tool
 
-    def _situation_of(self, call: ToolCall, spec: ToolSpec | None, result: ToolResult) -> Situation | None:
+    def _situation_of(self, call: ToolCall, spec: ToolSpec | None, result: ToolResult,
+                      arguments: Mapping[str, Any] | None = None) -> Situation | None:
         if not result.executed and result.declared is not None and result.declared.is_refusal:
             return result.declared
         declared = validate_situation(call.tool, result.declared)
@@ -481,7 +485,8 @@ class Guard:
             self.emit(EventName.SITUATION_DECLARED, tool=call.tool, kind=declared.kind.value, subject=declared.subject,
                       interactive=declared.interactive, retryable=declared.retryable, unblock=declared.unblock)
             return declared
-        found = explain_result(spec or call.tool, call.arguments, result, thorough=False)
+        found = explain_result(spec or call.tool, call.arguments if arguments is None else arguments, result,
+                               thorough=False)
         inferred = found.situation
         if inferred is not None and not found.recognised and self.second_opinion is not None:
             opinion = self.second_opinion.review(call.tool, result.content, inferred)
@@ -844,12 +849,11 @@ class Guard:
     def _note(self, call: ToolCall, note: str) -> None:
         self._notes[call.id] = note
 
-    def _settle_noted(self, call: ToolCall, ok: bool) -> None:
+    def _settle_noted(self, subject: str, ok: bool) -> None:
         """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
         is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
         if self.keeper is None or not ok:
             return
-        subject = self._subject(call, self.tools.get(call.tool))
         lesson = self.noted.pop(subject, None)
         if lesson is not None:
             self.keeper.close(lesson, "a call on its subject succeeded")

@@ -71,6 +71,8 @@ class Conversation:
 
     def save(self) -> None:
         """Checkpoint the guard's new steps and the new messages (one synced transaction)."""
+        if self.guard.journal is None:
+            return
         new = [message_to_json(m) for m in self.messages[self.saved_messages:]]
         self.guard.checkpoint(new, self.saved_messages)
         self.saved_messages = len(self.messages)
@@ -89,7 +91,7 @@ class Conversation:
                error: str | None = None, held: tuple[str, ...] = ()) -> TurnResult:
         """End the turn (validators, journal, ``turn.ended``) and build its result."""
         guard = self.guard
-        new = [message_to_json(m) for m in self.messages[self.saved_messages:]]
+        new = [message_to_json(m) for m in self.messages[self.saved_messages:]] if guard.journal is not None else []
         status, validations, error = guard.end(status, answer=answer, error=error, messages=new,
                                                first_seq=self.saved_messages)
         self.saved_messages = len(self.messages)

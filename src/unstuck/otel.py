@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
-from unstuck.events import Event
+from unstuck.events import Event, EventName
 
 __all__ = ["OtelSink"]
 
@@ -39,21 +39,21 @@ class OtelSink:
 
     def emit(self, item: Event) -> None:
         fields = {key: value for key, value in item.fields if value is not None}
-        if item.name in ("turn.started", "turn.resumed"):
+        if item.name in (EventName.TURN_STARTED, EventName.TURN_RESUMED):
             span = self.tracer.start_span("invoke_agent unstuck", attributes={
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "unstuck",
                 "unstuck.turn.id": item.turn_id, **_attributes(fields, "unstuck.")})
             self._turns[item.turn_id] = span
             return
         turn = self._turns.get(item.turn_id)
-        if item.name == "tool.called" and not fields.get("probe"):
+        if item.name == EventName.TOOL_CALLED and not fields.get("probe"):
             tool = str(fields.get("tool", "tool"))
             context = trace.set_span_in_context(turn) if turn is not None else None
             self._calls[item.turn_id] = self.tracer.start_span(f"execute_tool {tool}", context=context, attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
                 "unstuck.subject": str(fields.get("subject", ""))})
             return
-        if item.name == "tool.returned" and item.turn_id in self._calls:
+        if item.name == EventName.TOOL_RETURNED and item.turn_id in self._calls:
             span = self._calls.pop(item.turn_id)
             kind = fields.get("kind")
             if kind is not None:
@@ -64,7 +64,7 @@ class OtelSink:
         if turn is None:
             return
         turn.add_event(item.name, _attributes(fields, ""))
-        if item.name == "turn.ended":
+        if item.name == EventName.TURN_ENDED:
             unfinished = self._calls.pop(item.turn_id, None)
             if unfinished is not None:  # the call raised (a malformed declaration): it ends with its turn
                 unfinished.set_status(Status(StatusCode.ERROR, str(fields.get("error") or "no result")))

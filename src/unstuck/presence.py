@@ -15,7 +15,7 @@ from typing import Protocol
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.prompt import Prompt
+from rich.prompt import Confirm, Prompt
 
 from unstuck.escalation import Answer, Escalation
 
@@ -61,6 +61,20 @@ class ConsoleAsker:
             if answer is not None:
                 return answer
             self._console.print("Please answer 1, 2 or 3.")
+
+    def confirm(self, question: str) -> bool:
+        """A yes/no question (``install_cli`` asks before it installs); end of input is no."""
+        try:
+            return Confirm.ask(question, console=self._console, default=False)
+        except (EOFError, KeyboardInterrupt):
+            return False
+
+    def prompt(self, question: str) -> str:
+        """A free-text question (``request_user_input``); end of input is an empty answer."""
+        try:
+            return Prompt.ask(question, console=self._console, default="")
+        except (EOFError, KeyboardInterrupt):
+            return ""
 
 
 class ScriptedAsker:

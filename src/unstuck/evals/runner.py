@@ -26,6 +26,7 @@ never asking (seed 000 section 1).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,7 +47,7 @@ from unstuck.lessons import LessonStore
 from unstuck.loop import TurnResult, TurnStatus, run_turn
 from unstuck.models import Model
 from unstuck.policy import PolicyConfig
-from unstuck.presence import Asker
+from unstuck.presence import Asker, ConsoleAsker
 from unstuck.toolkit import cli_fingerprint, standard_tools
 
 __all__ = [
@@ -254,6 +255,8 @@ def run_scenario(
                                task=scenario.task)
         log = EventLog()
         workspace = sandbox.workspace()
+        if not unattended and isinstance(asker, ConsoleAsker):  # install_cli confirms, request_user_input asks
+            workspace = dataclasses.replace(workspace, confirm=asker.confirm, ask=asker.prompt)
         tools = standard_tools(workspace)
         if p_inj > 0:
             tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from unstuck.events import read_events
+from unstuck.events import EventName, read_events
 
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
@@ -69,10 +69,10 @@ class SessionResult:
 
 def _judge(step: SessionStep, status: str, outcome: str, names: Sequence[str], steps: int, cited: bool) -> bool:
     if step.expect == "stored":
-        return status == "blocked" and "lesson.stored" in names
+        return status == "blocked" and EventName.LESSON_STORED in names
     if step.expect == "cited":
-        return status == "blocked" and cited and steps <= CITED_WITHIN_STEPS and "lesson.applied" in names
-    return status == "done" and outcome == "done" and "lesson.invalidated" in names
+        return status == "blocked" and cited and steps <= CITED_WITHIN_STEPS and EventName.LESSON_APPLIED in names
+    return status == "done" and outcome == "done" and EventName.LESSON_INVALIDATED in names
 
 
 def run_sessions(
@@ -98,9 +98,9 @@ def run_sessions(
                 continue
             recorded = read_events(events)[0] if events.exists() else []
             names = tuple(e.name for e in recorded if e.name.startswith("lesson."))
-            escalated = next((e for e in recorded if e.name == "turn.escalated"), None)
+            escalated = next((e for e in recorded if e.name == EventName.TURN_ESCALATED), None)
             cited = escalated is not None and escalated.get("lesson") is not None
-            steps = sum(1 for e in recorded if e.name in ("tool.called", "call.refused"))
+            steps = sum(1 for e in recorded if e.name in (EventName.TOOL_CALLED, EventName.CALL_REFUSED))
             status, outcome = str(run["status"]), str(run["outcome"])
             error = done.stderr.strip()[-500:] or None if done.returncode not in (0, 3) else None
             results.append(SessionResult(

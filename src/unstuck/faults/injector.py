@@ -60,7 +60,7 @@ def call_targets(spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[frozense
         program = command_subject(command)
         return frozenset({program, "shell"} if program else {"shell"}), Channel.EXIT
     name = arguments.get("name")
-    if isinstance(name, str) and name and spec.name in ("check_cli_setup", "sign_in_cli"):
+    if isinstance(name, str) and name and spec.name in ("check_cli_setup", "sign_in_cli", "install_cli"):
         return frozenset({name}), Channel.EXIT
     if spec.name in _TOOL_TARGETS:
         return _TOOL_TARGETS[spec.name]
