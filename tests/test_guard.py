@@ -224,7 +224,30 @@ def test_a_plain_string_result_is_classified_not_taken_as_success() -> None:
     assert guard.before(call).action is Action.DISPATCH
     decision = guard.after(call, "Error: you are not logged in. Please run: deployctl login")
     assert decision.situation is not None and decision.situation.kind is Kind.AUTH
-    assert not decision.step.ok or decision.situation is not None  # type: ignore[union-attr]
+    assert decision.step is not None and not decision.step.ok  # a string is no success on its type
+
+
+def test_the_same_failing_string_result_three_times_is_stuck() -> None:
+    @tool(subject="deployctl")
+    def deploy(target: str) -> str:
+        return "Error: you are not logged in. Please run: deployctl login"
+
+    guard = Guard([deploy], unattended=True, clock=VirtualClock())
+    actions = [guard.call(ToolCall.of(str(n), "deploy", {"target": "prod"})).action for n in range(3)]
+    assert actions[-1] is Action.ESCALATE and len(guard.steps) == 3
+
+
+def test_the_call_that_escalates_hands_the_model_its_result_and_the_question() -> None:
+    @tool(subject="gh")
+    def gh(n: int) -> dict[str, Any]:
+        return {"status": "error", "output": "gh: not signed in",
+                "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    guard = Guard([gh], unattended=True, clock=VirtualClock(), task="t")
+    decisions = [guard.call(ToolCall.of(str(n), "gh", {"n": n})) for n in range(4)]
+    last = decisions[-1]
+    assert last.action is Action.ESCALATE and not last.content.startswith("Not executed")
+    assert "gh: not signed in" in last.content and "Run: gh auth login" in last.content
 
 
 def escalated_guard() -> tuple[Guard, Any]:
@@ -259,6 +282,7 @@ def test_answer_done_runs_the_probe_and_unlatches_only_when_clean() -> None:
     guard, (_, state) = escalated_guard()
     still = guard.answer(Answer.DONE)
     assert still.action is Action.ESCALATE and guard.latched and "still blocked" in still.content
+    assert still.content.split("still blocked:", 1)[1].strip()  # the probe's evidence is named
     state["signed_in"] = True
     clear = guard.answer(Answer.DONE)
     assert clear.action is Action.CONTINUE and not guard.latched and not guard.state.open_blockers

@@ -70,7 +70,8 @@ class Escalation:
         any closing error."""
         lines = [f"Blocked: {self.blocked}", f"You need to: {self.user_action}", f"Then: {self.next_step}"]
         if self.refused:
-            lines.append(prompts.REFUSED_BESIDE.format(refusals=" | ".join(self.refused)))
+            shown = [prompts.excerpt(r.removeprefix("Not executed: "), 160) for r in self.refused]
+            lines.append(prompts.REFUSED_BESIDE.format(refusals=" | ".join(shown)))
         if self.closing_error is not None:
             lines.append(f"(The agent's own next step could not be written: {self.closing_error})")
         return "\n".join(lines)
@@ -127,7 +128,7 @@ def build_escalation(
         refused: unstuck's own refusals this turn, listed beside the question.
     """
     written = (next_step or "").strip()
-    default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip())
+    default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip() or "as asked")
     blocked = prompts.what_is_blocked(situation)
     action = prompts.user_action(situation)
     if reason in prompts.STUCK_WHAT:

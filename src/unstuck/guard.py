@@ -2,7 +2,7 @@
 
 :class:`Guard` is the only place where the pure decisions (:mod:`unstuck.policy`) meet I/O
 for one call (DESIGN.md, "Layers"). Every loop drives it the same way: :func:`unstuck.loop.run_turn`,
-:func:`unstuck.resume.resume_turn` and the framework adapters. It is caller-driven, like
+:func:`unstuck.resume.resume_turn`, and any framework's glue. It is caller-driven, like
 httpx's ``Auth.auth_flow``: the caller runs the tool, the guard decides::
 
     guard = Guard(tools, unattended=True, task="...")
@@ -57,7 +57,7 @@ from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
-from unstuck.situations import Kind, Probe, Situation, validate_situation
+from unstuck.situations import Kind, KindClass, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, normalize_result
 
 __all__ = ["REPLY_WAIT_S", "STATE_VERSION", "Action", "Decision", "Guard", "GuardStateError", "receipt_of"]
@@ -80,6 +80,13 @@ def receipt_of(result: ToolResult) -> str:
     characters)."""
     return json.dumps({"ok": result.ok, "content": result.content[:4000], "exit_code": result.exit_code,
                        "http_status": result.http_status, "injected": result.injected})
+
+
+def _reads_as_failure(situation: Situation | None) -> bool:
+    """A result whose situation says the call failed, whatever its type said (a plain string
+    "you are not logged in" is no success); an empty or truncated result, or one carrying
+    instructions, did run."""
+    return situation is not None and situation.kind_class not in (KindClass.DEGENERATE, KindClass.ADVERSARIAL)
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -159,6 +166,17 @@ class Guard:
             a sentence, or raises (the error is shown in the question, never hidden).
         validators: postconditions on the world, checked by :meth:`end` before ``done``.
 
+    Attributes:
+        escalation: the turn's question once it escalated (the latch: every later call is
+            refused), else ``None``; :meth:`answer` lifts it.
+        state: the policy's :class:`~unstuck.policy.RecoveryState` (budgets, open blockers).
+        steps: every call so far, one :class:`~unstuck.outcome.StepRecord` each (probes and
+            retries included).
+        turn_id: the turn's id (the journal's and the events').
+
+    With a ``journal``, :meth:`start` (or the first call) opens the turn's record and
+    :meth:`end` closes it; :meth:`checkpoint` writes steps between.
+
     Raises:
         TypeError: when ``fingerprint`` is given and is not callable.
     """
@@ -204,6 +222,7 @@ class Guard:
         self._intents: dict[str, str] = {}  # call id → effect_ref of a prepared intent
         self._done: dict[tuple[int, str], Decision] = {}  # assessed calls of the current reply (exactly once)
         self._notes: dict[str, str] = {}  # call id → a lesson's note for its result
+        self._started = False
         self._lock = threading.RLock()
         self._turn_changed = threading.Condition(self._lock)
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -241,7 +260,11 @@ class Guard:
     # -- a turn's start and end ----------------------------------------------------------------
 
     def start(self, *, model: str = "") -> None:
-        """Record the turn's start (the journal's turn row, a ``turn.started`` event)."""
+        """Record the turn's start (the journal's turn row, a ``turn.started`` event); the
+        first :meth:`before` or :meth:`after` does it when nobody did."""
+        if self._started:
+            return
+        self._started = True
         if self.journal is not None:
             self.journal.begin_turn(self.turn_id, self.task, unattended=self.state.unattended, guarded=self.guarded,
                                     config_json=json.dumps(self.state.config.to_dict()))
@@ -338,6 +361,7 @@ class Guard:
             ValueError: naming the tool, when a probe's tool declares a malformed situation.
         """
         with self._lock:
+            self.start()
             if self.latched:
                 return Decision(Action.REFUSE, call, LATCHED, escalation=self.escalation)
             if call.id in self._retrying:
@@ -407,6 +431,7 @@ class Guard:
                 that tool, never guessed around).
         """
         with self._lock:
+            self.start()
             reply = self._reply_for(call)
             key = (reply.seq, call.id)
             if key in self._done and call.id not in self._retrying:
@@ -522,7 +547,8 @@ class Guard:
             self.emit(EventName.TOOL_RETURNED, tool=call.tool, subject=subject, ok=result.ok,
                       kind=situation.kind.value if situation is not None else None,
                       duration_s=round(self.at() - started, 6))
-        outcome = policy.CallOutcome(subject, situation, result.ok, result.executed, probe, retry, auto_retry, exempt,
+        ok = result.ok and not _reads_as_failure(situation)
+        outcome = policy.CallOutcome(subject, situation, ok, result.executed, probe, retry, auto_retry, exempt,
                                      unknown_tool=result.error_type == "UnknownTool" and call.tool not in self.tools)
         assessment = policy.after_result(self.state, call, outcome)
         if not self.guarded:
@@ -544,7 +570,7 @@ class Guard:
         if reply is not None:
             reply.fresh |= {key for key in assessment.opened if self.state.open_blockers[key].workarounds == 0}
         step = StepRecord(
-            len(self.steps), call, subject, result.executed, probe, result.ok, situation, started,
+            len(self.steps), call, subject, result.executed, probe, ok, situation, started,
             self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
             result.injected, interactive, auto_retry, tuple(sorted(exempt)), assessment.decision.action,
             reply.seq if reply is not None else -1,
@@ -565,8 +591,9 @@ class Guard:
             self._waited[call.id] = self._waited.get(call.id, 0.0) + delay
             return Decision(Action.RETRY, call, result.content, step.situation, delay_s=delay, step=step)
         if self.latched:
-            return Decision(Action.ESCALATE, call, self._escalation_text(), step.situation,
-                            escalation=self.escalation, step=step)
+            assert self.escalation is not None
+            stopped = f"{result.content}\n\n{GUIDANCE_PREFIX} The turn stopped to ask the user:\n{self.escalation.text}"
+            return Decision(Action.ESCALATE, call, stopped, step.situation, escalation=self.escalation, step=step)
         guidance = decision.guidance if isinstance(decision, policy.Continue) else None
         checked = self._check_setup(call, assessment)
         if checked is not None:
@@ -757,7 +784,8 @@ class Guard:
                      auto_retry=False, reply=None, started=started, dispatched=True, probe=True)
         clean = result.ok and situation is None
         self.emit(EventName.PROBE_RUN, tool=probe.tool, clean=clean)
-        return clean, (situation.detail if situation is not None else result.content)
+        evidence = (situation.detail if situation is not None else "") or result.content
+        return clean, prompts.excerpt(evidence, 300)
 
     def _check_setup(self, call: ToolCall, assessment: policy.Assessment) -> str | None:
         """An inferred auth, not_installed or permission blocker just opened on a program the
