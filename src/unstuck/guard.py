@@ -259,12 +259,17 @@ class Guard:
 
     # -- a turn's start and end ----------------------------------------------------------------
 
-    def start(self, *, model: str = "") -> None:
+    def start(self, *, model: str = "", resumed: bool = False, **fields: Scalar) -> None:
         """Record the turn's start (the journal's turn row, a ``turn.started`` event); the
-        first :meth:`before` or :meth:`after` does it when nobody did."""
+        first :meth:`before` or :meth:`after` does it when nobody did. ``resumed``: the turn
+        is already in the journal (:func:`unstuck.resume.resume_turn`): a ``turn.resumed``
+        event with ``fields`` instead."""
         if self._started:
             return
         self._started = True
+        if resumed:
+            self.emit(EventName.TURN_RESUMED, **fields)
+            return
         if self.journal is not None:
             self.journal.begin_turn(self.turn_id, self.task, unattended=self.state.unattended, guarded=self.guarded,
                                     config_json=json.dumps(self.state.config.to_dict()))

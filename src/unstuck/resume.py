@@ -187,7 +187,7 @@ def resume_turn(
     messages = [message_from_json(m) for m in saved] or [
         Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, header.task)]
     conversation = Conversation(guard, model, messages, asker=asker, saved_messages=len(saved))
-    guard.emit(EventName.TURN_RESUMED, steps=len(steps), messages=len(messages))
+    guard.start(resumed=True, steps=len(steps), messages=len(messages))
     reply, calls = _unanswered(messages)
     # intents of this reply only: a call id may recur in another reply
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
