@@ -2,7 +2,8 @@
 
 1. ``Guard.before`` + ``Guard.after`` per call (median and p99, microseconds) on a mix of
    results (real gh output, command-not-found, a rate limit, plain successes), beside the bare
-   call (``normalize_result`` only), measured in the same run.
+   call (``normalize_result`` only) and the pure work every loop did before the Guard existed
+   (classify, ``before_dispatch``, ``after_result``), measured in the same run.
 2. Growth with the turn: a 10,000-call turn of a write tool with a journal (an intent before
    each call, a receipt after, a checkpoint per call), and of a read tool without one; the
    guard's added cost per call over the first 200 calls (from call 10) against the 200 calls
@@ -22,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from unstuck import Guard
+from unstuck import Guard, policy
+from unstuck.classify import explain_result
 from unstuck.clock import VirtualClock
 from unstuck.journal import Journal
 from unstuck.signals import load_signal_table
@@ -61,17 +63,26 @@ def book(n: int) -> str:
     return "booked"
 
 
-def bench_per_call(calls: int) -> tuple[list[float], list[float]]:
+def bench_per_call(calls: int) -> tuple[list[float], list[float], list[float]]:
     samples = sample_results()
     load_signal_table()  # the signal table is built once per process, before any call: not a per-call cost
     bare: list[float] = []
+    pure: list[float] = []
     guarded: list[float] = []
+    state = policy.RecoveryState(unattended=True)
     guard = Guard([svc], unattended=True, clock=VirtualClock())
     for i in range(calls):
         raw = samples[i % len(samples)]
         started = time.perf_counter_ns()
-        normalize_result("svc", raw)
+        result = normalize_result("svc", raw)
         bare.append((time.perf_counter_ns() - started) / 1000)
+        call = ToolCall.of(f"c{i}", "svc", {"n": i})
+        started = time.perf_counter_ns()
+        result = normalize_result("svc", raw)
+        situation = explain_result(svc, call.arguments, result, thorough=False).situation
+        _, counted = policy.before_dispatch(state, call, subject="svc", interactive=False)
+        policy.after_result(counted, call, policy.CallOutcome("svc", situation, result.ok))
+        pure.append((time.perf_counter_ns() - started) / 1000)
         if i % 50 == 0:
             guard = Guard([svc], unattended=True, clock=VirtualClock())  # a fresh turn: no escalation latch
         call = ToolCall.of(f"c{i}", "svc", {"n": i})
@@ -79,7 +90,7 @@ def bench_per_call(calls: int) -> tuple[list[float], list[float]]:
         guard.before(call)
         guard.after(call, raw)
         guarded.append((time.perf_counter_ns() - started) / 1000)
-    return bare, guarded
+    return bare, pure, guarded
 
 
 def bench_growth(steps: int, write: bool) -> tuple[float, float]:
@@ -121,10 +132,13 @@ def main(argv: Any = None) -> None:
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--steps", type=int, default=10_000)
     args = parser.parse_args(argv)
-    bare, guarded = bench_per_call(args.calls)
-    print(f"per call ({args.calls} calls): bare median {statistics.median(bare):.1f} µs, p99 {percentile(bare, .99):.1f} µs;"
-          f" Guard.before+after median {statistics.median(guarded):.1f} µs, p99 {percentile(guarded, .99):.1f} µs;"
-          f" ratio of medians {statistics.median(guarded) / statistics.median(bare):.1f}x")
+    bare, pure, guarded = bench_per_call(args.calls)
+    for label, values in (("bare (normalise only)", bare), ("classify + policy (the pure work)", pure),
+                          ("Guard.before + Guard.after", guarded)):
+        print(f"per call ({args.calls} calls), {label}: median {statistics.median(values):.1f} µs, "
+              f"p99 {percentile(values, .99):.1f} µs")
+    print(f"ratio of medians: Guard / classify+policy {statistics.median(guarded) / statistics.median(pure):.2f}x, "
+          f"Guard / bare {statistics.median(guarded) / statistics.median(bare):.1f}x")
     for write in (False, True):
         early, late = bench_growth(args.steps, write)
         label = "write tool, journal" if write else "read tool, no journal"
