@@ -507,3 +507,108 @@ def test_a_prompt_waiting_under_a_terminal_stops_the_turn_instead_of_seven_retri
     first = result.steps[0].situation
     assert first is not None and first.interactive and not first.retryable
     assert not any("waiting may fix" in m.content for m in result.messages)
+
+
+# --- from the adversarial pass -----------------------------------------------------------------------
+
+
+def test_a_command_not_found_with_an_odd_name_is_classified_not_raised(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    for name in ("...", "café", "'-rf'", "x" * 300):
+        decision = guard.call(ToolCall.of(name[:8], "run_command", {"command": name}))
+        assert decision.situation is not None
+
+
+def test_a_reused_call_id_in_a_later_reply_is_a_new_call() -> None:
+    @tool(subject="echo")
+    def echo(text: str) -> str:
+        return text
+
+    guard = Guard([echo], unattended=True, clock=VirtualClock())
+    contents = [guard.call(ToolCall.of("call_0", "echo", {"text": t})).content for t in ("one", "two", "three")]
+    assert contents == ["one", "two", "three"] and len(guard.steps) == 3
+
+
+def test_duplicate_ids_in_one_reply_are_refused_by_name() -> None:
+    from unstuck.errors import UnstuckError
+
+    guard = Guard([], unattended=True, clock=VirtualClock())
+    with pytest.raises(UnstuckError, match="repeated: a"):
+        guard.reply([ToolCall.of("a", "x", {}), ToolCall.of("a", "y", {})])
+
+
+def test_whitespace_and_key_order_do_not_make_a_failing_call_new(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    variants = [ToolCall.of("1", "run_command", {"command": "false"}),
+                ToolCall("2", "run_command", '{"command":  " false "}'),
+                ToolCall.of("3", "run_command", {"command": "false  "})]
+    assert [guard.call(c).action for c in variants] == [Action.CONTINUE, Action.CONTINUE, Action.ESCALATE]
+
+
+def test_eight_different_failing_calls_in_a_row_escalate_as_a_failing_streak(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    actions = [guard.call(ToolCall.of(str(n), "run_command", {"command": f"ls /nonexistent{n}"})).action
+               for n in range(8)]
+    assert actions[:7] == [Action.CONTINUE] * 7 and actions[7] is Action.ESCALATE
+    assert guard.escalation is not None and guard.escalation.reason == "failing_streak"
+
+
+def test_a_refused_call_asked_again_is_charged_once() -> None:
+    @tool(subject="gh")
+    def gh() -> dict[str, Any]:
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    @tool(interactive=True, subject="gh")
+    def login() -> str:
+        return "signed in"
+
+    guard = Guard([gh, login], unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "gh", {}))
+    replayed = [guard.before(ToolCall.of("2", "login", {})).action for _ in range(3)]
+    assert replayed == [Action.REFUSE] * 3
+    assert guard.state.open_blockers["gh"].workarounds == 1
+
+
+def test_a_result_for_a_tool_the_guard_does_not_know_is_assessed_as_given() -> None:
+    guard = Guard([], unattended=True, clock=VirtualClock())
+    handoff = ToolCall.of("h", "transfer_to_billing_agent", {})
+    assert guard.before(handoff).action is Action.DISPATCH
+    decision = guard.after(handoff, "Transferred to billing.")
+    assert decision.content == "Transferred to billing." and decision.step is not None and decision.step.ok
+
+
+def test_after_never_waits_on_a_frozen_turn_clock_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    import unstuck.guard as guard_module
+
+    monkeypatch.setattr(guard_module, "REPLY_WAIT_S", 0.2)
+    guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())
+    first, second = ToolCall.of("a", "svc", {"n": 1}), ToolCall.of("b", "svc", {"n": 2})
+    guard.reply([first, second])
+    guard.before(first)
+    guard.before(second)
+    assert guard.after(second, "ok").step is not None  # a waits forever; b goes on after the wait
+
+
+def test_the_pager_refusal_names_the_way_to_run_it_without_a_pager(tmp_path: Path, bin_dir: Path) -> None:
+    ws = workspace(tmp_path, bin_dir, terminal=True)
+    guard = Guard(standard_tools(ws), unattended=True, clock=VirtualClock())
+    refused = guard.before(ToolCall.of("1", "run_command", {"command": "git log"}))
+    assert refused.action is Action.REFUSE
+    assert "does not wait:" in refused.content and "in any form" not in refused.content
+    assert "--no-pager" in refused.content or "GIT_PAGER=" in refused.content or "PAGER=" in refused.content
+
+
+def test_hostile_saved_state_is_a_guard_state_error() -> None:
+    good = json.loads(Guard([], unattended=True, clock=VirtualClock()).to_json())
+    for field_name, value in (("state", []), ("state", None), ("retrying", [1]), ("elapsed_s", float("inf")),
+                              ("guarded", ""), ("reply", {"ids": "abc", "begun": []})):
+        with pytest.raises(GuardStateError):
+            Guard.from_json(json.dumps({**good, field_name: value}), [])
+    with pytest.raises(GuardStateError):
+        Guard.from_json('{"version": ' + "9" * 5000 + "}", [])
+
+
+def test_a_hedged_yes_is_no_yes(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "run_command", {"command": "cat /etc/shadow"}))
+    assert guard.check_answer(lambda q: "Yes, but I could not read it.").action is Action.ESCALATE

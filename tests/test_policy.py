@@ -164,10 +164,10 @@ def test_declared_situation_upgrades_an_inferred_blocker_to_the_tighter_budget()
     assert blocker.budget == 2 and blocker.situation.unblock == "gh auth login" and blocker.workarounds == 1
 
 
-def test_self_fixable_errors_get_the_generic_prompt_and_never_escalate() -> None:
+def test_self_fixable_errors_get_the_generic_prompt_and_open_no_blocker() -> None:
     state = RecoveryState(unattended=True)
     not_found = Situation(Kind.NOT_FOUND, "INSTALL.md", source=Source.INFERRED, detail="No such file")
-    for _ in range(20):
+    for _ in range(state.config.failures_in_a_row - 1):
         assessment = step(state, "INSTALL.md", not_found, False)
         state = assessment.state
         assert isinstance(assessment.decision, Continue)
@@ -175,6 +175,9 @@ def test_self_fixable_errors_get_the_generic_prompt_and_never_escalate() -> None
         assert "Create a corrected plan that fixes the error" in assessment.decision.guidance
         assert "BLOCKED" not in assessment.decision.guidance
     assert dict(state.open_blockers) == {}
+    # with no success in between, the next failure is one too many (DESIGN: repetition has authority)
+    last = step(state, "INSTALL.md", not_found, False)
+    assert isinstance(last.decision, Escalate) and last.decision.blocker.reason is policy.EscalationReason.FAILING_STREAK
 
 
 def test_failure_while_a_blocker_is_open_reminds_of_the_remaining_budget() -> None:

@@ -32,9 +32,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,8 +59,10 @@ from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
+from unstuck.shell import Waits
 from unstuck.situations import Kind, KindClass, Probe, Situation, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, normalize_result
+from unstuck.waiting import non_interactive_fix
 
 __all__ = ["REPLY_WAIT_S", "STATE_VERSION", "Action", "Decision", "Guard", "GuardStateError", "receipt_of"]
 
@@ -67,6 +71,12 @@ STATE_VERSION = 1
 #: Seconds a result waits for an earlier call of its reply to be assessed before it is
 #: assessed anyway (a framework that never reports that call must not hang the turn).
 REPLY_WAIT_S = 30.0
+#: What :meth:`Guard.call` reports for a call to a tool that is not in the tool set (a result a
+#: framework reports for a tool the guard does not know, a hand-off say, is assessed as given).
+_NO_SUCH_TOOL = object()
+_UNKNOWN_TOOL = "UnknownTool"
+#: Words that take back a "yes" in the route-around check ("Yes, but I could not list them").
+_HEDGES = frozenset({"but", "not", "no", "however", "although", "couldn't", "cannot", "can't", "partly", "partially"})
 #: What a call after the escalation gets (the latch).
 LATCHED = "Not executed: the turn stopped to ask the user."
 
@@ -87,6 +97,28 @@ def _reads_as_failure(situation: Situation | None) -> bool:
     "you are not logged in" is no success); an empty or truncated result, or one carrying
     instructions, did run."""
     return situation is not None and situation.kind_class not in (KindClass.DEGENERATE, KindClass.ADVERSARIAL)
+
+
+#: The types of the saved state's top-level fields (:meth:`Guard.to_json`).
+_SAVED_TYPES: Mapping[str, type | tuple[type, ...]] = {
+    "turn_id": str, "task": str, "guarded": bool, "elapsed_s": (int, float), "state": dict, "steps": list,
+    "escalation": (dict, type(None)), "escalated_blocker": (dict, type(None)), "escalated_at": (list, type(None)),
+    "replies": int, "reply": (dict, type(None)), "done": list, "retrying": dict, "waited": dict, "intents": dict,
+    "runs": (dict, type(None)), "cited": dict, "noted": dict, "setup_checked": list, "saved_steps": int,
+    "last_ref": str, "lessons_checked": list,
+}
+
+
+def _check_types(raw: Mapping[str, Any]) -> None:
+    for name, kind in _SAVED_TYPES.items():
+        if name in raw and (not isinstance(raw[name], kind) or (kind is int and isinstance(raw[name], bool))):
+            raise GuardStateError(f"saved guard state: {name} has the wrong type ({type(raw[name]).__name__})")
+    elapsed = raw.get("elapsed_s", 0.0)
+    if not math.isfinite(elapsed) or elapsed < 0:
+        raise GuardStateError(f"saved guard state: elapsed_s must be a finite number of seconds, got {elapsed!r}")
+    reply = raw.get("reply")
+    if reply is not None and not (isinstance(reply.get("ids"), list) and isinstance(reply.get("begun"), list)):
+        raise GuardStateError("saved guard state: reply.ids and reply.begun must be lists")
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -138,6 +170,8 @@ class _Reply:
     begun: set[str] = field(default_factory=set)  # dispatched (in flight) or refused
     refusals: dict[str, tuple[ToolCall, Situation, str, bool]] = field(default_factory=dict)
     fresh: frozenset[str] = frozenset()  # blockers first opened by this reply's calls
+    declared: bool = True  # by reply(); False: a call seen alone made it
+    refused: dict[str, Decision] = field(default_factory=dict)  # refusals already given, by call id
 
 
 class Guard:
@@ -309,6 +343,11 @@ class Guard:
         reply's number. ``seq`` is where the reply sits in the conversation (the journal
         matches effect intents to it on resume); the reply count by default. A call
         :meth:`before` sees outside a declared reply is a reply of its own."""
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            repeated = sorted({i for i in ids if ids.count(i) > 1})
+            raise UnstuckError(f"the calls of one reply need distinct ids; repeated: {', '.join(repeated)} "
+                               "(unstuck.tools.unique_call_ids renames them)")
         with self._lock:
             number = self._replies if seq is None else seq
             self._replies = max(self._replies, number) + 1
@@ -317,10 +356,24 @@ class Guard:
             self._notify()
             return number
 
-    def _reply_for(self, call: ToolCall) -> _Reply:
-        if self._reply is None or call.id not in self._reply.ids:
-            self.reply([call])
+    def _reply_for(self, call: ToolCall, *, fresh: bool = False) -> _Reply:
+        """The reply ``call`` belongs to: the declared one when it lists the call (or, while
+        that reply is still in progress, one it did not list: it joins at the end); else a
+        reply of its own. ``fresh`` (a new :meth:`before`): an id already assessed in the
+        reply is a new call that reuses the id (frameworks that number calls per reply)."""
+        reply = self._reply
+        if reply is not None and call.id in reply.ids:
+            earlier = reply.refused.get(call.id)
+            reused = (reply.seq, call.id) in self._done or (
+                earlier is not None and earlier.call is not None and earlier.call.arguments_json != call.arguments_json)
+            if not (fresh and reused and call.id not in self._retrying):
+                return reply
+        elif reply is not None and reply.declared and reply.position < len(reply.ids):
+            reply.ids.append(call.id)
+            return reply
+        self.reply([call])
         assert self._reply is not None
+        self._reply.declared = False
         return self._reply
 
     def _my_turn(self, reply: _Reply, call_id: str) -> bool:
@@ -372,7 +425,9 @@ class Guard:
             if call.id in self._retrying:
                 self._reply_for(call).begun.add(call.id)
                 return Decision(Action.DISPATCH, call)
-            reply = self._reply_for(call)
+            reply = self._reply_for(call, fresh=True)
+            if call.id in reply.refused:  # the same refused call asked again (a framework replaying): charged once
+                return reply.refused[call.id]
             known = self._check_lesson(call)
             if isinstance(known, policy.OpenBlocker):
                 escalation = self._escalate(known)
@@ -383,8 +438,13 @@ class Guard:
             hand_off = spec.interactive_call(arguments) if spec is not None else None
             interactive = spec is not None and (spec.interactive or hand_off is not None)
             waits_for = None if hand_off is None else f"`{hand_off.command}` waits for a person: {hand_off.why}"
+            without_wait = None
+            if hand_off is not None and hand_off.waits is Waits.WITH_TERMINAL and spec is not None:
+                fix = non_interactive_fix(hand_off.program, spec.command_line(arguments))
+                without_wait = f"{fix.command} ({fix.source})"
             decision, self.state = policy.before_dispatch(
                 self.state, call, subject=subject, interactive=interactive, waits_for=waits_for,
+                without_wait=without_wait,
                 credential_changes=self._credential_changes(arguments, spec) if self.state.open_blockers else (),
             )
             reply.begun.add(call.id)
@@ -395,11 +455,15 @@ class Guard:
                     self._advance(reply, call.id)
                     content = self._content_of(step, decision.reason)
                     if self.latched:
-                        return Decision(Action.ESCALATE, call, self._escalation_text(), decision.situation,
-                                        escalation=self.escalation, step=step)
-                    return Decision(Action.REFUSE, call, content, decision.situation, step=step)
-                reply.refusals[call.id] = (call, decision.situation, subject, interactive)
-                return Decision(Action.REFUSE, call, decision.reason, decision.situation)
+                        refused = Decision(Action.ESCALATE, call, self._escalation_text(), decision.situation,
+                                           escalation=self.escalation, step=step)
+                    else:
+                        refused = Decision(Action.REFUSE, call, content, decision.situation, step=step)
+                else:
+                    reply.refusals[call.id] = (call, decision.situation, subject, interactive)
+                    refused = Decision(Action.REFUSE, call, decision.reason, decision.situation)
+                reply.refused[call.id] = refused
+                return refused
             self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
             self._prepare_intent(call, spec, reply.seq)
             return Decision(Action.DISPATCH, call)
@@ -441,10 +505,9 @@ class Guard:
             key = (reply.seq, call.id)
             if key in self._done and call.id not in self._retrying:
                 return self._done[key]
-            deadline = self.clock.now() + REPLY_WAIT_S
-            while not self._my_turn(reply, call.id):
-                if not self._turn_changed.wait(timeout=min(REPLY_WAIT_S, 1.0)) and self.clock.now() > deadline:
-                    break
+            deadline = time.monotonic() + REPLY_WAIT_S  # real time: a frozen turn clock must not hang it
+            while not self._my_turn(reply, call.id) and time.monotonic() < deadline:
+                self._turn_changed.wait(timeout=min(REPLY_WAIT_S, 1.0))
             return self._after(call, result, reply)
 
     async def aafter(self, call: ToolCall, result: object) -> Decision:
@@ -470,6 +533,14 @@ class Guard:
         return self.before(call)
 
     def _after(self, call: ToolCall, raw: object, reply: _Reply) -> Decision:
+        try:
+            return self._assess_result(call, raw, reply)
+        except BaseException:
+            self._retrying.pop(call.id, None)
+            self._advance(reply, call.id)  # the reply's later calls are not held up by this one's error
+            raise
+
+    def _assess_result(self, call: ToolCall, raw: object, reply: _Reply) -> Decision:
         spec = self.tools.get(call.tool)
         retry = call.id in self._retrying
         arguments = call.arguments
@@ -496,10 +567,10 @@ class Guard:
         return decision
 
     def _result_of(self, call: ToolCall, spec: ToolSpec | None, raw: object) -> ToolResult:
-        if spec is None and not isinstance(raw, ToolResult):
+        if spec is None and raw is _NO_SUCH_TOOL:
             known = ", ".join(self.tools) or "none"
             return ToolResult(call.tool, False, f"No tool named {call.tool!r}. Available tools: {known}.",
-                              error_type="UnknownTool",
+                              error_type=_UNKNOWN_TOOL,
                               declared=Situation(Kind.INVALID_ARGS, call.tool, detail=f"unknown tool {call.tool!r}"))
         return normalize_result(call.tool, raw)
 
@@ -534,7 +605,10 @@ class Guard:
     def _locate(self, situation: Situation, spec: ToolSpec | None) -> Situation:
         """"Not installed" first looks on disk outside ``PATH`` (:func:`unstuck.installed.locate_off_path`)."""
         environment = spec.environ if spec is not None and spec.environ is not None else os.environ
-        found = locate_off_path(situation.subject, environment.get("PATH", ""), environment.get("HOME"))
+        try:
+            found = locate_off_path(situation.subject, environment.get("PATH", ""), environment.get("HOME"))
+        except ValueError:  # not a program name ("foo bar", "-rf"): nothing to look for
+            return situation
         if found is None:
             return situation
         self.emit(EventName.SITUATION_LOCATED, subject=situation.subject, location=found)
@@ -554,7 +628,7 @@ class Guard:
                       duration_s=round(self.at() - started, 6))
         ok = result.ok and not _reads_as_failure(situation)
         outcome = policy.CallOutcome(subject, situation, ok, result.executed, probe, retry, auto_retry, exempt,
-                                     unknown_tool=result.error_type == "UnknownTool" and call.tool not in self.tools)
+                                     unknown_tool=result.error_type == _UNKNOWN_TOOL and call.tool not in self.tools)
         assessment = policy.after_result(self.state, call, outcome)
         if not self.guarded:
             assessment = replace(assessment, decision=policy.Continue(None))
@@ -674,25 +748,33 @@ class Guard:
 
     def check_answer(self, confirm: Callable[[str], str] | None = None) -> Decision:
         """The model answered. With no blocker open, the answer stands (``continue``). With one
-        open: validators decide when the turn has them (``continue``; :meth:`end` runs them);
+        open, or one that only a mere success on its subject closed (``gh --version`` after "not
+        signed in": no probe or answer showed it lifted): validators decide when the turn has
+        them (``continue``; :meth:`end` runs them);
         otherwise ``confirm`` is asked, once, "did you complete the task without <subject>?"
         (:data:`unstuck.prompts.ROUTE_AROUND_CHECK`; e.g. one model call with tools withheld):
         an answer whose first word is "yes" lets the answer stand, with the blocker reported
         open; no, anything else, no ``confirm``, or a ``confirm`` that raises, escalates."""
         with self._lock:
             open_now = [b for b in self.state.open_blockers.values()]
-            if not self.guarded or not open_now or self.validators:
+            settled = [b for b in self.state.settled.values() if b.situation.is_blocker]
+            if not self.guarded or not (open_now or settled) or self.validators:
                 return Decision(Action.CONTINUE)
-            blocker = next((b for b in open_now if not b.situation.is_refusal), open_now[0])
-            question = prompts.ROUTE_AROUND_CHECK.format(subject=blocker.subject, kind=blocker.situation.kind.value)
+            if open_now:
+                blocker = next((b for b in open_now if not b.situation.is_refusal), open_now[0])
+                template = prompts.ROUTE_AROUND_CHECK
+            else:
+                blocker, template = settled[0], prompts.ROUTE_AROUND_CHECK_SETTLED
+            question = template.format(subject=blocker.subject, kind=blocker.situation.kind.value)
             said = ""
             if confirm is not None:
                 try:
                     said = confirm(question)
                 except Exception as exc:  # an unreadable answer is not a yes
                     said = f"(the check failed: {type(exc).__name__}: {exc})"
-            words = said.strip().lower().lstrip("*_`\"' ").split()
-            confirmed = bool(words) and words[0].rstrip(".,:;!") == "yes"
+            first_line = said.strip().lower().lstrip("*_`\"' ").split("\n", 1)[0]
+            words = first_line.replace(",", " ").replace(".", " ").split()
+            confirmed = bool(words) and words[0].rstrip(":;!") == "yes" and not _HEDGES & set(words)
             self.emit(EventName.ANSWER_CHECKED, subject=blocker.subject, confirmed=confirmed,
                       said=prompts.excerpt(said, 200))
             if confirmed:
@@ -949,13 +1031,16 @@ class Guard:
                 return decision
         while True:
             spec = self.tools.get(call.tool)
-            raw: object = spec.invoke(call.arguments) if spec is not None else None
+            raw: object = spec.invoke(call.arguments) if spec is not None else _NO_SUCH_TOOL
             decision = self.after(call, raw)
             if decision.action is not Action.RETRY:
                 return decision
             self.checkpoint()  # the attempts so far are on disk: a resumed turn counts on from them
             self.clock.sleep(decision.delay_s)
-            self.before(call)
+            again = self.before(call)
+            if again.action is not Action.DISPATCH:  # another call latched the turn while it waited
+                self._retrying.pop(call.id, None)
+                return again
 
     # -- saving and loading --------------------------------------------------------------------
 
@@ -976,8 +1061,10 @@ class Guard:
                 "replies": self._replies,
                 "reply": None if reply is None else {
                     "seq": reply.seq, "ids": reply.ids, "position": reply.position, "begun": sorted(reply.begun),
-                    "fresh": sorted(reply.fresh)},
-                "done": [[seq, call_id] for seq, call_id in self._done],
+                    "fresh": sorted(reply.fresh), "declared": reply.declared,
+                    "refusals": [[c.id, c.tool, c.arguments_json, situation.to_dict(), subject, interactive]
+                                 for c, situation, subject, interactive in reply.refusals.values()]},
+                "done": [[seq, call_id, d.action.value, d.content] for (seq, call_id), d in self._done.items()],
                 "retrying": self._retrying, "waited": self._waited, "intents": self._intents,
                 "runs": None if self.runs.last is None else {
                     "call": [self.runs.last.id, self.runs.last.tool, self.runs.last.arguments_json],
@@ -1004,14 +1091,16 @@ class Guard:
         """
         try:
             raw = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            raise GuardStateError(f"saved guard state is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, a 5,000-digit number
+            raise GuardStateError(f"saved guard state is not JSON: {type(exc).__name__}: {exc}") from None
         if not isinstance(raw, dict):
             raise GuardStateError("saved guard state must be a JSON object")
-        if raw.get("version") != STATE_VERSION:
+        version = raw.get("version")
+        if isinstance(version, bool) or version != STATE_VERSION:
             raise GuardStateError(f"saved guard state has schema version {raw.get('version')!r}; this unstuck reads "
                                   f"version {STATE_VERSION}")
         try:
+            _check_types(raw)
             state = policy.RecoveryState.from_dict(raw["state"])
             guard = cls(tools, unattended=state.unattended, task=str(raw.get("task", "")),
                         guarded=bool(raw.get("guarded", True)), config=state.config, turn_id=str(raw["turn_id"]),
@@ -1030,9 +1119,17 @@ class Guard:
             saved_reply = raw.get("reply")
             if saved_reply is not None:
                 guard._reply = _Reply(int(saved_reply["seq"]), [str(i) for i in saved_reply["ids"]],
-                                      int(saved_reply["position"]), set(saved_reply["begun"]),
-                                      fresh=frozenset(saved_reply["fresh"]))
-            guard._done = {(int(seq), str(cid)): Decision(Action.CONTINUE) for seq, cid in raw.get("done", [])}
+                                      int(saved_reply["position"]), set(map(str, saved_reply["begun"])),
+                                      fresh=frozenset(map(str, saved_reply["fresh"])),
+                                      declared=bool(saved_reply.get("declared", True)))
+                for cid, tool_name, arguments, situation, subject, interactive in saved_reply.get("refusals", []):
+                    refusal = validate_situation("saved state", situation, allow_refusal=True)
+                    if refusal is None:
+                        raise GuardStateError("saved guard state: a queued refusal has no situation")
+                    guard._reply.refusals[str(cid)] = (ToolCall(str(cid), str(tool_name), str(arguments)), refusal,
+                                                       str(subject), bool(interactive))
+            guard._done = {(int(item[0]), str(item[1])): Decision(Action(item[2]), None, str(item[3]))
+                           for item in raw.get("done", [])}
             guard._retrying = {str(k): int(v) for k, v in raw.get("retrying", {}).items()}
             guard._waited = {str(k): float(v) for k, v in raw.get("waited", {}).items()}
             guard._intents = {str(k): str(v) for k, v in raw.get("intents", {}).items()}
@@ -1051,7 +1148,7 @@ class Guard:
                             book[str(subject)] = lesson
         except GuardStateError:
             raise
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
             raise GuardStateError(f"saved guard state is malformed: {type(exc).__name__}: {exc}") from None
         return guard
 

@@ -43,6 +43,7 @@ Nothing here sleeps, writes, reads a clock or calls a tool: each function takes 
 from __future__ import annotations
 
 import enum
+import json
 import re
 import types
 from collections.abc import Mapping
@@ -73,6 +74,7 @@ __all__ = [
     "RetryAfter",
     "after_result",
     "before_dispatch",
+    "call_key",
     "close_blocker",
     "open_known_blocker",
     "skip_subject",
@@ -92,6 +94,9 @@ class PolicyConfig:
             DESIGN.md "Defaults").
         unknown_tool_calls: calls to tools that are not in the tool set that escalate
             (default 2: the first fails with the tool set listed).
+        failures_in_a_row: model calls in a row that failed, whatever they were (``false``,
+            then ``exit 1``, then ``false # again``), that escalate as stuck (default 8: twice
+            the budget after an inferred blocker; no success in between).
         allowed_credential_changes: names of :mod:`unstuck.credentials` catalogue rows that
             are *not* refused while a sign-in or permission blocker is open (a team that lets
             its agent run ``sudo``, say); empty by default.
@@ -101,6 +106,7 @@ class PolicyConfig:
     max_workarounds_after_inferred_blocker: int = 4
     repetition: int = 3
     unknown_tool_calls: int = 2
+    failures_in_a_row: int = 8
     allowed_credential_changes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -108,7 +114,7 @@ class PolicyConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"PolicyConfig.{name} must be a whole number of calls, 0 or more; got {value!r}")
-        for name in ("repetition", "unknown_tool_calls"):
+        for name in ("repetition", "unknown_tool_calls", "failures_in_a_row"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PolicyConfig.{name} must be a whole number of calls, 1 or more; got {value!r}")
@@ -123,6 +129,7 @@ class PolicyConfig:
         return {"max_workarounds_after_blocker": self.max_workarounds_after_blocker,
                 "max_workarounds_after_inferred_blocker": self.max_workarounds_after_inferred_blocker,
                 "repetition": self.repetition, "unknown_tool_calls": self.unknown_tool_calls,
+                "failures_in_a_row": self.failures_in_a_row,
                 "allowed_credential_changes": sorted(self.allowed_credential_changes)}
 
     @classmethod
@@ -215,6 +222,7 @@ class EscalationReason(enum.StrEnum):
 
     BLOCKED = "blocked"  # a blocker's workaround budget ran out
     REPEATED_FAILURE = "repeated_failure"  # the same call failed PolicyConfig.repetition times in a row
+    FAILING_STREAK = "failing_streak"  # PolicyConfig.failures_in_a_row calls in a row failed, whatever they were
     UNKNOWN_TOOL = "unknown_tool"  # calls to tools that are not in the tool set
 
 
@@ -231,10 +239,12 @@ class Action(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class Repeat:
     """The run of identical failing calls the turn's calls end with: the call's key (tool
-    and canonical arguments) and how many times in a row it failed."""
+    and canonical arguments: sorted keys, whitespace in strings collapsed) and how many times
+    in a row it failed; and how many model calls in a row failed, whatever they were."""
 
     key: str = ""
     failures: int = 0
+    streak: int = 0
 
 
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
@@ -297,7 +307,7 @@ class RecoveryState:
             "open_blockers": book(self.open_blockers), "skipped": book(self.skipped), "settled": book(self.settled),
             "retries": [[subject, kind.value, n] for (subject, kind), n in self.retries.items()],
             "tainted": sorted(self.tainted), "calls": self.calls,
-            "repeat": {"key": self.repeat.key, "failures": self.repeat.failures},
+            "repeat": {"key": self.repeat.key, "failures": self.repeat.failures, "streak": self.repeat.streak},
             "unknown_tools": self.unknown_tools, "refusals": list(self.refusals),
         }
 
@@ -322,7 +332,7 @@ class RecoveryState:
                 open_blockers=book("open_blockers"), skipped=book("skipped"), settled=book("settled"),
                 retries=types.MappingProxyType(retries), tainted=frozenset(map(str, raw.get("tainted", []))),
                 calls=int(raw.get("calls", 0)),
-                repeat=Repeat(str(repeat.get("key", "")), int(repeat.get("failures", 0))),
+                repeat=Repeat(str(repeat.get("key", "")), int(repeat.get("failures", 0)), int(repeat.get("streak", 0))),
                 unknown_tools=int(raw.get("unknown_tools", 0)), refusals=tuple(map(str, raw.get("refusals", []))),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -410,7 +420,7 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
 
 def before_dispatch(
     state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
-    credential_changes: tuple[CredentialChange, ...] = (),
+    credential_changes: tuple[CredentialChange, ...] = (), without_wait: str | None = None,
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
     """Rule 1, skipped subjects, tainted addresses and credential changes: decide whether
     ``call`` may run.
@@ -423,6 +433,9 @@ def before_dispatch(
             line would wait for one (the interactive-call catalogue, :mod:`unstuck.shell`).
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
+        without_wait: for a call that waits only because it has a terminal (a pager, a
+            prompt), the same call made so it does not wait (``GIT_PAGER=cat git log``),
+            named in the refusal (:func:`unstuck.waiting.non_interactive_fix`).
         credential_changes: what the call would change in credentials, scopes, identities
             or permissions (:func:`unstuck.credentials.credential_changes`); refused while an
             ``auth`` or ``permission`` blocker is open, unless the configuration allows the
@@ -444,10 +457,12 @@ def before_dispatch(
                             detail=prompts.SKIPPED_REFUSAL.format(subject=subject))
         return _refuse(call, counted, refusal)
     if interactive and state.unattended:
-        detail = (
-            prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject) if waits_for is None
-            else prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
-        )
+        if waits_for is None:
+            detail = prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject)
+        elif without_wait is not None:
+            detail = prompts.UNATTENDED_TERMINAL_REFUSAL.format(waits_for=waits_for, fix=without_wait)
+        else:
+            detail = prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
         refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail)
         return _refuse(call, counted, refusal)
     guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
@@ -671,15 +686,40 @@ def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outco
     if not outcome.failed or waiting:
         books.repeat = Repeat()
         return
-    key = f"{call.tool}\x00{call.arguments_json}"
+    key = call_key(call)
     failures = books.repeat.failures + 1 if books.repeat.key == key else 1
-    books.repeat = Repeat(key, failures)
+    streak = books.repeat.streak + 1
+    books.repeat = Repeat(key, failures, streak)
+    failure = situation or Situation(Kind.EXECUTION_ERROR, outcome.subject, source=Source.INFERRED)
+    if not _PLAIN_SUBJECT.fullmatch(failure.subject):
+        failure = replace(failure, subject=call.tool)  # a model-chosen name is evidence, never unstuck's words
     if failures >= config.repetition and books.stuck is None:
-        failure = situation or Situation(Kind.EXECUTION_ERROR, outcome.subject, source=Source.INFERRED)
-        if not _PLAIN_SUBJECT.fullmatch(failure.subject):
-            failure = replace(failure, subject=call.tool)  # a model-chosen name is evidence, never unstuck's words
         books.stuck = OpenBlocker(failure, state.calls - 1, failures, config.repetition - 1,
                                   EscalationReason.REPEATED_FAILURE, failure.detail)
+    elif streak >= config.failures_in_a_row and books.stuck is None:
+        books.stuck = OpenBlocker(failure, state.calls - 1, streak, config.failures_in_a_row - 1,
+                                  EscalationReason.FAILING_STREAK, failure.detail)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def call_key(call: ToolCall) -> str:
+    """What makes two calls "the same call" for the repetition rule: the tool and its
+    arguments with keys sorted and whitespace runs in strings collapsed (``false`` and
+    `` false  `` are one call)."""
+    try:
+        arguments = json.loads(call.arguments_json)
+    except (ValueError, RecursionError):
+        return f"{call.tool}\x00{call.arguments_json}"
+    return f"{call.tool}\x00{json.dumps(_canonical(arguments), sort_keys=True)}"
 
 
 def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:

@@ -32,12 +32,14 @@ __all__ = [
     "REPEAT_WARNING",
     "RETRIED_NOTE",
     "ROUTE_AROUND_CHECK",
+    "ROUTE_AROUND_CHECK_SETTLED",
     "SKIPPED_REFUSAL",
     "STUCK_ACTION",
     "STUCK_WHAT",
     "SUGGESTION_QUOTE",
     "UNATTENDED_CALL_REFUSAL",
     "UNATTENDED_REFUSAL",
+    "UNATTENDED_TERMINAL_REFUSAL",
     "USER_ACTION_DEFAULT",
     "blocker_recovery",
     "excerpt",
@@ -56,6 +58,10 @@ UNATTENDED_REFUSAL = (
 UNATTENDED_CALL_REFUSAL = (
     "Not executed: {waits_for}. This run is unattended, so nobody can answer it. Running it "
     "again, in any form, will be refused too."
+)
+UNATTENDED_TERMINAL_REFUSAL = (
+    "Not executed: {waits_for}. This run is unattended, so nobody can answer it. Run it so that it "
+    "does not wait: {fix}"
 )
 SKIPPED_REFUSAL = "Not executed: the user chose to skip {subject} for this turn."
 RETRIED_NOTE = GUIDANCE_PREFIX + " Retried {times} time(s) over {seconds} s of waiting; this is the last result."
@@ -142,10 +148,13 @@ SUGGESTION_QUOTE = ". The tool's own output suggests running: “{suggestion}”
 STUCK_WHAT = {
     "repeated_failure": "The agent made the same failing call {count} times in a row: {evidence}",
     "unknown_tool": "The agent kept calling tools that do not exist here ({count} calls): {evidence}",
+    "failing_streak": ("The agent's last {count} calls all failed, with nothing succeeding between them; "
+                       "the last: {evidence}"),
 }
 STUCK_ACTION = {
     "repeated_failure": "Look at the failure and fix its cause, or tell the agent another way to do the task",
     "unknown_tool": "Give the agent the tool it is looking for, or tell it which of its tools to use",
+    "failing_streak": "Look at the failures and fix their cause, or tell the agent another way to do the task",
 }
 
 #: Guidance after an identical failing call, one before the repetition rule stops the turn.
@@ -161,6 +170,14 @@ REFUSED_BESIDE = "unstuck also refused: {refusals}"
 ROUTE_AROUND_CHECK = (
     GUIDANCE_PREFIX + " {subject} is still blocked ({kind}). Did you complete the task without "
     "{subject}? Answer yes or no on the first line, then one sentence on how."
+)
+
+#: The same check for a blocker a mere success on its subject closed (``gh --version`` after
+#: "not signed in"): that success may not have needed what was blocked.
+ROUTE_AROUND_CHECK_SETTLED = (
+    GUIDANCE_PREFIX + " {subject} was blocked ({kind}) earlier in this turn; a later call on it succeeded, "
+    "but nothing has shown the block lifted. Did you complete the task without what was blocked? "
+    "Answer yes or no on the first line, then one sentence on how."
 )
 
 #: Where a program missing from PATH was found on disk (not_installed with a location).
