@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from unstuck import policy
+from unstuck.escalation import EscalationReason
 from unstuck.policy import Continue, Dispatch, Escalate, PolicyConfig, RecoveryState, Refuse
 from unstuck.prompts import GUIDANCE_PREFIX
 from unstuck.situations import Kind, Probe, Situation, Source
@@ -177,7 +178,7 @@ def test_self_fixable_errors_get_the_generic_prompt_and_open_no_blocker() -> Non
     assert dict(state.open_blockers) == {}
     # with no success in between, the next failure is one too many (DESIGN: repetition has authority)
     last = step(state, "INSTALL.md", not_found, False)
-    assert isinstance(last.decision, Escalate) and last.decision.blocker.reason is policy.EscalationReason.FAILING_STREAK
+    assert isinstance(last.decision, Escalate) and last.decision.blocker.reason is EscalationReason.FAILING_STREAK
 
 
 def test_failure_while_a_blocker_is_open_reminds_of_the_remaining_budget() -> None:

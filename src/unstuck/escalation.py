@@ -20,7 +20,17 @@ from typing import Any
 from unstuck import prompts
 from unstuck.situations import Kind, Situation
 
-__all__ = ["Answer", "Escalation", "build_escalation"]
+__all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation"]
+
+
+class EscalationReason(enum.StrEnum):
+    """Why a turn escalates."""
+
+    BLOCKED = "blocked"  # a blocker's workaround budget ran out
+    REPEATED_FAILURE = "repeated_failure"  # the same call failed PolicyConfig.repetition times in a row
+    FAILING_STREAK = "failing_streak"  # PolicyConfig.failures_in_a_row calls in a row failed, whatever they were
+    UNKNOWN_TOOL = "unknown_tool"  # calls to tools that are not in the tool set
+
 
 
 class Answer(enum.Enum):
@@ -61,7 +71,7 @@ class Escalation:
     interactive: bool = False
     closing_error: str | None = None
     workaround_calls: int = 0
-    reason: str = "blocked"
+    reason: EscalationReason = EscalationReason.BLOCKED
     refused: tuple[str, ...] = ()
 
     @property
@@ -81,7 +91,7 @@ class Escalation:
         return {"subject": self.subject, "kind": self.kind.value, "blocked": self.blocked,
                 "user_action": self.user_action, "next_step": self.next_step, "unblock": self.unblock,
                 "interactive": self.interactive, "closing_error": self.closing_error,
-                "workaround_calls": self.workaround_calls, "reason": self.reason, "refused": list(self.refused)}
+                "workaround_calls": self.workaround_calls, "reason": self.reason.value, "refused": list(self.refused)}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Escalation:
@@ -93,7 +103,8 @@ class Escalation:
         try:
             return cls(str(raw["subject"]), Kind(raw["kind"]), str(raw["blocked"]), str(raw["user_action"]),
                        str(raw["next_step"]), raw.get("unblock"), bool(raw.get("interactive", False)),
-                       raw.get("closing_error"), int(raw.get("workaround_calls", 0)), str(raw.get("reason", "blocked")),
+                       raw.get("closing_error"), int(raw.get("workaround_calls", 0)),
+                       EscalationReason(raw.get("reason", "blocked")),
                        tuple(map(str, raw.get("refused", []))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved escalation is malformed: {type(exc).__name__}: {exc}") from None
@@ -106,7 +117,7 @@ def build_escalation(
     next_step: str | None = None,
     closing_error: str | None = None,
     workaround_calls: int = 0,
-    reason: str = "blocked",
+    reason: EscalationReason = EscalationReason.BLOCKED,
     evidence: str = "",
     count: int = 0,
     refused: tuple[str, ...] = (),
@@ -131,10 +142,10 @@ def build_escalation(
     default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip() or "as asked")
     blocked = prompts.what_is_blocked(situation)
     action = prompts.user_action(situation)
-    if reason in prompts.STUCK_WHAT:
+    if reason.value in prompts.STUCK_WHAT:
         quoted = f"“{prompts.excerpt(evidence or situation.detail, 300)}”"
-        blocked = prompts.STUCK_WHAT[reason].format(count=count, evidence=quoted, subject=situation.subject)
-        action = prompts.STUCK_ACTION.get(reason, action)
+        blocked = prompts.STUCK_WHAT[reason.value].format(count=count, evidence=quoted, subject=situation.subject)
+        action = prompts.STUCK_ACTION.get(reason.value, action)
     return Escalation(
         subject=situation.subject,
         kind=situation.kind,

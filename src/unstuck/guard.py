@@ -48,13 +48,13 @@ from unstuck.clock import Clock, RealClock
 from unstuck.credentials import credential_changes, credential_changes_in_arguments
 from unstuck.diagnostics import RunLengths, advance
 from unstuck.errors import UnstuckError
-from unstuck.escalation import Answer, Escalation, build_escalation
+from unstuck.escalation import Answer, Escalation, EscalationReason, build_escalation
 from unstuck.events import EventName, EventSink, Scalar, event
 from unstuck.installed import locate_off_path
 from unstuck.journal import Journal
 from unstuck.lessons import Lesson, LessonStore
 from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
-from unstuck.policy import Action, EscalationReason
+from unstuck.policy import Action
 from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
@@ -701,7 +701,7 @@ class Guard:
         """Latch the turn on ``blocker`` and build its question (Rule 4)."""
         if self.escalated_at is None:
             self.escalated_at = (self.at(), len(self.steps))
-        reason = blocker.reason.value
+        reason = blocker.reason
         draft = build_escalation(blocker.situation, task=self.task, reason=reason, evidence=blocker.evidence,
                                  count=blocker.workarounds)
         next_step: str | None = None
@@ -725,7 +725,7 @@ class Guard:
             escalation = replace(escalation, blocked=f"{escalation.blocked} {known}")
         self.escalation, self.escalated_blocker = escalation, blocker
         self.emit(EventName.TURN_ESCALATED, subject=escalation.subject, kind=escalation.kind.value,
-                  reason=reason, blocked=escalation.blocked, user_action=escalation.user_action,
+                  reason=reason.value, blocked=escalation.blocked, user_action=escalation.user_action,
                   next_step=escalation.next_step, unblock=escalation.unblock, workaround_calls=blocker.workarounds,
                   closing_error=error, lesson=cited.id if cited is not None else None)
         self._remember(blocker)

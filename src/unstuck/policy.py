@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from unstuck import prompts
+from unstuck.escalation import EscalationReason
 from unstuck.retry import next_retry, waitable
 from unstuck.situations import Kind, KindClass, Situation, Source, validate_situation
 from unstuck.tools import ToolCall
@@ -215,15 +216,6 @@ class OpenBlocker:
     def exhausted(self) -> bool:
         """True when the count has passed the budget: the turn must escalate."""
         return self.workarounds > self.budget
-
-
-class EscalationReason(enum.StrEnum):
-    """Why a turn escalates."""
-
-    BLOCKED = "blocked"  # a blocker's workaround budget ran out
-    REPEATED_FAILURE = "repeated_failure"  # the same call failed PolicyConfig.repetition times in a row
-    FAILING_STREAK = "failing_streak"  # PolicyConfig.failures_in_a_row calls in a row failed, whatever they were
-    UNKNOWN_TOOL = "unknown_tool"  # calls to tools that are not in the tool set
 
 
 class Action(enum.StrEnum):

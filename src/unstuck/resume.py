@@ -32,6 +32,7 @@ from typing import Any
 
 from unstuck import policy
 from unstuck.clock import Clock
+from unstuck.escalation import EscalationReason
 from unstuck.events import EventName, EventSink
 from unstuck.guard import Decision, Guard
 from unstuck.journal import IntentState, Journal, JournalError, JournalIntent
@@ -214,7 +215,7 @@ def resume_turn(
     known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
     spent = next((b for b in guard.state.open_blockers.values() if b.exhausted or b.subject in known), None)
     if spent is not None:
-        guard.escalate_open_blocker(policy.EscalationReason.BLOCKED, subject=spent.subject)
+        guard.escalate_open_blocker(EscalationReason.BLOCKED, subject=spent.subject)
     return conversation.run_safely(max_steps=max_steps, max_asks=max_asks)
 
 
