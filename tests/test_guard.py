@@ -612,3 +612,19 @@ def test_a_hedged_yes_is_no_yes(tmp_path: Path, bin_dir: Path) -> None:
     guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
     guard.call(ToolCall.of("1", "run_command", {"command": "cat /etc/shadow"}))
     assert guard.check_answer(lambda q: "Yes, but I could not read it.").action is Action.ESCALATE
+
+
+def test_reading_a_credential_file_with_a_file_tool_is_refused_during_a_sign_in_blocker(
+        tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "run_command", {"command": "gh repo view cli/cli"}))
+    refused = guard.before(ToolCall.of("2", "read_file", {"path": "~/.config/gh/hosts.yml"}))
+    assert refused.action is Action.REFUSE
+    assert guard.before(ToolCall.of("3", "read_file", {"path": "./README.md"})).action is Action.DISPATCH
+
+
+def test_coreutils_cannot_open_for_reading_names_the_file(tmp_path: Path, bin_dir: Path) -> None:
+    guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    decision = guard.call(ToolCall.of("1", "run_command", {"command": "head -n1 /etc/shadow"}))
+    assert decision.situation is not None and decision.situation.subject == "/etc/shadow"

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import random
+import shlex
 import threading
 import time
 import uuid
@@ -469,10 +470,19 @@ class Guard:
             return Decision(Action.DISPATCH, call)
 
     def _credential_changes(self, arguments: Mapping[str, Any], spec: ToolSpec | None) -> tuple[Any, ...]:
+        """What a call changes in credentials: its command line read as a shell would; for
+        other tools, credentials in its arguments, and the files its path arguments name
+        read (or, for a writing tool, written) as ``cat``/``tee`` would (``read_file`` of
+        ``~/.config/gh/hosts.yml`` prints a token as ``cat`` of it does)."""
         line = spec.command_line(arguments) if spec is not None else None
         if line is not None:
             return credential_changes(line)
-        return credential_changes_in_arguments(arguments)
+        found = list(credential_changes_in_arguments(arguments))
+        verb = "tee" if spec is not None and spec.effect is Effect.WRITE else "cat"
+        for value in arguments.values():
+            if isinstance(value, str) and 0 < len(value) < 4096 and value[:1] in "/~." and "\n" not in value:
+                found.extend(credential_changes(f"{verb} {shlex.quote(value)}"))
+        return tuple(found)
 
     def _assess_refusal(self, reply: _Reply, call: ToolCall, situation: Situation, subject: str,
                         interactive: bool) -> StepRecord:
