@@ -57,6 +57,8 @@ from unstuck.lessons import Lesson, LessonStore
 from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
 from unstuck.policy import Action
 from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
+from unstuck.readers import parse_json
+from unstuck.redact import redact
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
@@ -120,6 +122,15 @@ def _check_types(raw: Mapping[str, Any]) -> None:
     reply = raw.get("reply")
     if reply is not None and not (isinstance(reply.get("ids"), list) and isinstance(reply.get("begun"), list)):
         raise GuardStateError("saved guard state: reply.ids and reply.begun must be lists")
+
+
+def _redacted(step: StepRecord) -> StepRecord:
+    """A step as the journal keeps it: secrets in its text masked."""
+    situation = step.situation
+    if situation is not None and situation.detail:
+        situation = replace(situation, detail=redact(situation.detail))
+    return replace(step, content=redact(step.content), situation=situation,
+                   call=replace(step.call, arguments_json=redact(step.call.arguments_json)))
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -269,17 +280,21 @@ class Guard:
         return self.clock.now() - self.started
 
     def emit(self, name: EventName, **fields: Scalar) -> None:
-        """Record one event (nothing without a sink)."""
+        """Record one event (nothing without a sink); its text fields redacted
+        (:func:`unstuck.redact.redact`: secrets never reach events or traces)."""
         if self.events is not None:
-            self.events.emit(event(name, self.turn_id, self.at(), **fields))
+            clean = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
+            self.events.emit(event(name, self.turn_id, self.at(), **clean))
 
     def checkpoint(self, messages: Sequence[str] = (), first_seq: int = 0) -> None:
         """Write the steps not yet in the journal, and the loop's new ``messages`` (JSON,
-        numbered from ``first_seq``), in one synced transaction; nothing without a journal."""
+        numbered from ``first_seq``), in one synced transaction; nothing without a journal.
+        Steps are written with their content, arguments and situation detail redacted
+        (:func:`unstuck.redact.redact`); the model saw them whole."""
         if self.journal is None:
             return
-        self.journal.checkpoint(self.turn_id, steps=self.steps[self.saved_steps:], messages=messages,
-                                first_seq=first_seq, ref=self.last_ref)
+        steps = [_redacted(step) for step in self.steps[self.saved_steps:]]
+        self.journal.checkpoint(self.turn_id, steps=steps, messages=messages, first_seq=first_seq, ref=self.last_ref)
         self.saved_steps = len(self.steps)
 
     @property
@@ -1099,10 +1114,7 @@ class Guard:
             GuardStateError: naming what is wrong, for text that is not saved guard state, a
                 schema version other than :data:`STATE_VERSION`, or a malformed part.
         """
-        try:
-            raw = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, a 5,000-digit number
-            raise GuardStateError(f"saved guard state is not JSON: {type(exc).__name__}: {exc}") from None
+        raw = parse_json(text, where="saved guard state", error=GuardStateError)  # depth-limited (unstuck.readers)
         if not isinstance(raw, dict):
             raise GuardStateError("saved guard state must be a JSON object")
         version = raw.get("version")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from unstuck import policy
 from unstuck.clock import Clock, RealClock
@@ -32,6 +33,7 @@ from unstuck.models import Message, Model, ModelError, ModelReply, Role, message
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import CLOSING_CALL
+from unstuck.redact import redact
 from unstuck.second_opinion import SecondOpinion
 from unstuck.signals import load_signal_table
 from unstuck.tools import ToolCall, Toolset, ToolSpec, unique_call_ids
@@ -73,7 +75,7 @@ class Conversation:
         """Checkpoint the guard's new steps and the new messages (one synced transaction)."""
         if self.guard.journal is None:
             return
-        new = [message_to_json(m) for m in self.messages[self.saved_messages:]]
+        new = [message_to_json(_stored(m)) for m in self.messages[self.saved_messages:]]
         self.guard.checkpoint(new, self.saved_messages)
         self.saved_messages = len(self.messages)
 
@@ -91,7 +93,8 @@ class Conversation:
                error: str | None = None, held: tuple[str, ...] = ()) -> TurnResult:
         """End the turn (validators, journal, ``turn.ended``) and build its result."""
         guard = self.guard
-        new = [message_to_json(m) for m in self.messages[self.saved_messages:]] if guard.journal is not None else []
+        new = ([message_to_json(_stored(m)) for m in self.messages[self.saved_messages:]]
+               if guard.journal is not None else [])
         status, validations, error = guard.end(status, answer=answer, error=error, messages=new,
                                                first_seq=self.saved_messages)
         self.saved_messages = len(self.messages)
@@ -190,6 +193,13 @@ class Conversation:
                 with contextlib.suppress(Exception):  # the original error matters more than a second one
                     guard.journal.end_turn(guard.turn_id, TurnStatus.FAILED.value, error=error)
             raise
+
+
+def _stored(message: Message) -> Message:
+    """A message as the journal keeps it: its text redacted (:func:`unstuck.redact.redact`).
+    Tool calls keep their arguments exactly, so a resumed turn re-runs the very call."""
+    text = redact(message.content)
+    return message if text == message.content else replace(message, content=text)
 
 
 def run_turn(

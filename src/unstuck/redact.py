@@ -1,0 +1,141 @@
+"""Secrets never stored or shown: tool text redacted before it reaches the journal, events,
+lessons, traces or a terminal (issue 12, deliver 5). The model still sees what the tool returned.
+
+Two kinds of secret are found:
+
+* **tokens of known formats**, by the detectors of Yelp's ``detect-secrets`` library (its
+  plugins' ``denylist`` patterns: GitHub, GitLab, AWS access keys, OpenAI, Slack, Stripe,
+  SendGrid, npm, PyPI, Telegram, Discord, Mailchimp, Square, Azure storage keys, JSON Web
+  Tokens), plus PEM private-key blocks (RFC 7468: ``-----BEGIN … PRIVATE KEY-----`` to its
+  ``END`` line);
+* **values given to names that say they are secret**: ``GH_TOKEN=…``, ``password: …``,
+  ``"api_key": "…"``, ``--token …``, an ``Authorization`` header's credentials (RFC 9110
+  section 11.6.2; Bearer, RFC 6750; Basic, RFC 7617), and the password of a URL's userinfo
+  (RFC 3986 section 3.2.1).
+
+Each secret is replaced by :data:`MASK` (the name and the structure around it stay, so a
+reader can still tell what happened). :func:`redact` is linear in its input and never raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import re2
+
+__all__ = ["MASK", "redact", "redact_value"]
+
+#: What a secret is replaced with.
+MASK = "***"
+
+#: The detect-secrets plugins whose patterns are formats of a token (not entropy guesses, not
+#: keyword heuristics, not IP addresses): their matches are always secrets.
+_FORMAT_PLUGINS = (
+    "AWSKeyDetector", "AzureStorageKeyDetector", "DiscordBotTokenDetector", "GitHubTokenDetector",
+    "GitLabTokenDetector", "JwtTokenDetector", "MailchimpDetector", "NpmDetector", "OpenAIDetector",
+    "PypiTokenDetector", "SendGridDetector", "SlackDetector", "SquareOAuthDetector", "StripeDetector",
+    "TelegramBotTokenDetector",
+)
+
+#: A name that says its value is secret (environment variables, config keys, JSON fields, options).
+_SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:token(?!s)|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key"
+                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key)[A-Za-z0-9_.-]*")
+#: ``NAME=value``, ``NAME: value``, ``"NAME": "value"``, ``--name value`` / ``--name=value``.
+_ASSIGNED = re.compile(
+    r"""(?P<name>["']?\b""" + _SECRET_NAME + r"""\b["']?)(?P<sep>\s*[=:]\s*|\s+(?=["']))(?P<quote>["']?)"""
+    r"""(?P<value>[^\s"',;}&$][^\s"',;}&]{3,})""",
+    re.IGNORECASE,
+)
+_OPTION = re.compile(r"(?P<name>--" + _SECRET_NAME + r")(?P<sep>=|\s+)(?P<value>[^\s\"',;$-][^\s\"',;]{3,})",
+                     re.IGNORECASE)
+#: ``Authorization: Bearer X`` / ``Basic X`` / ``token X`` (RFC 9110 11.6.2).
+_AUTHORIZATION = re.compile(r"(?P<name>(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)"
+                            r"(?P<value>[^\s\"',;]{4,})", re.IGNORECASE)
+#: ``scheme://user:password@host`` (RFC 3986 3.2.1).
+_URL_PASSWORD = re.compile(r"(?P<name>[a-z][a-z0-9+.-]*://[^\s:/?#@]+:)(?P<value>[^\s/?#@]+)(?=@)", re.IGNORECASE)
+#: A PEM private key block (RFC 7468), whole.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END [A-Z ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL)
+#: Words that every secret this module finds has near it: a line without one is left as it is
+#: (most tool output), so redaction costs one scan of the text.
+_HINT = re2.compile(r"(?i)token|secret|passw|passphrase|key|auth|cred|://[^\s/@]*:[^\s/@]*@|ghp_|gho_|ghu_|ghs_|ghr_|glpat|"
+                   r"gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
+                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.")
+#: Longer texts are redacted in pieces of this many characters (overlapping), so one huge
+#: output costs linear time.
+_CHUNK = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _format_patterns() -> tuple[re.Pattern[str], ...]:
+    """The token formats of the detect-secrets plugins named in :data:`_FORMAT_PLUGINS`."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    found: list[re.Pattern[str]] = []
+    plugins: list[type] = list(get_mapping_from_secret_type_to_class().values())
+    for plugin in plugins:
+        if plugin.__name__ in _FORMAT_PLUGINS:
+            # the whole token: a format's pattern may end before the token does
+            found.extend(re.compile(f"(?:{p.pattern})[A-Za-z0-9_-]*", p.flags) for p in getattr(plugin, "denylist", ()))
+    return tuple(found)
+
+
+def _mask_group(match: re.Match[str]) -> str:
+    return f"{match.group('name')}{match.groupdict().get('sep') or ''}{match.groupdict().get('quote') or ''}{MASK}"
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret found replaced by :data:`MASK` (see the module doc).
+
+    Never raises; text that holds no secret comes back unchanged (the same string)."""
+    if not text:
+        return text
+    if len(text) > _CHUNK:
+        return "".join(redact(text[i:i + _CHUNK]) for i in range(0, len(text), _CHUNK))
+    result = text
+    if "PRIVATE KEY" in result:
+        result = _PRIVATE_KEY.sub(f"-----BEGIN PRIVATE KEY----- {MASK} -----END PRIVATE KEY-----", result)
+    if _HINT.search(result) is None:
+        return text if result == text else result
+    lines = result.split("\n")
+    for index, line in enumerate(lines):
+        if _HINT.search(line) is not None:
+            lines[index] = _redact_line(line)
+    result = "\n".join(lines)
+    return text if result == text else result
+
+
+def _redact_line(line: str) -> str:
+    for pattern in _format_patterns():
+        line = pattern.sub(MASK, line)
+    line = _AUTHORIZATION.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _OPTION.sub(_mask_group, line)
+    return _ASSIGNED.sub(lambda m: m.group(0) if m.group("value") == MASK else _mask_group(m), line)
+
+
+def redact_value(value: Any, *, depth: int = 0) -> Any:
+    """A JSON-like value (str, list, dict, scalars) with every string redacted, and the
+    values of keys named like secrets masked whole; containers nested deeper than 64 levels
+    come back as a masked marker (never a recursion error)."""
+    if depth > 64:
+        return MASK
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {k: (MASK if isinstance(k, str) and _is_secret_name(k) and isinstance(v, str) and v
+                    else redact_value(v, depth=depth + 1)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items: Iterable[Any] = value
+        return [redact_value(v, depth=depth + 1) for v in items]
+    return value
+
+
+_NAME_ONLY = re.compile(_SECRET_NAME, re.IGNORECASE)
+
+
+def _is_secret_name(name: str) -> bool:
+    return bool(_NAME_ONLY.fullmatch(name))
