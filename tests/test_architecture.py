@@ -295,9 +295,12 @@ LAYERS: dict[str, Layer] = {
     "unstuck.signals": Layer.VOCABULARY,  # catalogues, codes, shell, situations
     "unstuck.declare": Layer.VOCABULARY,  # classify, situations
     "unstuck.leases": Layer.VOCABULARY,  # imports nothing: tool processes and their deadline
+    "unstuck.supervisor": Layer.VOCABULARY,  # leases: ends what a dead process's leases left
     "unstuck.filelocks": Layer.VOCABULARY,  # declare
     "unstuck.toolkit": Layer.VOCABULARY,  # classify, declare, filelocks, leases, shell, tools
     "unstuck.models": Layer.VOCABULARY,  # tools: messages and the Model protocol
+    "unstuck.readers": Layer.VOCABULARY,  # errors: bounded, depth-limited reading of files and streams
+    "unstuck.redact": Layer.VOCABULARY,  # imports nothing of ours: secrets masked in stored and shown text
     "unstuck.credentials": Layer.VOCABULARY,  # shell, text: credential-changing command lines
     "unstuck.waiting": Layer.VOCABULARY,  # shell: the non-interactive fix of a call that waited
     "unstuck.installed": Layer.VOCABULARY,  # imports nothing: programs on disk outside PATH

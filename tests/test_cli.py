@@ -164,12 +164,12 @@ def test_run_records_every_decision_as_json_lines(tmp_path: Path, gh_path: str) 
 
 def test_run_rejects_a_directory_as_the_events_file(tmp_path: Path) -> None:
     proc = unstuck("run", "wrong_path", "--unattended", "--events", str(tmp_path))
-    assert proc.returncode == 1 and "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "is a directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_user_text_is_never_read_as_markup(tmp_path: Path) -> None:
     proc = unstuck("run", "[/x]", "--unattended")
-    assert proc.returncode == 1 and "unknown scenario(s) [/x]" in proc.stderr
+    assert proc.returncode == 2 and "unknown scenario(s) [/x]" in proc.stderr
 
 
 def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh_path: str) -> None:
@@ -216,7 +216,7 @@ def test_classify_scores_a_labelled_corpus(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert json.loads(proc.stdout)[0]["kind_accuracy"] == 1.0
     bad = unstuck("classify", "--cases", str(tmp_path / "missing.jsonl"))
-    assert bad.returncode == 1 and "cannot read the cases" in bad.stderr
+    assert bad.returncode == 2 and "cannot read the cases" in bad.stderr
 
 
 def test_classify_scores_several_corpora_per_file_and_per_tool(tmp_path: Path) -> None:
@@ -363,3 +363,79 @@ def test_classify_asks_the_second_opinion_only_about_an_unrecognised_failure() -
     assert odd.stdout.startswith("conflict") and "second opinion (judge): conflict" in odd.stdout
     assert known.stdout.startswith("permission") and "second opinion" not in known.stdout
     assert asked == 1
+
+
+# -- errors, never tracebacks (issue 12, deliver 4) --------------------------------------------
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error:`` line the command printed (and that it printed no traceback)."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in plain(proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def test_a_1e5_deep_scenario_file_is_one_line_naming_it_and_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "deep.yaml").write_text("[" * 10**5 + "]" * 10**5, encoding="utf-8")
+    proc = unstuck("scenarios", "--scenario-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'deep.yaml'}: nested more than 100 levels deep" in one_line_error(proc)
+
+
+def test_a_1e5_deep_signal_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    deep = tmp_path / "mine.yaml"
+    deep.write_text("{a: " * 10**5 + "}" * 10**5, encoding="utf-8")
+    proc = subprocess.run([*UNSTUCK, "classify", "--signals", str(deep)], input="x", capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2 and str(deep) in one_line_error(proc)
+
+
+def test_a_non_utf8_compare_baseline_is_one_line_naming_it(tmp_path: Path) -> None:
+    baseline = tmp_path / "base.json"
+    baseline.write_bytes(b'{"runs": ["\xff"]}')
+    proc = unstuck("eval", "--compare", str(baseline), "--scenarios", "wrong_path", "--no-sessions")
+    assert proc.returncode == 2
+    assert f"{baseline}: not UTF-8 text (byte 11" in one_line_error(proc)
+
+
+def test_events_on_a_full_device_is_one_line_naming_the_events_file_and_a_failed_run() -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("this machine has no /dev/full")
+    proc = unstuck("run", "wrong_path", "--agent", "retrier", "--unattended", "--events", "/dev/full")
+    assert proc.returncode == 1
+    line = one_line_error(proc)
+    assert "--events /dev/full" in line and "No space left on device" in line and "sandbox" not in line
+
+
+def test_run_usage_errors_exit_2_and_the_exit_codes_are_in_each_commands_help() -> None:
+    assert unstuck("run", "no_such_scenario", "--unattended").returncode == 2
+    assert unstuck("run", "wrong_path", "--agent", "nobody", "--unattended").returncode == 2
+    for command in ("run", "eval", "classify", "scenarios"):
+        shown = " ".join(plain(unstuck(command, "--help").stdout).split())
+        assert "2 a usage error" in shown and "3 the turn ended blocked" in shown and "1 failed" in shown, command
+
+
+def test_a_huge_lesson_id_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    proc = unstuck("lessons", "show", "9" * 40, "--store", str(tmp_path / "l.db"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_classify_reads_1e9_scale_stdin_in_bounded_memory_and_keeps_the_tail() -> None:
+    """200 MB through a real pipe: the child's peak RSS stays far under the input size, and a
+    failure worded at the very end is still found (the tail is kept)."""
+    script = ("import sys\nout = sys.stdout.buffer\nblock = b'x' * (1 << 20)\n"
+              "for _ in range(200):\n    out.write(block)\nout.write(b'\\nbash: jq: command not found\\n')\n")
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert writer.stdout is not None
+    measure = ("import resource, subprocess, sys\n"
+               "p = subprocess.run(sys.argv[1:], stdin=sys.stdin, capture_output=True, text=True)\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\nprint(p.returncode)\n"
+               "print(p.stdout)\n")
+    proc = subprocess.run([sys.executable, "-c", measure, *UNSTUCK, "classify", "--exit-code", "127",
+                           "--tool", "bash"], stdin=writer.stdout, capture_output=True, text=True, timeout=120,
+                          check=False)
+    writer.stdout.close()
+    writer.wait(timeout=30)
+    peak_kib, code, *out = proc.stdout.splitlines()
+    assert code == "0" and "not_installed (blocker) on jq" in " ".join(out), proc.stdout + proc.stderr
+    assert int(peak_kib) < 150 * 1024, f"peak RSS {peak_kib} KiB for 200 MB of stdin"

@@ -227,3 +227,79 @@ def test_read_commands_open_the_journal_read_only_and_never_make_one(tmp_path: P
     both = unstuck("journal", "resume", "t1", "--journal", str(tmp_path / "j.db"), "--committed", "t1:0",
                    "--absent", "t1:0")
     assert both.returncode == 2 and "both committed and absent" in both.stderr
+
+
+def _journal_with_messages(path: Path) -> None:
+    """A closed journal with one turn whose 200 checkpointed messages span several pages."""
+    with Journal(path) as journal:
+        journal.begin_turn("t1", "book orders", unattended=True, guarded=True)
+        journal.checkpoint("t1", steps=[], messages=[json.dumps({"role": "user", "content": "m" * 900})] * 200,
+                           first_seq=0)
+
+
+def test_a_damaged_journal_is_refused_at_open_before_anything_is_written(tmp_path: Path) -> None:
+    from test_sqlite_store import damage_page
+
+    path = tmp_path / "j.db"
+    _journal_with_messages(path)
+    damage_page(path, "messages")
+    # the damage is where a new turn's row is not: plain SQLite would still take one
+    spare = tmp_path / "copy.db"
+    spare.write_bytes(path.read_bytes())
+    with sqlite3.connect(spare) as db:
+        db.execute("INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at) "
+                   "VALUES ('t2', 'x', 'running', 1, 1, 0)")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match=r"is damaged \(PRAGMA quick_check: .+\); it was left untouched") as caught:
+        Journal(path)
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == before
+    proc = unstuck("run", "gh_logged_out", "--agent", "improviser", "--unattended", "--journal", str(path))
+    assert proc.returncode == 1 and "is damaged" in proc.stderr and "journaled as turn" not in proc.stdout
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_journal_deleted_or_replaced_during_the_run_fails_the_turn_naming_it(tmp_path: Path, how: str) -> None:
+    import os
+
+    path = tmp_path / "j.db"
+
+    @tool(effect=Effect.READ)
+    def tidy() -> str:
+        """Removes or replaces the journal file under the running turn."""
+        if how == "deleted":
+            path.unlink()
+        else:
+            Journal(tmp_path / "fresh.db").close()
+            os.replace(tmp_path / "fresh.db", path)
+        return "tidied"
+
+    model = PlaybackModel([("tidy", {}), "tidied up"])
+    with Journal(path) as journal, pytest.raises(JournalError, match="replaced during the run") as caught:
+        run_turn("tidy up", model=model, tools=Toolset([tidy]), unattended=True, clock=VirtualClock(),
+                 journal=journal, turn_id="t1")
+    assert str(path) in str(caught.value)
+    assert ("was deleted" if how == "deleted" else "now names another file") in str(caught.value)
+
+
+def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_journaled(tmp_path: Path) -> None:
+    import shlex
+
+    journal, fresh, scenarios = tmp_path / "j.db", tmp_path / "fresh.db", tmp_path / "scenarios"
+    Journal(fresh).close()
+    scenarios.mkdir()
+    move = f"mv {shlex.quote(str(fresh))} {shlex.quote(str(journal))}"  # rename(2) over the open journal
+    (scenarios / "swap.yaml").write_text(
+        "name: swap_journal\ntitle: a step replaces the journal under the running turn\nrole: counter\n"
+        f"tags: [journal]\ntask: Tidy the folder.\nplan:\n  - {{tool: run_command, args: {{command: {json.dumps(move)}}}}}\n"
+        "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--agent", "compliant",
+                           "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal)],
+                          capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200",
+                                                                                         "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1
+    said = " ".join(proc.stderr.split())  # however the terminal wrapped it
+    assert f"{journal} was replaced during the run (the path now names another file)" in said
+    assert "journaled as turn" not in proc.stdout

@@ -4,14 +4,33 @@ period, with a check that nothing survives; real processes throughout."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from unstuck.leases import DEFAULT_WINDOW, descendants, reads_terminal, run_leased, waiting_program
+from unstuck.journal import process_alive
+from unstuck.leases import (
+    DEFAULT_OUTPUT_CAP,
+    DEFAULT_WINDOW,
+    OVERFLOW_FACTOR,
+    TRUNCATION_MARKER,
+    descendants,
+    drain_leases,
+    live_leases,
+    reads_terminal,
+    run_leased,
+    start_time,
+    tagged,
+    token_prefix,
+    waiting_program,
+)
+from unstuck.supervisor import leases_left
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -180,3 +199,91 @@ def test_a_pager_polling_its_terminal_is_waiting_too(tmp_path: Path) -> None:
     (tmp_path / "long.txt").write_text("".join(f"line {n}\n" for n in range(500)))
     lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
     assert lease.expired and lease.waiting_for_input == "more"
+
+
+# --- issue 12: output in bounded memory, start times from psutil ---
+
+def _proc_stat_start(pid: int) -> int:
+    """Field 22 of /proc/PID/stat (proc(5): starttime, clock ticks since boot), read here
+    independently of the code under test."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return int(raw[raw.rfind(")") + 2:].split()[19])
+
+
+def test_a_printer_that_never_stops_is_ended_at_once_in_bounded_memory_with_head_marker_and_tail(tmp_path: Path) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, getrusage(2)
+    started = time.monotonic()
+    lease = run_leased(["yes"], cwd=tmp_path, env=ENV, deadline_s=2.0, grace_s=0.5)
+    elapsed = time.monotonic() - started
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert elapsed < 2.5 and grown_mib < 50
+    assert lease.overflowed and not lease.expired and lease.survivors == () and lease.group in lease.terminated
+    half = DEFAULT_OUTPUT_CAP // 2  # yes(1) prints "y\n" forever: both halves are whole lines
+    assert lease.stdout_dropped >= (OVERFLOW_FACTOR - 1) * DEFAULT_OUTPUT_CAP
+    marker = TRUNCATION_MARKER.format(dropped=lease.stdout_dropped)
+    assert lease.stdout == "y\n" * (half // 2) + marker + "y\n" * (half // 2)
+
+
+def test_output_over_the_cap_keeps_its_head_and_tail_and_names_what_was_dropped(tmp_path: Path) -> None:
+    printed = "".join(f"{n}\n" for n in range(1, 2001))  # what seq(1) prints, 8893 bytes
+    lease = run_leased(["seq", "1", "2000"], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=1000)
+    dropped = len(printed) - 1000
+    assert (lease.exit_code, lease.expired, lease.overflowed, lease.stdout_dropped) == (0, False, False, dropped)
+    assert lease.stdout == printed[:500] + TRUNCATION_MARKER.format(dropped=dropped) + printed[-500:]
+
+
+def test_output_within_the_cap_is_kept_whole_and_a_character_cut_by_the_marker_is_not_garbled(tmp_path: Path) -> None:
+    whole = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=20)
+    assert (whole.stdout, whole.stdout_dropped) == ("é" * 10, 0)
+    cut = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=7)
+    head, _, tail = cut.stdout.partition(TRUNCATION_MARKER.format(dropped=20 - 7))
+    assert (head, tail) == ("é", "éé") and "\ufffd" not in cut.stdout  # 3 bytes kept: é and half of one
+
+
+def test_a_flood_on_stderr_ends_the_tree_too(tmp_path: Path) -> None:
+    lease = run_leased(["bash", "-c", "yes >&2"], cwd=tmp_path, env=ENV, deadline_s=5, output_cap=4096)
+    assert lease.overflowed and lease.stderr_dropped > (OVERFLOW_FACTOR - 1) * 4096 and lease.survivors == ()
+
+
+def test_an_output_cap_below_two_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="output_cap"):
+        run_leased(["true"], cwd=tmp_path, env=ENV, deadline_s=1, output_cap=1)
+
+
+def test_a_start_time_is_procs_field_22_and_names_one_process(tmp_path: Path) -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert start_time(child.pid) == _proc_stat_start(child.pid)
+        assert process_alive(child.pid, _proc_stat_start(child.pid))
+        assert not process_alive(child.pid, _proc_stat_start(child.pid) + 1)  # a later process with the same pid
+    finally:
+        child.kill()
+        child.wait()
+    assert start_time(child.pid) is None and not process_alive(child.pid, None)
+
+
+def test_a_running_lease_is_registered_and_a_drain_ends_it_and_its_background_jobs(tmp_path: Path) -> None:
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(
+        run_leased(["bash", "-c", "sleep 3600 & sleep 3600"], cwd=tmp_path, env=ENV, deadline_s=60)))
+    worker.start()
+    assert _until(lambda: len(tagged(token_prefix())) >= 3), "bash and its two sleeps"
+    (token, group), = live_leases().items()
+    tree = tagged(token)
+    assert token.startswith(token_prefix()) and group in tree
+    signalled = drain_leases()
+    worker.join(10)
+    assert set(tree) <= set(signalled) and not any(alive(p) for p in tree)
+    assert live_leases() == {} and not tagged(token_prefix())
+
+
+def test_the_supervisor_keeps_only_the_leases_still_live() -> None:
+    lines = [b"+ 7-a\n", b"g 7-a 100\n", b"+ 7-b\n", b"g 7-b 200\n", b"- 7-a\n", b"+ 7-c\n", b"garbage\n",
+             b"g 7-z 300\n"]
+    assert leases_left(lines) == {"7-b": 200, "7-c": 0}  # 7-z never started: its group line is not believed
+
+
+def test_the_supervisor_refuses_a_missing_or_bad_pid_with_usage() -> None:
+    for argv in ([], ["x"], ["0"], ["1", "2"]):
+        bad = subprocess.run([sys.executable, "-m", "unstuck.supervisor", *argv], capture_output=True, text=True)
+        assert bad.returncode == 2 and "usage: python -m unstuck.supervisor PID" in bad.stderr

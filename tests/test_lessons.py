@@ -200,3 +200,42 @@ def test_a_multi_line_unblock_recorded_again_is_reverified_not_superseded(tmp_pa
     with LessonStore(tmp_path / "l.db") as store:
         first, again = record(store, situation), record(store, situation)
         assert first == again and len(store.all()) == 1
+
+
+def test_a_damaged_store_is_refused_at_open_and_left_byte_for_byte(tmp_path: Path) -> None:
+    from test_sqlite_store import damage_page
+
+    path = tmp_path / "lessons.db"
+    with LessonStore(path) as store:
+        for n in range(40):  # enough rows for the knowledge table to span several pages
+            record(store, fingerprint=f"/usr/bin/gh|gh version 2.{n}.0")
+    damage_page(path, "knowledge")
+    before = path.read_bytes()
+    with pytest.raises(LessonStoreError, match=r"lessons\.db is damaged \(PRAGMA quick_check: .+\)"):
+        LessonStore(path)
+    assert path.read_bytes() == before
+
+
+def test_a_store_replaced_while_open_refuses_the_write_and_keeps_the_failure(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.db"
+    with LessonStore(path) as store:
+        record(store)
+        LessonStore(tmp_path / "other.db").close()
+        os.replace(tmp_path / "other.db", path)  # another process put a new store in its place
+        with pytest.raises(LessonStoreError, match="replaced during the run") as caught:
+            record(store, fingerprint="/usr/bin/gh|gh version 2.24.0")
+        assert str(path) in str(caught.value) and "now names another file" in str(caught.value)
+        assert store.failures == [str(caught.value)]  # kept once, though record() calls other methods
+
+
+def test_unstuck_run_reports_a_lesson_store_that_refuses_writes_and_fails(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.db"
+    LessonStore(path).close()
+    with sqlite3.connect(path) as db:  # every lesson write now fails in its FTS trigger (sqlite.org, "FTS5", 4.4.3)
+        db.execute("DROP TABLE knowledge_fts")
+    db.close()
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "gh_logged_out", "--agent", "improviser",
+                           "--unattended", "--lessons", str(path)], capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 3  # blocked, as the scenario is: the lesson error is reported besides
+    assert "error: --lessons: LessonStore.record on" in proc.stderr and "no such table" in proc.stderr

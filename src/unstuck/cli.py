@@ -8,6 +8,7 @@ exit 2 (typer's convention).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -20,13 +21,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from unstuck import __version__
-from unstuck.classify import Classification, Stage, explain_output
+from unstuck import __version__, leases
+from unstuck.classify import SCAN_HEAD_CHARS, SCAN_TAIL_CHARS, Classification, Stage, explain_output
 from unstuck.cli_bank import bank_app
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
+from unstuck.errors import UnstuckError
 from unstuck.evals.agents import AGENTS
 from unstuck.evals.casebook import CaseError, CaseScore, load_cases, score_cases
 from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
@@ -44,28 +46,36 @@ from unstuck.evals.runner import (
 )
 from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
 from unstuck.evals.sessions import SessionResult, run_sessions
-from unstuck.events import JsonLinesSink
+from unstuck.events import Event, JsonLinesSink
 from unstuck.faults.bank import BankError, FailureBank, load_bank
 from unstuck.journal import Journal, JournalError
 from unstuck.lessons import LessonStore, LessonStoreError
 from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
+from unstuck.readers import read_text_window
 from unstuck.second_opinion import Opinion, SecondOpinion
 from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
-from unstuck.text import clean_terminal_text
+from unstuck.text import for_terminal
 from unstuck.tools import ToolSpec
 
 __all__ = ["app", "main"]
 
 EXIT_BLOCKED = 3
 EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+#: The exit statuses, shown under each command's --help.
+EXIT_CODES = ("Exit status: 0 done; 1 failed (the turn, the harness, or the machine: a full or read-only "
+              "file); 2 a usage error (a bad option, a missing or malformed input file); 3 the turn ended "
+              "blocked (`unstuck run`).")
 
 app = typer.Typer(
     name="unstuck",
     help="Keep tool-using agents from getting stuck: stop, ask one precise question, remember.",
     no_args_is_help=True,
     add_completion=False,
+    epilog=EXIT_CODES,
 )
 app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
@@ -76,10 +86,11 @@ console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
 
 
-def _fail(message: str) -> typer.Exit:
-    """Print ``message`` (user text is escaped, never read as markup) and return the exit."""
-    err_console.print(f"[red]error:[/red] {escape(message)}")
-    return typer.Exit(EXIT_FAILED)
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``message`` on one line (user text is escaped, never read as markup) and return
+    the exit (a usage error unless ``code`` says otherwise)."""
+    err_console.print(f"[red]error:[/red] {escape(for_terminal(message))}", soft_wrap=True)
+    return typer.Exit(code)
 
 
 def _split(value: str | None, what: str) -> list[str] | None:
@@ -227,7 +238,7 @@ def _comparison_table(results: list[RunMetrics]) -> Table:
     return table
 
 
-@app.command("eval")
+@app.command("eval", epilog=EXIT_CODES)
 def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
@@ -333,7 +344,7 @@ def _eval_command(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command("run")
+@app.command("run", epilog=EXIT_CODES)
 def _run_command(
     scenario: Annotated[str, typer.Argument(help="A scenario name (see `unstuck scenarios`).")],
     agent: Annotated[str, typer.Option(help="Reference agent: " + ", ".join(AGENTS))] = "improviser",
@@ -362,17 +373,18 @@ def _run_command(
             raise _fail(f"{option} {path}: is a directory; give a file path")
     is_attended = console_can_ask() if attended is None else attended
     try:
-        sink = JsonLinesSink(events) if events is not None else None
+        sink = _EventsFile(events) if events is not None else None
     except OSError as exc:
-        raise _fail(f"--events {events}: {exc.strerror or exc}") from exc
+        raise _fail(f"--events {events}: {exc.strerror or exc}", EXIT_FAILED) from exc
     try:
         store = Journal(journal) if journal is not None else None
     except (JournalError, OSError) as exc:
-        raise _fail(f"--journal {journal}: {exc}") from exc
+        raise _fail(f"--journal {journal}: {exc}", EXIT_FAILED) from exc
     try:
         memory = LessonStore(lessons) if lessons is not None else None
     except (LessonStoreError, OSError) as exc:
-        raise _fail(f"--lessons {lessons}: {exc}") from exc
+        raise _fail(f"--lessons {lessons}: {exc}", EXIT_FAILED) from exc
+    leases.install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
     try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,
@@ -380,7 +392,11 @@ def _run_command(
             sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=store, lessons=memory,
         )
     except OSError as exc:
-        raise _fail(f"could not build the sandbox: {exc}") from exc
+        where = (f"--events {events}: " if sink is not None and exc.filename == sink.path
+                 else f"{exc.filename}: " if exc.filename else "could not build the sandbox: ")
+        raise _fail(f"{where}{exc.strerror or exc}", EXIT_FAILED) from exc
+    except (JournalError, LessonStoreError) as exc:  # a store damaged, full or replaced during the turn
+        raise _fail(str(exc), EXIT_FAILED) from exc
     finally:
         if sink is not None:
             sink.close()
@@ -388,6 +404,8 @@ def _run_command(
             store.close()
         if memory is not None:
             memory.close()
+    for failure in memory.failures if memory is not None else ():  # the turn went on without its lessons
+        err_console.print(f"[red]error:[/red] --lessons: {escape(failure)}")
     if store is not None:
         console.print(f"journaled as turn {result.turn_id} in {escape(str(journal))}", highlight=False)
     retries = sum(1 for s in result.steps if s.retry)
@@ -402,18 +420,18 @@ def _run_command(
         if result.cost_line:
             console.print(result.cost_line, highlight=False)
     elif result.answer:
-        console.print(result.answer, markup=False, highlight=False, soft_wrap=True)
+        console.print(for_terminal(result.answer), markup=False, highlight=False, soft_wrap=True)
     if result.error:
-        err_console.print(f"[red]error:[/red] {escape(result.error)}")
+        err_console.print(f"[red]error:[/red] {escape(for_terminal(result.error))}")
     if json_path is not None:
         write_json([metrics], json_path)
     if result.status is TurnStatus.BLOCKED:
         raise typer.Exit(EXIT_BLOCKED)
-    if result.status is not TurnStatus.DONE or metrics.outcome != "done":
+    if result.status is not TurnStatus.DONE or metrics.outcome != "done" or (memory is not None and memory.failures):
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command("scenarios")
+@app.command("scenarios", epilog=EXIT_CODES)
 def _scenarios_command(
     scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
 ) -> None:
@@ -425,7 +443,7 @@ def _scenarios_command(
     console.print(table)
 
 
-@app.command("classify")
+@app.command("classify", epilog=EXIT_CODES)
 def _classify_command(
     source: Annotated[Path | None, typer.Argument(help="A file of tool output; stdin when left out.")] = None,
     exit_code: Annotated[int | None, typer.Option(help="The tool's exit code.")] = None,
@@ -467,11 +485,14 @@ def _classify_command(
     if cases:
         _score_cases(cases, as_json, table)
         return
-    try:
-        raw = source.read_bytes() if source is not None else sys.stdin.buffer.read()
+    try:  # only what the classifier scans: its head and its tail (bounded memory, unstuck.readers)
+        if source is not None:
+            with source.open("rb") as stream:
+                text = read_text_window(stream, head_chars=SCAN_HEAD_CHARS, tail_chars=SCAN_TAIL_CHARS)
+        else:
+            text = read_text_window(sys.stdin.buffer, head_chars=SCAN_HEAD_CHARS, tail_chars=SCAN_TAIL_CHARS)
     except OSError as exc:
-        raise _fail(f"{source}: {exc.strerror or exc}") from exc
-    text = raw.decode("utf-8", errors="replace")
+        raise _fail(f"{source or 'stdin'}: {exc.strerror or exc}") from exc
     reader: ToolSpec | str = ToolSpec(tool_name, lambda: None, document_output=True) if document else tool_name
     found = explain_output(reader, {}, text, exit_code=exit_code, http_status=http_status, table=table)
     situation = found.situation
@@ -499,20 +520,20 @@ def _classify_command(
     else:
         flags = [name for name in ("interactive", "retryable") if getattr(situation, name)]
         console.print(
-            f"{situation.kind.value} ({situation.kind_class.value}) on {escape(clean_terminal_text(situation.subject))}"
+            f"{situation.kind.value} ({situation.kind_class.value}) on {escape(for_terminal(situation.subject))}"
             + (f" · {', '.join(flags)}" if flags else "")
             + (f" · retry after {situation.retry_after_s:g} s" if situation.retry_after_s is not None else ""),
             highlight=False,
         )
         if situation.detail:
-            console.print(f"evidence: {clean_terminal_text(situation.detail)}", markup=False, highlight=False)
+            console.print(f"evidence: {for_terminal(situation.detail)}", markup=False, highlight=False)
         if situation.suggestion:
-            console.print(f"the tool suggests: {clean_terminal_text(situation.suggestion)}", markup=False,
+            console.print(f"the tool suggests: {for_terminal(situation.suggestion)}", markup=False,
                           highlight=False)
     if opinion is not None:
         said = (f"second opinion ({second_opinion}): {opinion.situation.kind.value}" if opinion.situation is not None
                 else f"second opinion ({second_opinion}) not used: {opinion.problem}")
-        console.print(clean_terminal_text(said), markup=False, highlight=False)
+        console.print(for_terminal(said), markup=False, highlight=False)
     if explain:
         _print_explanation(found)
 
@@ -525,12 +546,12 @@ def _print_explanation(found: Classification) -> None:
         console.print("decided by: nothing matched; an unrecognised failure stays execution_error (inferred)",
                       highlight=False)
     else:
-        console.print(f"decided by: {decided.stage.value} · {clean_terminal_text(decided.rule)}", markup=False,
+        console.print(f"decided by: {decided.stage.value} · {for_terminal(decided.rule)}", markup=False,
                       highlight=False)
-        console.print(f"source: {clean_terminal_text(decided.source)}", markup=False, highlight=False)
+        console.print(f"source: {for_terminal(decided.source)}", markup=False, highlight=False)
     console.print(f"read as: {'a failure' if found.failed else 'not a failure'}", highlight=False)
     for item in found.evidence:
-        console.print(f"  {item.what}: {clean_terminal_text(item.excerpt)}", markup=False, highlight=False)
+        console.print(f"  {item.what}: {for_terminal(item.excerpt)}", markup=False, highlight=False)
 
 
 def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
@@ -585,6 +606,42 @@ def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
         console.print(summary)
 
 
+class _EventsFile:
+    """A :class:`JsonLinesSink` whose write failures say they were the events file's (a
+    full device is not a sandbox that could not be built)."""
+
+    def __init__(self, path: Path) -> None:
+        self._sink = JsonLinesSink(path)
+        self.path = str(path)
+
+    def emit(self, item: Event) -> None:
+        try:
+            self._sink.emit(item)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self.path) from exc
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):  # the failed write was reported already
+            self._sink.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        where = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+        return f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}"
+    return str(exc)
+
+
 def main() -> None:
-    """Entry point of the ``unstuck`` console script."""
-    app()
+    """Entry point of the ``unstuck`` console script: every error unstuck raises on purpose
+    (:class:`unstuck.errors.UnstuckError`, exit 2) and every OSError of the machine (a full or
+    read-only file, exit 1) ends the command with one line naming what and where, never a
+    traceback."""
+    try:
+        app(standalone_mode=True)
+    except UnstuckError as exc:
+        err_console.print(f"[red]error:[/red] {escape(for_terminal(_one_line(exc)))}", soft_wrap=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        err_console.print(f"[red]error:[/red] {escape(for_terminal(_one_line(exc)))}", soft_wrap=True)
+        sys.exit(EXIT_FAILED)

@@ -13,6 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from unstuck.journal import IntentState, Journal, JournalError
+from unstuck.readers import ReadError, parse_json
+from unstuck.text import for_terminal
+
+
+def _shown(text: str) -> str:
+    """Text for the terminal: control and escape sequences removed, rich markup escaped."""
+    return escape(for_terminal(text))
 
 __all__ = ["DEFAULT_JOURNAL", "journal_app"]
 
@@ -29,17 +36,27 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 def _open(path: Path, *, readonly: bool = True) -> Journal:
     if not path.exists():
-        err_console.print(f"[red]error:[/red] no journal at {escape(str(path))}")
+        err_console.print(f"[red]error:[/red] no journal at {_shown(str(path))}")
         raise typer.Exit(2)
     try:
         return Journal(path, readonly=readonly)
     except JournalError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
         raise typer.Exit(2) from None
 
 
+def _arguments(text: str) -> object:
+    """A call's arguments as JSON when they are JSON (depth-limited, :mod:`unstuck.readers`),
+    else the text itself: a model can send arguments that are not JSON, and the journal keeps
+    them as sent."""
+    try:
+        return parse_json(text, where="arguments")
+    except ReadError:
+        return text
+
+
 def _damaged(path: Path, exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(str(path))} is damaged: {escape(str(exc))}")
+    err_console.print(f"[red]error:[/red] {_shown(str(path))} is damaged: {_shown(str(exc))}")
     return typer.Exit(2)
 
 
@@ -63,7 +80,7 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
     for t, intents in rows:
         held = sum(i.state is IntentState.HELD for i in intents)
         table.add_row(t.turn_id, t.status, str(t.checkpoint_step + 1), str(len(intents)), str(held),
-                      escape(t.task[:70]))
+                      _shown(t.task[:70]))
     console.print(table)
 
 
@@ -75,7 +92,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         try:
             header = j.turn(turn)
         except JournalError as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
             raise typer.Exit(2) from None
         try:
             steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
@@ -84,31 +101,31 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
     if as_json:
         typer.echo(json.dumps({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
-            "steps": [{"index": s.index, "tool": s.call.tool, "arguments": json.loads(s.call.arguments_json),
+            "steps": [{"index": s.index, "tool": s.call.tool, "arguments": _arguments(s.call.arguments_json),
                        "subject": s.subject, "ok": s.ok, "kind": s.situation.kind.value if s.situation else None,
                        "decision": s.decision.value, "injected": s.injected} for s in steps],
-            "intents": [{"effect_ref": i.effect_ref, "tool": i.tool, "arguments": json.loads(i.arguments_json),
+            "intents": [{"effect_ref": i.effect_ref, "tool": i.tool, "arguments": _arguments(i.arguments_json),
                          "state": i.state.value, "settled_by": i.settled_by} for i in intents],
             "validations": [{"name": n, "verdict": v, "evidence": e} for n, v, e in validations],
         }, indent=2))
         return
-    console.print(f"turn {header.turn_id} · {header.status} · {escape(header.task)}")
+    console.print(f"turn {header.turn_id} · {header.status} · {_shown(header.task)}")
     if header.error:
-        console.print(f"error: {escape(header.error)}")
+        console.print(f"error: {_shown(header.error)}")
     table = Table("step", "tool", "subject", "ok", "situation", "decision", "arguments", title="steps")
     for s in steps:
         kind = s.situation.kind.value if s.situation else "-"
-        table.add_row(str(s.index), s.call.tool, escape(s.subject), "yes" if s.ok else "no", kind, s.decision.value,
-                      escape(s.call.arguments_json[:60]) + (" [injected]" if s.injected else ""))
+        table.add_row(str(s.index), s.call.tool, _shown(s.subject), "yes" if s.ok else "no", kind, s.decision.value,
+                      _shown(s.call.arguments_json[:60]) + (" [injected]" if s.injected else ""))
     console.print(table)
     if intents:
         itable = Table("effect_ref", "tool", "state", "settled by", "arguments", title="effect intents")
         for i in intents:
-            itable.add_row(i.effect_ref, i.tool, i.state.value, escape(i.settled_by or "-"),
-                           escape(i.arguments_json[:60]))
+            itable.add_row(i.effect_ref, i.tool, i.state.value, _shown(i.settled_by or "-"),
+                           _shown(i.arguments_json[:60]))
         console.print(itable)
     for name, verdict, evidence in validations:
-        console.print(f"validator {escape(name)}: {verdict}" + (f" ({escape(evidence)})" if evidence else ""))
+        console.print(f"validator {_shown(name)}: {verdict}" + (f" ({_shown(evidence)})" if evidence else ""))
 
 
 @journal_app.command("resume")
@@ -119,44 +136,49 @@ def _resume(
         "--committed", help="An effect_ref whose effect you checked did happen (repeatable).")] = None,
     absent: Annotated[list[str] | None, typer.Option(
         "--absent", help="An effect_ref whose effect you checked did not happen (repeatable).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Settle although the turn's owner runs in another machine or pid namespace "
+        "(only once you know it is gone).")] = False,
 ) -> None:
     """Settle a turn's unsettled effect intents as you decide, then say what is left.
 
     unstuck never guesses whether an interrupted side effect happened: a person (or a
     resolver in code) says so. `--committed` records it as done, so it is never repeated;
     `--absent` lets the program that owns the tools run it again when it resumes the turn
-    (`unstuck.resume.resume_turn`).
+    (`unstuck.resume.resume_turn`). Refused while the process running the turn is alive
+    (it may still be making the effect).
     """
     both = set(committed or []) & set(absent or [])
     if both:
-        err_console.print(f"[red]error:[/red] {escape(', '.join(sorted(both)))} cannot be both committed and absent")
+        err_console.print(f"[red]error:[/red] {_shown(', '.join(sorted(both)))} cannot be both committed and absent")
         raise typer.Exit(2)
     with _open(journal, readonly=False) as j:
         try:
             header = j.turn(turn)
         except JournalError as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
             raise typer.Exit(2) from None
         open_intents = {i.effect_ref: i for i in j.intents(turn) if i.state is not IntentState.COMMITTED}
         for ref in [*(committed or []), *(absent or [])]:
             if ref not in open_intents:
                 known = ", ".join(open_intents) or "none"
-                err_console.print(f"[red]error:[/red] {escape(ref)} is not an unsettled intent of {turn}; "
-                                  f"unsettled: {escape(known)}")
+                err_console.print(f"[red]error:[/red] {_shown(ref)} is not an unsettled intent of {turn}; "
+                                  f"unsettled: {_shown(known)}")
                 raise typer.Exit(2)
         if header.status in ("done", "blocked", "failed") and not open_intents:
             console.print(f"turn {turn} ended {header.status}; it has no unsettled effect intent, nothing to resume")
             return
         committed, absent = sorted(set(committed or [])), sorted(set(absent or []))
-        for ref in committed:
-            j.record_receipt(ref, json.dumps({"resolved": "committed", "by": "user"}), settled_by="user")
-        for ref in absent:
-            j.mark_absent(ref)
+        try:
+            j.settle(turn, committed=committed, absent=absent, force=force)
+        except JournalError as exc:
+            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
+            raise typer.Exit(2) from None
         left = [i for i in j.intents(turn) if i.state is not IntentState.COMMITTED]
     console.print(f"turn {turn} ({header.status}): {len(committed or [])} marked committed, "
                   f"{len(absent or [])} marked absent")
     for i in left:
-        console.print(f"  {i.effect_ref} {i.tool} {escape(i.arguments_json[:60])}: {i.state.value}"
-                      + (f" ({escape(i.settled_by)})" if i.settled_by else ""))
+        console.print(f"  {i.effect_ref} {i.tool} {_shown(i.arguments_json[:60])}: {i.state.value}"
+                      + (f" ({_shown(i.settled_by)})" if i.settled_by else ""))
     if not left:
         console.print("every effect intent is settled; the program that owns the tools can resume the turn")

@@ -15,6 +15,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
+from unstuck.text import for_terminal
+
+
+def _shown(text: str) -> str:
+    """Text for the terminal: control and escape sequences removed, rich markup escaped."""
+    return escape(for_terminal(text))
 
 __all__ = ["lessons_app"]
 
@@ -32,15 +38,15 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 def _open(path: Path | None, *, readonly: bool = True) -> LessonStore:
     if path is None and readonly and not default_store_path().exists():
-        console.print(f"no lessons yet (no store at {escape(str(default_store_path()))})", highlight=False)
+        console.print(f"no lessons yet (no store at {_shown(str(default_store_path()))})", highlight=False)
         raise typer.Exit(0)
     if not (path or default_store_path()).exists():  # a read, or forgetting: never make a store for it
-        err_console.print(f"[red]error:[/red] no lesson store at {escape(str(path or default_store_path()))}")
+        err_console.print(f"[red]error:[/red] no lesson store at {_shown(str(path or default_store_path()))}")
         raise typer.Exit(2)
     try:
         return LessonStore(path, readonly=readonly)
     except (LessonStoreError, OSError) as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
         raise typer.Exit(2) from None
 
 
@@ -49,7 +55,7 @@ def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
     try:
         return action(store)
     except (LessonStoreError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(store.path))} is damaged: {escape(str(exc))}")
+        err_console.print(f"[red]error:[/red] {_shown(str(store.path))} is damaged: {_shown(str(exc))}")
         raise typer.Exit(2) from None
 
 
@@ -64,9 +70,9 @@ def _table(lessons: list[Lesson], title: str) -> Table:
     for lesson in lessons:
         state = "active" if lesson.active else (
             f"superseded by {lesson.superseded_by}" if lesson.superseded_by else "closed")
-        table.add_row(str(lesson.id), escape(lesson.signature.subject), lesson.signature.kind.value,
-                      escape(lesson.signature.tool), escape(lesson.unblock or "-"),
-                      escape(lesson.probe.tool if lesson.probe else "-"), _when(lesson.last_verified_at), state)
+        table.add_row(str(lesson.id), _shown(lesson.signature.subject), lesson.signature.kind.value,
+                      _shown(lesson.signature.tool), _shown(lesson.unblock or "-"),
+                      _shown(lesson.probe.tool if lesson.probe else "-"), _when(lesson.last_verified_at), state)
     return table
 
 
@@ -82,8 +88,13 @@ def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all",
         console.print(_table(lessons, "lessons" + (" (all)" if all_ else " (active)")))
 
 
+#: The largest lesson id: SQLite's INTEGER PRIMARY KEY is a signed 64-bit integer
+#: (sqlite.org, "Datatypes In SQLite", 2.1 "Storage Classes"). A larger one is a usage error.
+_MAX_ID = 2**63 - 1
+
+
 @lessons_app.command("show")
-def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store: StoreOption = None,
+def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, max=_MAX_ID)], store: StoreOption = None,
           as_json: JsonOption = False) -> None:
     """Show one lesson, whole."""
     with _open(store) as s:
@@ -97,11 +108,12 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store:
         return
     for key, value in data.items():
         shown = _when(value) if key.endswith("_at") and isinstance(value, float) else value
-        console.print(f"{key}: {escape(str(shown))}", highlight=False)
+        console.print(f"{key}: {_shown(str(shown))}", highlight=False)
 
 
 @lessons_app.command("forget")
-def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.")], store: StoreOption = None) -> None:
+def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, max=_MAX_ID)],
+            store: StoreOption = None) -> None:
     """Close a lesson (its row is kept, marked forgotten)."""
     with _open(store, readonly=False) as s:
         if _read(s, lambda x: x.get(lesson_id)) is None:

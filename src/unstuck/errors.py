@@ -23,7 +23,9 @@ Errors::
     ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank
     ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
-    └── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
+    ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
+    └── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
+                                           not UTF-8, not JSON/YAML or nested too deeply
 
     ValueError (documented exception)      unstuck.situations.validate_situation: a malformed
                                            declared situation (unknown kind, missing subject,

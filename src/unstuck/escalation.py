@@ -19,6 +19,7 @@ from typing import Any
 
 from unstuck import prompts
 from unstuck.situations import Kind, Situation
+from unstuck.text import for_terminal, quote_evidence
 
 __all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation"]
 
@@ -77,13 +78,20 @@ class Escalation:
     @property
     def text(self) -> str:
         """The three parts as the user reads them, one per line, plus unstuck's refusals and
-        any closing error."""
-        lines = [f"Blocked: {self.blocked}", f"You need to: {self.user_action}", f"Then: {self.next_step}"]
+        any closing error.
+
+        Each part is made safe to show (:func:`unstuck.text.for_terminal`: no control or escape
+        sequence, no bidirectional override) and kept on its one line (a line break inside a
+        part becomes a space), so no text inside a part can move the cursor, hide the "You
+        need to:" line or add a line that looks like one of unstuck's. :meth:`to_dict` keeps
+        every field exact."""
+        lines = [f"Blocked: {_one_line(self.blocked)}", f"You need to: {_one_line(self.user_action)}",
+                 f"Then: {_one_line(self.next_step)}"]
         if self.refused:
-            shown = [prompts.excerpt(r.removeprefix("Not executed: "), 160) for r in self.refused]
+            shown = [prompts.excerpt(for_terminal(r.removeprefix("Not executed: ")), 160) for r in self.refused]
             lines.append(prompts.REFUSED_BESIDE.format(refusals=" | ".join(shown)))
         if self.closing_error is not None:
-            lines.append(f"(The agent's own next step could not be written: {self.closing_error})")
+            lines.append(f"(The agent's own next step could not be written: {_one_line(self.closing_error)})")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, object]:
@@ -108,6 +116,11 @@ class Escalation:
                        tuple(map(str, raw.get("refused", []))))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved escalation is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _one_line(part: str) -> str:
+    """``part`` safe for a terminal (:func:`unstuck.text.for_terminal`) and on one line."""
+    return " ".join(line.strip() for line in for_terminal(part).strip().split("\n") if line.strip())
 
 
 def build_escalation(
@@ -143,7 +156,7 @@ def build_escalation(
     blocked = prompts.what_is_blocked(situation)
     action = prompts.user_action(situation)
     if reason.value in prompts.STUCK_WHAT:
-        quoted = f"“{prompts.excerpt(evidence or situation.detail, 300)}”"
+        quoted = quote_evidence(evidence or situation.detail, 300)
         blocked = prompts.STUCK_WHAT[reason.value].format(count=count, evidence=quoted, subject=situation.subject)
         action = prompts.STUCK_ACTION.get(reason.value, action)
     return Escalation(

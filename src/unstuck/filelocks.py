@@ -20,6 +20,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import psutil
+
 from unstuck.declare import LockHolder
 
 __all__ = ["LOCK_TYPES", "PROC_LOCKS", "lock_holders", "parse_proc_locks"]
@@ -50,11 +52,14 @@ def parse_proc_locks(text: str) -> list[tuple[int, int, int, LockHolder]]:
 
 
 def _command(pid: int) -> str:
+    """The holder's program name (psutil's ``Process.name``: ``/proc/PID/comm``, completed
+    from the command line when the kernel cut it at 15 bytes); ``"unknown"`` for no pid (an
+    ``OFDLCK``), ``"?"`` when the process cannot be read."""
     if pid <= 0:
         return "unknown"
     try:
-        return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip() or "?"
-    except OSError:
+        return psutil.Process(pid).name() or "?"
+    except psutil.Error:
         return "?"
 
 

@@ -63,7 +63,7 @@ from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
 from unstuck.shell import Waits
-from unstuck.situations import Kind, KindClass, Probe, Situation, validate_situation
+from unstuck.situations import Kind, KindClass, Probe, Situation, Source, validate_situation
 from unstuck.tools import Effect, ToolCall, ToolResult, Toolset, ToolSpec, normalize_result
 from unstuck.waiting import non_interactive_fix
 
@@ -78,6 +78,10 @@ REPLY_WAIT_S = 30.0
 #: framework reports for a tool the guard does not know, a hand-off say, is assessed as given).
 _NO_SUCH_TOOL = object()
 _UNKNOWN_TOOL = "UnknownTool"
+#: What the model gets for a write it asks for again after a resume reported it made already.
+_HELD_WRITE_REFUSAL = ("Not executed: this exact {tool} call already took effect before an interruption "
+                       "(effect {ref}); unstuck does not make the same effect twice. If it must happen again, "
+                       "stop and say so: a person decides.")
 #: Words that take back a "yes" in the route-around check ("Yes, but I could not list them").
 _HEDGES = frozenset({"but", "not", "no", "however", "although", "couldn't", "cannot", "can't", "partly", "partially"})
 #: What a call after the escalation gets (the latch).
@@ -108,7 +112,7 @@ _SAVED_TYPES: Mapping[str, type | tuple[type, ...]] = {
     "escalation": (dict, type(None)), "escalated_blocker": (dict, type(None)), "escalated_at": (list, type(None)),
     "replies": int, "reply": (dict, type(None)), "done": list, "retrying": dict, "waited": dict, "intents": dict,
     "runs": (dict, type(None)), "cited": dict, "noted": dict, "setup_checked": list, "saved_steps": int,
-    "last_ref": str, "lessons_checked": list,
+    "last_ref": str, "lessons_checked": list, "held_writes": dict,
 }
 
 
@@ -211,8 +215,15 @@ class Guard:
             closing model call with tools withheld; it gets the draft escalation and returns
             a sentence, or raises (the error is shown in the question, never hidden).
         validators: postconditions on the world, checked by :meth:`end` before ``done``.
+        held_writes: calls never to run again in this turn, by :func:`unstuck.policy.call_key`
+            (tool and canonical arguments), each with the ``effect_ref`` of the intent that
+            already made the effect: a resumed turn passes those reported to the model as
+            "not repeated" (:func:`unstuck.resume.resume_turn`). Such a call is refused
+            before dispatch (a refusal the policy counts like any other), never run.
 
     Attributes:
+        held_writes: as the argument; :func:`unstuck.resume.resume_turn` sets it once it
+            has settled the interrupted reply.
         escalation: the turn's question once it escalated (the latch: every later call is
             refused), else ``None``; :meth:`answer` lifts it.
         state: the policy's :class:`~unstuck.policy.RecoveryState` (budgets, open blockers).
@@ -233,7 +244,7 @@ class Guard:
         turn_id: str | None = None, journal: Journal | None = None, lessons: LessonStore | None = None,
         fingerprint: Callable[[str], str] | None = None, second_opinion: SecondOpinion | None = None,
         jitter: random.Random | None = None, closer: Callable[[Escalation], str] | None = None,
-        validators: Sequence[Validator] = (),
+        validators: Sequence[Validator] = (), held_writes: Mapping[str, str] | None = None,
     ) -> None:
         if fingerprint is not None and not callable(fingerprint):
             raise TypeError(f"fingerprint must be a function of a subject returning a string, got {fingerprint!r}")
@@ -246,6 +257,7 @@ class Guard:
         self.journal = journal
         self.second_opinion, self.jitter, self.closer = second_opinion, jitter, closer
         self.validators = tuple(validators)
+        self.held_writes: Mapping[str, str] = dict(held_writes or {})
         self.keeper: LessonKeeper | None = None
         if lessons is not None:
             self.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: self.emit(
@@ -463,6 +475,13 @@ class Guard:
                 without_wait=without_wait,
                 credential_changes=self._credential_changes(arguments, spec) if self.state.open_blockers else (),
             )
+            held_ref = self.held_writes.get(policy.call_key(call)) if self.held_writes else None
+            if held_ref is not None and not isinstance(decision, policy.Refuse):  # an effect made already: not again
+                held = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK,
+                                 detail=_HELD_WRITE_REFUSAL.format(tool=call.tool, ref=held_ref))
+                decision = policy.Refuse(call, held, held.detail)
+                if held.detail not in self.state.refusals:
+                    self.state = replace(self.state, refusals=(*self.state.refusals, held.detail)[:8])
             reply.begun.add(call.id)
             if isinstance(decision, policy.Refuse) and self.guarded:
                 self.emit(EventName.CALL_REFUSED, tool=call.tool, subject=subject, reason=decision.reason)
@@ -597,7 +616,7 @@ class Guard:
             return ToolResult(call.tool, False, f"No tool named {call.tool!r}. Available tools: {known}.",
                               error_type=_UNKNOWN_TOOL,
                               declared=Situation(Kind.INVALID_ARGS, call.tool, detail=f"unknown tool {call.tool!r}"))
-        return normalize_result(call.tool, raw)
+        return normalize_result(call.tool, raw, document=spec is not None and spec.document_output)
 
     def _subject(self, call: ToolCall, spec: ToolSpec | None) -> str:
         return spec.subject_of(call.arguments) if spec is not None else call.tool
@@ -1097,6 +1116,7 @@ class Guard:
                 "cited": {k: v.id for k, v in self.cited.items()}, "noted": {k: v.id for k, v in self.noted.items()},
                 "setup_checked": sorted(self.setup_checked), "saved_steps": self.saved_steps, "last_ref": self.last_ref,
                 "lessons_checked": sorted(self.keeper.checked) if self.keeper is not None else [],
+                "held_writes": dict(self.held_writes),
             })
 
     @classmethod
@@ -1161,6 +1181,7 @@ class Guard:
             guard.setup_checked = set(map(str, raw.get("setup_checked", [])))
             guard.saved_steps = int(raw.get("saved_steps", 0))
             guard.last_ref = str(raw.get("last_ref", ""))
+            guard.held_writes = {str(k): str(v) for k, v in raw.get("held_writes", {}).items()}
             if guard.keeper is not None:
                 guard.keeper.checked.update(map(str, raw.get("lessons_checked", [])))
                 for book, saved in ((guard.cited, raw.get("cited", {})), (guard.noted, raw.get("noted", {}))):

@@ -19,13 +19,22 @@ Storage: one SQLite file (path configurable), ``journal_mode=WAL`` and
 ``synchronous=FULL``, so every commit (an intent, a receipt, a step) is on disk before the
 call returns; several processes may share the file (``busy_timeout`` 10 s). The file is
 marked with its own ``application_id``; a file that is not SQLite, or another program's
-database, is refused with :class:`JournalError` naming the path, never recreated.
+database, is refused with :class:`JournalError` naming the path, never recreated. A damaged
+file (``PRAGMA quick_check`` finds a problem) is refused at open, before anything is written
+to it; a file deleted or replaced while open (its path names another inode) fails the next
+write with :class:`JournalError` ("replaced during the run"), so a turn is never reported
+as journaled into a file nobody will read (:mod:`unstuck.sqlite_store`).
+
+Settling an intent (:meth:`Journal.settle`, a person's ``--committed``/``--absent``) takes
+the same ownership test as :meth:`Journal.claim`: it is refused while the turn's owner runs,
+so an owner that dies after the settle cannot run the effect twice.
 
 Errors::
 
     JournalError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign journal file; a
                                                 failed SQLite operation (path and operation named,
-                                                the sqlite3.Error as __cause__); unknown turn
+                                                the sqlite3.Error as __cause__); unknown turn; a
+                                                file replaced during the run; a live owner
 """
 
 from __future__ import annotations
@@ -43,10 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.errors import UnstuckError
+from unstuck.leases import start_time
 from unstuck.outcome import StepRecord
 from unstuck.policy import Action
 from unstuck.situations import Situation, validate_situation
-from unstuck.sqlite_store import clean_text, connect, describe, store_errors, write
+from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, store_errors, write
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -136,21 +146,14 @@ def process_identity(pid: int | None = None) -> tuple[int, int]:
 
 
 def _start_time(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-        return int(raw[raw.rfind(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    return start_time(pid)
 
 
 def process_alive(pid: int, start: int | None) -> bool:
-    """Whether the process ``pid`` started at ``start`` still runs (not a zombie)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    fields = raw[raw.rfind(")") + 2:].split()
-    return fields[0] != "Z" and (start is None or start == 0 or int(fields[19]) == start)
+    """Whether the process ``pid`` started at ``start`` (clock ticks since boot) still runs
+    (not a zombie); ``start`` ``None`` or 0: any process with that pid."""
+    found = start_time(pid)
+    return found is not None and (start is None or start == 0 or found == start)
 
 
 def arguments_digest(arguments_json: str) -> str:
@@ -236,10 +239,13 @@ class Journal:
         readonly: open for reading only (a read-only file or mount works; nothing is made).
 
     Raises:
-        JournalError: when the file is not SQLite, is another program's database, or is a
+        JournalError: when the file is not SQLite, is another program's database, is
+            damaged (``PRAGMA quick_check``; refused before anything is written), or is a
             journal of a newer schema; from any public method, when SQLite fails (the file
             damaged or removed while open, a full disk): the message names the path and the
-            method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`).
+            method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`);
+            from a write, when the path no longer names the file opened ("replaced during
+            the run").
     """
 
     def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False) -> None:
@@ -253,10 +259,25 @@ class Journal:
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = connect(self.path, readonly=readonly)
-            self._open()
+            problems = quick_check(self.path)
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+        if problems:
+            raise JournalError(f"{self.path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
+                               "it was left untouched")
+        try:
+            self._db = connect(self.path, readonly=readonly)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+        try:
+            self._identity = FileIdentity.of(self.path)
+            self._open()
+        except (sqlite3.Error, OSError) as exc:
+            self._db.close()
+            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+        except BaseException:
+            self._db.close()
+            raise
 
     def _open(self) -> None:
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
@@ -283,7 +304,11 @@ class Journal:
             self._db.execute("PRAGMA synchronous = FULL")
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return write(self._db)
+        return write(self._db, before_commit=self._still_in_place)
+
+    def _still_in_place(self) -> None:
+        self._identity.require_unchanged(
+            JournalError, "what this process wrote since is not in any journal a later command will read")
 
     def _point(self, name: str, ref: str) -> None:
         if self.on_point is not None:
@@ -325,21 +350,9 @@ class Journal:
             JournalError: for an unknown turn, one that ended, one whose owner still runs
                 (or may), or one another process claimed first.
         """
-        row = self._db.execute("SELECT status, owner_pid, owner_start, owner_host FROM turns WHERE turn_id = ?",
-                               (turn_id,)).fetchone()
-        if row is None:
-            raise JournalError(f"no turn {turn_id!r} in {self.path}")
-        status, pid, start, host = row
+        status, pid, start = self._owner_gone(turn_id, force=force, doing="resume")
         if status in ("done", "blocked", "failed"):
             raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
-        mine = (pid, start) == process_identity() and host == host_identity()
-        if pid is not None and not mine and not force:
-            here = host_identity()
-            if not here or host != here:
-                raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
-                                   "which cannot be checked from here; resume with force once you know it is gone")
-            if process_alive(pid, start):
-                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; resume it once that ends")
         me, my_start = process_identity()
         with self._write() as db:
             changed = db.execute(
@@ -349,6 +362,69 @@ class Journal:
             ).rowcount
         if changed != 1:
             raise JournalError(f"turn {turn_id} was claimed by another process first")
+
+    def _owner_gone(self, turn_id: str, *, force: bool, doing: str) -> tuple[str, int | None, int | None]:
+        """The turn's (status, owner pid, owner start) once its owner is known to be gone
+        (or is this process, or there is none); ``doing`` names the refused act.
+
+        Raises:
+            JournalError: for an unknown turn, or an owner that runs (or may: another
+                machine or pid namespace, unless ``force``).
+        """
+        row = self._db.execute("SELECT status, owner_pid, owner_start, owner_host FROM turns WHERE turn_id = ?",
+                               (turn_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"no turn {turn_id!r} in {self.path}")
+        status, pid, start, host = row
+        mine = (pid, start) == process_identity() and host == host_identity()
+        if pid is not None and not mine and not force:
+            here = host_identity()
+            if not here or host != here:
+                raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
+                                   f"which cannot be checked from here; {doing} with force once you know it is gone")
+            if process_alive(pid, start):
+                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} it once that ends")
+        return str(status), pid, start
+
+    def settle(self, turn_id: str, *, committed: Sequence[str] = (), absent: Sequence[str] = (),
+               force: bool = False) -> None:
+        """A person's word on intents of ``turn_id``: the effects of ``committed`` happened
+        (a receipt by ``"user"``: never repeated), those of ``absent`` did not
+        (:data:`USER_ABSENT`: a resume runs them again). Like :meth:`claim`, it requires
+        that nobody else owns the turn: it is refused while the owner's process runs (an
+        owner that died after the settle could otherwise run the effect a second time), and
+        an owner elsewhere is taken as alive unless ``force``. All refs are settled in one
+        transaction, under a compare-and-set on the owner: a resumer that claimed the turn
+        meanwhile wins and nothing is settled.
+
+        Raises:
+            JournalError: for an unknown turn, a live (or uncheckable) owner, a ref that is
+                in both lists, not an intent of this turn, or already committed; an owner
+                that changed meanwhile.
+        """
+        both = sorted(set(committed) & set(absent))
+        if both:
+            raise JournalError(f"{', '.join(both)} cannot be both committed and absent")
+        _, pid, start = self._owner_gone(turn_id, force=force, doing="settle its intents")
+        receipt = json.dumps({"resolved": "committed", "by": "user"})
+        with self._write() as db:
+            owner = db.execute("SELECT owner_pid, owner_start FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+            if owner is None or (owner[0], owner[1]) != (pid, start):
+                raise JournalError(f"turn {turn_id} was claimed by another process meanwhile; nothing was settled")
+            for ref in [*committed, *absent]:
+                row = db.execute("SELECT state FROM intents WHERE effect_ref = ? AND turn_id = ?",
+                                 (ref, turn_id)).fetchone()
+                if row is None:
+                    raise JournalError(f"{ref} is not an effect intent of turn {turn_id} in {self.path}")
+                if row[0] == IntentState.COMMITTED.value:
+                    raise JournalError(f"{ref} is already committed; it is never repeated")
+            now = time.time()
+            for ref in committed:
+                db.execute("UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ?"
+                           " WHERE effect_ref = ?", (IntentState.COMMITTED.value, receipt, now, "user", ref))
+            for ref in absent:
+                db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
+                           (IntentState.PREPARED.value, self.USER_ABSENT, ref))
 
     def record_decision(self, turn_id: str, after_step: int, action: str, subject: str) -> None:
         """Record a user's answer that changed the recovery state (``close`` or ``skip`` of a
@@ -412,12 +488,18 @@ class Journal:
     #: ``settled_by`` of an intent a person said did not happen: a resume runs it again.
     USER_ABSENT = "user:absent"
 
-    def mark_absent(self, ref: str) -> None:
+    def mark_absent(self, ref: str, *, force: bool = False) -> None:
         """A person checked that ``ref``'s effect did not happen: back to ``prepared``, so a
-        resumed turn runs the same intent (:data:`USER_ABSENT`)."""
-        with self._write() as db:
-            db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
-                       (IntentState.PREPARED.value, self.USER_ABSENT, ref))
+        resumed turn runs the same intent (:data:`USER_ABSENT`). :meth:`settle` of its
+        turn: refused while the turn's owner runs.
+
+        Raises:
+            JournalError: for an unknown ref, and as :meth:`settle`.
+        """
+        row = self._db.execute("SELECT turn_id FROM intents WHERE effect_ref = ?", (ref,)).fetchone()
+        if row is None:
+            raise JournalError(f"no effect intent {ref!r} in {self.path}")
+        self.settle(str(row[0]), absent=[ref], force=force)
 
     def hold(self, refs: Sequence[str], reason: str) -> None:
         """Mark intents held (nobody could say whether they happened), with the reason."""

@@ -4,9 +4,9 @@ a deadline (seed 002, "leases"; DESIGN.md: a hung prompt costs one deadline, nev
 Every process of the lease carries a token in its environment (``UNSTUCK_LEASE``), which
 children inherit. On expiry :func:`run_leased` ends the whole tree:
 
-1. it notes every process of the group, every descendant of the child (walking
-   ``/proc/*/stat`` by parent pid, so one that left the group with ``setsid`` is caught
-   while its parent lives), and every process carrying the token (so a double-forked
+1. it notes every process of the group, every descendant of the child (the process table
+   read with psutil, walked by parent pid, so one that left the group with ``setsid`` is
+   caught while its parent lives), and every process carrying the token (so a double-forked
    daemon, reparented away, is caught too, unless it cleared its environment);
 2. sends SIGTERM to the group and to each of them;
 3. waits ``grace_s`` seconds for them to exit;
@@ -22,6 +22,24 @@ Stdin is ``/dev/null`` unless the caller passes ``stdin_tty=True`` (attended run
 password or sign-in prompt reads end-of-file or waits on nothing and the deadline ends it.
 Output is read by two threads while the process runs (a full pipe never blocks it); what
 was printed before the kill is kept.
+
+**Output in bounded memory.** Each stream keeps at most ``output_cap`` bytes
+(:data:`DEFAULT_OUTPUT_CAP`, 1 MiB): its first half and its last half, kept while reading,
+with :data:`TRUNCATION_MARKER` naming the bytes dropped between them
+(:attr:`LeaseOutcome.stdout_dropped`). A stream past :data:`OVERFLOW_FACTOR` (16) times the
+cap ends the tree at once as at expiry (:attr:`LeaseOutcome.overflowed`): ``yes`` costs
+milliseconds and a few MiB, not its deadline and gigabytes.
+
+**However the caller ends.** Every lease running is in a registry (:func:`live_leases`).
+:func:`install_signal_drain` makes SIGTERM and SIGINT end them all (and every process left
+with one of this process's tokens) before the signal acts as before;
+:func:`start_supervisor` starts :mod:`unstuck.supervisor`, a process that outlives this one
+(SIGKILL included) and then ends what its leases left; :func:`install_containment` does
+both, for ``unstuck run``. A process that cleared its environment and left the tree is
+not found by any of these (that needs a cgroup).
+
+Start times (the identity of a process, with its pid) are clock ticks since boot
+(:func:`start_time`, from psutil).
 
 **On a terminal** (``terminal=True``, the PTY shell tool) the command gets a pseudo-terminal
 of its own (``os.openpty``) as its controlling terminal: its stdin and stdout are the pty's
@@ -62,22 +80,37 @@ import termios
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from types import FrameType
+from typing import IO, Any
+
+import psutil
 
 __all__ = [
     "DEFAULT_GRACE_S",
+    "DEFAULT_OUTPUT_CAP",
     "DEFAULT_WINDOW",
     "LEASE_ENV",
     "OUTPUT_GRACE_S",
+    "OVERFLOW_FACTOR",
+    "TRUNCATION_MARKER",
     "LeaseOutcome",
     "descendants",
+    "drain_leases",
+    "end_leases",
+    "install_containment",
+    "install_signal_drain",
     "is_terminal_device",
+    "live_leases",
     "reads_terminal",
     "run_leased",
+    "start_supervisor",
+    "start_time",
+    "stop_supervisor",
     "tagged",
+    "token_prefix",
     "waiting_program",
 ]
 
@@ -85,6 +118,14 @@ __all__ = [
 DEFAULT_GRACE_S = 2.0
 #: Seconds to wait for output still in flight after the command itself has exited.
 OUTPUT_GRACE_S = 0.5
+#: Bytes of each stream (stdout, stderr) a lease keeps: the first half and the last half of
+#: what was printed; what lies between is dropped and counted (1 MiB).
+DEFAULT_OUTPUT_CAP = 1 << 20
+#: A stream that prints more than this many times its cap is ended (its whole tree, as at
+#: expiry): a printer that never stops (``yes``) costs a few milliseconds, not its deadline.
+OVERFLOW_FACTOR = 16
+#: Put where dropped bytes were (``{dropped}``: how many).
+TRUNCATION_MARKER = "\n[unstuck: {dropped} bytes of output dropped here]\n"
 #: The terminal window a command on a pty gets: (rows, columns), a VT100's 24 by 80.
 DEFAULT_WINDOW = (24, 80)
 
@@ -104,6 +145,12 @@ class LeaseOutcome:
         waiting_for_input: at expiry, the program that was asleep reading its terminal (a
             pager waiting for a key, a prompt waiting for an answer), e.g. ``"less"``; ``None``
             when nothing was (a slow command, or the command ended in time).
+        overflowed: a stream printed more than ``OVERFLOW_FACTOR`` times its cap and the
+            tree was ended (as at expiry: ``terminated``, ``killed``, ``survivors``);
+            ``expired`` is then false.
+        stdout_dropped, stderr_dropped: bytes of each stream dropped between the head and
+            the tail kept (where :data:`TRUNCATION_MARKER` stands in the text); 0 when all
+            was kept.
     """
 
     exit_code: int
@@ -115,13 +162,80 @@ class LeaseOutcome:
     killed: tuple[int, ...] = ()
     survivors: tuple[int, ...] = ()
     waiting_for_input: str | None = None
+    overflowed: bool = False
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+
+class _Capture:
+    """What one stream printed, in bounded memory: the first ``cap // 2`` bytes and the last
+    ``cap - cap // 2``, with the count of the bytes between them dropped. Past
+    ``OVERFLOW_FACTOR * cap`` bytes in all it is ``overflowed`` and sets ``overflow`` (which
+    wakes the lease, which then ends the process)."""
+
+    def __init__(self, cap: int, overflow: threading.Event) -> None:
+        self._head_cap = cap // 2
+        self._tail_cap = cap - self._head_cap
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._limit = OVERFLOW_FACTOR * cap
+        self._wake = overflow
+        self.overflowed = False
+        self._lock = threading.Lock()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self.total += len(chunk)
+            room = self._head_cap - len(self._head)
+            if room > 0:
+                self._head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self._tail += chunk[-self._tail_cap:]
+                if len(self._tail) > self._tail_cap:
+                    del self._tail[:len(self._tail) - self._tail_cap]
+            if self.total > self._limit:
+                self.overflowed = True
+                self._wake.set()
+
+    @property
+    def dropped(self) -> int:
+        with self._lock:
+            return self.total - len(self._head) - len(self._tail)
+
+    def text(self, pty: bool = False) -> str:
+        """The head, a marker naming the bytes dropped (when any were), and the tail, decoded
+        as UTF-8 (invalid bytes replaced; a character cut by the marker is dropped)."""
+        with self._lock:
+            head, tail, dropped = bytes(self._head), bytes(self._tail), self.total - len(self._head) - len(self._tail)
+        if not dropped:
+            whole = (head + tail).decode("utf-8", errors="replace")
+            return whole.replace("\r\n", "\n") if pty else whole
+        first = head.decode("utf-8", errors="ignore") if _cut_at_end(head) else head.decode("utf-8", "replace")
+        while tail and tail[0] & 0xC0 == 0x80:  # continuation bytes of a character cut at the marker
+            tail = tail[1:]
+        last = tail.decode("utf-8", errors="replace")
+        whole = first + TRUNCATION_MARKER.format(dropped=dropped) + last
+        return whole.replace("\r\n", "\n") if pty else whole
+
+
+def _cut_at_end(data: bytes) -> bool:
+    """Whether ``data`` ends inside a UTF-8 character (its last lead byte wants more bytes
+    than follow it; RFC 3629 section 3)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:
+            wanted = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return wanted > back
+    return False
 
 
 class _Drain:
-    """Reads one pipe to its end in a daemon thread."""
+    """Reads one pipe to its end in a daemon thread into a :class:`_Capture`."""
 
-    def __init__(self, pipe: IO[bytes] | None) -> None:
-        self._chunks: list[bytes] = []
+    def __init__(self, pipe: IO[bytes] | None, capture: _Capture) -> None:
+        self.capture = capture
         self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
         self._thread.start()
 
@@ -130,20 +244,20 @@ class _Drain:
             return
         with contextlib.suppress(OSError, ValueError):
             for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
-                self._chunks.append(chunk)
+                self.capture.add(chunk)
 
     def text(self, grace_s: float) -> str:
         self._thread.join(grace_s)
-        return b"".join(list(self._chunks)).decode("utf-8", errors="replace")
+        return self.capture.text()
 
 
 class _TerminalDrain:
     """Reads a pty's master side in a daemon thread until every slave end is closed (the
     kernel then answers ``EIO``) or it is told to stop; closes the master when done."""
 
-    def __init__(self, master: int) -> None:
+    def __init__(self, master: int, capture: _Capture) -> None:
         self._master = master
-        self._chunks: list[bytes] = []
+        self.capture = capture
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -159,7 +273,7 @@ class _TerminalDrain:
                 chunk = os.read(self._master, 65536)
                 if not chunk:
                     return
-                self._chunks.append(chunk)
+                self.capture.add(chunk)
         except (OSError, ValueError):  # EIO: the last slave end closed
             return
 
@@ -168,7 +282,7 @@ class _TerminalDrain:
         self._stop.set()  # background jobs may hold the slave open: what came so far is kept
         self._thread.join()
         os.close(self._master)
-        return b"".join(self._chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return self.capture.text(pty=True)
 
 
 def _take_terminal() -> None:
@@ -215,7 +329,10 @@ def is_terminal_device(device: int) -> bool:
 
 def _tty_nr(pid: int) -> tuple[int, int] | None:
     """The controlling terminal from ``/proc/PID/stat`` field 7 as (major, minor) (proc(5):
-    minor in bits 31-20 and 7-0, major in bits 15-8), ``None`` for none."""
+    minor in bits 31-20 and 7-0, major in bits 15-8), ``None`` for none. Read here, not
+    with psutil: ``Process.terminal`` gives only a name, looked up in a map of ``/dev/pts``
+    that psutil builds once per process (psutil/_psposix.py ``get_terminal_map`` is
+    memoized), so a pty opened after the first call has no name."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
         tty_nr = int(raw[raw.rfind(")") + 2:].split()[4])
@@ -319,8 +436,11 @@ def reads_terminal(pid: int, device: int | None = None) -> bool:
 
     Never raises: a process that is gone or cannot be read is not waiting.
     """
-    row = _stat(pid)
-    if row is None or row[2] != "S":
+    proc = _process(pid)
+    try:
+        if proc is None or proc.status() != psutil.STATUS_SLEEPING:
+            return False
+    except psutil.Error:
         return False
     wanted = (os.major(device), os.minor(device)) if device is not None else None
     ctty = _tty_nr(pid)
@@ -377,44 +497,82 @@ def waiting_program(pids: Iterable[int], device: int | None = None) -> str | Non
     return None
 
 
-def _stat(pid: int) -> tuple[int, int, str, int] | None:
-    """(parent pid, process group, state, start time) from ``/proc/PID/stat``, or ``None``."""
+def _process(pid: int) -> psutil.Process | None:
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
-    try:
-        return int(fields[1]), int(fields[2]), fields[0], int(fields[19])
-    except (IndexError, ValueError):
+        return psutil.Process(pid)
+    except (psutil.Error, ValueError):
         return None
 
 
-def _table() -> dict[int, tuple[int, int, str, int]]:
-    rows: dict[int, tuple[int, int, str, int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (row := _stat(int(entry))) is not None:
-            rows[int(entry)] = row
+def _ticks(created: float) -> int:
+    """A start time in clock ticks since boot (``/proc/PID/stat`` field 22, proc(5)) from
+    psutil's seconds since the epoch (which is that field over ``SC_CLK_TCK`` plus the boot
+    time, psutil/_pslinux.py ``Process.create_time``)."""
+    return round((created - psutil.boot_time()) * _CLOCK_TICKS)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (with the pid, it names one
+    process: a pid reused later has another start time); ``None`` when there is no such
+    process (or it is a zombie)."""
+    proc = _process(pid)
+    if proc is None:
+        return None
+    try:
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return _ticks(proc.create_time())
+    except psutil.Error:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    ppid: int
+    pgrp: int
+    zombie: bool
+    start: int
+
+
+def _table() -> dict[int, _Row]:
+    """Every visible process: parent, process group, zombie or not, start time (psutil)."""
+    rows: dict[int, _Row] = {}
+    for proc in psutil.process_iter():
+        try:
+            with proc.oneshot():
+                row = _Row(proc.ppid(), os.getpgid(proc.pid), proc.status() == psutil.STATUS_ZOMBIE,
+                           _ticks(proc.create_time()))
+        except (psutil.Error, OSError):
+            continue
+        rows[proc.pid] = row
     return rows
 
 
 def descendants(pid: int, group: int | None = None) -> dict[int, int]:
     """Live processes under ``pid`` (by parent pid) and in process group ``group``, with
-    their start times (to tell a pid reused later from the same process). Zombies excluded."""
+    their start times (clock ticks since boot: tells a pid reused later from the same
+    process). Zombies excluded."""
     table = _table()
+    children: dict[int, list[int]] = {}
+    for child, row in table.items():
+        children.setdefault(row.ppid, []).append(child)
     found: dict[int, int] = {}
     frontier = [pid]
     while frontier:
-        parent = frontier.pop()
-        for child, (ppid, _pgrp, state, start) in table.items():
-            if ppid == parent and child not in found and state != "Z":
-                found[child] = start
+        for child in children.get(frontier.pop(), ()):
+            row = table[child]
+            if child not in found and not row.zombie:
+                found[child] = row.start
                 frontier.append(child)
-    for member, (_ppid, pgrp, state, start) in table.items():
-        if group is not None and pgrp == group and state != "Z":
-            found.setdefault(member, start)
-    if pid in table and table[pid][2] != "Z":
-        found.setdefault(pid, table[pid][3])
+    for member, row in table.items():
+        if group is not None and row.pgrp == group and not row.zombie:
+            found.setdefault(member, row.start)
+    if pid in table and not table[pid].zombie:
+        found.setdefault(pid, table[pid].start)
     return found
 
 
@@ -423,28 +581,24 @@ LEASE_ENV = "UNSTUCK_LEASE"
 
 
 def tagged(token: str) -> dict[int, int]:
-    """Live processes whose environment carries ``UNSTUCK_LEASE=token``, with start times."""
-    marker = f"{LEASE_ENV}={token}".encode()
+    """Live processes whose environment carries ``UNSTUCK_LEASE=token``, with start times;
+    a ``token`` ending in ``-`` matches every token it begins (all leases of one process)."""
     found: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for proc in psutil.process_iter():
         try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
+            value = proc.environ().get(LEASE_ENV)
+            if value is None or not (value == token or (token.endswith("-") and value.startswith(token))):
+                continue
+            with proc.oneshot():
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found[proc.pid] = _ticks(proc.create_time())
+        except (psutil.Error, OSError):
             continue
-        if marker in environ.split(b"\0") and (row := _stat(int(entry))) is not None and row[2] != "Z":
-            found[int(entry)] = row[3]
     return found
 
 
 def _alive(pids: Mapping[int, int]) -> dict[int, int]:
-    alive: dict[int, int] = {}
-    for pid, start in pids.items():
-        row = _stat(pid)
-        if row is not None and row[3] == start and row[2] != "Z":
-            alive[pid] = start
-    return alive
+    return {pid: start for pid, start in pids.items() if start_time(pid) == start}
 
 
 def _signal(group: int, pids: Sequence[int], signum: int) -> None:
@@ -500,6 +654,7 @@ def run_leased(
     stdin_tty: bool = False,
     terminal: bool = False,
     window: tuple[int, int] = DEFAULT_WINDOW,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
 ) -> LeaseOutcome:
     """Run ``argv`` in a new session and process group under a deadline (see the module doc).
 
@@ -513,6 +668,9 @@ def run_leased(
         terminal: run it on a pseudo-terminal of its own (stdin and stdout the pty, stderr a
             pipe; see the module doc).
         window: the pty's size as (rows, columns), with ``terminal``.
+        output_cap: bytes kept of each stream (head and tail halves, the rest dropped with
+            :data:`TRUNCATION_MARKER`); a stream past ``OVERFLOW_FACTOR`` times this ends the
+            tree (:attr:`LeaseOutcome.overflowed`).
 
     Returns:
         The :class:`LeaseOutcome`; the command's own exit when it ended in time; at expiry,
@@ -521,52 +679,77 @@ def run_leased(
     Raises:
         OSError: when the command cannot be started (not found, not executable), or no
             pseudo-terminal can be opened.
-        ValueError: when both ``stdin_tty`` and ``terminal`` are set, or ``window`` is not
-            two positive sizes below 65536.
+        ValueError: when both ``stdin_tty`` and ``terminal`` are set, ``window`` is not
+            two positive sizes below 65536, or ``output_cap`` is below 2.
     """
     if stdin_tty and terminal:
         raise ValueError("run_leased: stdin_tty (this process's terminal) and terminal (a pty of its own) "
                          "exclude each other")
-    token = f"{os.getpid()}-{uuid.uuid4().hex}"
+    if not isinstance(output_cap, int) or output_cap < 2:
+        raise ValueError(f"run_leased: output_cap must be a whole number of bytes, at least 2, got {output_cap!r}")
+    token = f"{token_prefix()}{uuid.uuid4().hex}"
     child_env = {**env, LEASE_ENV: token}
     device: int | None = None
+    overflow = threading.Event()
+    out_capture, err_capture = _Capture(output_cap, overflow), _Capture(output_cap, overflow)
     out_reader: _Drain | _TerminalDrain
-    if terminal:
-        proc, device, out_reader = _start_on_terminal(argv, cwd, child_env, window)
-    else:
-        proc = subprocess.Popen(
-            list(argv), cwd=cwd, env=child_env, stdin=None if stdin_tty else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            # attended: a new process group in this session, so /dev/tty (a password prompt) still works;
-            # unattended: a new session, with no terminal at all
-            start_new_session=not stdin_tty, process_group=0 if stdin_tty else None,
-        )
-        out_reader = _Drain(proc.stdout)
-    readers: list[_Drain | _TerminalDrain] = [out_reader, _Drain(proc.stderr)]
-    expired = False
+    with _REGISTRY.starting(token):
+        if terminal:
+            proc, device, out_reader = _start_on_terminal(argv, cwd, child_env, window, out_capture)
+        else:
+            proc = subprocess.Popen(
+                list(argv), cwd=cwd, env=child_env, stdin=None if stdin_tty else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                # attended: a new process group in this session, so /dev/tty (a password prompt) still works;
+                # unattended: a new session, with no terminal at all
+                start_new_session=not stdin_tty, process_group=0 if stdin_tty else None,
+            )
+            out_reader = _Drain(proc.stdout, out_capture)
+        _REGISTRY.started(token, proc)
+    readers: list[_Drain | _TerminalDrain] = [out_reader, _Drain(proc.stderr, err_capture)]
+    expired = overflowed = False
     waiting: str | None = None
     terminated: tuple[int, ...] = ()
     killed: tuple[int, ...] = ()
     survivors: tuple[int, ...] = ()
     try:
         try:
-            proc.wait(timeout=deadline_s)
+            _wait(proc, deadline_s, overflow)
         except subprocess.TimeoutExpired:
-            expired = True
-            waiting = waiting_program(_everything(proc, token), device)  # before anything is signalled
+            overflowed = out_capture.overflowed or err_capture.overflowed
+            expired = not overflowed
+            if expired:
+                waiting = waiting_program(_everything(proc, token), device)  # before anything is signalled
             terminated, killed, survivors = _end_tree(proc, grace_s, token)
     except BaseException:  # an interrupt while it runs ends the tree before it propagates
         _signal(proc.pid, list(_everything(proc, token)), signal.SIGKILL)
         if isinstance(out_reader, _TerminalDrain):
             out_reader.text(0.0)  # closes the pty
         raise
+    finally:
+        _REGISTRY.ended(token)
     out, err = (reader.text(OUTPUT_GRACE_S) for reader in readers)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    return LeaseOutcome(code, out, err, proc.pid, expired, terminated, killed, survivors, waiting)
+    return LeaseOutcome(code, out, err, proc.pid, expired, terminated, killed, survivors, waiting,
+                        overflowed, out_capture.dropped, err_capture.dropped)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline_s: float, wake: threading.Event) -> None:
+    """Wait for ``proc`` to exit; :class:`subprocess.TimeoutExpired` when ``deadline_s``
+    passes or ``wake`` is set (a stream overflowed) while it still runs."""
+    def reap() -> None:
+        with contextlib.suppress(Exception):
+            proc.wait()
+        wake.set()
+
+    threading.Thread(target=reap, daemon=True).start()
+    wake.wait(deadline_s)
+    if proc.poll() is None:
+        raise subprocess.TimeoutExpired(proc.args, deadline_s)
 
 
 def _start_on_terminal(
-    argv: Sequence[str], cwd: Path, env: dict[str, str], window: tuple[int, int]
+    argv: Sequence[str], cwd: Path, env: dict[str, str], window: tuple[int, int], capture: _Capture
 ) -> tuple[subprocess.Popen[bytes], int, _TerminalDrain]:
     """Start ``argv`` on a new pty as its controlling terminal: the process, the pty's device
     (``st_rdev``) and the reader of its master side."""
@@ -587,4 +770,217 @@ def _start_on_terminal(
         raise
     finally:
         os.close(slave)  # the child holds it now: the master reads EIO once the last holder is gone
-    return proc, device, _TerminalDrain(master)
+    return proc, device, _TerminalDrain(master, capture)
+
+
+# ----------------------------------------------------------------------------- the supervisor
+
+@dataclass(slots=True)
+class _Link:
+    owner: int  # the pid that started it: a forked child does not write to its parent's supervisor
+    proc: subprocess.Popen[bytes]
+    fd: int
+
+
+_LINK: list[_Link] = []
+
+
+def _supervisor_send(line: str) -> None:
+    """Tell the supervisor (when this process started one) a lease line; never raises (a
+    dead supervisor must not stop a tool)."""
+    link = _LINK[0] if _LINK else None
+    if link is None or link.owner != os.getpid():
+        return
+    with contextlib.suppress(OSError):
+        os.write(link.fd, line.encode("utf-8"))
+
+
+def start_supervisor() -> int:
+    """Start this process's supervisor (``python -m unstuck.supervisor``, see its module doc)
+    unless it runs already, and tell it the leases now live; returns its pid. It reads the
+    lease lines this process writes on a pipe, and when the pipe closes (this process
+    exits, however: the kernel closes a dead process's descriptors, even after SIGKILL) it
+    ends every process of the leases still live and every process carrying one of this
+    process's lease tokens, then exits.
+
+    Raises:
+        OSError: when the supervisor cannot be started.
+    """
+    with _REGISTRY.lock:
+        if _LINK and _LINK[0].owner == os.getpid() and _LINK[0].proc.poll() is None:
+            return _LINK[0].proc.pid
+        env = {k: v for k, v in os.environ.items() if k != LEASE_ENV}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "unstuck.supervisor", str(os.getpid())], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True,  # a terminal's Ctrl-C or a kill of this group does not reach it
+        )
+        assert proc.stdin is not None
+        _LINK[:] = [_Link(os.getpid(), proc, proc.stdin.fileno())]
+        for token, group in _REGISTRY.snapshot().items():
+            _supervisor_send(f"+ {token}\n" + (f"g {token} {group}\n" if group else ""))
+        return proc.pid
+
+
+def stop_supervisor(timeout_s: float = 5.0) -> int | None:
+    """Close the pipe to this process's supervisor (it then ends what is still live, as at
+    this process's death) and wait up to ``timeout_s`` seconds for it; its exit status, or
+    ``None`` when none was running or it did not exit in time."""
+    with _REGISTRY.lock:
+        link = _LINK.pop() if _LINK else None
+    if link is None or link.owner != os.getpid():
+        return None
+    assert link.proc.stdin is not None
+    link.proc.stdin.close()
+    try:
+        return link.proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def install_containment() -> int:
+    """What a command that runs turns (``unstuck run``) calls once at its start, from the
+    main thread: :func:`install_signal_drain` and :func:`start_supervisor` (whose pid it
+    returns), so the turn's tool processes end however the command ends: SIGTERM, SIGINT,
+    SIGKILL or a crash.
+
+    Raises:
+        OSError: when the supervisor cannot be started.
+        ValueError: when not called from the main thread.
+    """
+    install_signal_drain()
+    return start_supervisor()
+
+
+# ----------------------------------------------------------------------------- live leases
+
+class _Registry:
+    """The leases of this process still running: token -> process group (0 while starting).
+    Read by :func:`drain_leases` (a signal handler) and mirrored to the supervisor."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._live: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def starting(self, token: str) -> Iterator[None]:
+        with self.lock:  # a signal arriving here drains after the Popen, with the group known
+            self._live[token] = 0
+            _supervisor_send(f"+ {token}\n")
+            try:
+                yield
+            except BaseException:
+                self.ended(token)
+                raise
+
+    def started(self, token: str, proc: subprocess.Popen[bytes]) -> None:
+        with self.lock:
+            self._live[token] = proc.pid
+            _supervisor_send(f"g {token} {proc.pid}\n")
+
+    def ended(self, token: str) -> None:
+        with self.lock:
+            self._live.pop(token, None)
+            _supervisor_send(f"- {token}\n")
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self._live)
+
+
+_REGISTRY = _Registry()
+
+
+def live_leases() -> dict[str, int]:
+    """The leases of this process still running: their token and process group (0 for one
+    being started)."""
+    return _REGISTRY.snapshot()
+
+
+def end_leases(leases: Mapping[str, int], grace_s: float = 0.0, *, exclude: int | None = None) -> tuple[int, ...]:
+    """End every process of ``leases`` (token -> process group): the groups, the groups'
+    descendants, and every process carrying a token; SIGTERM, then after ``grace_s``
+    seconds SIGKILL to whatever is left (at once when ``grace_s`` is 0). Never raises.
+
+    Returns the pids signalled (sorted); ``exclude`` (this process by default) is never one."""
+    me = os.getpid() if exclude is None else exclude
+
+    def everything() -> dict[int, int]:
+        found: dict[int, int] = {}
+        for token, group in leases.items():
+            if group > 0:
+                found.update(descendants(group, group))
+            found.update(tagged(token))
+        found.pop(me, None)
+        return found
+
+    signalled: dict[int, int] = {}
+    for signum in (signal.SIGTERM, signal.SIGKILL) if grace_s > 0 else (signal.SIGKILL,):
+        for _ in range(3):
+            tree = everything()
+            if not tree and signum == signal.SIGTERM:
+                break
+            signalled.update(tree)
+            for group in {g for g in leases.values() if g > 0}:
+                with contextlib.suppress(OSError):
+                    os.killpg(group, signum)
+            for pid in tree:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+            if signum == signal.SIGTERM:
+                break
+            settle = time.monotonic() + 0.5
+            while _alive(tree) and time.monotonic() < settle:
+                time.sleep(0.01)
+            if not tree:
+                break
+        if signum == signal.SIGTERM and signalled:
+            settle = time.monotonic() + grace_s
+            while _alive(signalled) and time.monotonic() < settle:
+                time.sleep(0.02)
+    return tuple(sorted(signalled))
+
+
+def drain_leases() -> tuple[int, ...]:
+    """End every live lease of this process at once (SIGKILL; see :func:`end_leases`), and
+    every process left carrying one of this process's tokens (a background job a command
+    that ended in time left running): what a process about to die calls. Returns the pids
+    signalled."""
+    return end_leases({**_REGISTRY.snapshot(), token_prefix(): 0})
+
+
+def token_prefix(pid: int | None = None) -> str:
+    """What every lease token of process ``pid`` (this one by default) begins with; as a
+    token for :func:`tagged` or :func:`end_leases` it stands for all of them."""
+    return f"{os.getpid() if pid is None else pid}-"
+
+
+_INSTALLED: dict[int, signal.Handlers | Callable[[int, FrameType | None], Any] | int | None] = {}
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    drain_leases()
+    previous = _INSTALLED.get(signum)
+    if callable(previous):
+        previous(signum, frame)  # SIGINT: Python's default handler raises KeyboardInterrupt
+        return
+    if previous == signal.SIG_IGN:
+        return
+    signal.signal(signum, signal.SIG_DFL)  # die of the signal as before, with the leases ended
+    os.kill(os.getpid(), signum)
+
+
+def install_signal_drain(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> None:
+    """Make SIGTERM and SIGINT (or ``signals``) end every live lease of this process before
+    they act as before (the previous handler runs next: SIGINT still raises
+    KeyboardInterrupt; a signal that had its default disposition is delivered again with it,
+    so the process dies of it as before). Idempotent; call it from the main thread
+    (signal(2), Python's ``signal.signal``).
+
+    Raises:
+        ValueError: when called from another thread than the main one (Python's rule).
+    """
+    for signum in signals:
+        if signum in _INSTALLED:
+            continue
+        _INSTALLED[signum] = signal.signal(signum, _on_signal)

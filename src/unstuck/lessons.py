@@ -20,7 +20,11 @@ Storage: SQLite (WAL, ``busy_timeout`` 10 s, so several processes may write at o
 configurable, by default ``lessons.db`` in the user data directory (platformdirs); the
 ``knowledge`` table with FTS5 over its content. A file that is not SQLite, or another
 program's database, is refused with :class:`LessonStoreError` naming the path, and is never
-recreated over.
+recreated over. A damaged file (``PRAGMA quick_check``) is refused at open, before anything
+is written; a file deleted or replaced while open fails the next write ("replaced during
+the run"). Every :class:`LessonStoreError` a public method raised is also kept in
+:attr:`LessonStore.failures`, so a caller can report it after a turn whose lesson keeper
+carried on without lessons (:mod:`unstuck.sqlite_store`).
 
 Errors::
 
@@ -44,7 +48,8 @@ import platformdirs
 
 from unstuck.errors import UnstuckError
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
-from unstuck.sqlite_store import clean_text, connect, describe, store_errors, write
+from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, store_errors, write
+from unstuck.text import for_terminal
 
 __all__ = [
     "APPLICATION_ID",
@@ -163,16 +168,25 @@ class LessonStore:
     Args:
         path: the SQLite file; :func:`default_store_path` when ``None`` (folders made).
 
+    Attributes:
+        failures: the message of every :class:`LessonStoreError` a public method raised
+            since the store opened, in order (a damaged, unwritable or replaced store), for
+            the caller to show: the loop's lesson keeper swallows them and carries on.
+
     Raises:
-        LessonStoreError: when the file is not SQLite, is another program's database, has no
+        LessonStoreError: when the file is not SQLite, is another program's database, is
+            damaged (``PRAGMA quick_check``; refused before anything is written), has no
             FTS5, or is of a newer schema; from any public method, when SQLite fails (the
             file damaged or removed while open, a full disk): the message names the path and
-            the method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`).
+            the method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`);
+            from a write, when the path no longer names the file opened ("replaced during
+            the run").
     """
 
     def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
+        self.failures: list[str] = []
         if readonly and not self.path.is_file():
             raise LessonStoreError(f"no lesson store at {self.path}")
         if not readonly:
@@ -180,8 +194,17 @@ class LessonStore:
         last: sqlite3.Error | None = None
         for attempt in range(5):  # several processes making one new store at once: the losers wait and retry
             try:
+                problems = quick_check(self.path)
+                if problems:
+                    raise LessonStoreError(f"{self.path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
+                                           "it was left untouched")
                 self._db = connect(self.path, readonly=readonly)
-                self._open()
+                try:
+                    self._identity = FileIdentity.of(self.path)
+                    self._open()
+                except BaseException:
+                    self._db.close()
+                    raise
                 return
             except sqlite3.OperationalError as exc:
                 last = exc
@@ -191,6 +214,8 @@ class LessonStore:
             except sqlite3.Error as exc:
                 last = exc
                 break
+            except OSError as exc:
+                raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {exc}") from exc
         raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from last
 
     def _open(self) -> None:
@@ -220,7 +245,10 @@ class LessonStore:
             self._db.execute("PRAGMA journal_mode = WAL")
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return write(self._db)
+        return write(self._db, before_commit=self._still_in_place)
+
+    def _still_in_place(self) -> None:
+        self._identity.require_unchanged(LessonStoreError, "the lessons this process stored since are not in it")
 
     def close(self) -> None:
         """Close the file."""
@@ -359,8 +387,9 @@ class LessonStore:
 
 
 def _clean(text: str) -> str:
-    """Valid UTF-8 for SQLite (lone surrogates become U+FFFD) and one line."""
-    return clean_text(text).replace("\n", " ").replace("\r", " ")
+    """Valid UTF-8 for SQLite (lone surrogates become U+FFFD), no control or escape sequence
+    (:func:`unstuck.text.for_terminal`: a lesson is shown on terminals and in prompts), one line."""
+    return for_terminal(clean_text(text)).replace("\n", " ").replace("\t", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:

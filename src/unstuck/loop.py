@@ -17,6 +17,7 @@ escalation; situations are still recorded, so its cost can be measured against a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -195,10 +196,23 @@ class Conversation:
             raise
 
 
+#: Characters of one message's text the journal keeps (head and tail, half each); the rest is
+#: named by its length and SHA-256 digest, so a 100 MB tool output costs the journal 256 k.
+STORED_TEXT_CAP = 256_000
+
+
 def _stored(message: Message) -> Message:
-    """A message as the journal keeps it: its text redacted (:func:`unstuck.redact.redact`).
-    Tool calls keep their arguments exactly, so a resumed turn re-runs the very call."""
-    text = redact(message.content)
+    """A message as the journal keeps it: its text redacted (:func:`unstuck.redact.redact`)
+    and bounded (:data:`STORED_TEXT_CAP`). Tool calls keep their arguments exactly, so a
+    resumed turn re-runs the very call; a resumed model sees the bounded text."""
+    text = message.content
+    if len(text) > STORED_TEXT_CAP:
+        half = STORED_TEXT_CAP // 2
+        dropped = text[half:-half]
+        digest = hashlib.sha256(dropped.encode("utf-8", "surrogatepass")).hexdigest()
+        text = (f"{text[:half]}\n[… {len(dropped)} characters not journaled, sha256 {digest} …]\n"
+                f"{text[-half:]}")
+    text = redact(text)
     return message if text == message.content else replace(message, content=text)
 
 

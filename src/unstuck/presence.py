@@ -16,8 +16,10 @@ from typing import Protocol
 from rich.console import Console
 from rich.panel import Panel
 from rich.prompt import Confirm, Prompt
+from rich.text import Text
 
 from unstuck.escalation import Answer, Escalation
+from unstuck.text import for_terminal
 
 __all__ = ["Answer", "Asker", "ConsoleAsker", "ScriptedAsker", "console_can_ask"]
 
@@ -48,9 +50,12 @@ class ConsoleAsker:
 
     def ask(self, escalation: Escalation, *, note: str | None = None) -> Answer:
         """Show the escalation and read one of the three choices."""
-        self._console.print(Panel(escalation.text, title=f"unstuck: {escalation.subject} needs you"))
+        # tool and model text as plain Text: never read as rich markup ("[/]" raises, "[link=…]"
+        # writes an OSC 8 link), and stripped of escape sequences (unstuck.text.for_terminal)
+        title = Text(f"unstuck: {for_terminal(escalation.subject)} needs you")
+        self._console.print(Panel(Text(escalation.text), title=title))
         if note:
-            self._console.print(f"[yellow]{note}[/yellow]")
+            self._console.print(Text(for_terminal(note), style="yellow"))
         self._console.print("  [bold]1[/bold] I've done it   [bold]2[/bold] Skip it   [bold]3[/bold] Stop")
         while True:
             try:
@@ -65,14 +70,14 @@ class ConsoleAsker:
     def confirm(self, question: str) -> bool:
         """A yes/no question (``install_cli`` asks before it installs); end of input is no."""
         try:
-            return Confirm.ask(question, console=self._console, default=False)
+            return Confirm.ask(Text(for_terminal(question)), console=self._console, default=False)
         except (EOFError, KeyboardInterrupt):
             return False
 
     def prompt(self, question: str) -> str:
         """A free-text question (``request_user_input``); end of input is an empty answer."""
         try:
-            return Prompt.ask(question, console=self._console, default="")
+            return Prompt.ask(Text(for_terminal(question)), console=self._console, default="")
         except (EOFError, KeyboardInterrupt):
             return ""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from unstuck.situations import Kind, KindClass, Situation
+from unstuck.text import quote_evidence
 
 __all__ = [
     "BLOCKED_WHAT",
@@ -240,12 +241,14 @@ def user_action(situation: Situation) -> str:
 
 
 def what_is_blocked(situation: Situation) -> str:
-    """Rule 4, part 1: what is blocked, with the evidence's first line when there is one."""
+    """Rule 4, part 1: what is blocked, with the situation's detail (tool text) when there is
+    one, only as quoted evidence (:func:`unstuck.text.quote_evidence`: cleaned, one line, at
+    most 200 characters, its quotation marks neutralised)."""
     if situation.kind is Kind.NOT_INSTALLED and situation.location:
         return OFF_PATH_WHAT.format(subject=situation.subject, location=situation.location)
     template = BLOCKED_WHAT.get(situation.kind, BLOCKED_OTHER)
     what = template.format(subject=situation.subject, kind=situation.kind.value)
-    return f"{what} ({excerpt(situation.detail)})" if situation.detail else what
+    return f"{what} ({quote_evidence(situation.detail)})" if situation.detail.strip() else what
 
 
 def blocker_recovery(situation: Situation, remaining: int) -> str:
@@ -260,10 +263,11 @@ def blocker_recovery(situation: Situation, remaining: int) -> str:
 
 
 def guidance_for(situation: Situation) -> str:
-    """The prompt appended to a result with ``situation`` when no blocker is open on it."""
+    """The prompt appended to a result with ``situation`` when no blocker is open on it (its
+    detail only as quoted evidence, :func:`unstuck.text.quote_evidence`)."""
     # a retryable result (a held lock included) is one that waiting may fix
     kind_class = KindClass.TRANSIENT if situation.retryable else situation.kind_class
     template = GUIDANCE_BY_CLASS[kind_class]
     return template.format(
-        kind=situation.kind.value, subject=situation.subject, detail=excerpt(situation.detail)
+        kind=situation.kind.value, subject=situation.subject, detail=quote_evidence(situation.detail)
     )

@@ -98,14 +98,21 @@ def redact(text: str) -> str:
     result = text
     if "PRIVATE KEY" in result:
         result = _PRIVATE_KEY.sub(f"-----BEGIN PRIVATE KEY----- {MASK} -----END PRIVATE KEY-----", result)
-    if _HINT.search(result) is None:
+    if not _hinted(result):
         return text if result == text else result
     lines = result.split("\n")
     for index, line in enumerate(lines):
-        if _HINT.search(line) is not None:
+        if _hinted(line):
             lines[index] = _redact_line(line)
     result = "\n".join(lines)
     return text if result == text else result
+
+
+def _hinted(text: str) -> bool:
+    try:
+        return _HINT.search(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate (undecodable tool bytes): re2 reads UTF-8 only
+        return _HINT.search(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")) is not None
 
 
 def _redact_line(line: str) -> str:

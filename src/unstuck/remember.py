@@ -12,7 +12,10 @@ what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuc
   call's result. Lessons never add a tool, a permission or a command, and never skip a call
   without saying so;
 * after it escalated or the user answered, calls :meth:`LessonKeeper.remember`, which stores
-  a declared blocker unless the result that declared it reads as an injected instruction.
+  a declared blocker unless the result that declared it, its unblock or its detail holds an
+  injected instruction or a command that runs what it downloads (:func:`unsafe_to_remember`,
+  whatever else the text reads as); tool text enters a lesson only as quoted evidence
+  (:func:`lesson_content`).
 
 The guard (:class:`unstuck.guard.Guard`) drives these steps through the keeper's public methods.
 """
@@ -20,6 +23,7 @@ The guard (:class:`unstuck.guard.Guard`) drives these steps through the keeper's
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -27,12 +31,13 @@ from typing import TypeVar
 from unstuck.classify import find_injection
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.prompts import unblock_is_sentence
-from unstuck.shell import screen_command
+from unstuck.shell import find_download_and_run, screen_command
 from unstuck.situations import Situation
+from unstuck.text import quote_evidence
 
 __all__ = [
     "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonKeeper",
-    "known_blocker_note", "plain_subject",
+    "known_blocker_note", "lesson_content", "plain_subject", "unsafe_to_remember",
 ]
 
 #: Lessons shown at turn start (DESIGN.md, "Defaults").
@@ -68,6 +73,79 @@ def known_blocker_note(lesson: Lesson) -> str:
     fix = f"; the fix was: {lesson.unblock}" if lesson.unblock else ""
     return (f"{sig.subject} ({sig.kind.value}){fix} (lesson {lesson.id}, last verified "
             f"{_day(lesson.last_verified_at)})")
+
+
+def unsafe_to_remember(situation: Situation, result_text: str) -> str | None:
+    """Why ``situation`` (declared in a result reading ``result_text``) must not become a
+    lesson, or ``None``: the screen every text that could reach a lesson or a later prompt
+    passes, whatever else the text reads as (a failure too) and however the unblock is
+    written (a command or a sentence).
+
+    Each of the result text (and, when it is a JSON document, each of its strings), the
+    unblock and the detail is read for an injected instruction
+    (:func:`unstuck.classify.find_injection`) and for a command that runs what it downloads
+    (:func:`unstuck.shell.find_download_and_run`, by the shell's structure); an unblock that is
+    a command must also pass :func:`unstuck.shell.screen_command` whole.
+    """
+    unblock = situation.unblock or ""
+    texts = [("the result", result_text), *(("the result", value) for value in _json_strings(result_text)),
+             ("the unblock", unblock), ("the detail", situation.detail)]
+    for name, text in texts:
+        if not text:
+            continue
+        found = find_injection(text) or find_download_and_run(text)
+        if found is not None:
+            return f"{name} holds an instruction: {quote_evidence(found)}"
+    if unblock and not unblock_is_sentence(unblock):
+        refused = screen_command(unblock).refused
+        if refused is not None:
+            return f"the unblock fails the command screen: {refused}"
+    return None
+
+
+#: A result longer than this is not decoded as JSON for :func:`unsafe_to_remember` (its text
+#: is still screened as it is).
+_JSON_DECODED_CHARS = 1_000_000
+
+
+def _json_strings(text: str) -> list[str]:
+    """The string values (and keys) of ``text`` when it is a JSON document (a tool's mapping
+    is shown to the model as JSON, its strings escaped); none when it is not, is longer than
+    :data:`_JSON_DECODED_CHARS`, or nests too deep for the decoder."""
+    stripped = text.lstrip()
+    if not stripped.startswith(("{", "[")) or len(text) > _JSON_DECODED_CHARS:
+        return []
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    found: list[str] = []
+    pending: list[object] = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            found.extend(key for key in value if isinstance(key, str))
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
+
+
+def lesson_content(situation: Situation) -> str:
+    """A lesson's line of content: the subject and kind in unstuck's words, then the
+    situation's detail (tool text) only as quoted evidence (:func:`unstuck.text.quote_evidence`:
+    cleaned, one line, at most :data:`unstuck.text.EVIDENCE_CHARS` characters, its quotation
+    marks neutralised)."""
+    head = f"{situation.subject} was blocked ({situation.kind.value})"
+    return f"{head}: {quote_evidence(situation.detail)}" if situation.detail.strip() else head
+
+
+def _still_safe(lesson: Lesson) -> bool:
+    """A stored lesson passes today's screen before it is shown or acted on (a row written by
+    an older unstuck, or by hand, is never believed into a prompt or a question)."""
+    return unsafe_to_remember(lesson.situation(), "") is None
 
 
 class LessonKeeper:
@@ -106,11 +184,14 @@ class LessonKeeper:
         self._guard(lambda: self.store.verified(lesson.id), None)
 
     def known_blockers(self, tools: Iterable[str]) -> list[Lesson]:
-        """At most 3 active lessons declared by ``tools`` whose fingerprint still matches
-        (fingerprints are computed for at most :data:`CANDIDATES_AT_START` candidates)."""
+        """At most 3 active lessons declared by ``tools`` whose fingerprint still matches and
+        that pass today's screen (:func:`unsafe_to_remember`); fingerprints are computed for at
+        most :data:`CANDIDATES_AT_START` candidates."""
         found: list[Lesson] = []
         none: list[Lesson] = []
         for lesson in self._guard(lambda: self.store.active(tools=tools, limit=CANDIDATES_AT_START), none):
+            if not _still_safe(lesson):
+                continue
             if lesson.signature.fingerprint == self.fingerprint(lesson.signature.subject):
                 found.append(lesson)
             if len(found) == SHOWN_AT_START:
@@ -122,9 +203,10 @@ class LessonKeeper:
         return self._guard(lambda: self.store.get(lesson_id), None)
 
     def on_subject(self, subject: str) -> list[Lesson]:
-        """Active lessons on ``subject`` (none when the store cannot be read)."""
+        """Active lessons on ``subject`` that pass today's screen (:func:`unsafe_to_remember`);
+        none when the store cannot be read."""
         none: list[Lesson] = []
-        return self._guard(lambda: self.store.on_subject(subject), none)
+        return [lesson for lesson in self._guard(lambda: self.store.on_subject(subject), none) if _still_safe(lesson)]
 
     def close(self, lesson: Lesson, reason: str) -> None:
         """Invalidate ``lesson`` (its row stays); a store error is recorded, never raised."""
@@ -169,16 +251,11 @@ class LessonKeeper:
         as an injected instruction."""
         if storable(situation) is not None or not plain_subject(situation.subject):
             return None
-        # what would be stored (the unblock, the detail) is screened with the result it came in
-        screened = "\n".join((result_text, situation.unblock or "", situation.detail))
-        if find_injection(screened) is not None:
+        if unsafe_to_remember(situation, result_text) is not None:
             return None
-        command = situation.unblock if situation.unblock and not unblock_is_sentence(situation.unblock) else None
-        if command is not None and screen_command(command).command is None:
-            return None  # a command that fails the structural screen is never remembered
         if self.fingerprint(situation.subject) == UNKNOWN_FINGERPRINT:
             return None
-        content = f"{situation.subject} was blocked ({situation.kind.value}): {situation.detail}".strip()
+        content = lesson_content(situation)
         return self._guard(lambda: self.store.record(
             situation, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
         ), None)

@@ -18,6 +18,11 @@ then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
 A person can settle held intents instead of a resolver (``unstuck journal resume TURN
 --committed REF --absent REF``); a resume then follows their word.
 
+A write the model is told was "not repeated" (a receipt it never saw, a resolver's or a
+person's ``committed``) is never run again in the turn: when the model asks for the
+identical call (same tool, same canonical arguments: :func:`unstuck.policy.call_key`), the
+guard refuses it (:attr:`unstuck.guard.Guard.held_writes`) instead of making the effect twice.
+
 Then the loop carries on from there. Peers re-run a step whose outcome is unknown
 (at-least-once); unstuck holds it for a person instead.
 """
@@ -193,6 +198,8 @@ def resume_turn(
     # intents of this reply only: a call id may recur in another reply
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
     overrides, held = _settle(guard, calls, intents, resolvers or {})
+    reported = {intents[cid].effect_ref for cid, (result, _) in overrides.items() if result is not None}
+    guard.held_writes = _made_already(journal.intents(turn_id), reported | {ref for ref, _ in held})
     if held:
         journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
         for ref, reason in held:
@@ -217,6 +224,20 @@ def resume_turn(
     if spent is not None:
         guard.escalate_open_blocker(EscalationReason.BLOCKED, subject=spent.subject)
     return conversation.run_safely(max_steps=max_steps, max_asks=max_asks)
+
+
+def _made_already(intents: Sequence[JournalIntent], refs: set[str]) -> dict[str, str]:
+    """The writes never to run again, by call key, with the effect_ref that made each: every
+    committed intent settled after an interruption (by a resolver or a person), and every one
+    whose recorded result this resume hands the model instead of running it, and held
+    (unknown) ones, should the turn be continued without settling them (``refs``: those this
+    resume reported or held)."""
+    made: dict[str, str] = {}
+    for intent in intents:
+        settled_later = intent.state is IntentState.COMMITTED and intent.settled_by not in (None, "call")
+        if settled_later or intent.effect_ref in refs or intent.state is IntentState.HELD:
+            made[policy.call_key(ToolCall(intent.call_id, intent.tool, intent.arguments_json))] = intent.effect_ref
+    return made
 
 
 def _settle(

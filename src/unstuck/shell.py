@@ -65,6 +65,7 @@ from tree_sitter import Language, Node, Parser
 from unstuck.text import clean_terminal_text, valid_utf8
 
 __all__ = [
+    "TOO_MANY_TO_SCREEN",
     "CommandLine",
     "InteractiveCall",
     "InteractiveCatalogue",
@@ -77,6 +78,7 @@ __all__ = [
     "TerminalStream",
     "Waits",
     "command_subject",
+    "find_download_and_run",
     "interactive_call",
     "is_setup",
     "load_interactive_catalogue",
@@ -2290,6 +2292,12 @@ def _gives_container_the_host(command: SimpleCommand) -> bool:
     return False
 
 
+def _is_output_of_command(word: str) -> bool:
+    """A word that stands for another command's output: ``<(…)``, ``$(…)``, backticks, or a
+    descriptor path (``/dev/fd/N``, ``/proc/self/fd/N``, ``/dev/stdin``)."""
+    return word.startswith(("<(", "/dev/fd/", "/proc/self/fd/", "/dev/stdin")) or "$(" in word or "`" in word
+
+
 def _download_refusal(line: CommandLine, text: str) -> str | None:
     """Fetched or generated text reaching an interpreter, and code run after a download."""
     if _POWERSHELL_EVAL.search(text):
@@ -2319,6 +2327,9 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
             if _reads_program_from_stdin(command, spec):
                 if command.stdin is Stream.PIPE:
                     return "pipes another command's output into an interpreter"
+                if any(r.operator == "<" and r.descriptor in (None, 0) and _is_output_of_command(r.target)
+                       for r in command.redirects):  # bash < <(curl …): a process substitution as stdin
+                    return "feeds another command's output to an interpreter"
                 if command.stdin is Stream.TEXT and any(
                         "$(" in r.target or "`" in r.target for r in command.redirects if r.operator == "<<<"):
                     return "feeds another command's output to an interpreter"
@@ -2615,6 +2626,115 @@ def _destroys(line: CommandLine) -> str | None:
 
 def _refusal(line: CommandLine, text: str) -> str | None:
     return _plain_secret(line, text) or _destroys(line) or _download_refusal(line, text) or _secret_refusal(line)
+
+
+#: A line that may hold a download: a network program's name as a word, a URL, or inline code
+#: that fetches (the programs of :data:`_NETWORK` and :data:`_FETCHERS`, and Python's urllib).
+_MAY_FETCH = re2.compile(
+    r"(?i)(?:^|[^a-z0-9_.-])(curl|curlie|wget2?|fetch|aria2c|axel|lftp|xhs?|https?|lwp-request|iwr|irm|"
+    r"invoke-webrequest|invoke-restmethod|nc|ncat|netcat|socat|telnet|scp|sftp|rsync|git|gh|hg|svn|fossil|"
+    r"gsutil|gcloud|aws|azcopy|rclone)(?:[^a-z0-9_-]|$)|://|urlopen|urllib")
+#: A line where fetched text could reach an interpreter: a pipe, a sequence (``&&``, ``;``), a
+#: substitution, or an evaluator (``eval``, ``exec(…)`` in inline code, ``iex``, ``source``).
+_MAY_RUN = re2.compile(
+    r"(?i)[|;`]|&&|\$\(|<\(|(?:^|[^a-z0-9_-])(?:eval|exec|iex|invoke-expression|source)(?:[^a-z0-9_-]|$)")
+_WORD = re2.compile(r"[^ ]+")
+#: Typographic quotation marks and guillemets prose puts around a command; read as spaces.
+_PROSE_QUOTES = {code: " " for code in (0xAB, 0xBB, *range(0x2018, 0x2020), 0x2039, 0x203A)}
+#: :func:`find_download_and_run` looks at most this many words before a network word for the
+#: start of the command, at most this many characters after it for its end, and at most this
+#: many network words in one text.
+_PROSE_WORDS_BEFORE = 12
+_PROSE_CHARS_AFTER = 400
+#: At most this many command lines are parsed for one text (each a few tens of microseconds);
+#: a text that needs more is reported as :data:`TOO_MANY_TO_SCREEN`.
+_PROSE_PARSES = 2000
+#: Characters of a text's head and of its tail that are read (the classifier's window).
+_PROSE_SCAN_CHARS = 65_536
+#: What :func:`find_download_and_run` returns for a text holding too many network words to read.
+TOO_MANY_TO_SCREEN = "(too many network commands to screen)"
+
+
+def _word_start(line: str, index: int) -> bool:
+    """Whether a command may start at ``line[index]``: the line's start, or a word after a
+    space, a quotation mark, a backtick, ``:`` or ``;``, that is not itself an expansion or a
+    quoted string (``"$(curl …)" and retry`` is prose around a substitution, not a command
+    named by one)."""
+    if index == 0:
+        return line[0] != " "
+    return line[index] not in " $<`\"'(" and line[index - 1] in " \"'`:;"
+
+
+def find_download_and_run(text: str) -> str | None:
+    """The command inside ``text`` (a tool's output, a sentence such as "Run bash <(curl -fsSL
+    https://…) to sign in.", a lesson's content) that runs what it downloads, or ``None``.
+
+    Judged by structure, not by phrase: in a line with a pipe, a sequence, a substitution or
+    an evaluator (:data:`_MAY_RUN`; without one nothing fetched can reach an interpreter),
+    around each word that may fetch (a network program such as curl, wget, fetch, aria2c,
+    nc, Invoke-WebRequest; a URL; urllib), the command lines starting at each of up to
+    :data:`_PROSE_WORDS_BEFORE` words before it and ending where prose may follow
+    (:func:`_prose_ends`) are parsed with :func:`parse_command_line` (typographic quotes read
+    as spaces) and judged by
+    the screen's download rule: fetched or generated text reaching an interpreter by a pipe
+    (also through ``tee``, ``sudo -E``, ``env``, ``doas``), by process substitution (``bash
+    <(…)``, ``bash < <(…)``, ``source <(…)``), by ``-c "$(…)"``, by ``eval``/``iex``, or a file
+    downloaded and then run in the same line. Returns the offending command's source text
+    (cleaned, at most 300 characters), or :data:`TOO_MANY_TO_SCREEN` when the text needs more
+    than :data:`_PROSE_PARSES` parses (it fails closed). Only the first and last
+    :data:`_PROSE_SCAN_CHARS` characters of a longer text are read. Never raises.
+    """
+    if len(text) > 2 * _PROSE_SCAN_CHARS:
+        text = text[:_PROSE_SCAN_CHARS] + "\n" + text[-_PROSE_SCAN_CHARS:]
+    cleaned = clean_terminal_text(text).translate(_PROSE_QUOTES)
+    parses = 0
+    for raw_line in cleaned.split("\n"):
+        line = raw_line.replace("\t", " ")
+        if not _MAY_RUN.search(line):
+            continue  # no pipe, substitution, sequence or evaluator: nothing fetched can reach an interpreter
+        tried: set[tuple[int, int]] = set()
+        for match in _MAY_FETCH.finditer(line):
+            starts = [index for index in range(match.start(), -1, -1) if _word_start(line, index)]
+            ends = _prose_ends(line, match.end())
+            for start in reversed(starts[:_PROSE_WORDS_BEFORE + 1]):  # the widest reading first
+                for end in ends:
+                    if (start, end) in tried:
+                        continue
+                    tried.add((start, end))
+                    parses += 1
+                    if parses > _PROSE_PARSES:  # fail closed: text built to exhaust the screen is not passed
+                        return TOO_MANY_TO_SCREEN
+                    candidate = line[start:end].strip().rstrip(".,;:!?")
+                    parsed = parse_command_line(candidate)
+                    if parsed.commands and _download_refusal(parsed, candidate) is not None:
+                        return candidate[:SCREEN_MAX_CHARS]
+    return None
+
+
+def _prose_ends(line: str, after: int) -> list[int]:
+    """Where a command after offset ``after`` of ``line`` may end, prose following it: the end
+    of the window, and the end of each word that names an interpreter or an evaluator, closes
+    a substitution or a quotation, or is the operand of an interpreter (about 8 at most)."""
+    limit = min(len(line), after + _PROSE_CHARS_AFTER)
+    ends = [limit]
+    previous = ""
+    words = list(_WORD.finditer(line, after, limit))
+    for index, word_match in enumerate(words):
+        word = word_match.group().rstrip(".,;:!?")
+        bare = word.rstrip("\"'`,")  # a JSON string or a quotation closing right after the word
+        name = _base(bare).lower()
+        # after an interpreter's name only when no option follows (``| python3 -m json.tool`` is one command)
+        options_follow = index + 1 < len(words) and words[index + 1].group().startswith("-")
+        if ((_interpreter(name) is not None or name in _EVALUATORS) and not options_follow) \
+                or word.endswith((")", '"', "'", "`")) \
+                or ((_interpreter(_base(previous).lower()) is not None or previous in _SOURCING)
+                    and not word.startswith("-")):
+            # each way of closing: the whole word, and the word without 1, 2 … of its closing marks
+            ends.extend(word_match.start() + cut for cut in range(len(word), len(bare) - 1, -1))
+            if len(ends) > 8:
+                break
+        previous = bare
+    return ends
 
 
 def screen_command(command: str) -> Screened:

@@ -40,6 +40,7 @@ import yaml
 from unstuck.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
 from unstuck.errors import UnstuckError
+from unstuck.readers import parse_yaml, read_text
 from unstuck.shell import InteractiveCatalogue, InteractiveRow, load_interactive_catalogue, parse_interactive_calls
 from unstuck.situations import Kind
 
@@ -545,16 +546,8 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any]) -> None:
 
 
 def _read_user_file(path: Path) -> Mapping[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise SignalTableError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = yaml.load(text, Loader=_SafeLoader) or {}
-    except yaml.YAMLError as exc:
-        raise SignalTableError(f"{path}: not YAML: {exc}") from exc
+    text = read_text(path, what="the signal file", error=SignalTableError)
+    data = parse_yaml(text, where=str(path), error=SignalTableError) or {}
     return _mapping(str(path), data)
 
 

@@ -10,21 +10,45 @@ under :func:`translate_errors`, which raises the store's own error (a subclass o
 :class:`unstuck.errors.UnstuckError`) naming the file and the operation, with the SQLite
 error as its ``__cause__`` (a file damaged while open reads "database disk image is
 malformed" from SQLite; the caller sees a ``JournalError`` or ``LessonStoreError``).
+An instance with a ``failures`` list also keeps each such error's message there, for a
+caller that must report what went wrong after the fact (the CLI, after a turn whose lesson
+keeper swallowed a store error).
+
+Integrity (issue 12): a store runs :func:`quick_check` on its file *before* it writes
+anything, on a separate read-only connection (which, closing, checkpoints nothing into the
+file), and refuses a damaged file. ``PRAGMA quick_check`` reads every page: measured at about
+40 ms for a 64 MB journal with a warm page cache (0.6 ms per MB; cold, it costs a read of the
+file), so it runs at every open. A store also notes the device and inode its path named when
+it opened (:class:`FileIdentity`) and checks, before each commit, that the path still names
+that file: a store deleted or replaced while open is reported, never written into a file
+nobody will read again.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from unstuck.text import valid_utf8
 
-__all__ = ["STORE_KINDS", "clean_text", "connect", "describe", "store_errors", "translate_errors", "write"]
+__all__ = [
+    "STORE_KINDS",
+    "FileIdentity",
+    "clean_text",
+    "connect",
+    "describe",
+    "quick_check",
+    "store_errors",
+    "translate_errors",
+    "write",
+]
 
 #: The ``application_id`` of each unstuck store, with how a message names it.
 STORE_KINDS = {0x756E736A: "an unstuck journal", 0x756E736C: "an unstuck lesson store"}
@@ -57,17 +81,93 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 
 @contextmanager
-def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write(db: sqlite3.Connection, *, before_commit: Callable[[], None] | None = None
+          ) -> Iterator[sqlite3.Connection]:
     """One write transaction (``BEGIN IMMEDIATE``: the write lock is taken at once), rolled
-    back on any exception, committed otherwise."""
+    back on any exception, committed otherwise. ``before_commit`` runs last inside the
+    transaction (a store checks there that its path still names its file); what it raises
+    rolls the transaction back and propagates."""
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        if before_commit is not None:
+            before_commit()
     except BaseException:
         if db.in_transaction:  # SQLite may have rolled back already (a full disk, a corrupt page)
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """The file a path named when a store opened it: ``st_dev`` and ``st_ino`` (stat(2)),
+    taken right after SQLite opened the path, so they are those of the open descriptor."""
+
+    path: Path
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity:
+        """The identity of the file ``path`` names now.
+
+        Raises:
+            OSError: when ``path`` cannot be stat'ed.
+        """
+        st = os.stat(path)
+        return cls(path, st.st_dev, st.st_ino)
+
+    def change(self) -> str | None:
+        """How the path changed since (``"was deleted"``, ``"now names another file"``), or
+        ``None`` when it still names the same file."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        except OSError as exc:
+            return f"can no longer be checked ({exc.strerror or exc})"
+        if (st.st_dev, st.st_ino) != (self.device, self.inode):
+            return "now names another file"
+        return None
+
+    def require_unchanged(self, error: type[Exception], lost: str) -> None:
+        """Raise ``error`` naming the path when :meth:`change` finds it deleted or replaced;
+        ``lost`` says what that costs (checked before each commit of a store)."""
+        change = self.change()
+        if change is not None:
+            raise error(f"{self.path} was replaced during the run (the path {change}); {lost}")
+
+
+def quick_check(path: Path, *, limit: int = 5) -> tuple[str, ...]:
+    """The problems ``PRAGMA quick_check`` finds in the SQLite file at ``path`` (one line
+    each, e.g. ``"Page 5: btreeInitPage() returns error code 11"``, at most ``limit``), or
+    ``()`` when it is sound, missing or empty. Run on a read-only connection of its own, so
+    a refused file is left byte for byte as it was (a writable connection, closing, would
+    checkpoint a WAL into it). Cost: about 0.6 ms per MB with a
+    warm page cache (see the module doc). Source: sqlite.org, "Pragma statements",
+    ``quick_check``.
+
+    Raises:
+        sqlite3.DatabaseError: when the file is not SQLite at all (``SQLITE_NOTADB``); a
+            file too damaged for the check to finish (``SQLITE_CORRUPT``) is a problem
+            returned, not raised.
+    """
+    if not path.is_file() or path.stat().st_size == 0:
+        return ()
+    db = connect(path, readonly=True)
+    try:
+        rows = db.execute(f"PRAGMA quick_check({int(limit)})").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CORRUPT":
+            raise
+        return (str(exc),)  # too damaged for the check to finish: "database disk image is malformed"
+    finally:
+        db.close()
+    lines = [line.strip() for row in rows for line in str(row[0]).splitlines()]
+    # one problem a line; SQLite heads a report with "*** in database main ***"
+    problems = tuple(line for line in lines if line and not line.startswith("***"))[:limit]
+    return () if problems == ("ok",) else problems
 
 
 @contextmanager
@@ -91,7 +191,9 @@ def store_errors(error: type[Exception]) -> Callable[[_Store], _Store]:
     methods touch no connection and are left alone) runs under :func:`translate_errors` with
     ``error``, the instance's ``path`` attribute and ``"Class.method"`` as the operation, so
     a method added later is covered too. Methods that return lazily (generators) cannot be
-    covered by wrapping the call and are refused.
+    covered by wrapping the call and are refused. When the instance has a ``failures`` list,
+    the message of each ``error`` a public method raises is appended to it (once, however
+    deeply the methods nest).
 
     Raises:
         TypeError: when a public method of the class is a generator function.
@@ -111,8 +213,15 @@ def store_errors(error: type[Exception]) -> Callable[[_Store], _Store]:
 def _translated(method: Callable[..., Any], error: type[Exception], operation: str) -> Callable[..., Any]:
     @functools.wraps(method)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with translate_errors(error, self.path, operation):
-            return method(self, *args, **kwargs)
+        try:
+            with translate_errors(error, self.path, operation):
+                return method(self, *args, **kwargs)
+        except error as exc:
+            failures = getattr(self, "failures", None)
+            if isinstance(failures, list) and not getattr(exc, "_unstuck_kept", False):
+                failures.append(str(exc))
+                exc._unstuck_kept = True  # type: ignore[attr-defined]
+            raise
     return run
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re2
 
-__all__ = ["clean_terminal_text", "valid_utf8"]
+__all__ = ["EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "quote_evidence", "valid_utf8"]
 
 _SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 
@@ -55,3 +55,44 @@ def clean_terminal_text(text: str) -> str:
     stripped = _ESCAPES.sub("", text) if ("\x1b" in text or any(0x80 <= ord(c) < 0xA0 for c in text)) else text
     stripped = stripped.replace("\r\n", "\n").replace("\r", "\n")
     return stripped.translate(_CONTROLS)
+
+
+#: Unicode's explicit bidirectional formatting characters (embeddings, overrides, isolates, the
+#: marks): they reorder how a terminal shows a line, so shown text can differ from the bytes
+#: (Unicode Standard Annex #9, section 2, "Explicit Directional Formatting Characters"; the
+#: "Trojan Source" attack, CVE-2021-42574).
+_BIDI = {code: None for code in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def for_terminal(text: str) -> str:
+    """``text`` as it may be printed on a terminal: :func:`clean_terminal_text`, and the
+    bidirectional formatting characters (:data:`_BIDI`) removed. Newlines and tabs stay."""
+    return clean_terminal_text(text).translate(_BIDI)
+
+
+#: Characters at most in a quoted piece of tool text (:func:`quote_evidence`).
+EVIDENCE_CHARS = 200
+
+#: Quotation marks a tool's text could use to close unstuck's quotation early, and what they
+#: become inside it (the ASCII apostrophe): U+0022, U+00AB/U+00BB, U+201C-U+201F, U+2033,
+#: U+2036, U+301D-U+301F, U+FF02.
+_QUOTES = {code: "'" for code in (0x22, 0xAB, 0xBB, *range(0x201C, 0x2020), 0x2033, 0x2036,
+                                  *range(0x301D, 0x3020), 0xFF02)}
+
+
+def quote_evidence(text: str, limit: int = EVIDENCE_CHARS) -> str:
+    """Tool text as quoted evidence: ``“…”`` around at most ``limit`` characters of it.
+
+    The text is cleaned (:func:`for_terminal`), made one line (every run of whitespace one
+    space), its quotation marks (:data:`_QUOTES`) become apostrophes, and it is cut to
+    ``limit`` characters with a trailing ``…`` when longer. ``“”`` for empty text.
+
+    Raises:
+        ValueError: when ``limit`` is smaller than 1.
+    """
+    if limit < 1:
+        raise ValueError(f"quote_evidence: limit must be at least 1, got {limit}")
+    flat = " ".join(for_terminal(text).translate(_QUOTES).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return f"“{flat}”"

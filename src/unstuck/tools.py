@@ -248,10 +248,10 @@ def _json_default(value: object) -> object:
     return value.to_dict() if isinstance(value, Situation) else str(value)
 
 
-def _from_mapping(tool_name: str, raw: Mapping[Any, Any]) -> ToolResult:
+def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False) -> ToolResult:
     if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
         return mcp
-    situation = validate_situation(tool_name, raw.get("situation"))
+    situation = validate_situation(tool_name, _declaration(raw, document))
     status = raw.get("status")
     executed = raw.get("executed", True) is not False
     exit_code = raw.get("exit_code")
@@ -294,7 +294,14 @@ def unique_call_ids(calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(unique)
 
 
-def normalize_result(tool_name: str, raw: object) -> ToolResult:
+def _declaration(raw: Mapping[Any, Any], document: bool) -> object:
+    """A mapping's ``situation`` as a declaration: ``None`` from a document tool unless the
+    tool's code built a :class:`Situation` (a data payload is content, never a declaration)."""
+    declared = raw.get("situation")
+    return None if document and not isinstance(declared, Situation) else declared
+
+
+def normalize_result(tool_name: str, raw: object, *, document: bool = False) -> ToolResult:
     """Turn whatever a tool returned (or raised) into a :class:`ToolResult`.
 
     Rules: ``None`` and strings are successes; bytes are decoded as UTF-8 with replacement;
@@ -306,10 +313,46 @@ def normalize_result(tool_name: str, raw: object) -> ToolResult:
     (``content`` items and a boolean ``isError``) fails when ``isError`` is true and shows
     its text items.
 
+    Only a tool's own code declares (DESIGN.md: a data payload is content, never a
+    declaration). With ``document=True`` (the tool's :attr:`ToolSpec.document_output`: it
+    returns documents from the world, such as a fetched JSON object), a mapping's
+    ``situation`` key is content like any other key unless its value is a :class:`Situation`
+    the tool's code built; a :class:`ToolResult`'s ``declared`` is kept. Without it a tool's
+    own dict cannot be told from a document it passes on, so a tool that returns fetched JSON
+    as a dict must be declared ``document_output=True``.
+
+    Anything else it cannot turn into text (a structure nested past the recursion limit, a
+    list that contains itself, an object whose ``__str__`` raises) becomes a failed result
+    saying so, with ``error_type`` the name of the exception met; this never raises for it.
+
     Raises:
         ValueError: naming the tool, when a mapping carries a malformed ``situation``
             (see :func:`unstuck.situations.validate_situation`).
     """
+    try:  # a malformed declaration raises ValueError (documented); nothing else may escape
+        if isinstance(raw, ToolResult):
+            validate_situation(tool_name, raw.declared)
+        elif isinstance(raw, Mapping):
+            validate_situation(tool_name, _declaration(raw, document))
+    except ValueError:
+        raise
+    except Exception:  # an unreadable return becomes a failed result just below
+        pass
+    try:
+        return _normalize(tool_name, raw, document)
+    except Exception as exc:  # any return the loop cannot read becomes a failed result
+        return _unreadable(tool_name, raw, exc)
+
+
+def _unreadable(tool_name: str, raw: object, exc: Exception) -> ToolResult:
+    reason = ("is nested too deeply to show" if isinstance(exc, RecursionError)
+              else "contains itself" if isinstance(exc, ValueError) and "ircular" in str(exc)
+              else f"could not be turned into text ({type(exc).__name__})")
+    return ToolResult(tool_name, False, f"unstuck could not read what {tool_name} returned: a "
+                      f"{type(raw).__name__} that {reason}", error_type=type(exc).__name__)
+
+
+def _normalize(tool_name: str, raw: object, document: bool = False) -> ToolResult:
     match raw:
         case ToolResult():
             declared = validate_situation(tool_name, raw.declared)
@@ -327,7 +370,7 @@ def normalize_result(tool_name: str, raw: object) -> ToolResult:
         case BaseException():
             return _from_exception(tool_name, raw)
         case Mapping():
-            return _from_mapping(tool_name, raw)
+            return _from_mapping(tool_name, raw, document)
         case list() | tuple():
             return ToolResult(tool_name, True, json.dumps(list(raw), default=str, ensure_ascii=False))
         case _:
@@ -388,7 +431,8 @@ class ToolSpec:
             ``command_argument`` tool's subject is the program its command line runs.
         document_output: the tool returns a document from the world (a file's text, a fetched
             page): its success is data, never read for failure wording (only for truncation,
-            emptiness and injected instructions).
+            emptiness and injected instructions), and a ``situation`` key in a mapping it
+            returns is data, never a declaration (:func:`normalize_result`).
         command_argument: the argument holding a shell command line the tool runs
             (``run_command``'s ``command``): each call is checked against the interactive-call
             catalogue before dispatch (:func:`unstuck.shell.interactive_call`).
@@ -454,7 +498,7 @@ class ToolSpec:
             raw: object = self.fn(**arguments)
         except Exception as exc:  # a tool that raises is an ordinary failed result
             raw = exc
-        return normalize_result(self.name, raw)
+        return normalize_result(self.name, raw, document=self.document_output)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (the spec stays usable as a function)."""

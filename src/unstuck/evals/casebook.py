@@ -9,7 +9,6 @@ codes), never from its label.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from unstuck.classify import classify_output
 from unstuck.errors import UnstuckError
+from unstuck.readers import parse_json, read_text
 from unstuck.signals import SignalTable
 
 __all__ = ["Case", "CaseError", "CaseScore", "ToolScore", "load_cases", "score_cases"]
@@ -125,19 +125,16 @@ def load_cases(path: Path) -> list[Case]:
     Raises:
         CaseError: naming the file and line, when it cannot be read or a line lacks a field.
     """
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise CaseError(f"{path}: cannot read the cases: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise CaseError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    lines = read_text(path, what="the cases", error=CaseError).splitlines()
     cases = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            raw = json.loads(line)
+            raw = parse_json(line, where=where, error=CaseError)
+            if not isinstance(raw, dict):
+                raise CaseError(f"{where}: a case is a JSON object, not {type(raw).__name__}")
             cases.append(Case(
                 id=str(raw["id"]), tool=str(raw.get("tool") or "tool"), output=str(raw["output"]),
                 exit_code=_code(raw.get("exit_code"), f"{where} exit_code"),
@@ -145,8 +142,6 @@ def load_cases(path: Path) -> list[Case]:
                 expected_kind=str(raw["expected_kind"]), interactive=bool(raw.get("interactive")),
                 retryable=bool(raw.get("retryable")),
             ))
-        except json.JSONDecodeError as exc:
-            raise CaseError(f"{where}: not JSON ({exc})") from exc
         except (KeyError, TypeError, AttributeError) as exc:
             raise CaseError(f"{where}: missing or malformed field ({exc})") from exc
     return cases

@@ -12,7 +12,6 @@ Runs missing from either side are not regressions; they are counted separately.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from unstuck.errors import UnstuckError
 from unstuck.evals.runner import RunMetrics
+from unstuck.readers import parse_json, read_text
 
 __all__ = ["MEAN_TOLERANCE", "BaselineError", "Regression", "find_regressions", "load_baseline"]
 
@@ -61,12 +61,8 @@ def load_baseline(path: Path) -> dict[RunKey, _Baseline]:
         BaselineError: naming the file, when it cannot be read, is not JSON, or a run lacks
             a field (naming the run's position).
     """
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not JSON ({exc})") from exc
+    document = parse_json(read_text(path, what="the baseline", error=BaselineError), where=str(path),
+                          error=BaselineError)
     runs = document.get("runs") if isinstance(document, Mapping) else None
     if not isinstance(runs, list):
         raise BaselineError(f"{path}: no 'runs' list; is it an `unstuck eval --json` result?")

@@ -45,11 +45,10 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from unstuck.errors import UnstuckError
 from unstuck.evals.fake_github import FAULTS
 from unstuck.evals.sandbox import NETWORKS
+from unstuck.readers import parse_yaml, read_text
 from unstuck.situations import Kind
 from unstuck.toolkit import STANDARD_TOOL_NAMES
 from unstuck.tools import ToolCall
@@ -328,16 +327,8 @@ def load_scenario(path: str | Path) -> Scenario:
             missing required field, an unknown kind, state or agent.
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{source}: cannot read the file: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{source}: not valid YAML: {exc}") from exc
+    text = read_text(path, what="the file", error=ScenarioError)
+    data = parse_yaml(text, where=source, error=ScenarioError)
     return _parse(data, source)
 
 

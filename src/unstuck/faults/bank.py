@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.errors import UnstuckError
+from unstuck.readers import parse_json, read_text
 from unstuck.situations import Kind
 from unstuck.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
 
@@ -346,25 +347,19 @@ def load_bank(path: Path | str | None = None) -> FailureBank:
     """Read a failure bank from JSON lines (the bundled one by default).
 
     Raises:
-        BankError: naming the file and line, for a line that is not JSON or not a valid form,
-            or a duplicate id.
-        OSError: when the file cannot be read.
+        BankError: naming the file (and line), for a file that cannot be read or is not
+            UTF-8, a line that is not JSON, nested too deeply (:mod:`unstuck.readers`) or
+            not a valid form, or a duplicate id.
     """
     source = Path(path) if path is not None else bundled_bank_path()
     forms: list[FailureForm] = []
     seen: dict[str, int] = {}
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise BankError(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    lines = read_text(source, what="the failure bank", error=BankError).splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{source}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BankError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        data = parse_json(line, where=where, error=BankError)
         form = parse_form(where, data)
         if form.id in seen:
             raise BankError(f"{where}: duplicate failure form id {form.id!r} (first on line {seen[form.id]})")
