@@ -16,8 +16,21 @@ Printed: microseconds per step, the journal's added cost per step (journal minus
 beside the checkpointer's (SqliteSaver minus none), and their ratio. Both write to a file on
 the same disk, with each commit synced.
 
+Then, side by side in the same run, **synced commits per write call** (issue 12, "Cost at
+scale"), over one turn of ``--writes`` write calls (default 50):
+
+* a bare synced commit (one ``INSERT`` per call, ``synchronous=FULL``): 1.0 by definition;
+* the journal (:attr:`unstuck.journal.Journal.commits`: the intent before each call is
+  synced, the receipt and the checkpoints ride on the next synced commit);
+* the journal with ``sync_window=0`` (every commit synced: the cost before riding commits);
+* LangGraph's ``SqliteSaver`` (its ``COMMIT`` statements, seen by ``sqlite3``'s trace
+  callback; each is synced, SQLite's default ``synchronous=FULL``).
+
+LangGraph is optional: without it (``import langgraph`` fails) its columns are skipped and
+the run says so.
+
 Run: ``.venv/bin/pip install -e '.[bench]' && .venv/bin/python bench/bench_journal.py``
-(options: ``--steps N --repeats R``).
+(options: ``--steps N --repeats R --writes W``).
 """
 
 from __future__ import annotations
@@ -30,10 +43,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+try:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+except ImportError as exc:  # optional: the LangGraph columns are skipped
+    LANGGRAPH_MISSING: str | None = f"{exc}"
+else:
+    LANGGRAPH_MISSING = None
 
 from unstuck.clock import VirtualClock
 from unstuck.journal import Journal
@@ -73,17 +91,45 @@ def ledger_tools(ledger: list[int]) -> Toolset:
 
 
 def time_unstuck(steps: int, tool_name: str, journal_dir: Path | None) -> float:
+    return run_unstuck(steps, tool_name, journal_dir)[0]
+
+
+def run_unstuck(steps: int, tool_name: str, journal_dir: Path | None, *,
+                sync_window: float | None = None) -> tuple[float, int]:
+    """(seconds, synced commits of the turn) for one turn of ``steps`` calls."""
     ledger: list[int] = []
-    journal = Journal(journal_dir / f"j-{time.perf_counter_ns()}.db") if journal_dir is not None else None
+    journal = (Journal(journal_dir / f"j-{time.perf_counter_ns()}.db", sync_window=sync_window)
+               if journal_dir is not None else None)
+    before = journal.commits if journal is not None else 0  # the new file's schema is not the turn's
     started = time.perf_counter()
     result = run_turn("fill the ledger", model=CountingModel(steps, tool_name), tools=ledger_tools(ledger),
                       unattended=True, clock=VirtualClock(), journal=journal, max_steps=steps + 5,
                       stall_after_s=None)
     elapsed = time.perf_counter() - started
+    synced = 0
     if journal is not None:
+        synced = journal.commits - before
         journal.close()
     assert result.status.value == "done" and len(result.steps) == steps, result.error
-    return elapsed
+    return elapsed, synced
+
+
+def bare_synced_commits(writes: int, db_path: Path) -> tuple[float, int]:
+    """(seconds, synced commits) of ``writes`` single-row INSERTs, each its own synced commit."""
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("CREATE TABLE ledger (n INTEGER NOT NULL)")
+    commits = 0
+    started = time.perf_counter()
+    for n in range(writes):
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO ledger VALUES (?)", (n,))
+        db.execute("COMMIT")
+        commits += 1
+    elapsed = time.perf_counter() - started
+    db.close()
+    return elapsed, commits
 
 
 class State(TypedDict):
@@ -94,6 +140,11 @@ class State(TypedDict):
 
 
 def time_langgraph(steps: int, db_path: Path | None) -> float:
+    return run_langgraph(steps, db_path)[0]
+
+
+def run_langgraph(steps: int, db_path: Path | None) -> tuple[float, int]:
+    """(seconds, COMMITs by SqliteSaver) for the same loop in LangGraph."""
     ledger: list[int] = []
 
     def agent(state: State) -> dict[str, Any]:
@@ -120,18 +171,23 @@ def time_langgraph(steps: int, db_path: Path | None) -> float:
     graph.add_edge("tools", "agent")
     checkpointer = None
     connection = None
+    statements: list[str] = []
     if db_path is not None:
         connection = sqlite3.connect(db_path, check_same_thread=False)
         checkpointer = SqliteSaver(connection)
     app = graph.compile(checkpointer=checkpointer)
     config: dict[str, Any] = {"recursion_limit": 2 * steps + 10, "configurable": {"thread_id": "bench"}}
+    if connection is not None:
+        checkpointer.setup()  # type: ignore[union-attr]  # its tables, before counting
+        connection.set_trace_callback(statements.append)
     started = time.perf_counter()
     final = app.invoke({"messages": [("user", "fill the ledger")], "count": 0}, config)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
     if connection is not None:
+        connection.set_trace_callback(None)
         connection.close()
     assert final["count"] == steps and len(ledger) == steps
-    return elapsed
+    return elapsed, sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
 
 
 def best(repeats: int, run: Callable[[], float]) -> float:
@@ -142,15 +198,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--writes", type=int, default=50)
     args = parser.parse_args()
-    n, r = args.steps, args.repeats
+    n, r, w = args.steps, args.repeats, args.writes
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as scratch:
         folder = Path(scratch)
         bare = best(r, lambda: time_unstuck(n, "write_ledger", None))
         write = best(r, lambda: time_unstuck(n, "write_ledger", folder))
         read = best(r, lambda: time_unstuck(n, "read_ledger", folder))
-        graph = best(r, lambda: time_langgraph(n, None))
-        saved = best(r, lambda: time_langgraph(n, folder / f"lg-{time.perf_counter_ns()}.db"))
+        graph = saved = None
+        if LANGGRAPH_MISSING is None:
+            graph = best(r, lambda: time_langgraph(n, None))
+            saved = best(r, lambda: time_langgraph(n, folder / f"lg-{time.perf_counter_ns()}.db"))
+        commit_s, bare_commits = bare_synced_commits(w, folder / "bare.db")
+        riding_s, riding = run_unstuck(w, "write_ledger", folder)
+        every_s, every = run_unstuck(w, "write_ledger", folder, sync_window=0.0)
+        reading_s, reading = run_unstuck(w, "read_ledger", folder)
+        lg = run_langgraph(w, folder / "lg-commits.db") if LANGGRAPH_MISSING is None else None
 
     def us(seconds: float) -> float:
         return seconds / n * 1e6
@@ -158,11 +222,28 @@ def main() -> None:
     print(f"{n}-step tool loop, best of {r}, microseconds per step")
     print(f"unstuck: no journal {us(bare):.0f}; journal, write tool {us(write):.0f} "
           f"(ratio {write / bare:.1f}); journal, read tool {us(read):.0f} (ratio {read / bare:.1f})")
-    print(f"langgraph: no checkpointer {us(graph):.0f}; SqliteSaver {us(saved):.0f} (ratio {saved / graph:.1f})")
-    ours, theirs = us(write - bare), us(saved - graph)
-    print(f"added per step: unstuck journal (write: intent + receipt + checkpoint) {ours:.0f} µs; "
-          f"unstuck journal (read: checkpoint) {us(read - bare):.0f} µs; "
-          f"LangGraph SqliteSaver {theirs:.0f} µs; ratio unstuck write / LangGraph {ours / theirs:.2f}")
+    if graph is not None and saved is not None:
+        print(f"langgraph: no checkpointer {us(graph):.0f}; SqliteSaver {us(saved):.0f} (ratio {saved / graph:.1f})")
+        ours, theirs = us(write - bare), us(saved - graph)
+        print(f"added per step: unstuck journal (write: intent + receipt + checkpoint) {ours:.0f} µs; "
+              f"unstuck journal (read: checkpoint) {us(read - bare):.0f} µs; "
+              f"LangGraph SqliteSaver {theirs:.0f} µs; ratio unstuck write / LangGraph {ours / theirs:.2f}")
+    else:
+        print(f"langgraph: not installed ({LANGGRAPH_MISSING}); its columns are skipped")
+
+    def per_call(seconds: float) -> str:
+        return f"{seconds / w * 1e6:.0f} µs/call"
+
+    print(f"synced commits per write call, one turn of {w} calls (the turn's start and end included):")
+    print(f"  bare synced commit      {bare_commits / w:.2f}  ({per_call(commit_s)})")
+    print(f"  unstuck journal         {riding / w:.2f}  ({per_call(riding_s)}; target <= 1.2: "
+          f"{'met' if riding / w <= 1.2 else 'NOT met'})")
+    print(f"  journal, sync_window=0  {every / w:.2f}  ({per_call(every_s)}; every commit synced, as before)")
+    print(f"  journal, read calls     {reading / w:.2f}  ({per_call(reading_s)}; no intent: only the turn's end)")
+    if lg is not None:
+        print(f"  LangGraph SqliteSaver   {lg[1] / w:.2f}  ({per_call(lg[0])})")
+    else:
+        print("  LangGraph SqliteSaver   skipped (langgraph not installed)")
 
 
 if __name__ == "__main__":

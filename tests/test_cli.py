@@ -439,3 +439,18 @@ def test_classify_reads_1e9_scale_stdin_in_bounded_memory_and_keeps_the_tail() -
     peak_kib, code, *out = proc.stdout.splitlines()
     assert code == "0" and "not_installed (blocker) on jq" in " ".join(out), proc.stdout + proc.stderr
     assert int(peak_kib) < 150 * 1024, f"peak RSS {peak_kib} KiB for 200 MB of stdin"
+
+
+def test_run_never_prints_a_token_the_tool_returned_though_the_model_saw_it(tmp_path: Path) -> None:
+    # GitHub's documented personal-access-token format: ghp_ and 36 characters of [A-Za-z0-9]
+    token = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+    (tmp_path / "leaky_env.yaml").write_text(
+        "name: leaky_env\ntitle: a file holding a token is read and its content given as the answer\n"
+        "role: counter\ntags: [counter]\nsetup:\n  files:\n"
+        f"    app.env: \"GH_TOKEN={token}\\n\"\n"
+        "task: \"What does app.env set?\"\nplan:\n  - {tool: read_file, args: {path: app.env}}\n"
+        "agents: [compliant]\nexpect:\n  status: done\n  answer: \"GH_TOKEN\"\n", encoding="utf-8")
+    proc = unstuck("run", "leaky_env", "--agent", "compliant", "--unattended", "--scenario-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "GH_TOKEN=***" in proc.stdout  # the answer (the file's line) is printed, its secret masked
+    assert "ghp_" not in proc.stdout + proc.stderr

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.lessons import APPLICATION_ID, LessonStore, LessonStoreError, default_store_path, storable
+from unstuck.lessons import (
+    ACTIVE_BY_TOOL_SQL,
+    ACTIVE_SQL,
+    APPLICATION_ID,
+    LessonStore,
+    LessonStoreError,
+    default_store_path,
+    storable,
+)
+from unstuck.remember import LessonKeeper
 from unstuck.situations import Kind, Probe, Situation, Source
 
 LOGGED_OUT = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
@@ -239,3 +248,96 @@ def test_unstuck_run_reports_a_lesson_store_that_refuses_writes_and_fails(tmp_pa
                           check=False, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 3  # blocked, as the scenario is: the lesson error is reported besides
     assert "error: --lessons: LessonStore.record on" in proc.stderr and "no such table" in proc.stderr
+
+
+def test_the_turn_start_query_seeks_the_active_tool_index_and_never_scans_or_sorts(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    LessonStore(path).close()
+    with sqlite3.connect(path) as db:
+        plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {ACTIVE_BY_TOOL_SQL}", ("check_cli_setup", 20))]
+        recent = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {ACTIVE_SQL}", (20,))]
+    assert plan == ["SEARCH knowledge USING INDEX knowledge_active_tool (tool=?)"]
+    assert recent == ["SCAN knowledge USING INDEX knowledge_active_recent"]  # in index order: no TEMP B-TREE
+
+
+def test_active_lessons_of_several_tools_come_most_recently_verified_first_and_closed_ones_never(
+        tmp_path: Path) -> None:
+    with LessonStore(tmp_path / "l.db") as store:
+        made = []
+        for i, (tool, at) in enumerate([("a", 10.0), ("b", 30.0), ("a", 20.0), ("c", 40.0), ("b", 20.0)]):
+            made.append(store.record(Situation(Kind.AUTH, f"s{i}", source=Source.DECLARED), tool=tool,
+                                     fingerprint=FP, content="c", source="escalated", now_s=at).id)
+        store.invalidate(made[1], "gone")
+        assert [x.id for x in store.active(tools=["a", "b"])] == [made[4], made[2], made[0]]  # 20 (newer id), 20, 10
+        assert [x.id for x in store.active(tools=["b", "a", "a"], limit=2)] == [made[4], made[2]]
+        assert [x.id for x in store.active()] == [made[3], made[4], made[2], made[0]]
+        assert store.active(tools=[]) == [] and store.active(tools=["a"], limit=0) == []
+        with pytest.raises(ValueError, match="limit"):
+            store.active(limit=-1)
+
+
+def test_a_schema_1_store_is_migrated_in_place_keeping_a_backup_and_every_lesson(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with LessonStore(path) as store:
+        kept = record(store)
+    with sqlite3.connect(path) as db:  # schema 1: the same file without the indexes schema 2 added
+        db.execute("DROP INDEX knowledge_active_tool")
+        db.execute("DROP INDEX knowledge_active_recent")
+        db.execute("PRAGMA user_version = 1")
+    with LessonStore(path) as store:
+        assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
+        backup = store.backup_path(1)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
+    assert backup == tmp_path / "l.db.schema1.bak"
+    with sqlite3.connect(backup) as old:
+        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert old.execute("SELECT id FROM knowledge").fetchall() == [(kept,)]
+
+
+def test_a_store_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    LessonStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 3")
+    with pytest.raises(LessonStoreError, match="schema 3"):
+        LessonStore(path)
+
+
+#: A token in GitHub's documented format for a personal access token: ``ghp_`` and 36
+#: characters of [A-Za-z0-9] (GitHub docs, "About authentication to GitHub", token formats).
+TOKEN = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+
+
+def _every_text_in(path: Path) -> str:
+    with sqlite3.connect(path) as db:
+        return " ".join(str(v) for row in db.execute("SELECT * FROM knowledge") for v in row)
+
+
+def test_a_token_in_a_declared_detail_unblock_or_metadata_is_never_stored_in_a_lesson(tmp_path: Path) -> None:
+    leaky = Situation(Kind.AUTH, "gh", interactive=True, unblock=f"GH_TOKEN={TOKEN} gh auth status",
+                      detail=f"env has GH_TOKEN={TOKEN} but it was refused")
+    with LessonStore(tmp_path / "l.db") as store:
+        lesson = store.record(leaky, tool="check_cli_setup", fingerprint=FP, content=f"refused: {leaky.detail}",
+                              source="escalated", metadata={"seen": f"token {TOKEN}", "api_key": "abcd1234"})
+        assert lesson.content == "refused: env has GH_TOKEN=*** but it was refused"
+        assert lesson.unblock == "GH_TOKEN=*** gh auth status"
+        assert lesson.metadata == {"seen": "token ***", "api_key": "***"}
+        again = store.record(leaky, tool="check_cli_setup", fingerprint=FP, content="x", source="escalated")
+        assert again.id == lesson.id  # the redacted unblock compares equal to the stored one: re-verified
+    assert len(TOKEN) == 40 and "ghp_" not in _every_text_in(tmp_path / "l.db")
+
+
+def test_the_keeper_remembers_a_declared_blocker_whose_detail_holds_a_token_without_the_token(
+        tmp_path: Path) -> None:
+    # the token sits past the quoted evidence's 200-character cut: redacted before cutting, no piece of it stays
+    detail = "x" * 180 + f" GH_TOKEN={TOKEN} was rejected: HTTP 401"
+    situation = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login", source=Source.DECLARED,
+                          detail=detail)
+    with LessonStore(tmp_path / "l.db") as store:
+        keeper = LessonKeeper(store, fingerprint=lambda subject: FP)
+        lesson = keeper.remember(situation, tool="check_cli_setup", result_text=detail, why="escalated")
+        assert lesson is not None and "ghp_" not in lesson.content and "A1b2" not in lesson.content
+    assert "ghp_" not in _every_text_in(tmp_path / "l.db")

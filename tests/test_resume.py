@@ -546,3 +546,50 @@ def test_an_identical_write_asked_for_in_an_uninterrupted_turn_runs(tmp_path: Pa
         run_turn("book order 1", model=AsksAgainModel(), tools=ledger_tools(str(ledger)), unattended=True,
                  clock=VirtualClock(), journal=j, turn_id="t1")
     assert booked(ledger) == [1, 1]
+
+
+class _PowerLoss(BaseException):
+    """Ends a turn in the middle, as a power loss would: nothing after it runs."""
+
+
+@pytest.mark.parametrize("resolved", [False, True])
+def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
+    tmp_path: Path, ledger: Path, resolved: bool
+) -> None:
+    """The receipt and the step's checkpoint ride on the next synced commit: a power loss
+    after them, before the next intent, keeps only what was on disk at the intent's synced
+    commit. That copy of the files (the journal and its WAL) is what resume then reads."""
+    import shutil
+
+    from crash_child import LedgerModel, ledger_tools, resolvers
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.resume import resume_turn
+
+    live, durable = tmp_path / "live", tmp_path / "durable"
+    live.mkdir()
+    durable.mkdir()
+
+    def on_point(name: str, ref: str) -> None:
+        if ref != "t1:1":
+            return
+        if name == "intent.prepared":  # just after a synced commit: the files are what the disk keeps
+            for part in ("j.db", "j.db-wal"):
+                shutil.copy2(live / part, durable / part)
+        if name == "checkpoint.saved":  # the receipt and the checkpoint rode; the power goes now
+            raise _PowerLoss
+
+    with Journal(live / "j.db", on_point=on_point) as journal, pytest.raises(_PowerLoss):
+        run_turn("book orders 1 to 3", model=LedgerModel(), tools=ledger_tools(str(ledger)), unattended=True,
+                 clock=VirtualClock(), journal=journal, turn_id="t1")
+    assert booked(ledger) == [1, 2]
+    with Journal(durable / "j.db") as journal:
+        assert [(i.effect_ref, i.state) for i in journal.intents("t1")] == [
+            ("t1:0", IntentState.COMMITTED), ("t1:1", IntentState.PREPARED)]  # the receipt of t1:1 was lost
+        result = resume_turn(journal, "t1", model=LedgerModel(), tools=ledger_tools(str(ledger)),
+                             resolvers=resolvers(str(ledger)) if resolved else None, clock=VirtualClock())
+    if resolved:  # the resolver reads the ledger: order 2 happened, order 3 runs once
+        assert result.status.value == "done" and booked(ledger) == [1, 2, 3]
+    else:  # nobody can say: held, order 2 never booked twice
+        assert result.status.value == "interrupted" and result.held_intents == ("t1:1",)
+        assert booked(ledger) == [1, 2]

@@ -54,6 +54,7 @@ from unstuck.loop import TurnStatus
 from unstuck.models import OpenAIChatModel
 from unstuck.presence import ConsoleAsker, console_can_ask
 from unstuck.readers import read_text_window
+from unstuck.redact import redact
 from unstuck.second_opinion import Opinion, SecondOpinion
 from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
 from unstuck.text import for_terminal
@@ -416,13 +417,13 @@ def _run_command(
     )
     if result.escalation is not None:
         if not is_attended:  # an attended user has just read it in the question
-            console.print(result.escalation.text, markup=False, highlight=False, soft_wrap=True)
+            console.print(redact(for_terminal(result.escalation.text)), markup=False, highlight=False, soft_wrap=True)
         if result.cost_line:
             console.print(result.cost_line, highlight=False)
     elif result.answer:
-        console.print(for_terminal(result.answer), markup=False, highlight=False, soft_wrap=True)
+        console.print(redact(for_terminal(result.answer)), markup=False, highlight=False, soft_wrap=True)
     if result.error:
-        err_console.print(f"[red]error:[/red] {escape(for_terminal(result.error))}")
+        err_console.print(f"[red]error:[/red] {escape(redact(for_terminal(result.error)))}")
     if json_path is not None:
         write_json([metrics], json_path)
     if result.status is TurnStatus.BLOCKED:
@@ -526,14 +527,14 @@ def _classify_command(
             highlight=False,
         )
         if situation.detail:
-            console.print(f"evidence: {for_terminal(situation.detail)}", markup=False, highlight=False)
+            console.print(f"evidence: {redact(for_terminal(situation.detail))}", markup=False, highlight=False)
         if situation.suggestion:
-            console.print(f"the tool suggests: {for_terminal(situation.suggestion)}", markup=False,
+            console.print(f"the tool suggests: {redact(for_terminal(situation.suggestion))}", markup=False,
                           highlight=False)
     if opinion is not None:
         said = (f"second opinion ({second_opinion}): {opinion.situation.kind.value}" if opinion.situation is not None
                 else f"second opinion ({second_opinion}) not used: {opinion.problem}")
-        console.print(for_terminal(said), markup=False, highlight=False)
+        console.print(redact(for_terminal(said)), markup=False, highlight=False)
     if explain:
         _print_explanation(found)
 
@@ -551,7 +552,7 @@ def _print_explanation(found: Classification) -> None:
         console.print(f"source: {for_terminal(decided.source)}", markup=False, highlight=False)
     console.print(f"read as: {'a failure' if found.failed else 'not a failure'}", highlight=False)
     for item in found.evidence:
-        console.print(f"  {item.what}: {for_terminal(item.excerpt)}", markup=False, highlight=False)
+        console.print(f"  {item.what}: {redact(for_terminal(item.excerpt))}", markup=False, highlight=False)
 
 
 def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:

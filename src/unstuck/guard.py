@@ -300,7 +300,8 @@ class Guard:
 
     def checkpoint(self, messages: Sequence[str] = (), first_seq: int = 0) -> None:
         """Write the steps not yet in the journal, and the loop's new ``messages`` (JSON,
-        numbered from ``first_seq``), in one synced transaction; nothing without a journal.
+        numbered from ``first_seq``), in one transaction that rides on the journal's next
+        synced commit (:meth:`unstuck.journal.Journal.checkpoint`); nothing without a journal.
         Steps are written with their content, arguments and situation detail redacted
         (:func:`unstuck.redact.redact`); the model saw them whole."""
         if self.journal is None:
@@ -960,6 +961,8 @@ class Guard:
         self.emit(EventName.INTENT_PREPARED, tool=call.tool, effect_ref=ref)
 
     def _commit_intent(self, ref: str, result: ToolResult) -> None:
+        # The intent was the call's synced commit; the receipt rides on the next one (a power
+        # loss before it leaves the intent prepared: resume asks or holds, never repeats).
         assert self.journal is not None
         self.journal.effect_returned(ref)
         self.journal.record_receipt(ref, receipt_of(result))

@@ -15,9 +15,29 @@ journal"; DESIGN.md, "effect intent")::
 Unlike peers that re-run a step whose outcome is unknown (at-least-once), a held intent stops
 the turn: it is ``interrupted`` and runs no later effect until a person decides.
 
-Storage: one SQLite file (path configurable), ``journal_mode=WAL`` and
-``synchronous=FULL``, so every commit (an intent, a receipt, a step) is on disk before the
-call returns; several processes may share the file (``busy_timeout`` 10 s). The file is
+Storage: one SQLite file (path configurable), ``journal_mode=WAL``; several processes may
+share the file (``busy_timeout`` 10 s). Commits are of two kinds (a write call costs one
+synced commit, the floor, where it used to cost four):
+
+* *synced* (``PRAGMA synchronous = FULL``: the WAL is fsynced at the commit): an effect
+  intent before its call, a resumed intent, a person's word (settle, a recorded decision),
+  a claim, a hold, the turn's end;
+* *riding* (``synchronous = NORMAL``): a receipt, a step checkpoint, the turn's start, a
+  validator's verdict. They are written and committed at once (another process, and a
+  process killed with SIGKILL, sees them: they are in the OS's page cache), but not fsynced
+  on their own: the next synced commit fsyncs the WAL and so makes them durable with it.
+
+In WAL mode a commit is an append to the WAL, and recovery after a power loss keeps the
+longest prefix of frames whose cumulative checksums hold
+(https://www.sqlite.org/pragma.html#pragma_synchronous, https://www.sqlite.org/wal.html,
+https://www.sqlite.org/fileformat2.html#walformat): a power loss keeps every transaction up
+to at least the last synced commit, in order, and never corrupts the file. Every such
+prefix is also a state a SIGKILL between two commits leaves, so resume needs nothing new:
+a receipt lost with the power is an intent without a receipt, asked of the resolver or held
+exactly as after a crash at ``effect.returned``, never run again on its own.
+``sync_window`` bounds how long riding commits may wait: a riding commit made when the
+oldest unsynced one (itself included) is that many seconds old or more is synced itself
+(group commit: at most one extra sync per window; 0 syncs every commit). The file is
 marked with its own ``application_id``; a file that is not SQLite, or another program's
 database, is refused with :class:`JournalError` naming the path, never recreated. A damaged
 file (``PRAGMA quick_check`` finds a problem) is refused at open, before anything is written
@@ -45,8 +65,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,6 +257,13 @@ class Journal:
         on_point: a test hook called at each crash point (see :data:`PointHook`); ``None``
             in normal use.
         readonly: open for reading only (a read-only file or mount works; nothing is made).
+        sync_window: seconds a riding commit (receipt, checkpoint) may stay unsynced before
+            a riding commit is synced itself; ``None`` (the default): until the next synced
+            commit (the next intent, the turn's end). Must be >= 0.
+
+    Attributes:
+        commits: synced commits made through this object (``synchronous = FULL``).
+        riding_commits: commits made without their own sync (``synchronous = NORMAL``).
 
     Raises:
         JournalError: when the file is not SQLite, is another program's database, is
@@ -248,10 +275,18 @@ class Journal:
             the run").
     """
 
-    def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False) -> None:
+    def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False,
+                 sync_window: float | None = None) -> None:
+        if sync_window is not None and not sync_window >= 0:
+            raise ValueError(f"Journal sync_window must be None or seconds >= 0, not {sync_window!r}")
         self.path = Path(path)
         self.on_point = on_point
         self.readonly = readonly
+        self.sync_window = sync_window
+        self.commits = 0
+        self.riding_commits = 0
+        self._synchronous = "FULL"
+        self._unsynced_since: float | None = None  # monotonic seconds of the oldest riding commit not yet synced
         if readonly and not self.path.is_file():
             raise JournalError(f"no journal at {self.path}")
         if readonly and self.path.stat().st_size == 0:
@@ -303,8 +338,27 @@ class Journal:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
 
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return write(self._db, before_commit=self._still_in_place)
+    @contextmanager
+    def _write(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction, synced (``synchronous = FULL``) or riding on the next
+        synced commit (``NORMAL``; synced all the same when ``sync_window`` has passed)."""
+        now = time.monotonic()
+        oldest = now if self._unsynced_since is None else self._unsynced_since  # this commit counts too
+        if not sync and self.sync_window is not None and now - oldest >= self.sync_window:
+            sync = True
+        mode = "FULL" if sync else "NORMAL"
+        if mode != self._synchronous:  # a connection setting, read at each commit: set between transactions
+            self._db.execute(f"PRAGMA synchronous = {mode}")
+            self._synchronous = mode
+        with write(self._db, before_commit=self._still_in_place) as db:
+            yield db
+        if sync:
+            self.commits += 1
+            self._unsynced_since = None
+        else:
+            self.riding_commits += 1
+            if self._unsynced_since is None:
+                self._unsynced_since = now
 
     def _still_in_place(self) -> None:
         self._identity.require_unchanged(
@@ -328,9 +382,9 @@ class Journal:
 
     def begin_turn(self, turn_id: str, task: str, *, unattended: bool, guarded: bool, config_json: str = "{}") -> None:
         """Record a new turn, status ``running``, owned by this process (its pid and start
-        time), with the policy's settings as JSON."""
+        time), with the policy's settings as JSON (a riding commit)."""
         pid, start = process_identity()
-        with self._write() as db:
+        with self._write(sync=False) as db:  # rides on the first intent or the turn's end
             db.execute(
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
                 " owner_start, owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -477,8 +531,11 @@ class Journal:
         self._point("effect.returned", ref)
 
     def record_receipt(self, ref: str, receipt: str, *, settled_by: str = "call") -> None:
-        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so)."""
-        with self._write() as db:
+        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so).
+        A riding commit: visible at once and kept through a SIGKILL, durable through a power
+        loss with the next synced commit; a receipt lost with the power leaves the intent
+        ``prepared``, which resume asks about or holds (never runs again on its own)."""
+        with self._write(sync=False) as db:
             db.execute(
                 "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
                 (IntentState.COMMITTED.value, receipt, time.time(), settled_by, ref),
@@ -511,10 +568,11 @@ class Journal:
     def checkpoint(
         self, turn_id: str, *, steps: Sequence[StepRecord], messages: Sequence[str], first_seq: int, ref: str = ""
     ) -> None:
-        """In one synced transaction: new steps, the conversation's new messages (JSON,
-        numbered from ``first_seq``) and the checkpoint mark. A resumed turn continues from
-        the last checkpoint. ``ref`` names the effect for the crash-point hook."""
-        with self._write() as db:
+        """In one transaction (a riding commit: durable with the next synced one): new steps,
+        the conversation's new messages (JSON, numbered from ``first_seq``) and the
+        checkpoint mark. A resumed turn continues from the last checkpoint that reached the
+        disk. ``ref`` names the effect for the crash-point hook."""
+        with self._write(sync=False) as db:
             for step in steps:
                 db.execute(
                     "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -533,13 +591,15 @@ class Journal:
         self._point("checkpoint.saved", ref)
 
     def record_validation(self, turn_id: str, name: str, verdict: str, evidence: str) -> None:
-        """Record one validator's verdict (``passed``, ``failed`` or ``not required``)."""
-        with self._write() as db:
+        """Record one validator's verdict (``passed``, ``failed`` or ``not required``); a
+        riding commit (the turn's end, next, is synced)."""
+        with self._write(sync=False) as db:
             db.execute("INSERT INTO validations VALUES (?, ?, ?, ?, ?)",
                        (turn_id, name, verdict, evidence, time.time()))
 
     def end_turn(self, turn_id: str, status: str, *, answer: str = "", error: str | None = None) -> None:
-        """Record the turn's final (or, for ``interrupted``, current) status."""
+        """Record the turn's final (or, for ``interrupted``, current) status (a synced commit,
+        which makes every riding commit before it durable too)."""
         with self._write() as db:
             db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
                        " owner_start = NULL, owner_host = NULL WHERE turn_id = ?",  # the owner lets go

@@ -26,6 +26,12 @@ the run"). Every :class:`LessonStoreError` a public method raised is also kept i
 :attr:`LessonStore.failures`, so a caller can report it after a turn whose lesson keeper
 carried on without lessons (:mod:`unstuck.sqlite_store`).
 
+Schema: ``PRAGMA user_version`` is the schema (2). A schema-1 store opened for writing is
+migrated in place under the write lock, after a copy of it is kept as
+``<name>.schema1.bak`` (:meth:`LessonStore.backup_path`): schema 2 adds the partial indexes
+that serve the turn-start query (:meth:`LessonStore.active`; ``bench/bench_lessons.py``). A
+store of a newer schema is refused.
+
 Errors::
 
     LessonStoreError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign store file; a
@@ -35,6 +41,8 @@ Errors::
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import sqlite3
 import time
@@ -47,11 +55,14 @@ from typing import Any
 import platformdirs
 
 from unstuck.errors import UnstuckError
+from unstuck.redact import redact, redact_value
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
 from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, store_errors, write
 from unstuck.text import for_terminal
 
 __all__ = [
+    "ACTIVE_BY_TOOL_SQL",
+    "ACTIVE_SQL",
     "APPLICATION_ID",
     "Lesson",
     "LessonStore",
@@ -63,7 +74,16 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck lesson store ("unsl").
 APPLICATION_ID = 0x756E736C
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+
+_ACTIVE = "invalidated_at IS NULL AND superseded_by IS NULL"
+#: Indexes added by schema 2: the turn-start query (:meth:`LessonStore.active`) seeks the
+#: active lessons of one tool, most recently verified first, and stops after ``limit`` rows
+#: (a partial index: closed lessons are not in it, so their number costs nothing).
+_INDEXES_2 = (
+    f"CREATE INDEX IF NOT EXISTS knowledge_active_tool ON knowledge (tool, last_verified_at, id) WHERE {_ACTIVE}",
+    f"CREATE INDEX IF NOT EXISTS knowledge_active_recent ON knowledge (last_verified_at, id) WHERE {_ACTIVE}",
+)
 
 _SCHEMA = (
     """CREATE TABLE knowledge (
@@ -83,10 +103,18 @@ _SCHEMA = (
             VALUES ('delete', old.id, old.content, old.subject, old.tool);
         INSERT INTO knowledge_fts (rowid, content, subject, tool) VALUES (new.id, new.content, new.subject, new.tool);
     END""",
+    *_INDEXES_2,
 )
 
 _COLUMNS = ("id, domain, tool, subject, kind, fingerprint, unblock, probe, content, confidence, created_at, "
             "last_verified_at, invalidated_at, superseded_by, source, metadata")
+
+#: The turn-start query for one tool (:meth:`LessonStore.active` runs it once per tool and
+#: merges): served by the ``knowledge_active_tool`` index, in its order, no sort, no scan.
+ACTIVE_BY_TOOL_SQL = (f"SELECT {_COLUMNS} FROM knowledge WHERE {_ACTIVE} AND tool = ?"
+                      " ORDER BY last_verified_at DESC, id DESC LIMIT ?")
+#: Every active lesson, most recently verified first (``knowledge_active_recent``).
+ACTIVE_SQL = f"SELECT {_COLUMNS} FROM knowledge WHERE {_ACTIVE} ORDER BY last_verified_at DESC, id DESC LIMIT ?"
 
 
 class LessonStoreError(UnstuckError, RuntimeError):
@@ -219,6 +247,8 @@ class LessonStore:
         raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from last
 
     def _open(self) -> None:
+        if not self.readonly and self._db.execute("PRAGMA user_version").fetchone()[0] == 1:
+            self._back_up(1)  # before the write lock: SQLite's backup cannot read through a writing connection
         if not self.readonly:
             with self._write() as db:  # the check and the making under one write lock: no race to make it twice
                 app_id = db.execute("PRAGMA application_id").fetchone()[0]
@@ -229,6 +259,8 @@ class LessonStore:
                     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                     for statement in _SCHEMA:
                         db.execute(statement)
+                elif app_id == APPLICATION_ID and version == 1:
+                    self._migrate_from_1(db)
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
             what = describe(self._db, app_id)
@@ -243,6 +275,31 @@ class LessonStore:
             raise LessonStoreError(f"{self.path} is marked as a lesson store but has no knowledge table")
         if not self.readonly:
             self._db.execute("PRAGMA journal_mode = WAL")
+
+    def backup_path(self, version: int) -> Path:
+        """Where the copy of a schema-``version`` store is kept when it is migrated in place:
+        ``<name>.schema<version>.bak`` beside it."""
+        return self.path.with_name(f"{self.path.name}.schema{version}.bak")
+
+    def _back_up(self, version: int) -> None:
+        """A consistent copy of the store as it is (SQLite's online backup,
+        :meth:`sqlite3.Connection.backup`) at :meth:`backup_path`, written beside it and renamed
+        into place, so a half-written copy never has the backup's name."""
+        backup = self.backup_path(version)
+        partial = backup.with_name(backup.name + ".part")
+        target = sqlite3.connect(partial)
+        try:
+            self._db.backup(target)
+        finally:
+            target.close()
+        partial.replace(backup)
+
+    def _migrate_from_1(self, db: sqlite3.Connection) -> None:
+        """Schema 1 -> 2, in place, under the write lock (the copy was taken just before,
+        :meth:`_back_up`): the indexes of :data:`_INDEXES_2`. The rows stay as they are."""
+        for statement in _INDEXES_2:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         return write(self._db, before_commit=self._still_in_place)
@@ -267,6 +324,11 @@ class LessonStore:
         domain: str = "", metadata: Mapping[str, Any] | None = None, now_s: float | None = None,
     ) -> Lesson:
         """Store (or re-verify) the lesson of a declared blocker.
+
+        ``content`` and the unblock are stored cleaned (no escape sequence, one line) and
+        redacted (:func:`unstuck.redact.redact`: a token or a value named secret becomes
+        ``***``), ``metadata`` redacted (:func:`unstuck.redact.redact_value`): no secret in a
+        tool's declared detail or unblock is ever stored.
 
         An active lesson with the same signature and unblock is re-verified (its
         ``last_verified_at`` moves, its confidence rises); one with another unblock is
@@ -298,7 +360,7 @@ class LessonStore:
                     "INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content,"
                     " confidence, created_at, last_verified_at, source, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (domain, tool, situation.subject, situation.kind.value, fingerprint, unblock, probe,
-                     _clean(content), 0.5, now, now, source, json.dumps(dict(metadata or {}))),
+                     _clean(content), 0.5, now, now, source, json.dumps(redact_value(dict(metadata or {})))),
                 )
                 lesson_id = int(cursor.lastrowid or 0)
                 if row is not None:
@@ -353,19 +415,30 @@ class LessonStore:
         return _lesson(row) if row is not None else None
 
     def active(self, *, tools: Iterable[str] | None = None, limit: int | None = None) -> list[Lesson]:
-        """Active lessons, most recently verified first; only those declared by ``tools``
-        when given; at most ``limit``."""
-        query = f"SELECT {_COLUMNS} FROM knowledge WHERE invalidated_at IS NULL AND superseded_by IS NULL"
-        params: list[Any] = []
-        if tools is not None:
-            names = sorted(set(tools))
-            query += f" AND tool IN ({', '.join('?' * len(names))})" if names else " AND 0"
-            params.extend(names)
-        query += " ORDER BY last_verified_at DESC, id DESC"
-        if limit is not None:
-            query += " LIMIT ?"
-            params.append(limit)
-        return [_lesson(r) for r in self._db.execute(query, params).fetchall()]
+        """Active lessons, most recently verified first (then newest id); only those declared
+        by ``tools`` when given; at most ``limit`` (all when ``None``).
+
+        The turn-start query (:meth:`unstuck.remember.LessonKeeper.known_blockers`). With
+        ``tools``, one indexed seek per tool (:data:`ACTIVE_BY_TOOL_SQL`, at most ``limit``
+        rows each) and a merge: its cost grows with ``len(tools) * limit``, not with the
+        number of lessons stored.
+
+        Raises:
+            ValueError: when ``limit`` is negative.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError(f"LessonStore.active: limit must be 0 or more, got {limit}")
+        bound = -1 if limit is None else limit  # SQLite: a negative LIMIT is no limit
+        if tools is None:
+            return [_lesson(r) for r in self._db.execute(ACTIVE_SQL, (bound,)).fetchall()]
+        # one cursor per tool, read lazily: the merge reads about limit + len(tools) rows in all
+        cursors = [self._db.execute(ACTIVE_BY_TOOL_SQL, (name, bound)) for name in sorted(set(tools))]
+        try:
+            merged = heapq.merge(*cursors, key=lambda row: (-row[11], -row[0]))
+            return [_lesson(r) for r in itertools.islice(merged, limit)]
+        finally:
+            for cursor in cursors:
+                cursor.close()
 
     def all(self) -> list[Lesson]:
         """Every lesson, closed ones included, newest first."""
@@ -388,8 +461,10 @@ class LessonStore:
 
 def _clean(text: str) -> str:
     """Valid UTF-8 for SQLite (lone surrogates become U+FFFD), no control or escape sequence
-    (:func:`unstuck.text.for_terminal`: a lesson is shown on terminals and in prompts), one line."""
-    return for_terminal(clean_text(text)).replace("\n", " ").replace("\t", " ")
+    (:func:`unstuck.text.for_terminal`: a lesson is shown on terminals and in prompts), no
+    secret (:func:`unstuck.redact.redact`, after the escapes are gone, so a token split by an
+    escape sequence is whole again when it is looked for), one line."""
+    return redact(for_terminal(clean_text(text))).replace("\n", " ").replace("\t", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:

@@ -73,7 +73,8 @@ class Conversation:
         guard.closer = self.closing_sentence
 
     def save(self) -> None:
-        """Checkpoint the guard's new steps and the new messages (one synced transaction)."""
+        """Checkpoint the guard's new steps and the new messages (one transaction, riding on
+        the journal's next synced commit)."""
         if self.guard.journal is None:
             return
         new = [message_to_json(_stored(m)) for m in self.messages[self.saved_messages:]]

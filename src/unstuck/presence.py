@@ -19,6 +19,7 @@ from rich.prompt import Confirm, Prompt
 from rich.text import Text
 
 from unstuck.escalation import Answer, Escalation
+from unstuck.redact import redact
 from unstuck.text import for_terminal
 
 __all__ = ["Answer", "Asker", "ConsoleAsker", "ScriptedAsker", "console_can_ask"]
@@ -51,11 +52,12 @@ class ConsoleAsker:
     def ask(self, escalation: Escalation, *, note: str | None = None) -> Answer:
         """Show the escalation and read one of the three choices."""
         # tool and model text as plain Text: never read as rich markup ("[/]" raises, "[link=…]"
-        # writes an OSC 8 link), and stripped of escape sequences (unstuck.text.for_terminal)
+        # writes an OSC 8 link), stripped of escape sequences (unstuck.text.for_terminal) and of
+        # secrets (unstuck.redact)
         title = Text(f"unstuck: {for_terminal(escalation.subject)} needs you")
-        self._console.print(Panel(Text(escalation.text), title=title))
+        self._console.print(Panel(Text(redact(escalation.text)), title=title))
         if note:
-            self._console.print(Text(for_terminal(note), style="yellow"))
+            self._console.print(Text(redact(for_terminal(note)), style="yellow"))
         self._console.print("  [bold]1[/bold] I've done it   [bold]2[/bold] Skip it   [bold]3[/bold] Stop")
         while True:
             try:

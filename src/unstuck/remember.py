@@ -31,9 +31,10 @@ from typing import TypeVar
 from unstuck.classify import find_injection
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.prompts import unblock_is_sentence
+from unstuck.redact import redact
 from unstuck.shell import find_download_and_run, screen_command
 from unstuck.situations import Situation
-from unstuck.text import quote_evidence
+from unstuck.text import for_terminal, quote_evidence
 
 __all__ = [
     "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonKeeper",
@@ -137,9 +138,10 @@ def lesson_content(situation: Situation) -> str:
     """A lesson's line of content: the subject and kind in unstuck's words, then the
     situation's detail (tool text) only as quoted evidence (:func:`unstuck.text.quote_evidence`:
     cleaned, one line, at most :data:`unstuck.text.EVIDENCE_CHARS` characters, its quotation
-    marks neutralised)."""
+    marks neutralised), redacted before it is cut (:func:`unstuck.redact.redact`), so no part
+    of a secret is kept."""
     head = f"{situation.subject} was blocked ({situation.kind.value})"
-    return f"{head}: {quote_evidence(situation.detail)}" if situation.detail.strip() else head
+    return f"{head}: {quote_evidence(redact(for_terminal(situation.detail)))}" if situation.detail.strip() else head
 
 
 def _still_safe(lesson: Lesson) -> bool:
