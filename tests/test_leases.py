@@ -22,9 +22,11 @@ from unstuck.leases import (
     TRUNCATION_MARKER,
     descendants,
     drain_leases,
+    end_lease,
     live_leases,
     reads_terminal,
     run_leased,
+    start_lease,
     start_time,
     tagged,
     token_prefix,
@@ -287,3 +289,22 @@ def test_the_supervisor_refuses_a_missing_or_bad_pid_with_usage() -> None:
     for argv in ([], ["x"], ["0"], ["1", "2"]):
         bad = subprocess.run([sys.executable, "-m", "unstuck.supervisor", *argv], capture_output=True, text=True)
         assert bad.returncode == 2 and "usage: python -m unstuck.supervisor PID" in bad.stderr
+
+
+def test_a_leased_fixture_carries_its_token_is_registered_and_end_lease_ends_its_whole_group() -> None:
+    lease = start_lease(["bash", "-c", "sleep 3600 & echo ready; wait"], env=ENV)
+    try:
+        assert lease.proc.stdout is not None
+        assert lease.proc.stdout.readline().strip() == "ready"
+        assert lease.token.startswith(token_prefix())
+        assert live_leases()[lease.token] == lease.proc.pid
+        members = tagged(lease.token)
+        assert len(members) == 2  # bash and its background sleep inherit the token
+        signalled = end_lease(lease)
+        assert set(members) <= set(signalled)
+        assert lease.token not in live_leases()
+        assert lease.proc.returncode == -9
+        assert not any(start_time(pid) == start for pid, start in members.items())
+        assert end_lease(lease) == ()  # idempotent: nothing left to signal
+    finally:
+        drain_leases()

@@ -97,8 +97,10 @@ __all__ = [
     "OVERFLOW_FACTOR",
     "TRUNCATION_MARKER",
     "LeaseOutcome",
+    "LeasedProcess",
     "descendants",
     "drain_leases",
+    "end_lease",
     "end_leases",
     "install_containment",
     "install_signal_drain",
@@ -106,9 +108,11 @@ __all__ = [
     "live_leases",
     "reads_terminal",
     "run_leased",
+    "start_lease",
     "start_supervisor",
     "start_time",
     "stop_supervisor",
+    "sweep_leftovers",
     "tagged",
     "token_prefix",
     "waiting_program",
@@ -840,14 +844,16 @@ def stop_supervisor(timeout_s: float = 5.0) -> int | None:
 
 def install_containment() -> int:
     """What a command that runs turns (``unstuck run``) calls once at its start, from the
-    main thread: :func:`install_signal_drain` and :func:`start_supervisor` (whose pid it
-    returns), so the turn's tool processes end however the command ends: SIGTERM, SIGINT,
+    main thread: :func:`sweep_leftovers` (what earlier runs that died left), then
+    :func:`install_signal_drain` and :func:`start_supervisor` (whose pid it returns), so the
+    turn's tool processes end however the command ends: SIGTERM, SIGINT,
     SIGKILL or a crash.
 
     Raises:
         OSError: when the supervisor cannot be started.
         ValueError: when not called from the main thread.
     """
+    sweep_leftovers()
     install_signal_drain()
     return start_supervisor()
 
@@ -873,7 +879,7 @@ class _Registry:
                 self.ended(token)
                 raise
 
-    def started(self, token: str, proc: subprocess.Popen[bytes]) -> None:
+    def started(self, token: str, proc: subprocess.Popen[Any]) -> None:
         with self.lock:
             self._live[token] = proc.pid
             _supervisor_send(f"g {token} {proc.pid}\n")
@@ -984,3 +990,103 @@ def install_signal_drain(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT
         if signum in _INSTALLED:
             continue
         _INSTALLED[signum] = signal.signal(signum, _on_signal)
+
+
+# ----------------------------------------------------------------------------- leftovers
+
+def _owner(token: str) -> int | None:
+    """The pid a lease token names as its owner (``PID-…``, see :func:`token_prefix`);
+    ``None`` for a token of another shape."""
+    head, dash, _ = token.partition("-")
+    return int(head) if dash and head.isascii() and head.isdigit() and 0 < int(head) < 1 << 22 else None
+
+
+def sweep_leftovers(grace_s: float = DEFAULT_GRACE_S) -> tuple[int, ...]:
+    """End the processes earlier runs left: every live process carrying an ``UNSTUCK_LEASE``
+    token whose owner (the pid the token begins with, :func:`token_prefix`) is gone. An
+    owner counts as gone when no process has its pid, or the process with its pid started
+    after the leftover did (a pid reused later: the owner of a lease started before every
+    process of it; start times from :func:`start_time`, clock ticks since boot). Leases of
+    live owners, this process's included, are left alone. Each orphaned token is ended as
+    :func:`end_leases` does (SIGTERM, ``grace_s`` seconds, then SIGKILL). Never raises.
+
+    Returns the pids signalled (sorted); empty when nothing was left."""
+    me = os.getpid()
+    orphaned: set[str] = set()
+    owners: dict[int, int | None] = {}
+    for proc in psutil.process_iter():
+        try:
+            token = proc.environ().get(LEASE_ENV)
+            owner = _owner(token) if token else None
+            if token is None or owner is None or owner == me or proc.pid == me:
+                continue
+            with proc.oneshot():
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                started = _ticks(proc.create_time())
+        except (psutil.Error, OSError):
+            continue
+        if owner not in owners:
+            owners[owner] = start_time(owner)
+        owner_start = owners[owner]
+        if owner_start is None or owner_start > started:
+            orphaned.add(token)
+    if not orphaned:
+        return ()
+    return end_leases(dict.fromkeys(orphaned, 0), grace_s)
+
+
+# ----------------------------------------------------------------------------- leased fixtures
+
+@dataclass(frozen=True, slots=True)
+class LeasedProcess:
+    """A long-lived helper process started under a lease (:func:`start_lease`): a fixture
+    that holds a lock, a fake server. It carries ``token`` in its environment and is in the
+    registry until :func:`end_lease`, so the signal drain, the supervisor and
+    :func:`sweep_leftovers` end it as they end a tool's processes.
+
+    Attributes:
+        token: its ``UNSTUCK_LEASE`` value.
+        proc: the process (text-mode pipes; its pid is its process group).
+    """
+
+    token: str
+    proc: subprocess.Popen[str]
+
+
+def start_lease(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+) -> LeasedProcess:
+    """Start ``argv`` as a leased helper with no deadline: in a session and process group
+    of its own, stdin ``/dev/null``, stdout a text pipe (UTF-8) the caller reads, stderr
+    inherited; its environment ``env`` (this process's by default) plus its lease token.
+    End it with :func:`end_lease`.
+
+    Raises:
+        OSError: when the command cannot be started.
+    """
+    token = f"{token_prefix()}{uuid.uuid4().hex}"
+    child_env = {**(os.environ if env is None else env), LEASE_ENV: token}
+    with _REGISTRY.starting(token):
+        proc = subprocess.Popen(
+            list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            text=True, encoding="utf-8", errors="replace", start_new_session=True,
+        )
+        _REGISTRY.started(token, proc)
+    return LeasedProcess(token, proc)
+
+
+def end_lease(lease: LeasedProcess, grace_s: float = 0.0) -> tuple[int, ...]:
+    """End a helper started with :func:`start_lease`: its group, its descendants and every
+    process carrying its token (see :func:`end_leases`), then reap it, close its pipe and
+    take it off the registry. Idempotent; never raises. Returns the pids signalled."""
+    try:
+        # a reaped child's pid may be reused: its group only while it is unreaped (alive or a zombie)
+        return end_leases({lease.token: lease.proc.pid if lease.proc.poll() is None else 0}, grace_s)
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            lease.proc.wait(timeout=5)
+        if lease.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                lease.proc.stdout.close()
+        _REGISTRY.ended(token=lease.token)

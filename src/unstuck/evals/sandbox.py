@@ -11,6 +11,16 @@ environment its tool subprocesses get:
 * a program can be hidden: ``PATH`` then points at a directory of links to every program on
   the host's ``PATH`` except the hidden ones, so the shell prints its real "command not found";
 * gh can be signed in against :class:`unstuck.evals.fake_github.FakeGitHub` on a unix socket.
+
+**Nothing outlives the run.** Lock holders are leases (:func:`unstuck.leases.start_lease`):
+they carry the lease token, so :meth:`Sandbox.close`, the signal drain and supervisor of
+``unstuck run`` (:func:`unstuck.leases.install_containment`) and the start-up sweep
+(:func:`unstuck.leases.sweep_leftovers`) end them. A sandbox made in the temporary directory
+(``tempfile.gettempdir()``, ``$TMPDIR`` or ``/tmp``) is named after the process that made it,
+``unstuck-sandbox-PID.START-…`` with its gh socket directory ``ugh-PID.START-…`` (``START``:
+that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`
+leaves them there, and the next sandbox made removes those whose maker is gone
+(:func:`sweep_sandboxes`). A sandbox given a ``root`` is the caller's to remove.
 """
 
 from __future__ import annotations
@@ -21,16 +31,18 @@ import pwd
 import select
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import re2
+
 from unstuck.evals.fake_github import FakeGitHub
+from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
 from unstuck.toolkit import Workspace
 
-__all__ = ["NETWORKS", "Sandbox"]
+__all__ = ["NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "sweep_sandboxes"]
 
 #: The network states a sandbox can have (see :meth:`Sandbox.sign_in_gh`).
 NETWORKS = ("ok", "refused", "none")
@@ -51,6 +63,53 @@ def _account(name: str) -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
+#: What a sandbox's directory in the temporary directory is named with, before ``PID.START-``.
+SANDBOX_PREFIX = "unstuck-sandbox-"
+#: What its gh socket directory is named with, before ``PID.START-`` (unix socket paths must stay short).
+SOCKET_PREFIX = "ugh-"
+_MAKER = re2.compile(r"^(?:unstuck-sandbox-|ugh-)([0-9]{1,7})\.([0-9]{1,20})-")
+
+
+def _maker_tag() -> str:
+    """``PID.START-`` of this process (see the module doc)."""
+    return f"{os.getpid()}.{start_time(os.getpid()) or 0}-"
+
+
+def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
+    """Remove the sandbox and socket directories in ``directory`` (the temporary directory by
+    default) whose maker is gone: no process has the pid in the name, or the one that has it
+    started at another time (a reused pid). Directories of live makers, and names of another
+    shape, are left alone. Never raises (what cannot be removed stays).
+
+    Returns the directories removed, sorted."""
+    where = Path(tempfile.gettempdir()) if directory is None else directory
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return ()
+    for entry in entries:
+        found = _MAKER.match(entry.name)
+        if found is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        if start_time(int(found.group(1))) == int(found.group(2)):
+            continue
+        path = Path(entry.path)
+        _unlock(path)
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return tuple(sorted(removed))
+
+
+def _unlock(root: Path) -> None:
+    """Give back what :meth:`Sandbox.make_unreadable` took away, so removal can read it."""
+    for top, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(top, name), 0o700)
+
+
 def _host_path() -> str:
     return os.environ.get("PATH", os.defpath)
 
@@ -68,7 +127,10 @@ class Sandbox:
         self, root: Path | None = None, *, hide_programs: Iterable[str] = (), keep: bool = False,
         run_as: str | None = None, network: str = "ok",
     ) -> None:
-        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="unstuck-sandbox-"))
+        if root is None:
+            sweep_sandboxes()
+        tag = _maker_tag()
+        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"sandbox root {self.root} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
@@ -78,7 +140,7 @@ class Sandbox:
         for directory in (self.home, self.work, self.gh_config):
             directory.mkdir(exist_ok=True)
         self.keep = keep
-        self._socket_dir = Path(tempfile.mkdtemp(prefix="ugh-"))  # unix socket paths must stay short
+        self._socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX + tag))  # unix socket paths must stay short
         self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._blackhole.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
         self.proxy_url = f"http://127.0.0.1:{self._blackhole.getsockname()[1]}"
@@ -94,7 +156,7 @@ class Sandbox:
             raise ValueError("a sandbox without network (unshare -n) needs root")
         self.network = network
         self._dead_socket: socket.socket | None = None
-        self._holders: list[subprocess.Popen[str]] = []
+        self._holders: list[LeasedProcess] = []
 
     # -- environment -----------------------------------------------------------------------
 
@@ -246,11 +308,9 @@ class Sandbox:
         }
         if kind not in scripts:
             raise ValueError(f"unknown lock {kind!r}; known: {', '.join(scripts)}")
-        holder = subprocess.Popen(
-            [sys.executable, "-c", scripts[kind], str(target)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            text=True, start_new_session=True,
-        )
-        self._holders.append(holder)
+        lease = start_lease([sys.executable, "-c", scripts[kind], str(target)])
+        self._holders.append(lease)
+        holder = lease.proc
         ready = select.select([holder.stdout], [], [], 10)[0] if holder.stdout is not None else []
         if not ready or holder.stdout is None or holder.stdout.readline().strip() != "held":
             raise RuntimeError(f"the {kind} lock on {name} was not held within 10 s")
@@ -268,14 +328,10 @@ class Sandbox:
         directories (unless kept).
         """
         for holder in self._holders:
-            holder.kill()
-            holder.wait()
+            end_lease(holder)
         self._holders.clear()
-        if not self.keep:  # give back what make_unreadable took away, so removal can read it
-            for top, dirs, files in os.walk(self.work):
-                for name in (*dirs, *files):
-                    with contextlib.suppress(OSError):
-                        os.chmod(os.path.join(top, name), 0o700)
+        if not self.keep:
+            _unlock(self.work)
         if self.github is not None:
             self.github.stop()
             self.github = None
