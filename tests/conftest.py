@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -60,4 +61,15 @@ def gh_path() -> str:
     return path
 
 
-__all__ = ["ModelError", "PlaybackModel"]
+def until(predicate: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``predicate`` every 50 ms until it is true or ``seconds`` of real time pass; its last
+    answer (for tests that wait on real processes)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+__all__ = ["ModelError", "PlaybackModel", "until"]

@@ -49,9 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import re2
-import yaml
 
 from unstuck.errors import UnstuckError
+from unstuck.readers import parse_yaml
+from unstuck.redact import MASK, redact
 from unstuck.shell import SimpleCommand, parse_command_line
 from unstuck.text import clean_terminal_text
 
@@ -212,7 +213,6 @@ class CredentialCatalogue:
 # ---------------------------------------------------------------------------------------------
 
 _BUNDLED = "credential_changes.yaml"
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TOP_KEYS = frozenset({"changes", "value_options"})
 _ROW_KEYS = frozenset({
     "name", "kind", "why", "source", "program", "subcommand", "with_options", "unless", "value_options",
@@ -394,10 +394,7 @@ def parse_credential_catalogue(text: str, name: str) -> tuple[CredentialRow, ...
             :class:`ChangeKind`, a row without ``why`` or ``source``, a pattern re2 refuses,
             or two rows with one name.
     """
-    try:
-        document = yaml.load(text, Loader=_SafeLoader)
-    except yaml.YAMLError as exc:
-        raise CredentialCatalogueError(f"{name}: not valid YAML: {exc}") from None
+    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
     if not isinstance(document, Mapping) or not isinstance(document.get("changes"), list):
         raise CredentialCatalogueError(f"{name}: must be a mapping with a 'changes' list of rows")
     unknown = sorted(str(k) for k in document if k not in _TOP_KEYS)
@@ -752,27 +749,7 @@ def _unset_names(command: SimpleCommand) -> list[str]:
 # masking what a change quotes
 # ---------------------------------------------------------------------------------------------
 
-#: An Authorization or Proxy-Authorization header's credentials after its scheme (RFC 9110
-#: 11.6.2, 11.7.2), and headers whose whole value is a credential: GitLab's ``PRIVATE-TOKEN``
-#: (docs.gitlab.com, REST API authentication), ``X-API-Key``/``api-key``, ``X-Auth-Token``,
-#: ``Cookie`` (RFC 6265 section 5.4).
-_HEADER_SECRET = re2.compile(
-    r"(?i)((?:proxy-)?authorization[\"']?\s*:\s*[\"']?[a-z][a-z0-9!#$%&'*+.^_`|~-]*\s+)[^\s\"',}]+", _QUIET)
-_HEADER_VALUE = re2.compile(
-    r"(?i)((?:private-token|x-api-key|api-key|x-auth-token|cookie)[\"']?\s*:\s*[\"']?)[^\s\"',}]+", _QUIET)
-#: The password of a URL's userinfo (RFC 3986 3.2.1: "user:password" is deprecated).
-_URL_PASSWORD = re2.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@", _QUIET)
-#: Credentials of the shapes their issuers document: GitHub tokens (docs.github.com, "About
-#: authentication to GitHub": ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), AWS access key ids
-#: (IAM User Guide, "Unique identifiers": AKIA, ASIA), Slack tokens (api.slack.com, token
-#: types), GitLab personal access tokens (glpat-), npm tokens (npm_), OpenAI and Anthropic keys
-#: (sk-, sk-ant-), Google API keys (AIza), JSON Web Tokens (RFC 7519).
-_LITERAL_SECRET = re2.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|(?:AKIA|ASIA)[0-9A-Z]{16}|"
-    r"xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}|"
-    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)",
-    _QUIET)
-_MASK = "***"
+_MASK = MASK
 
 
 def _is_expansion(value: str) -> bool:
@@ -780,13 +757,14 @@ def _is_expansion(value: str) -> bool:
 
 
 def _masked(text: str, secrets: Iterable[str]) -> str:
-    text = _HEADER_SECRET.sub(r"\1" + _MASK, text)
-    text = _HEADER_VALUE.sub(r"\1" + _MASK, text)
-    text = _URL_PASSWORD.sub(r"\1" + _MASK + "@", text)
+    """``text`` with every secret :func:`unstuck.redact.redact` finds masked (known token
+    formats, headers keeping their scheme, URL passwords), then the values a row saw as
+    credentials."""
+    text = redact(text)
     for secret in secrets:
         if len(secret) >= 4 and not _is_expansion(secret) and secret in text:
             text = text.replace(secret, _MASK)
-    return str(_LITERAL_SECRET.sub(_MASK, text))
+    return text
 
 
 def _quoted(text: str, secrets: Iterable[str] = ()) -> str:

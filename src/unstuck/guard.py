@@ -315,11 +315,6 @@ class Guard:
         """The turn escalated: every later call is refused until the user answers."""
         return self.escalation is not None
 
-    @property
-    def open_blockers(self) -> tuple[policy.OpenBlocker, ...]:
-        """The blockers open now, in the order they opened."""
-        return tuple(self.state.open_blockers.values())
-
     # -- a turn's start and end ----------------------------------------------------------------
 
     def start(self, *, model: str = "", resumed: bool = False, **fields: Scalar) -> None:
@@ -491,7 +486,9 @@ class Guard:
                     self._advance(reply, call.id)
                     content = self._content_of(step, decision.reason)
                     if self.latched:
-                        refused = Decision(Action.ESCALATE, call, self._escalation_text(), decision.situation,
+                        assert self.escalation is not None
+                        stopped = f"{LATCHED}\n{self.escalation.text}"
+                        refused = Decision(Action.ESCALATE, call, stopped, decision.situation,
                                            escalation=self.escalation, step=step)
                     else:
                         refused = Decision(Action.REFUSE, call, content, decision.situation, step=step)
@@ -722,23 +719,18 @@ class Guard:
         checked = self._check_setup(call, assessment)
         if checked is not None:
             guidance = checked
-        content = self._content_of(step, result.content, guidance if self.guarded else None)
+        text = result.content
         retried = self._retrying.get(call.id, 0)
         if retried:
             waited = f"{self._waited.pop(call.id, 0.0):g}"
-            content = f"{result.content}\n\n{RETRIED_NOTE.format(times=retried, seconds=waited)}"
-            if self.guarded and guidance:
-                content = f"{content}\n\n{guidance}"
+            text = f"{text}\n\n{RETRIED_NOTE.format(times=retried, seconds=waited)}"
+        content = self._content_of(step, text, guidance if self.guarded else None)
         return Decision(Action.CONTINUE, call, content, step.situation, step=step)
 
     def _content_of(self, step: StepRecord, text: str, guidance: str | None = None) -> str:
         content = f"{text}\n\n{guidance}" if guidance else text
         note = self._notes.pop(step.call.id, "")
         return f"{note}\n{content}" if note else content
-
-    def _escalation_text(self) -> str:
-        assert self.escalation is not None
-        return f"{LATCHED}\n{self.escalation.text}"
 
     # -- escalation ----------------------------------------------------------------------------
 
@@ -1197,9 +1189,3 @@ class Guard:
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
             raise GuardStateError(f"saved guard state is malformed: {type(exc).__name__}: {exc}") from None
         return guard
-
-    def results_of(self, reply: int) -> Mapping[str, Decision]:
-        """The decisions made on the calls of the reply in progress, by call id (a call
-        reported again gets the same decision)."""
-        with self._lock:
-            return {cid: d for (seq, cid), d in self._done.items() if seq == reply}

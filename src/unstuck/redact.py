@@ -54,6 +54,17 @@ _OPTION = re.compile(r"(?P<name>--" + _SECRET_NAME + r")(?P<sep>=|\s+)(?P<value>
 #: ``Authorization: Bearer X`` / ``Basic X`` / ``token X`` (RFC 9110 11.6.2).
 _AUTHORIZATION = re.compile(r"(?P<name>(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)"
                             r"(?P<value>[^\s\"',;]{4,})", re.IGNORECASE)
+#: Headers whose whole value is a credential: GitLab's ``PRIVATE-TOKEN`` (docs.gitlab.com, REST
+#: API authentication), ``X-API-Key``/``api-key``, ``X-Auth-Token``, ``Cookie`` (RFC 6265 5.4).
+_CREDENTIAL_HEADER = re.compile(r"(?P<name>(?:private-token|x-api-key|api-key|x-auth-token|cookie)[\"']?\s*:\s*[\"']?)"
+                                r"(?P<value>[^\s\"',}]+)", re.IGNORECASE)
+#: Credentials of the shapes their issuers document that detect-secrets' formats miss: GitHub
+#: fine-grained tokens (github_pat_) and OAuth/app tokens of any length (docs.github.com, "About
+#: authentication to GitHub"), Slack app tokens (xapp-, api.slack.com token types), OpenAI and
+#: Anthropic keys without the legacy marker (sk-, sk-ant-), Google API keys (AIza).
+_DOCUMENTED_FORMATS = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xapp-[A-Za-z0-9-]{10,}|"
+    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,})")
 #: ``scheme://user:password@host`` (RFC 3986 3.2.1).
 _URL_PASSWORD = re.compile(r"(?P<name>[a-z][a-z0-9+.-]*://[^\s:/?#@]+:)(?P<value>[^\s/?#@]+)(?=@)", re.IGNORECASE)
 #: A PEM private key block (RFC 7468), whole.
@@ -63,7 +74,7 @@ _PRIVATE_KEY = re.compile(
 #: (most tool output), so redaction costs one scan of the text.
 _HINT = re2.compile(r"(?i)token|secret|passw|passphrase|key|auth|cred|://[^\s/@]*:[^\s/@]*@|ghp_|gho_|ghu_|ghs_|ghr_|glpat|"
                    r"gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
-                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.")
+                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie")
 #: Longer texts are redacted in pieces of this many characters (overlapping), so one huge
 #: output costs linear time.
 _CHUNK = 1 << 20
@@ -118,7 +129,9 @@ def _hinted(text: str) -> bool:
 def _redact_line(line: str) -> str:
     for pattern in _format_patterns():
         line = pattern.sub(MASK, line)
+    line = _DOCUMENTED_FORMATS.sub(MASK, line)
     line = _AUTHORIZATION.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _OPTION.sub(_mask_group, line)
     return _ASSIGNED.sub(lambda m: m.group(0) if m.group("value") == MASK else _mask_group(m), line)

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import until
 from unstuck.leases import tagged, token_prefix
 
 #: The parent: leases a tree that would sleep an hour; ``contain`` installs the SIGTERM/SIGINT
@@ -32,15 +33,6 @@ leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[2]), env={"PATH": "/us
 """
 TREE = 6  # bash, its sleep, the subshell and its sleep, the setsid sleep; and at least one more bash or sleep
 SETTLE_S = 5.0
-
-
-def _until(predicate: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _tree_of(pids: set[int]) -> set[int]:
@@ -64,7 +56,7 @@ def parent(tmp_path: Path) -> Iterator[Callable[[str], tuple[subprocess.Popen[by
     def start(mode: str) -> tuple[subprocess.Popen[bytes], set[int]]:
         proc = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(tmp_path)], start_new_session=True)
         started.append(proc)
-        assert _until(lambda: len(tagged(token_prefix(proc.pid))) >= TREE - 1, 10), "the tool tree started"
+        assert until(lambda: len(tagged(token_prefix(proc.pid))) >= TREE - 1, 10), "the tool tree started"
         return proc, set(tagged(token_prefix(proc.pid)))
 
     yield start
@@ -86,7 +78,7 @@ def test_a_terminated_or_interrupted_parent_ends_its_tool_tree_before_it_exits(p
     os.kill(proc.pid, signum)
     code = proc.wait(timeout=10)
     assert code != 0  # it still dies of the signal (SIGTERM) or of KeyboardInterrupt (SIGINT)
-    assert _until(lambda: not _left(proc, tree), SETTLE_S), f"survivors: {_left(proc, tree)}"
+    assert until(lambda: not _left(proc, tree), SETTLE_S), f"survivors: {_left(proc, tree)}"
 
 
 def test_a_killed_parent_leaves_no_tool_process_behind_its_supervisor_ends_them(parent) -> None:
@@ -95,8 +87,8 @@ def test_a_killed_parent_leaves_no_tool_process_behind_its_supervisor_ends_them(
     assert len(supervisor) == 1
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    assert _until(lambda: not _left(proc, tree), SETTLE_S), f"survivors: {_left(proc, tree)}"
-    assert _until(lambda: not _tree_of(supervisor), SETTLE_S), "the supervisor exits once it has ended them"
+    assert until(lambda: not _left(proc, tree), SETTLE_S), f"survivors: {_left(proc, tree)}"
+    assert until(lambda: not _tree_of(supervisor), SETTLE_S), "the supervisor exits once it has ended them"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
@@ -133,11 +125,11 @@ def test_unstuck_run_killed_mid_tool_leaves_no_process_of_its_turn(tmp_path: Pat
                             "--unattended"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:
-        assert _until(lambda: len(tagged(token_prefix(run.pid))) >= 4, 20), "the tool tree started"
+        assert until(lambda: len(tagged(token_prefix(run.pid))) >= 4, 20), "the tool tree started"
         tree = set(tagged(token_prefix(run.pid)))
         os.kill(run.pid, signum)
         assert run.wait(timeout=10) == -signum  # it dies of the signal, as before, with its tree ended
-        assert _until(lambda: not _left(run, tree), SETTLE_S), f"survivors: {_left(run, tree)}"
+        assert until(lambda: not _left(run, tree), SETTLE_S), f"survivors: {_left(run, tree)}"
     finally:
         for pid in tagged(token_prefix(run.pid)):
             os.kill(pid, signal.SIGKILL)

@@ -11,12 +11,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
 import pytest
 
+from conftest import until
 from unstuck.evals.sandbox import SANDBOX_PREFIX, SOCKET_PREFIX, Sandbox, sweep_sandboxes
 from unstuck.leases import LEASE_ENV, start_time, sweep_leftovers, tagged, token_prefix
 
@@ -32,15 +33,6 @@ TREE = 5  # bash, its sleep, the subshell and its sleep, the setsid sleep
 SETTLE_S = 5.0
 
 
-def _until(predicate: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def _kill_all(pids: Iterable[int]) -> None:
     for pid in pids:
         try:
@@ -53,7 +45,7 @@ def test_sweep_ends_the_tree_a_parent_killed_without_containment_left(tmp_path: 
     parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path)], start_new_session=True)
     prefix = token_prefix(parent.pid)
     try:
-        assert _until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"
+        assert until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"
         tree = tagged(prefix)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
@@ -61,7 +53,7 @@ def test_sweep_ends_the_tree_a_parent_killed_without_containment_left(tmp_path: 
         assert set(tagged(prefix)) == set(tree), "without containment the whole tree outlives its parent"
         ended = sweep_leftovers(grace_s=1.0)
         assert set(tree) <= set(ended)
-        assert _until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
+        assert until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
         assert all(start_time(pid) != start for pid, start in tree.items())
     finally:
         _kill_all(tagged(prefix))
@@ -74,7 +66,7 @@ def test_sweep_leaves_the_leases_of_a_live_owner_alone(tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path)], start_new_session=True)
     prefix = token_prefix(parent.pid)
     try:
-        assert _until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"
+        assert until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"
         tree = tagged(prefix)
         ended = sweep_leftovers(grace_s=0.5)
         assert not set(tree) & set(ended)
@@ -101,7 +93,7 @@ def test_a_token_naming_a_pid_that_started_after_the_process_is_a_reused_pid_and
         return len(kids) == 1 and proc.environ().get(LEASE_ENV, "").endswith("-reused")
 
     try:
-        assert _until(ready, 10), "the carrier became a sleep with a token naming its child"
+        assert until(ready, 10), "the carrier became a sleep with a token naming its child"
         child = next(iter(children))
         ended = sweep_leftovers(grace_s=1.0)
         assert carrier.pid in ended
@@ -146,11 +138,11 @@ def test_unstuck_run_killed_while_a_lock_fixture_holds_leaves_no_holder_and_its_
                            env={**os.environ, "TMPDIR": str(temp)}, start_new_session=True)
     prefix = token_prefix(run.pid)
     try:
-        assert _until(lambda: len(tagged(prefix)) >= 2, 20), "the lock holder and the tool started"
+        assert until(lambda: len(tagged(prefix)) >= 2, 20), "the lock holder and the tool started"
         leased = tagged(prefix)
         os.kill(run.pid, signum)
         assert run.wait(timeout=10) == -signum
-        assert _until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
+        assert until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
         assert all(start_time(pid) != start for pid, start in leased.items())
         left = {entry.name.partition(str(run.pid))[0] for entry in temp.iterdir()}
         assert left == {SANDBOX_PREFIX, SOCKET_PREFIX}, "a killed run leaves its sandbox and socket folders"
@@ -169,11 +161,11 @@ def test_the_real_locked_file_scenario_killed_mid_run_leaves_no_lock_holder(tmp_
                            env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True)
     prefix = token_prefix(run.pid)
     try:
-        assert _until(lambda: bool(tagged(prefix)), 20), "the lock holder started"
+        assert until(lambda: bool(tagged(prefix)), 20), "the lock holder started"
         holder = tagged(prefix)
         os.kill(run.pid, signal.SIGKILL)
         assert run.wait(timeout=10) == -signal.SIGKILL, "it was killed mid-run, not after it ended"
-        assert _until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
+        assert until(lambda: not tagged(prefix), SETTLE_S), f"survivors: {tagged(prefix)}"
         assert all(start_time(pid) != start for pid, start in holder.items())
     finally:
         _kill_all(tagged(prefix))
@@ -190,5 +182,5 @@ def test_closing_a_sandbox_ends_its_lock_holder_and_a_new_sandbox_keeps_a_live_m
         mine = tmp_path / box.root.name  # named after this live process: never swept
         mine.mkdir()
         assert mine not in sweep_sandboxes(tmp_path)
-    assert _until(lambda: all(start_time(pid) != start for pid, start in holder.items()), SETTLE_S)
+    assert until(lambda: all(start_time(pid) != start for pid, start in holder.items()), SETTLE_S)
     assert mine.is_dir()
