@@ -55,3 +55,18 @@ def test_the_guard_your_own_loop_example_runs_against_a_local_server_and_stops()
     assert "gh auth login" in escalation.user_action
     assert requests <= 6  # it stopped within the inferred blocker's budget, not after ten calls
     assert escalation.next_step == "I will re-check the repository once you are signed in."  # from closer=
+
+
+def test_the_run_sample_is_what_the_run_prints() -> None:
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("To run one turn and watch it:", 1)[1]
+    sample = re.findall(r"```\n(.*?)```", text, re.DOTALL)[0].splitlines()
+    printed = subprocess.run([sys.executable, "-m", "unstuck", "run", "gh_logged_out", "--agent", "improviser",
+                              "--unattended"], capture_output=True, text=True, timeout=120, check=False)
+    assert printed.returncode == 3
+    lines = printed.stdout.splitlines()
+    for wanted in sample:
+        if wanted.startswith(("Blocked:", "You need to:", "Then:")):
+            assert wanted in lines
