@@ -73,3 +73,13 @@ def until(predicate: Callable[[], bool], seconds: float) -> bool:
 
 
 __all__ = ["ModelError", "PlaybackModel", "until"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Derived caches (unstuck.cache) go to a folder of this run, never the user's own, and
+    every subprocess the tests start inherits it."""
+    import os
+    import tempfile
+
+    if "UNSTUCK_CACHE_DIR" not in os.environ:
+        os.environ["UNSTUCK_CACHE_DIR"] = tempfile.mkdtemp(prefix="unstuck-test-cache-")

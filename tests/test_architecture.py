@@ -304,6 +304,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.credentials": Layer.VOCABULARY,  # shell, text: credential-changing command lines
     "unstuck.waiting": Layer.VOCABULARY,  # shell: the non-interactive fix of a call that waited
     "unstuck.installed": Layer.VOCABULARY,  # imports nothing: programs on disk outside PATH
+    "unstuck.cache": Layer.VOCABULARY,  # imports nothing of ours: derived data kept between processes
     # pure decisions
     "unstuck.policy": Layer.DECISIONS,
     "unstuck.retry": Layer.DECISIONS,

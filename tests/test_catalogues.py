@@ -269,6 +269,33 @@ def test_each_rows_patterns_joined_stay_small_enough_for_re2s_dfa() -> None:
         assert joined.programsize < 20_000, (message.msgid, joined.programsize)
 
 
+def test_cached_bundled_patterns_are_the_derivation_of_the_bundled_data() -> None:
+    from unstuck.catalogues import derive_patterns, load_message_rows, load_translations
+
+    assert bundled_patterns() == derive_patterns(load_message_rows(), load_translations())
+
+
+def test_a_damaged_pattern_cache_is_derived_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unstuck import catalogues
+    from unstuck.cache import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    catalogues.bundled_patterns.cache_clear()
+    try:
+        first = catalogues.bundled_patterns()
+        stored = tmp_path / "message-patterns.json"
+        body = json.loads(stored.read_text(encoding="utf-8"))
+        body["value"][0] = []  # a row without patterns: not well formed
+        stored.write_text(json.dumps(body), encoding="utf-8")
+        catalogues.bundled_patterns.cache_clear()
+        assert catalogues.bundled_patterns() == first
+        stored.write_text(json.dumps(body)[: len(json.dumps(body)) // 2], encoding="utf-8")  # truncated
+        catalogues.bundled_patterns.cache_clear()
+        assert catalogues.bundled_patterns() == first
+    finally:
+        catalogues.bundled_patterns.cache_clear()
+
+
 def test_every_bundled_pattern_compiles_under_re2_and_python_re_and_is_lower_case() -> None:
     escapes = re.compile(r"\\.")
     for message, patterns in bundled_patterns():

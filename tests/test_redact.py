@@ -4,6 +4,7 @@ secret, and the journal and events of a real turn kept free of them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -110,3 +111,20 @@ def test_a_huge_tool_output_is_journaled_bounded_with_its_digest(tmp_path: Path)
 def test_text_with_undecodable_bytes_is_redacted_not_fatal() -> None:
     text = b"GH_TOKEN=abcd1234efgh \xff\xfe".decode("utf-8", "surrogateescape")
     assert "abcd1234efgh" not in redact(text)
+
+
+def test_cached_token_formats_are_detect_secrets_own_patterns() -> None:
+    """The formats are read from detect-secrets' plugins once and kept in the cache; what the
+    cache gives is what the library holds now."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    from unstuck import redact as module
+
+    expected = {(p.pattern, int(p.flags)) for plugin in get_mapping_from_secret_type_to_class().values()
+                if plugin.__name__ in module._FORMAT_PLUGINS for p in getattr(plugin, "denylist", ())}
+    module._format_patterns.cache_clear()
+    got = {(p.pattern.removeprefix("(?:").removesuffix(")[A-Za-z0-9_-]*"), int(p.flags))
+           for p in module._format_patterns()}
+    assert {(source, flags & ~re.UNICODE) for source, flags in got} == \
+        {(source, flags & ~re.UNICODE) for source, flags in expected}
+    assert len(expected) >= 15

@@ -29,6 +29,34 @@ def test_every_bundled_row_names_its_source_and_compiles_under_re2() -> None:
             assert row.get("source"), f"{section} {key} has no source"
 
 
+def test_every_lazily_compiled_bundled_row_and_row_set_compiles_and_checks() -> None:
+    """The bundled rows compile on first use (start-up); here every one is compiled, with the
+    checks a user's row gets at load (re2 accepts it, no upper-case letter), and every set built."""
+    from unstuck.signals import LazyPattern
+
+    table = load_signal_table()
+    lazy = 0
+    for rows in table.row_sets():
+        rows.build()
+        for row in rows.rows:
+            for pattern in (row.compiled, row.spanner, row.subject):
+                if isinstance(pattern, LazyPattern):
+                    lazy += 1
+                    assert pattern.compiled() is not None, row.where
+    assert lazy > 300  # the bundled message and text rows are the lazy ones
+
+
+def test_a_users_row_is_compiled_at_load_not_on_first_use(tmp_path: Path) -> None:
+    from unstuck.signals import LazyPattern
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"text": [{"kind": "auth", "pattern": "widget token lapsed", "source": "doc"}]}))
+    table = load_signal_table([mine])
+    row = table.causes.rows[0]
+    assert row.where == f"{mine} text row 1"
+    assert not isinstance(row.compiled, LazyPattern) and not isinstance(row.spanner, LazyPattern)
+
+
 def test_a_pattern_re2_refuses_is_a_load_error_naming_the_file_and_row(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import hashlib
 import json
 import struct
 import unicodedata
@@ -51,6 +52,7 @@ import polib
 import re2
 import yaml
 
+from unstuck.cache import bundled_document, load_or_derive
 from unstuck.situations import Kind
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "Translation",
     "bundled_patterns",
     "catalogue_files",
+    "derive_patterns",
     "harvest",
     "language_dirs",
     "load_message_rows",
@@ -454,6 +457,12 @@ _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _parse_rows(text: str, where: str) -> tuple[MessageRow, ...]:
+    data, lines = _read_document(text, where)
+    return _rows_of(data, lines, where)
+
+
+def _read_document(text: str, where: str) -> tuple[Any, list[int]]:
+    """The YAML document and the line of each of its ``messages`` rows (for errors)."""
     loader = _SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -469,10 +478,16 @@ def _parse_rows(text: str, where: str) -> tuple[MessageRow, ...]:
         raise ValueError(f"{where}: unknown top-level key {extra[0]!r}")
     assert isinstance(node, yaml.MappingNode)
     items = next(value.value for key, value in node.value if key.value == "messages")
+    return data, [item.start_mark.line + 1 for item in items]
+
+
+def _rows_of(data: Any, lines: Sequence[int], where: str) -> tuple[MessageRow, ...]:
+    if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list) \
+            or len(lines) != len(data["messages"]):
+        raise ValueError(f"{where}: expected a mapping with a 'messages' list")
     rows: list[MessageRow] = []
     seen: dict[tuple[str, str], int] = {}
-    for index, (raw, item) in enumerate(zip(data["messages"], items, strict=True)):
-        line = item.start_mark.line + 1
+    for index, (raw, line) in enumerate(zip(data["messages"], lines, strict=True)):
 
         def fail(field: str, problem: str, line: int = line, index: int = index) -> ValueError:
             return _row_error(where, line, index, field, problem)
@@ -488,8 +503,14 @@ def _parse_rows(text: str, where: str) -> tuple[MessageRow, ...]:
 
 @functools.cache
 def _bundled_rows() -> tuple[MessageRow, ...]:
-    text = resources.files("unstuck").joinpath("data/messages.yaml").read_text(encoding="utf-8")
-    return _parse_rows(text, "messages.yaml")
+    document = bundled_document("messages.yaml", _message_document)
+    assert isinstance(document, dict)
+    return _rows_of(document.get("data"), document.get("lines") or [], "messages.yaml")
+
+
+def _message_document(text: str) -> dict[str, Any]:
+    data, lines = _read_document(text, "messages.yaml")
+    return {"data": data, "lines": lines}
 
 
 def load_message_rows(text: str | None = None, *, where: str = "messages.yaml") -> tuple[MessageRow, ...]:
@@ -568,17 +589,55 @@ def translations_jsonl(translations: Iterable[Translation]) -> str:
     )
 
 
+#: Bumped when the derivation's output changes shape.
+_PATTERN_CACHE_LAYOUT = 1
+
+
+def _inputs_digest() -> str:
+    """SHA-256 over everything the bundled patterns are derived from: the two data files and
+    this module's own source (the derivation), so an edit to any of them is a cache miss."""
+    digest = hashlib.sha256(f"layout {_PATTERN_CACHE_LAYOUT}\n".encode())
+    data = resources.files("unstuck").joinpath("data")
+    for name in ("messages.yaml", "translations.jsonl"):
+        digest.update(data.joinpath(name).read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()
+
+
+def _parse_cached(raw: object, count: int) -> list[tuple[str, ...]] | None:
+    if not isinstance(raw, list) or len(raw) != count:
+        return None
+    if not all(isinstance(row, list) and row and all(isinstance(p, str) and p for p in row) for row in raw):
+        return None
+    return [tuple(row) for row in raw]
+
+
 @functools.cache
 def bundled_patterns() -> tuple[tuple[MessageRow, tuple[str, ...]], ...]:
     """Every bundled row with its patterns (:func:`patterns_for` over the bundled translations),
-    in file order; cached. For the classifier: one call, no per-row scan of the whole table."""
+    in file order; cached in memory and on disk.
+
+    Deriving them reads every translation (about 0.7 s), so the result is kept by
+    :func:`unstuck.cache.load_or_derive` as ``message-patterns`` under a SHA-256 of its inputs
+    (the data files and this module's source): a later process reads it instead (a few ms).
+    """
+    rows = load_message_rows()
+    patterns = load_or_derive(
+        "message-patterns", _inputs_digest(),
+        lambda: [list(found) for _, found in derive_patterns(rows, load_translations())],
+        lambda raw: _parse_cached(raw, len(rows)))
+    return tuple(zip(rows, patterns, strict=True))
+
+
+def derive_patterns(
+    rows: Sequence[MessageRow], translations: Iterable[Translation]
+) -> tuple[tuple[MessageRow, tuple[str, ...]], ...]:
+    """Each row with its patterns (:func:`patterns_for`), in row order: one pass over the
+    translations, no per-row scan of the whole table."""
     by_message: dict[tuple[str, str], list[Translation]] = {}
-    for translation in load_translations():
+    for translation in translations:
         by_message.setdefault((translation.domain, translation.msgid), []).append(translation)
-    return tuple(
-        (row, patterns_for(row, by_message.get((row.domain, row.msgid), [])))
-        for row in load_message_rows()
-    )
+    return tuple((row, patterns_for(row, by_message.get((row.domain, row.msgid), []))) for row in rows)
 
 
 # --- harvesting ------------------------------------------------------------------------------

@@ -13,16 +13,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from unstuck import __version__, leases
-from unstuck.classify import SCAN_HEAD_CHARS, SCAN_TAIL_CHARS, Classification, Stage, explain_output
+from unstuck import __version__
 from unstuck.cli_bank import bank_app
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
@@ -30,35 +28,19 @@ from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.errors import UnstuckError
 from unstuck.evals.agents import AGENTS
-from unstuck.evals.casebook import CaseError, CaseScore, load_cases, score_cases
-from unstuck.evals.compare import BaselineError, Regression, find_regressions, load_baseline
-from unstuck.evals.curve import CURVE_LEVELS, Curve, run_curve
-from unstuck.evals.report import write_html
-from unstuck.evals.runner import (
-    REFERENCE_INCIDENT,
-    ModelFactory,
-    RunMetrics,
-    compare_modes,
-    planned_runs,
-    run_eval,
-    run_scenario,
-    write_json,
-)
-from unstuck.evals.scenarios import Scenario, ScenarioError, builtin_scenarios, load_scenarios
-from unstuck.evals.sessions import SessionResult, run_sessions
-from unstuck.events import Event, JsonLinesSink
-from unstuck.faults.bank import BankError, FailureBank, load_bank
-from unstuck.journal import Journal, JournalError
-from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.loop import TurnStatus
-from unstuck.models import OpenAIChatModel
-from unstuck.presence import ConsoleAsker, console_can_ask
-from unstuck.readers import read_text_window
 from unstuck.redact import redact
-from unstuck.second_opinion import Opinion, SecondOpinion
-from unstuck.signals import SIGNALS_ENV, SignalTable, SignalTableError, load_signal_table
+from unstuck.signals import SIGNALS_ENV
 from unstuck.text import for_terminal
-from unstuck.tools import ToolSpec
+
+if TYPE_CHECKING:  # each command imports what it runs, so `unstuck classify` starts without the eval harness
+    from unstuck.classify import Classification
+    from unstuck.evals.compare import Regression
+    from unstuck.evals.curve import Curve
+    from unstuck.evals.runner import ModelFactory, RunMetrics
+    from unstuck.evals.scenarios import Scenario
+    from unstuck.evals.sessions import SessionResult
+    from unstuck.events import Event
+    from unstuck.signals import SignalTable
 
 __all__ = ["app", "main"]
 
@@ -119,6 +101,8 @@ def _main(
 
 
 def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario]:
+    from unstuck.evals.scenarios import ScenarioError, builtin_scenarios, load_scenarios
+
     try:
         found = load_scenarios(directory) if directory is not None else builtin_scenarios()
     except ScenarioError as exc:
@@ -149,6 +133,8 @@ def _print_regressions(regressions: list[Regression], unmatched: int) -> None:
 def _model_factories(
     model: str | None, base_url: str | None, api_key: str, seed: int | None
 ) -> dict[str, ModelFactory]:
+    from unstuck.models import OpenAIChatModel
+
     if model is None:
         if base_url is not None:
             raise _fail("--base-url needs --model NAME")
@@ -224,6 +210,8 @@ def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
 
 
 def _comparison_table(results: list[RunMetrics]) -> Table:
+    from unstuck.evals.runner import REFERENCE_INCIDENT, compare_modes
+
     table = Table(title="wasted after the blocker opened: unguarded / guarded")
     for column in ("scenario", "agent", "calls", "ratio", "seconds", "ratio"):
         table.add_column(column, justify="left" if column in ("scenario", "agent") else "right")
@@ -269,6 +257,15 @@ def _eval_command(
         help="Run the multi-session lessons scenario (default: when no scenario, tag or agent is chosen).")] = None,
 ) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from unstuck.evals.compare import BaselineError, find_regressions, load_baseline
+    from unstuck.evals.curve import CURVE_LEVELS, run_curve
+    from unstuck.evals.report import write_html
+    from unstuck.evals.runner import planned_runs, run_eval, write_json
+    from unstuck.evals.sessions import run_sessions
+    from unstuck.faults.bank import BankError, FailureBank, load_bank
+
     chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
     wanted_tags = _split(tags, "tags")
     if wanted_tags is not None:
@@ -364,6 +361,13 @@ def _run_command(
         help="Use and update this lesson store (SQLite; see `unstuck lessons`).")] = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
+    from unstuck import leases
+    from unstuck.evals.runner import run_scenario, write_json
+    from unstuck.journal import Journal, JournalError
+    from unstuck.lessons import LessonStore, LessonStoreError
+    from unstuck.loop import TurnStatus
+    from unstuck.presence import ConsoleAsker, console_can_ask
+
     (chosen,) = _scenarios(scenario_dir, [scenario])
     if agent not in AGENTS:
         raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
@@ -477,6 +481,13 @@ def _classify_command(
     ] = None,
 ) -> None:
     """Say what a tool's output means: its situation (kind, subject, flags), or none."""
+    from unstuck.classify import SCAN_HEAD_CHARS, SCAN_TAIL_CHARS, explain_output
+    from unstuck.models import OpenAIChatModel
+    from unstuck.readers import read_text_window
+    from unstuck.second_opinion import Opinion, SecondOpinion
+    from unstuck.signals import SignalTableError, load_signal_table
+    from unstuck.tools import ToolSpec
+
     if http_status is not None and not 100 <= http_status <= 599:
         raise _fail(f"--http-status {http_status}: an HTTP status is a number from 100 to 599 (RFC 9110 section 15)")
     try:
@@ -540,6 +551,8 @@ def _classify_command(
 
 
 def _print_explanation(found: Classification) -> None:
+    from unstuck.classify import Stage
+
     decided = found.decided_by
     if decided is None:
         console.print("decided by: nothing (no failure, and no degenerate or adversarial signal)", highlight=False)
@@ -556,6 +569,8 @@ def _print_explanation(found: Classification) -> None:
 
 
 def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
+    from unstuck.evals.casebook import CaseError, CaseScore, load_cases, score_cases
+
     scored: list[tuple[Path, CaseScore]] = []
     for path in paths:
         try:
@@ -612,6 +627,8 @@ class _EventsFile:
     full device is not a sandbox that could not be built)."""
 
     def __init__(self, path: Path) -> None:
+        from unstuck.events import JsonLinesSink
+
         self._sink = JsonLinesSink(path)
         self.path = str(path)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -14,8 +14,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from unstuck.evals.harvest import RECIPES, Recipe, forms_from_cases, harvest
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
+
+if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
+    from unstuck.evals.harvest import Recipe
 
 __all__ = ["bank_app"]
 
@@ -47,6 +49,8 @@ def _harvest(
         "--only", help="Comma-separated recipe ids, programs or tags to run (e.g. gh,curl,python).")] = None,
 ) -> None:
     """Run real programs in failure states and record what they print, exit with, answer or raise."""
+    from unstuck.evals.harvest import RECIPES, forms_from_cases, harvest
+
     if not out.parent.is_dir():
         _usage(f"--out {out}: the folder {out.parent} does not exist")
     if out.is_dir():

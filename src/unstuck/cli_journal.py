@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.journal import IntentState, Journal, JournalError
 from unstuck.readers import ReadError, parse_json
 from unstuck.text import for_terminal
+
+if TYPE_CHECKING:  # the journal (and the policy it records) loads only when a journal command runs
+    from unstuck.journal import Journal
 
 
 def _shown(text: str) -> str:
@@ -35,6 +37,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _open(path: Path, *, readonly: bool = True) -> Journal:
+    from unstuck.journal import Journal, JournalError
+
     if not path.exists():
         err_console.print(f"[red]error:[/red] no journal at {_shown(str(path))}")
         raise typer.Exit(2)
@@ -63,6 +67,8 @@ def _damaged(path: Path, exc: Exception) -> typer.Exit:
 @journal_app.command("list")
 def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
     """List the journal's turns, newest first."""
+    from unstuck.journal import IntentState, JournalError
+
     with _open(journal) as j:
         try:
             turns = j.turns()
@@ -88,6 +94,8 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
 def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck journal list`).")],
           journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
     """Show one turn: its steps, effect intents and validations."""
+    from unstuck.journal import JournalError
+
     with _open(journal) as j:
         try:
             header = j.turn(turn)
@@ -148,6 +156,8 @@ def _resume(
     (`unstuck.resume.resume_turn`). Refused while the process running the turn is alive
     (it may still be making the effect).
     """
+    from unstuck.journal import IntentState, JournalError
+
     both = set(committed or []) & set(absent or [])
     if both:
         err_console.print(f"[red]error:[/red] {_shown(', '.join(sorted(both)))} cannot be both committed and absent")

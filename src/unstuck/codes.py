@@ -29,13 +29,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from types import MappingProxyType
 from typing import Final, Protocol, cast
 
 import re2
 import yaml
 
+from unstuck.cache import bundled_document
 from unstuck.situations import Kind
 
 __all__ = [
@@ -647,10 +647,17 @@ def _parse_table(where: str, position: int, raw: object) -> CodeTable:
 
 
 def _parse(text: str, where: str) -> tuple[CodeTable, ...]:
+    return _tables_of(_yaml_document(text, where), where)
+
+
+def _yaml_document(text: str, where: str = _BUNDLED_WHERE) -> object:
     try:
-        data = yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
     except yaml.YAMLError as exc:
         raise ValueError(f"{where}: not valid YAML: {exc}") from None
+
+
+def _tables_of(data: object, where: str) -> tuple[CodeTable, ...]:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: the file must be a mapping with a 'tables' list")
     _check_keys(where, data, frozenset({"tables"}), "top-level")
@@ -662,8 +669,8 @@ def _parse(text: str, where: str) -> tuple[CodeTable, ...]:
 
 @functools.cache
 def _bundled() -> CodeTables:
-    text = resources.files("unstuck").joinpath("data/codes.yaml").read_text(encoding="utf-8")
-    return CodeTables(_parse(text, _BUNDLED_WHERE), where=_BUNDLED_WHERE)
+    document = bundled_document("codes.yaml", _yaml_document)
+    return CodeTables(_tables_of(document, _BUNDLED_WHERE), where=_BUNDLED_WHERE)
 
 
 def load_code_tables(text: str | None = None, *, where: str = "codes.yaml") -> CodeTables:

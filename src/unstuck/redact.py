@@ -20,11 +20,16 @@ reader can still tell what happened). :func:`redact` is linear in its input and 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import re2
+
+from unstuck.cache import load_or_derive
 
 __all__ = ["MASK", "redact", "redact_value"]
 
@@ -82,16 +87,56 @@ _CHUNK = 1 << 20
 
 @functools.lru_cache(maxsize=1)
 def _format_patterns() -> tuple[re.Pattern[str], ...]:
-    """The token formats of the detect-secrets plugins named in :data:`_FORMAT_PLUGINS`."""
+    """The token formats of the detect-secrets plugins named in :data:`_FORMAT_PLUGINS`, each
+    extended to the whole token (a format's pattern may end before the token does).
+
+    Importing detect-secrets loads every plugin (about 0.15 s), so the patterns' sources and
+    flags are kept by :func:`unstuck.cache.load_or_derive` under the installed library's
+    identity (the path, size and modification time of each of its plugin files)."""
+    patterns = load_or_derive("detect-secrets-formats", _library_identity(), _derive_formats, _parse_formats)
+    return tuple(re.compile(f"(?:{source})[A-Za-z0-9_-]*", flags) for source, flags in patterns)
+
+
+def _library_identity() -> str:
+    spec = importlib.util.find_spec("detect_secrets")
+    if spec is None or spec.origin is None:
+        return "missing"
+    files = sorted(Path(spec.origin).parent.rglob("*.py"))
+    digest = hashlib.sha256(",".join(_FORMAT_PLUGINS).encode())
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _derive_formats() -> list[list[object]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    found: list[re.Pattern[str]] = []
+    found: list[list[object]] = []
     plugins: list[type] = list(get_mapping_from_secret_type_to_class().values())
-    for plugin in plugins:
+    for plugin in sorted(plugins, key=lambda p: p.__name__):
         if plugin.__name__ in _FORMAT_PLUGINS:
-            # the whole token: a format's pattern may end before the token does
-            found.extend(re.compile(f"(?:{p.pattern})[A-Za-z0-9_-]*", p.flags) for p in getattr(plugin, "denylist", ()))
-    return tuple(found)
+            found.extend([p.pattern, int(p.flags)] for p in getattr(plugin, "denylist", ()))
+    return found
+
+
+def _parse_formats(raw: object) -> list[tuple[str, int]] | None:
+    if not isinstance(raw, list) or not raw:
+        return None
+    found: list[tuple[str, int]] = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)
+                and not isinstance(item[1], bool)):
+            return None
+        try:
+            re.compile(item[0], item[1])
+        except (re.error, ValueError, OverflowError):
+            return None
+        found.append((item[0], item[1]))
+    return found
 
 
 def _mask_group(match: re.Match[str]) -> str:

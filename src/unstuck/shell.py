@@ -54,14 +54,15 @@ import posixpath
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import re2
 import tree_sitter_bash
 import yaml
 from tree_sitter import Language, Node, Parser
 
+from unstuck.cache import bundled_document
 from unstuck.text import clean_terminal_text, valid_utf8
 
 __all__ = [
@@ -1385,10 +1386,17 @@ def parse_interactive_calls(text: str, name: str) -> tuple[InteractiveRow, ...]:
 
 
 def _rows_from_text(text: str, name: str) -> tuple[InteractiveRow, ...]:
+    return _rows_from_document(_yaml_document(text, name), name)
+
+
+def _yaml_document(text: str, name: str = _BUNDLED) -> Any:
     try:
-        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
     except yaml.YAMLError as exc:
         raise ValueError(f"{name}: not valid YAML: {exc}") from None
+
+
+def _rows_from_document(document: Any, name: str) -> tuple[InteractiveRow, ...]:
     if not isinstance(document, Mapping) or not isinstance(document.get("calls"), list):
         raise ValueError(f"{name}: must be a mapping with a 'calls' list of rows")
     unknown = sorted(str(k) for k in document if k != "calls")
@@ -1399,8 +1407,7 @@ def _rows_from_text(text: str, name: str) -> tuple[InteractiveRow, ...]:
 
 @functools.cache
 def _bundled_rows() -> tuple[InteractiveRow, ...]:
-    text = resources.files("unstuck").joinpath("data/interactive_calls.yaml").read_text(encoding="utf-8")
-    return _rows_from_text(text, _BUNDLED)
+    return _rows_from_document(bundled_document("interactive_calls.yaml", _yaml_document), _BUNDLED)
 
 
 def load_interactive_catalogue(extra: Sequence[Path] = ()) -> InteractiveCatalogue:

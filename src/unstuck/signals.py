@@ -30,13 +30,13 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import re2
 import yaml
 
+from unstuck.cache import bundled_document
 from unstuck.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
 from unstuck.errors import UnstuckError
@@ -48,6 +48,7 @@ __all__ = [
     "SIGNALS_ENV",
     "Coded",
     "DocumentCommand",
+    "LazyPattern",
     "MarkerStrength",
     "Row",
     "RowMatch",
@@ -105,6 +106,41 @@ class Coded:
     source: str
 
 
+class LazyPattern:
+    """A re2 pattern compiled on its first use: the bundled message rows hold hundreds of
+    translated alternatives, and compiling them all costs about 0.5 s at start-up while a text
+    reaches a handful (the row sets find which). The pattern is known to compile: it was
+    derived by :func:`unstuck.catalogues.patterns_for`, which always gives one re2 accepts, and
+    its row set compiled it already. Two threads compiling it at once compile equal objects."""
+
+    __slots__ = ("_compiled", "options", "pattern", "where")
+
+    def __init__(self, where: str, pattern: object, options: Any = None) -> None:
+        self.where = where
+        self.pattern = pattern
+        self.options = options
+        self._compiled: Any = None
+
+    def compiled(self) -> Any:
+        """The compiled re2 pattern (compiled now if it was not yet)."""
+        if self._compiled is None:
+            self._compiled = _compile(self.where, self.pattern, self.options)
+        return self._compiled
+
+    @property
+    def groups(self) -> int:
+        """Its number of capture groups."""
+        return int(self.compiled().groups)
+
+    def search(self, text: str, *bounds: int) -> Any:
+        """``re2``'s ``search`` (``bounds``: start and end positions)."""
+        return self.compiled().search(text, *bounds)
+
+    def finditer(self, text: str) -> Any:
+        """``re2``'s ``finditer``."""
+        return self.compiled().finditer(text)
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One signal row.
@@ -152,16 +188,33 @@ class RowMatch:
 
 
 class RowSet:
-    """An ordered set of rows, matched together in one pass (an ``re2.Set``).
+    """An ordered set of rows, matched together in one pass (an ``re2.Set``), compiled on its
+    first match or by :meth:`build`.
 
     Raises:
-        SignalTableError: when re2 cannot build the set.
+        SignalTableError: from :meth:`build` or the first match, when re2 cannot build the set
+            (the table's loader builds the sets of a user's files at once, so their errors
+            surface at load).
     """
 
     def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
-        self._sets: list[tuple[int, Any]] = []
-        patterns = [(row.ascii_pattern if ascii_only and row.ascii_pattern is not None else row.pattern)
+        self._ascii_only = ascii_only
+        self._sets: tuple[tuple[int, Any], ...] | None = None
+
+    def build(self) -> None:
+        """Compile the set now (else it compiles on its first match: a text of ASCII only never
+        needs the sets of every language, which cost about 0.2 s to build).
+
+        Raises:
+            SignalTableError: when re2 cannot build the set.
+        """
+        self._built()
+
+    def _built(self) -> tuple[tuple[int, Any], ...]:
+        if self._sets is not None:
+            return self._sets
+        patterns = [(row.ascii_pattern if self._ascii_only and row.ascii_pattern is not None else row.pattern)
                     for row in self.rows]
         starts = [0]
         size = 0
@@ -170,20 +223,23 @@ class RowSet:
                 starts.append(index)
                 size = 0
             size += len(pattern)
+        built: list[tuple[int, Any]] = []
         for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
             if start == end:
                 continue
             options = _quiet_options()
             options.max_mem = _SET_MAX_MEM
             matcher = re2.Set.SearchSet(options)
-            for pattern in patterns[start:end]:
-                matcher.Add(pattern)
             try:
+                for pattern in patterns[start:end]:
+                    matcher.Add(pattern)
                 matcher.Compile()
             except re2.error as exc:
                 where = self.rows[start].where
                 raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
-            self._sets.append((start, matcher))
+            built.append((start, matcher))
+        self._sets = tuple(built)
+        return self._sets
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -194,7 +250,7 @@ class RowSet:
         if not lowered:
             return ()
         found: list[int] = []
-        for start, matcher in self._sets:
+        for start, matcher in self._built():
             found.extend(start + index for index in matcher.Match(lowered) or ())
         return tuple(sorted(found))
 
@@ -291,6 +347,11 @@ class SignalTable:
     calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
 
+    def row_sets(self) -> tuple[RowSet, ...]:
+        """Every row set of the table."""
+        return (self.causes, self.ascii_causes, self.weak, self.ascii_weak, self.degenerate, self.harmless,
+                self.markers, self.not_markers, self.suggestions)
+
 
 # ----------------------------------------------------------------------------- loading
 
@@ -386,7 +447,9 @@ def _rows(where: str, raw: object) -> list[Mapping[str, Any]]:
     return [_mapping(f"{where} row {i}", row) for i, row in enumerate(raw, start=1)]
 
 
-def _text_rows(name: str, raw: object) -> list[Row]:
+def _text_rows(name: str, raw: object, *, lazy: bool = False) -> list[Row]:
+    """The ``text`` rows of a file; ``lazy``: the bundled file's, whose patterns compile on first
+    use (:class:`LazyPattern`; the test suite compiles every one), else compiled and checked now."""
     rows = []
     for index, row in enumerate(_rows(f"{name} text", raw), start=1):
         where = f"{name} text row {index}"
@@ -394,12 +457,13 @@ def _text_rows(name: str, raw: object) -> list[Row]:
         if unknown:
             raise SignalTableError(f"{where}: unknown field(s) {', '.join(unknown)}")
         subject = row.get("subject")
+        make = LazyPattern if lazy else _compile
         rows.append(Row(
             where, _source(where, row), row.get("pattern", ""), _verdict(where, row),
             success_too=_flag(where, row, "success_too"), weak=_flag(where, row, "weak"),
-            compiled=_compile(where, row.get("pattern")),
-            subject=_compile(f"{where} subject", subject) if subject is not None else None,
-            spanner=_compile(where, row["pattern"], _SPAN_ONLY),
+            compiled=make(where, row.get("pattern")),
+            subject=make(f"{where} subject", subject) if subject is not None else None,
+            spanner=make(where, row["pattern"], _SPAN_ONLY),
         ))
     return rows
 
@@ -448,10 +512,12 @@ def _int_key(where: str, key: object) -> int:
 
 
 def _message_rows(
-    name: str, messages: Sequence[tuple[MessageRow, tuple[str, ...]]]
+    name: str, messages: Sequence[tuple[MessageRow, tuple[str, ...]]], *, lazy: bool = False
 ) -> tuple[list[Row], ...]:
     """Signal rows of programs' messages, each with its patterns in every language
-    (:func:`unstuck.catalogues.patterns_for`): causes, weak rows and harmless rows."""
+    (:func:`unstuck.catalogues.patterns_for`): causes, weak rows and harmless rows. ``lazy``:
+    each row's own patterns compile on first use (:class:`LazyPattern`; the bundled rows,
+    whose every pattern the test suite compiles), else now (a user's rows, checked at load)."""
     causes: list[Row] = []
     weak: list[Row] = []
     harmless: list[Row] = []
@@ -462,12 +528,13 @@ def _message_rows(
         pattern = "|".join(f"(?:{p})" for p in alternatives)
         # captures only where they are read: the subject's group, and a harmless row's matches;
         # any other row is located capture-free (a capturing search of many alternatives costs)
-        spanner = _compile(where, pattern, _SPAN_ONLY)
+        make = LazyPattern if lazy else _compile
+        spanner = make(where, pattern, _SPAN_ONLY)
         captures = message.subject_arg is not None or message.harmless
-        compiled = _compile(where, pattern) if captures else spanner
+        compiled = make(where, pattern) if captures else spanner
         # the alternatives an ASCII-only text can match: a translation with a non-ASCII letter
         # cannot (every literal of a message's pattern is required)
-        plain = [p for p in alternatives if _CLASSES.sub("", p).isascii()]
+        plain = [p for p in alternatives if p.isascii() or _CLASSES.sub("", p).isascii()]
         ascii_pattern = "|".join(f"(?:{p})" for p in plain) if plain else _NEVER
         verdict = None if message.harmless or message.kind is None else Verdict(
             message.kind, message.interactive, message.retryable)
@@ -501,11 +568,11 @@ class _Parts:
     files: list[str] = field(default_factory=list)
 
 
-def _add_file(parts: _Parts, name: str, data: Mapping[str, Any]) -> None:
+def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: bool = False) -> None:
     unknown = sorted(set(map(str, data)) - _SECTION_KEYS)
     if unknown:
         raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
-    for row in _text_rows(name, data.get("text")):
+    for row in _text_rows(name, data.get("text"), lazy=bundled):
         (parts.weak if row.weak else parts.causes).append(row)
     parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
     parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
@@ -587,13 +654,16 @@ def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
 
 @functools.cache
 def _bundled() -> Mapping[str, Any]:
-    text = resources.files("unstuck").joinpath("data/signals.yaml").read_text(encoding="utf-8")
-    return _mapping("signals.yaml", yaml.load(text, Loader=_SafeLoader))
+    return _mapping("signals.yaml", bundled_document("signals.yaml", _yaml_document))
+
+
+def _yaml_document(text: str) -> Any:
+    return yaml.load(text, Loader=_SafeLoader)
 
 
 @functools.cache
 def _bundled_messages() -> tuple[list[Row], ...]:
-    return _message_rows("messages.yaml", bundled_patterns())
+    return _message_rows("messages.yaml", bundled_patterns(), lazy=True)
 
 
 @functools.cache
@@ -601,7 +671,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     parts = _Parts()
     for name, _ in stamps:
         _add_file(parts, name, _read_user_file(Path(name)))
-    _add_file(parts, "signals.yaml", _bundled())
+    _add_file(parts, "signals.yaml", _bundled(), bundled=True)
     causes, weak, harmless = _bundled_messages()
     parts.message_causes += causes
     parts.message_weak += weak
@@ -612,7 +682,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
         raise SignalTableError("retry_after_headers must be a list of header names")
-    return SignalTable(
+    table = SignalTable(
         causes=RowSet([*parts.causes, *parts.message_causes]),
         ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
         degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
@@ -635,3 +705,8 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
         files=(*tuple(parts.files), "messages.yaml", "codes.yaml"),
     )
+    if stamps:
+        # a user's rows: every set compiled now, so a row re2 refuses is a load error
+        for rows in table.row_sets():
+            rows.build()
+    return table

@@ -1,0 +1,109 @@
+"""Derived data kept between processes: what unstuck computes from its bundled data and its
+libraries at start-up (message patterns from every translation, the token formats of
+detect-secrets' plugins), stored as JSON so a later process reads it instead of deriving it.
+
+Each entry is one file, ``<cache_dir()>/<name>.json``, holding a *key* (a digest of everything
+the value was derived from) beside the value. A missing, stale, foreign or damaged file is a
+miss: the value is derived again and the file rewritten atomically (a temporary file renamed
+over it). A cache folder that cannot be written only costs the derivation; the cache never
+raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+import platformdirs
+
+__all__ = ["CACHE_DIR_ENV", "bundled_document", "cache_dir", "load_or_derive"]
+
+#: The environment variable naming the cache folder (default: the platform's user cache
+#: folder for ``unstuck``, ``~/.cache/unstuck`` on Linux, from ``platformdirs``).
+CACHE_DIR_ENV = "UNSTUCK_CACHE_DIR"
+
+T = TypeVar("T")
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The cache folder: ``UNSTUCK_CACHE_DIR`` when set, else ``platformdirs.user_cache_path("unstuck")``."""
+    chosen = (environ if environ is not None else os.environ).get(CACHE_DIR_ENV, "").strip()
+    return Path(chosen) if chosen else platformdirs.user_cache_path("unstuck")
+
+
+def load_or_derive(name: str, key: str, derive: Callable[[], object], parse: Callable[[object], T | None]) -> T:
+    """The cached value ``name`` when it was derived under ``key``, else ``derive()`` (stored).
+
+    Args:
+        name: the entry's file name without ``.json`` (letters, digits, ``-``).
+        key: a digest of every input of the derivation; a different key is a miss.
+        derive: computes the value as JSON data (lists, mappings, strings, numbers).
+        parse: turns JSON data into the value, or ``None`` when it is not well formed (a
+            damaged or foreign file is then a miss).
+
+    Raises:
+        ValueError: when ``parse`` refuses what ``derive`` just computed (a defect of the caller).
+    """
+    path = cache_dir() / f"{name}.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        stored = None
+    if isinstance(stored, dict) and stored.get("key") == key:
+        value = parse(stored.get("value"))
+        if value is not None:
+            return value
+    try:  # what a later process will read back, so a hit and a miss give the same value
+        body = json.dumps({"key": key, "value": derive()}, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the cache entry {name!r}: the derived value is not JSON data: {exc}") from exc
+    value = parse(json.loads(body)["value"])
+    if value is None:
+        raise ValueError(f"the cache entry {name!r} refuses the value just derived for it")
+    _store(path, body)
+    return value
+
+
+def bundled_document(name: str, load: Callable[[str], object]) -> object:
+    """The bundled data file ``unstuck/data/<name>`` as ``load`` reads its text, cached as JSON
+    (parsing the YAML tables costs tens of milliseconds at every start; their JSON, one or two).
+
+    The value is what ``load`` returns passed through JSON, whether or not the cache was hit:
+    mapping keys become strings (a YAML ``1:`` key is ``"1"``) and tuples lists; the caller
+    validates it as it would any file.
+
+    Raises:
+        ValueError: when ``load`` returns something that is not JSON data.
+        Whatever ``load`` raises for the text.
+    """
+    raw = resources.files("unstuck").joinpath("data", name).read_bytes()
+    digest = hashlib.sha256(f"{name}\0{load.__module__}.{load.__qualname__}\0".encode())
+    digest.update(raw)
+    return load_or_derive(f"data-{name.replace('.', '-')}", digest.hexdigest(),
+                          lambda: load(raw.decode("utf-8")), _anything)
+
+
+def _anything(raw: object) -> object:
+    return raw
+
+
+def _store(path: Path, body: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(body)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)

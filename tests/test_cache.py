@@ -1,0 +1,115 @@
+"""The derived-data cache: a hit gives what a miss gives; a stale, damaged or foreign file is a
+miss; an unwritable folder only costs the derivation."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from unstuck import cache
+from unstuck.cache import CACHE_DIR_ENV, bundled_document, cache_dir, load_or_derive
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _strings(raw: object) -> list[str] | None:
+    return raw if isinstance(raw, list) and all(isinstance(x, str) for x in raw) else None
+
+
+def test_cache_dir_is_the_environment_variable_else_the_platform_user_cache(tmp_path: Path) -> None:
+    import platformdirs
+
+    assert cache_dir({CACHE_DIR_ENV: str(tmp_path)}) == tmp_path
+    assert cache_dir({}) == platformdirs.user_cache_path("unstuck")
+
+
+def test_second_load_reads_the_file_instead_of_deriving(folder: Path) -> None:
+    calls: list[int] = []
+
+    def derive() -> list[str]:
+        calls.append(1)
+        return ["a", "b"]
+
+    assert load_or_derive("entry", "k1", derive, _strings) == ["a", "b"]
+    assert load_or_derive("entry", "k1", derive, _strings) == ["a", "b"]
+    assert len(calls) == 1
+    assert json.loads((folder / "entry.json").read_text()) == {"key": "k1", "value": ["a", "b"]}
+
+
+def test_a_changed_key_is_a_miss_and_rewrites_the_file(folder: Path) -> None:
+    load_or_derive("entry", "k1", lambda: ["old"], _strings)
+    assert load_or_derive("entry", "k2", lambda: ["new"], _strings) == ["new"]
+    assert json.loads((folder / "entry.json").read_text())["key"] == "k2"
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"\xff\xfe", b'{"key": "k1", "value": [1, 2]}', b"[]",
+                                  b'{"key": "k1"}', b"[" * 100_000])
+def test_a_damaged_or_foreign_file_is_derived_again(folder: Path, body: bytes) -> None:
+    folder.mkdir(parents=True)
+    (folder / "entry.json").write_bytes(body)
+    assert load_or_derive("entry", "k1", lambda: ["fresh"], _strings) == ["fresh"]
+    assert load_or_derive("entry", "k1", lambda: ["other"], _strings) == ["fresh"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a mode 555 folder anyway")
+def test_an_unwritable_folder_costs_only_the_derivation(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        assert load_or_derive("entry", "k1", lambda: ["x"], _strings) == ["x"]
+        assert not (folder / "entry.json").exists()
+    finally:
+        folder.chmod(stat.S_IRWXU)
+
+
+def test_a_folder_that_is_a_file_costs_only_the_derivation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the folder should be")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(blocker / "below"))
+    assert load_or_derive("entry", "k1", lambda: ["x"], _strings) == ["x"]
+
+
+def test_a_miss_returns_the_value_as_json_reads_it_back(folder: Path) -> None:
+    """A hit and a miss give the same value: integer keys become strings either way."""
+    def parse(raw: object) -> dict[str, object] | None:
+        return raw if isinstance(raw, dict) else None
+
+    first = load_or_derive("entry", "k1", lambda: {1: "one"}, parse)
+    second = load_or_derive("entry", "k1", lambda: {1: "one"}, parse)
+    assert first == second == {"1": "one"}
+
+
+def test_a_value_that_is_not_json_is_a_clear_error(folder: Path) -> None:
+    with pytest.raises(ValueError, match="'entry'.*not JSON data"):
+        load_or_derive("entry", "k1", lambda: {"when": object()}, lambda raw: raw)
+
+
+def test_bundled_document_is_the_yaml_file_as_json(folder: Path) -> None:
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files("unstuck").joinpath("data", "signals.yaml").read_text(encoding="utf-8")
+    expected = json.loads(json.dumps(yaml.safe_load(text)))
+    assert bundled_document("signals.yaml", yaml.safe_load) == expected  # a miss
+    assert bundled_document("signals.yaml", yaml.safe_load) == expected  # a hit
+    assert (folder / "data-signals-yaml.json").exists()
+
+
+def test_bundled_document_key_covers_the_loader(folder: Path) -> None:
+    import yaml
+
+    def rows_only(text: str) -> object:
+        return list(yaml.safe_load(text)["text"])[:1]
+
+    whole = bundled_document("signals.yaml", yaml.safe_load)
+    assert bundled_document("signals.yaml", rows_only) != whole
+    assert cache.bundled_document("signals.yaml", yaml.safe_load) == whole
