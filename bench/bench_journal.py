@@ -26,6 +26,15 @@ scale"), over one turn of ``--writes`` write calls (default 50):
 * LangGraph's ``SqliteSaver`` (its ``COMMIT`` statements, seen by ``sqlite3``'s trace
   callback; each is synced, SQLite's default ``synchronous=FULL``).
 
+The same four are then counted once more by one method for all of them, from outside:
+each runs in a child process under ``strace -f -e trace=fsync,fdatasync -y`` and the
+``fsync``/``fdatasync`` calls on files in the run's scratch folder are counted (the
+database, its ``-wal`` or ``-journal`` file, the folder), from creating the database to
+closing it. This is what reaches the disk, whatever a library calls a commit. Each case runs
+at ``--writes`` and at twice as many calls: the difference over ``--writes`` is the sync
+calls per added call, without the fixed cost of creating and closing the file (about nine).
+Skipped when ``strace`` is missing.
+
 LangGraph is optional: without it (``import langgraph`` fails) its columns are skipped and
 the run says so.
 
@@ -36,7 +45,12 @@ Run: ``.venv/bin/pip install -e '.[bench]' && .venv/bin/python bench/bench_journ
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -181,13 +195,59 @@ def run_langgraph(steps: int, db_path: Path | None) -> tuple[float, int]:
         checkpointer.setup()  # type: ignore[union-attr]  # its tables, before counting
         connection.set_trace_callback(statements.append)
     started = time.perf_counter()
-    final = app.invoke({"messages": [("user", "fill the ledger")], "count": 0}, config)  # type: ignore[arg-type]
+    final = app.invoke({"messages": [("user", "fill the ledger")], "count": 0}, config)  # type: ignore[call-overload]
     elapsed = time.perf_counter() - started
     if connection is not None:
         connection.set_trace_callback(None)
         connection.close()
     assert final["count"] == steps and len(ledger) == steps
     return elapsed, sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
+
+
+#: The cases counted under strace, each run by a child process (``--child CASE``).
+CHILD_CASES = ("bare", "journal", "journal-sync0", "journal-read", "langgraph")
+
+
+def run_child(case: str, writes: int, folder: Path) -> None:
+    """One case of ``writes`` calls against a new database in ``folder`` (the strace child's work)."""
+    if case == "bare":
+        bare_synced_commits(writes, folder / "bare.db")
+    elif case == "journal":
+        run_unstuck(writes, "write_ledger", folder)
+    elif case == "journal-sync0":
+        run_unstuck(writes, "write_ledger", folder, sync_window=0.0)
+    elif case == "journal-read":
+        run_unstuck(writes, "read_ledger", folder)
+    elif case == "langgraph":
+        run_langgraph(writes, folder / "lg.db")
+    else:
+        raise ValueError(f"--child {case!r}: not one of {', '.join(CHILD_CASES)}")
+
+
+#: One strace line of a sync call with its descriptor's path (``-y``): ``123 fsync(5</x/y.db-wal>) = 0``.
+SYNC_LINE = re.compile(r"\b(?:fsync|fdatasync)\(\d+<([^>]*)>\)")
+
+
+def strace_fsyncs(case: str, writes: int, scratch: Path) -> int | None:
+    """fsync + fdatasync calls on files under a new folder in ``scratch`` by one child running ``case``.
+
+    ``None`` when strace is not installed. Raises ``RuntimeError`` when the child fails.
+    """
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix=f"{case}-", dir=scratch))
+    log = folder.with_suffix(".strace")
+    done = subprocess.run(
+        [strace, "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o", str(log),
+         sys.executable, __file__, "--child", case, "--writes", str(writes), "--dir", str(folder)],
+        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"strace child {case}: exit {done.returncode}: {done.stderr[-800:]}")
+    inside = str(folder.resolve())
+    return sum(1 for line in log.read_text(encoding="utf-8").splitlines()
+               if (m := SYNC_LINE.search(line)) is not None and m.group(1).startswith(inside))
 
 
 def best(repeats: int, run: Callable[[], float]) -> float:
@@ -199,8 +259,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--writes", type=int, default=50)
+    parser.add_argument("--child", choices=CHILD_CASES, help=argparse.SUPPRESS)  # the strace child
+    parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    n, r, w = args.steps, args.repeats, args.writes
+    if args.child is not None:
+        run_child(args.child, args.writes, args.dir)
+        return
+    n: int = args.steps
+    r: int = args.repeats
+    w: int = args.writes
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as scratch:
         folder = Path(scratch)
         bare = best(r, lambda: time_unstuck(n, "write_ledger", None))
@@ -215,6 +282,8 @@ def main() -> None:
         every_s, every = run_unstuck(w, "write_ledger", folder, sync_window=0.0)
         reading_s, reading = run_unstuck(w, "read_ledger", folder)
         lg = run_langgraph(w, folder / "lg-commits.db") if LANGGRAPH_MISSING is None else None
+        fsyncs = {case: (strace_fsyncs(case, w, folder), strace_fsyncs(case, 2 * w, folder))
+                  for case in CHILD_CASES if case != "langgraph" or LANGGRAPH_MISSING is None}
 
     def us(seconds: float) -> float:
         return seconds / n * 1e6
@@ -243,6 +312,21 @@ def main() -> None:
     if lg is not None:
         print(f"  LangGraph SqliteSaver   {lg[1] / w:.2f}  ({per_call(lg[0])})")
     else:
+        print("  LangGraph SqliteSaver   skipped (langgraph not installed)")
+    if any(None in counts for counts in fsyncs.values()):
+        print("fsyncs under strace: skipped (strace not installed)")
+        return
+    labels = {"bare": "bare synced commit    ", "journal": "unstuck journal       ",
+              "journal-sync0": "journal, sync_window=0", "journal-read": "journal, read calls   ",
+              "langgraph": "LangGraph SqliteSaver "}
+    marginal = {case: ((twice or 0) - (once or 0)) / w for case, (once, twice) in fsyncs.items()}
+    base = marginal["bare"] or 1.0
+    print(f"fsync + fdatasync under strace -f (same method for all; the run's files only): "
+          f"per added write call ({w} -> {2 * w} calls), and whole runs")
+    for case, (once, twice) in fsyncs.items():
+        print(f"  {labels[case]}  {marginal[case]:.2f}  (ratio to bare {marginal[case] / base:.2f}; "
+              f"{once} at {w} calls, {twice} at {2 * w})")
+    if LANGGRAPH_MISSING is not None:
         print("  LangGraph SqliteSaver   skipped (langgraph not installed)")
 
 

@@ -305,6 +305,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.waiting": Layer.VOCABULARY,  # shell: the non-interactive fix of a call that waited
     "unstuck.installed": Layer.VOCABULARY,  # imports nothing: programs on disk outside PATH
     "unstuck.cache": Layer.VOCABULARY,  # imports nothing of ours: derived data kept between processes
+    "unstuck.cgroups": Layer.VOCABULARY,  # imports nothing of ours: a cgroup v2 subtree per lease
     # pure decisions
     "unstuck.policy": Layer.DECISIONS,
     "unstuck.retry": Layer.DECISIONS,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -145,9 +146,9 @@ POSITIVES: list[tuple[str, str]] = [
     ("ssh-copy-id -i ~/.ssh/id_ed25519.pub host", "ssh-copy-id"),
     ("ssh-keygen -R github.com", "ssh-keygen-remove-host"),
     ("ssh-keyscan github.com >> ~/.ssh/known_hosts", "known-hosts-write"),
-    ("ssh-keyscan github.com | tee -a ~/.ssh/known_hosts", "known-hosts-tee"),
+    ("ssh-keyscan github.com | tee -a ~/.ssh/known_hosts", "known-hosts-write"),
     ("echo 'ssh-ed25519 AAAA x' >> ~/.ssh/authorized_keys", "authorized-keys-write"),
-    ("cat key.pub | tee -a /home/u/.ssh/authorized_keys", "authorized-keys-tee"),
+    ("cat key.pub | tee -a /home/u/.ssh/authorized_keys", "authorized-keys-write"),
     ("SSH_AUTH_SOCK=/tmp/other.sock git fetch", "env-ssh-auth-sock"),
     # privilege and identity
     ("sudo -u postgres psql", "sudo-as-user"),
@@ -178,7 +179,7 @@ POSITIVES: list[tuple[str, str]] = [
     ("newgrp docker", "newgrp"),
     ("visudo -f /etc/sudoers.d/x", "visudo"),
     ("echo 'bob ALL=(ALL) NOPASSWD: ALL' >> /etc/sudoers", "account-files-write"),
-    ("echo 'bob ALL=(ALL) NOPASSWD: ALL' | tee /etc/sudoers.d/bob", "account-files-tee"),
+    ("echo 'bob ALL=(ALL) NOPASSWD: ALL' | tee /etc/sudoers.d/bob", "account-files-write"),
     ("echo 'bob:pw' | chpasswd", "passwd"),
     ("docker run --privileged -v /:/host alpine", "docker-root-container"),
     ("docker exec -u 0 app sh", "docker-root-container"),
@@ -270,9 +271,9 @@ POSITIVES: list[tuple[str, str]] = [
     ("source .env", "source-dotenv"),
     # stored credentials rewritten
     ("echo 'machine x login u password p' > ~/.netrc", "credential-file-write"),
-    ("printf '[default]\\n' | tee ~/.aws/credentials", "credential-file-tee"),
-    ("cp /tmp/other-config ~/.kube/config", "credential-file-copy"),
-    ("sed -i 's/old/new/' ~/.config/gh/hosts.yml", "credential-file-edit"),
+    ("printf '[default]\\n' | tee ~/.aws/credentials", "credential-file-write"),
+    ("cp /tmp/other-config ~/.kube/config", "credential-file-write"),
+    ("sed -i 's/old/new/' ~/.config/gh/hosts.yml", "credential-file-write"),
     ("cat > ~/.ssh/id_ed25519 <<< \"$KEY\"", "ssh-private-key-write"),
     # any program
     ("doctl auth init --access-token abc", "credential-option"),
@@ -390,7 +391,7 @@ def test_mentions_reads_and_harmless_forms_are_not_changes(line: str) -> None:
 
 def test_changes_come_in_order_across_lists_pipelines_and_substitutions() -> None:
     line = "cd repo && export GH_TOKEN=$(gh auth token) ; curl -k https://x | sudo tee /etc/sudoers.d/me"
-    assert names(line) == ["env-gh-token", "gh-auth-token", "curl-insecure", "sudo", "account-files-tee"]
+    assert names(line) == ["env-gh-token", "gh-auth-token", "curl-insecure", "sudo", "account-files-write"]
 
 
 def test_a_shell_string_is_read_inside() -> None:
@@ -840,3 +841,270 @@ JSONISH = st.recursive(
 def test_any_arguments_are_read_without_raising(arguments: dict[str, Any]) -> None:
     changes = credential_changes_in_arguments(arguments)
     assert all(change.kind is ChangeKind.TOKEN for change in changes)
+
+
+# ---------------------------------------------------------------------------------------------
+# credential changes inside interpreters' inline code and shell indirections
+# ---------------------------------------------------------------------------------------------
+
+PERL = shutil.which("perl")
+NODE = shutil.which("node")
+PYTHON = shutil.which("python3")
+
+
+@pytest.mark.parametrize("line", [
+    # each language's documented environment API, on a variable env-gh-token names
+    "python -c \"import os; os.environ['GH_TOKEN']='ghp_abcdefgh1234'\"",
+    "python3 -c 'import os; os.putenv(\"GH_TOKEN\", \"abcdefgh\")'",
+    "python3 -c \"import os; os.environ.setdefault('GITHUB_TOKEN', 'abcdefgh')\"",
+    "python3 -c \"import os; os.environ.update({'PATH': '/bin', 'GH_TOKEN': 'abcdefgh'})\"",
+    "python3 -c \"import os; os.environ.update(GH_TOKEN='abcdefgh')\"",
+    "python3.12 -Ic \"import os; os.environ['GH_TOKEN']='abcdefgh'\"",
+    "node -e \"process.env.GITHUB_TOKEN='abcdefgh'\"",
+    "node --eval=\"process.env['GH_TOKEN'] = 'abcdefgh'\"",
+    "node -p \"Object.assign(process.env, {GITHUB_TOKEN: 'abcdefgh'})\"",
+    "deno eval \"Deno.env.set('GH_TOKEN', 'abcdefgh')\"",
+    "perl -e '$ENV{GH_TOKEN}=\"abcdefgh\"; system(\"gh\", \"pr\", \"list\")'",
+    "perl -Mstrict -le '$ENV{GH_TOKEN} = q(abcdefgh)'",
+    "ruby -e \"ENV['GH_TOKEN']='abcdefgh'\"",
+    "ruby -e \"ENV.store('GH_TOKEN', 'abcdefgh')\"",
+    "php -r \"putenv('GH_TOKEN=abcdefgh');\"",
+    "pwsh -c '$env:GH_TOKEN = \"abcdefgh\"'",
+])
+def test_an_interpreters_inline_code_setting_a_credential_variable_is_a_token_change(line: str) -> None:
+    changes = [c for c in credential_changes(line) if c.name == "env-gh-token"]
+    assert len(changes) == 1
+    assert changes[0].kind is ChangeKind.TOKEN
+    assert " code of " in changes[0].why and changes[0].source == row("env-gh-token").source
+
+
+def test_inline_code_removing_a_credential_variable_is_a_change() -> None:
+    # env-gh-token has no 'value', so removing the variable counts (catalogue header: env rows)
+    for line in ("python3 -c \"import os; del os.environ['GH_TOKEN']\"",
+                 "node -e 'delete process.env.GH_TOKEN'",
+                 "perl -e 'delete $ENV{GH_TOKEN}'",
+                 "ruby -e \"ENV.delete('GH_TOKEN')\""):
+        assert names(line) == ["env-gh-token"], line
+
+
+@pytest.mark.parametrize("line", [
+    "python -c 'print(1)'",
+    "python3 -c \"import os; print(os.environ['GH_TOKEN'])\"",
+    "python3 -c \"import os; print(os.environ.get('GH_TOKEN') == 'x')\"",
+    "python3 -c \"import os; os.environ['PATH'] = '/usr/bin'\"",
+    "python3 -c 'print(open(\"/etc/hostname\").read())'",
+    "python3 script.py -c \"os.environ['GH_TOKEN']='abcdefgh'\"",  # -c after the script is the script's
+    "python3 -m mytool -c \"os.environ['GH_TOKEN']='abcdefgh'\"",  # -m: the rest is the module's
+    "node -e 'console.log(process.env.GITHUB_TOKEN)'",
+    "node -e \"if (process.env.GH_TOKEN === 'x') {}\"",
+    "perl -e 'print $ENV{GH_TOKEN}'",
+    "perl -e 'exit($ENV{GH_TOKEN} =~ /^gh/)'",
+    "ruby -e \"puts ENV['GH_TOKEN']\"",
+    "echo \"os.environ['GH_TOKEN']='abcdefgh'\"",  # a mention, not code an interpreter runs
+    "python3 -c \"open('/tmp/out.txt', 'w').write('done')\"",
+])
+def test_inline_code_that_reads_or_sets_other_variables_is_not_a_change(line: str) -> None:
+    assert credential_changes(line) == ()
+
+
+@pytest.mark.parametrize(("line", "target"), [
+    ("python3 -c 'open(os.path.expanduser(\"~/.netrc\"),\"w\").write(\"machine x\")'", "~/.netrc"),
+    ("python3 -c \"import pathlib; (pathlib.Path.home() / '.git-credentials').write_text('x')\"",
+     ".git-credentials"),
+    ("node -e \"require('fs').writeFileSync(process.env.HOME + '/.npmrc', 'x')\"", "/.npmrc"),
+    ("perl -e 'open(my $f, \">\", \"$ENV{HOME}/.netrc\"); print $f \"x\"'", "$ENV{HOME}/.netrc"),
+    ("ruby -e \"File.write(File.expand_path('~/.config/gh/hosts.yml'), 'x')\"", "~/.config/gh/hosts.yml"),
+    ("php -r \"file_put_contents(getenv('HOME') . '/.pgpass', 'x');\"", "/.pgpass"),
+])
+def test_inline_code_writing_a_credential_file_is_a_credential_file_write(line: str, target: str) -> None:
+    changes = [c for c in credential_changes(line) if c.name == "credential-file-write"]
+    assert len(changes) == 1 and changes[0].targets == (target,)
+
+
+def test_inline_code_reading_a_credential_file_is_no_write() -> None:
+    assert "credential-file-write" not in names("python3 -c 'print(open(os.path.expanduser(\"~/.netrc\")).read())'")
+
+
+@settings(max_examples=60, deadline=None)
+@given(key_quote=st.sampled_from(["'", '"']), value_quote=st.sampled_from(["'", '"']),
+       left=st.sampled_from(["", " ", "  "]), right=st.sampled_from(["", " "]),
+       name=st.sampled_from(["GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN"]),
+       value=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_", min_size=8, max_size=30),
+       program=st.sampled_from(["python", "python3", "python3.11", "pypy3"]))
+def test_every_quoting_of_a_python_environment_write_is_the_same_change(
+        key_quote: str, value_quote: str, left: str, right: str, name: str, value: str, program: str) -> None:
+    code = f"import os; os.environ[{key_quote}{name}{key_quote}]{left}={right}{value_quote}{value}{value_quote}"
+    line = shlex.join([program, "-c", code])
+    changes = credential_changes(line)
+    assert [c.name for c in changes] == ["env-gh-token"]
+    assert value not in changes[0].command  # the literal value is masked in what is quoted
+
+
+@pytest.mark.parametrize("line", [
+    "read -r GH_TOKEN",
+    "read -s -p 'token: ' GITHUB_TOKEN",
+    "IFS= read -rs GH_TOKEN < /dev/tty",
+    "read -a GH_TOKEN",
+    "printf -v GH_TOKEN %s abcdefgh",
+    "mapfile -t GITHUB_TOKEN < token.txt",
+    "declare -x GH_TOKEN=abcdefgh",
+    "typeset -x GH_TOKEN=abcdefgh",
+    "eval \"export GH_TOKEN=abcdefgh\"",
+    "bash -c 'export GH_TOKEN=abcdefgh; gh pr list'",
+    "env GH_TOKEN=abcdefgh gh pr list",
+])
+def test_a_builtin_assigning_a_credential_variable_is_a_token_change(line: str) -> None:
+    assert "env-gh-token" in names(line)
+
+
+@pytest.mark.parametrize("line", [
+    "read -r name",
+    "read -p 'GH_TOKEN: ' answer",  # the prompt mentions it; the variable assigned is answer
+    "read -t 5 -u 3 line",
+    "printf -v line %s GH_TOKEN",
+    "printf '%s\\n' GH_TOKEN",
+    "mapfile -t lines < file.txt",
+])
+def test_a_builtin_assigning_other_variables_is_not_a_change(line: str) -> None:
+    assert credential_changes(line) == ()
+
+
+@pytest.mark.parametrize(("line", "target"), [
+    ("dd if=token.txt of=~/.netrc", "~/.netrc"),
+    ("echo x | tee ~/.config/gh/hosts.yml", "~/.config/gh/hosts.yml"),
+    ("echo x | tee -a /home/u/.git-credentials", "/home/u/.git-credentials"),
+    ("cp x ~/.git-credentials", "~/.git-credentials"),
+    ("install -m 600 x ~/.netrc", "~/.netrc"),
+    ("mv /tmp/creds ~/.aws/credentials", "~/.aws/credentials"),
+    ("sed -i 's/old/new/' ~/.config/gh/hosts.yml", "~/.config/gh/hosts.yml"),
+    ("sed -i.bak -e 's/a/b/' ~/.npmrc", "~/.npmrc"),
+    ("perl -pi -e 's/a/b/' ~/.pypirc", "~/.pypirc"),
+    ("curl -sSo ~/.docker/config.json https://example.invalid/c", "~/.docker/config.json"),
+    ("wget -O ~/.kube/config https://example.invalid/k", "~/.kube/config"),
+    ("sudo tee ~/.vault-token < t", "~/.vault-token"),
+])
+def test_any_program_writing_a_credential_file_is_a_credential_file_write(line: str, target: str) -> None:
+    changes = [c for c in credential_changes(line) if c.name == "credential-file-write"]
+    assert len(changes) == 1 and changes[0].targets == (target,)
+
+
+@pytest.mark.parametrize("line", [
+    "cp a b",
+    "tee /tmp/log",
+    "dd if=/dev/zero of=/tmp/disk.img bs=1M count=1",
+    "dd if=~/.netrc of=/tmp/copy",
+    "cp ~/.netrc /tmp/backup",
+    "sed 's/a/b/' ~/.npmrc",  # without -i sed writes standard output
+    "curl -o /tmp/page.html https://example.invalid/",
+    "install -d ~/.config/gh",
+])
+def test_writes_elsewhere_are_no_credential_file_write(line: str) -> None:
+    assert "credential-file-write" not in names(line)
+
+
+def test_the_shell_output_redirection_rows_cover_tee_and_copy_too() -> None:
+    # one owner per file list: the redirect_to rows apply to every write target
+    assert names("ssh-keyscan github.com | tee -a ~/.ssh/known_hosts") == ["known-hosts-write"]
+    assert names("cp key.pub ~/.ssh/authorized_keys") == ["authorized-keys-write"]
+    assert names("cp mykey ~/.ssh/id_ed25519") == ["ssh-private-key-write"]
+    assert names("echo 'bob ALL=(ALL) ALL' | sudo dd of=/etc/sudoers.d/bob") == ["sudo", "account-files-write"]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("source ./token.env", ["source-dotenv"]),
+    (". ~/.secrets", ["source-dotenv"]),
+    ("source ~/credentials.sh", ["source-dotenv"]),
+    (". .envrc", ["source-dotenv"]),
+    ("source ./venv/bin/activate", []),
+    (". ~/.bashrc", []),
+])
+def test_sourcing_a_file_named_for_secrets_loads_them(line: str, expected: list[str]) -> None:
+    assert names(line) == expected
+
+
+def test_shell_indirections_are_read_through() -> None:
+    assert names("sudo -E gh pr list") == ["sudo"]
+    assert names("echo t | xargs -I{} gh auth login --with-token") == ["gh-auth-login-with-token"]
+    assert names("sh -c 'python3 -c \"import os; os.environ[\\\"GH_TOKEN\\\"]=\\\"abcdefgh\\\"\"'") == ["env-gh-token"]
+    assert names("eval \"$(cat setup.sh)\"") == []  # what it runs exists only once it has run
+
+
+def test_writers_and_interpreters_are_refused_in_a_users_file() -> None:
+    with pytest.raises(CredentialCatalogueError, match="mine.yaml: unknown top-level key.*interpreters"):
+        parse_credential_catalogue("changes: []\ninterpreters: []\n", "mine.yaml")
+
+
+# the rule checked against the real programs: what is flagged really changes what is flagged
+
+
+def _run(argv: list[str], home: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, timeout=20, check=False)
+
+
+@pytest.mark.skipif(PYTHON is None, reason="python3 is not installed")
+def test_python_inline_code_flagged_as_a_netrc_write_really_writes_it(tmp_path: Path) -> None:
+    code = "import os; open(os.path.expanduser('~/.netrc'), 'w').write('machine x')"
+    assert "credential-file-write" in names(shlex.join(["python3", "-c", code]))
+    _run(["python3", "-c", code], tmp_path)
+    assert (tmp_path / ".netrc").read_text() == "machine x"
+
+
+@pytest.mark.skipif(PYTHON is None, reason="python3 is not installed")
+def test_python_os_environ_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
+    code = "import os, subprocess; os.environ['GH_TOKEN'] = 'abcdefgh'; subprocess.run(['printenv', 'GH_TOKEN'])"
+    assert names(shlex.join(["python3", "-c", code])) == ["env-gh-token"]
+    assert _run(["python3", "-c", code], tmp_path).stdout.strip() == "abcdefgh"
+
+
+@pytest.mark.skipif(PERL is None, reason="perl is not installed")
+def test_perl_env_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
+    code = "$ENV{GH_TOKEN} = 'abcdefgh'; system('printenv', 'GH_TOKEN')"
+    assert names(shlex.join(["perl", "-e", code])) == ["env-gh-token"]
+    assert _run(["perl", "-e", code], tmp_path).stdout.strip() == "abcdefgh"
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_node_process_env_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
+    code = ("process.env.GITHUB_TOKEN = 'abcdefgh';"
+            " process.stdout.write(require('child_process').execFileSync('printenv', ['GITHUB_TOKEN']))")
+    assert names(shlex.join(["node", "-e", code])) == ["env-gh-token"]
+    assert _run(["node", "-e", code], tmp_path).stdout.strip() == "abcdefgh"
+
+
+def test_read_into_an_exported_credential_variable_changes_what_programs_see(tmp_path: Path) -> None:
+    line = "read -r GH_TOKEN"
+    assert names(line) == ["env-gh-token"]
+    script = f"export GH_TOKEN=old; {line}; printenv GH_TOKEN"
+    assert _run(["bash", "-c", script], tmp_path, stdin="abcdefgh\n").stdout.strip() == "abcdefgh"
+
+
+def test_dd_flagged_as_a_netrc_write_really_writes_it(tmp_path: Path) -> None:
+    (tmp_path / "token.txt").write_text("machine x")
+    line = f"dd if={tmp_path / 'token.txt'} of={tmp_path / '.netrc'} status=none"
+    assert [c.targets for c in credential_changes(line) if c.name == "credential-file-write"] == \
+        [(str(tmp_path / ".netrc"),)]
+    _run(shlex.split(line), tmp_path)
+    assert (tmp_path / ".netrc").read_text() == "machine x"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("interpreters:\n  - {language: x, program: [x], source: s}\n", "interpreters entry 1: an interpreter needs"),
+    ("interpreters:\n  - {language: x, program: [x], inline: [-e], env_write: ['(('], source: s}\n",
+     "interpreters entry 1.*does not compile under re2"),
+    ("writers:\n  - {program: [x], operands: first, source: s}\n", "writers entry 1: 'operands' must be"),
+    ("writers:\n  - {program: [x], operands: all}\n", "writers entry 1: 'source' is required"),
+])
+def test_a_malformed_writers_or_interpreters_entry_is_refused_naming_it(text: str, message: str) -> None:
+    from unstuck.credentials import _parse_tables  # the bundled-only tables have no public parser
+    with pytest.raises(CredentialCatalogueError, match=f"t.yaml: {message}"):
+        _parse_tables(text, "t.yaml")
+
+
+@pytest.mark.parametrize(("line", "target"), [
+    ("rsync -aP backup/netrc ~/.netrc", "~/.netrc"),  # rsync -P is --partial --progress: no value
+    ("scp -P 2222 host:.netrc ~/.netrc", "~/.netrc"),  # scp -P takes the port
+    ("rsync -e ssh host:creds ~/.aws/credentials", "~/.aws/credentials"),
+])
+def test_each_copiers_own_options_are_read_before_its_destination(line: str, target: str) -> None:
+    assert [c.targets for c in credential_changes(line) if c.name == "credential-file-write"] == [(target,)]

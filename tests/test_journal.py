@@ -3,6 +3,7 @@ validations, and the CLI over it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import subprocess
@@ -398,3 +399,182 @@ def test_a_riding_commit_is_seen_by_another_connection_at_once(tmp_path: Path) -
         assert journal.riding_commits == 2
         with sqlite3.connect(path) as db:  # as another process would read it
             assert db.execute("SELECT state FROM intents").fetchall() == [("committed",)]
+
+
+# -- schema versions (issue 12) -------------------------------------------------------------
+
+#: A token in GitHub's documented format for a personal access token: ``ghp_`` and 36
+#: characters of [A-Za-z0-9] (GitHub docs, "About authentication to GitHub", token formats).
+TOKEN = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+
+#: The journal's tables as version 1 wrote them, written out here so the test builds the old
+#: file the way the old code did, not with the current code.
+_LAYOUT_1 = """
+CREATE TABLE turns (
+    turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
+    guarded INTEGER NOT NULL, started_at REAL NOT NULL, ended_at REAL, answer TEXT, error TEXT,
+    checkpoint_step INTEGER NOT NULL DEFAULT -1, config TEXT NOT NULL DEFAULT '{}',
+    owner_pid INTEGER, owner_start INTEGER, owner_host TEXT
+);
+CREATE TABLE decisions (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), after_step INTEGER NOT NULL, action TEXT NOT NULL,
+    subject TEXT NOT NULL
+);
+CREATE TABLE messages (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), seq INTEGER NOT NULL, message TEXT NOT NULL,
+    PRIMARY KEY (turn_id, seq)
+);
+CREATE TABLE steps (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), idx INTEGER NOT NULL, call_id TEXT NOT NULL,
+    tool TEXT NOT NULL, arguments TEXT NOT NULL, arguments_digest TEXT NOT NULL, subject TEXT NOT NULL,
+    interactive INTEGER NOT NULL, auto_retry INTEGER NOT NULL, dispatched INTEGER NOT NULL,
+    probe INTEGER NOT NULL, retry INTEGER NOT NULL, ok INTEGER NOT NULL, situation TEXT, decision TEXT NOT NULL,
+    exempt TEXT NOT NULL, injected TEXT, content TEXT NOT NULL, started_s REAL NOT NULL, duration_s REAL NOT NULL,
+    PRIMARY KEY (turn_id, idx)
+);
+CREATE TABLE intents (
+    effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step INTEGER NOT NULL,
+    call_id TEXT NOT NULL, reply_seq INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+    state TEXT NOT NULL, prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT
+);
+CREATE TABLE validations (
+    turn_id TEXT NOT NULL REFERENCES turns(turn_id), name TEXT NOT NULL, verdict TEXT NOT NULL,
+    evidence TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE INDEX intents_by_turn ON intents (turn_id, step);
+"""
+_LEAKY_ARGS = json.dumps({"repo": "o/r", "token": TOKEN})
+_LEAKY_DETAIL = f"GH_TOKEN={TOKEN} was refused: HTTP 401"
+_LEAKY_MESSAGE = json.dumps({"role": "assistant", "content": f"I will export GH_TOKEN={TOKEN}",
+                             "tool_calls": [["c1", "gh_api", _LEAKY_ARGS]], "tool_call_id": None, "name": None})
+
+
+def _journal_1(path: Path, *, stamped: bool) -> None:
+    """A version-1 journal written before redaction: a turn whose step, message and receipt
+    hold a token; ``stamped=False``: no ``application_id`` nor ``user_version`` either."""
+    db = sqlite3.connect(path)
+    if stamped:
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute("PRAGMA user_version = 1")
+    db.executescript(_LAYOUT_1)
+    db.execute("INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, answer, error) VALUES"
+               " ('t1', ?, 'interrupted', 1, 1, 1.0, ?, ?)",
+               (f"list issues with GH_TOKEN={TOKEN}", f"gh said: token {TOKEN} is invalid", f"Bearer {TOKEN}"))
+    db.execute("INSERT INTO steps VALUES ('t1', 0, 'c1', 'gh_api', ?, 'digest-of-old', 'gh', 0, 0, 1, 0, 0, 0, ?,"
+               " 'escalate', '[]', NULL, ?, 1.0, 0.5)",
+               (_LEAKY_ARGS, situation_to_json(Situation(Kind.AUTH, "gh", detail=_LEAKY_DETAIL)),
+                f"gh: Bad credentials for GH_TOKEN={TOKEN}"))
+    db.execute("INSERT INTO messages VALUES ('t1', 0, ?)", (_LEAKY_MESSAGE,))
+    db.execute("INSERT INTO intents VALUES ('t1:0', 't1', 0, 'c1', 0, 'gh_api', ?, 'committed', 1.0, 2.0, ?, 'call')",
+               (_LEAKY_ARGS, json.dumps({"ok": False, "content": f"token {TOKEN} rejected", "exit_code": 1})))
+    db.commit()
+    db.close()
+
+
+def _rows(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    db = sqlite3.connect(path)
+    try:
+        return {t: db.execute(f"SELECT * FROM {t}").fetchall() for t in ("turns", "steps", "messages", "intents")}
+    finally:
+        db.close()
+
+
+def _assert_redacted_as_written_now(journal: Journal) -> None:
+    turn = journal.turn("t1")
+    assert (turn.task, turn.answer, turn.error) == ("list issues with GH_TOKEN=***", "gh said: token *** is invalid",
+                                                    "Bearer ***")
+    (step,) = journal.steps("t1")
+    assert step.content == "gh: Bad credentials for GH_TOKEN=***"
+    assert json.loads(step.call.arguments_json) == {"repo": "o/r", "token": "***"}
+    assert step.situation is not None and step.situation.detail == "GH_TOKEN=*** was refused: HTTP 401"
+    (message,) = journal.messages("t1")
+    assert json.loads(message)["content"] == "I will export GH_TOKEN=***"
+    assert json.loads(message)["tool_calls"] == [["c1", "gh_api", _LEAKY_ARGS]]  # a resume re-runs the very call
+    (intent,) = journal.intents("t1")
+    assert intent.arguments_json == _LEAKY_ARGS
+    assert intent.receipt is not None and json.loads(intent.receipt)["content"] == "token *** rejected"
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["version-1", "unstamped"])
+def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(tmp_path: Path, stamped: bool) -> None:
+    path = tmp_path / "j.db"
+    _journal_1(path, stamped=stamped)
+    original = _rows(path)
+    with Journal(path) as journal:
+        assert journal.schema == 2
+        _assert_redacted_as_written_now(journal)
+        backup = journal.backup_path(1)
+    assert backup == tmp_path / "j.db.schema1.bak"
+    assert _rows(backup) == original and TOKEN in str(original["steps"]) and TOKEN in str(original["messages"])
+    with sqlite3.connect(backup) as old:
+        assert old.execute("PRAGMA user_version").fetchone()[0] == (1 if stamped else 0)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    (args, digest), = db.execute("SELECT arguments, arguments_digest FROM steps").fetchall()
+    db.close()
+    assert digest == hashlib.sha256(args.encode("utf-8")).hexdigest()[:16]  # of the arguments as kept
+    # a second open finds nothing to do
+    before, copy = path.read_bytes(), backup.stat()
+    Journal(path).close()
+    assert path.read_bytes() == before and backup.stat().st_mtime_ns == copy.st_mtime_ns
+    assert not (tmp_path / "j.db.schema2.bak").exists()
+
+
+def test_a_journal_of_a_newer_version_is_refused_naming_both_and_left_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    Journal(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 3")
+    db.close()
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(JournalError, match=rf"{path} is a journal of schema 3; this unstuck reads schemas 1 to 2;"
+                                               r" it was left untouched"):
+            Journal(path, readonly=readonly)
+    assert path.read_bytes() == before
+    assert not [p.name for p in tmp_path.iterdir() if ".bak" in p.name]
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["version-1", "unstamped"])
+def test_a_read_only_open_of_a_version_1_journal_reads_it_redacted_and_writes_nothing(
+        tmp_path: Path, stamped: bool) -> None:
+    path = tmp_path / "j.db"
+    _journal_1(path, stamped=stamped)
+    before = path.read_bytes()
+    with Journal(path, readonly=True) as journal:
+        assert journal.schema == 1
+        _assert_redacted_as_written_now(journal)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["j.db"]
+
+
+def test_a_receipt_is_journaled_redacted(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as journal:
+        journal.begin_turn("t1", "task", unattended=True, guarded=True)
+        ref = journal.prepare_intent("t1", 0, "c1", "gh_api", _LEAKY_ARGS)
+        journal.record_receipt(ref, json.dumps({"ok": True, "content": f"created with GH_TOKEN={TOKEN}"}))
+        (intent,) = journal.intents("t1")
+    assert intent.receipt is not None and json.loads(intent.receipt)["content"] == "created with GH_TOKEN=***"
+    assert intent.arguments_json == _LEAKY_ARGS
+
+
+def test_a_turns_task_answer_and_error_are_journaled_redacted(tmp_path: Path) -> None:
+    with Journal(tmp_path / "j.db") as journal:
+        journal.begin_turn("t1", f"deploy with GH_TOKEN={TOKEN}", unattended=True, guarded=True)
+        journal.end_turn("t1", "failed", answer=f"I used {TOKEN}", error=f"Authorization: Bearer {TOKEN}")
+        turn = journal.turn("t1")
+    assert TOKEN not in f"{turn.task} {turn.answer} {turn.error}"
+    assert turn.task == "deploy with GH_TOKEN=***" and turn.error == "Authorization: Bearer ***"
+    assert TOKEN.encode() not in (tmp_path / "j.db").read_bytes()
+
+
+def test_a_database_with_other_tables_and_no_version_is_not_taken_for_a_journal(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    db = sqlite3.connect(path)
+    db.executescript(_LAYOUT_1 + "CREATE TABLE extra (x);")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="another program's database"):
+        Journal(path)
+    assert path.read_bytes() == before

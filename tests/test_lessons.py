@@ -288,22 +288,13 @@ def test_a_schema_1_store_is_migrated_in_place_keeping_a_backup_and_every_lesson
         assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
         backup = store.backup_path(1)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
     assert backup == tmp_path / "l.db.schema1.bak"
     with sqlite3.connect(backup) as old:
         assert old.execute("PRAGMA user_version").fetchone()[0] == 1
         assert old.execute("SELECT id FROM knowledge").fetchall() == [(kept,)]
-
-
-def test_a_store_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "l.db"
-    LessonStore(path).close()
-    with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version = 3")
-    with pytest.raises(LessonStoreError, match="schema 3"):
-        LessonStore(path)
 
 
 #: A token in GitHub's documented format for a personal access token: ``ghp_`` and 36
@@ -341,3 +332,132 @@ def test_the_keeper_remembers_a_declared_blocker_whose_detail_holds_a_token_with
         lesson = keeper.remember(situation, tool="check_cli_setup", result_text=detail, why="escalated")
         assert lesson is not None and "ghp_" not in lesson.content and "A1b2" not in lesson.content
     assert "ghp_" not in _every_text_in(tmp_path / "l.db")
+
+
+#: The lesson store's layout as schema 1 wrote it (lessons.py before schema 2: the table, the
+#: subject index, the FTS5 table and its triggers), written out here so the test builds the
+#: old file the way the old code did, not with the current code.
+_SCHEMA_1 = (
+    """CREATE TABLE knowledge (
+        id INTEGER PRIMARY KEY, domain TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT NOT NULL,
+        kind TEXT NOT NULL, fingerprint TEXT NOT NULL, unblock TEXT, probe TEXT, content TEXT NOT NULL,
+        confidence REAL NOT NULL, created_at REAL NOT NULL, last_verified_at REAL NOT NULL, invalidated_at REAL,
+        superseded_by INTEGER REFERENCES knowledge(id), source TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX knowledge_active ON knowledge (subject, fingerprint) "
+    "WHERE invalidated_at IS NULL AND superseded_by IS NULL",
+    "CREATE VIRTUAL TABLE knowledge_fts USING fts5(content, subject, tool, content='knowledge', content_rowid='id')",
+    """CREATE TRIGGER knowledge_ai AFTER INSERT ON knowledge BEGIN
+        INSERT INTO knowledge_fts (rowid, content, subject, tool) VALUES (new.id, new.content, new.subject, new.tool);
+    END""",
+    """CREATE TRIGGER knowledge_au AFTER UPDATE OF content, subject, tool ON knowledge BEGIN
+        INSERT INTO knowledge_fts (knowledge_fts, rowid, content, subject, tool)
+            VALUES ('delete', old.id, old.content, old.subject, old.tool);
+        INSERT INTO knowledge_fts (rowid, content, subject, tool) VALUES (new.id, new.content, new.subject, new.tool);
+    END""",
+)
+#: What schema 2 added: the partial indexes of the turn-start query.
+_INDEXES_2 = (
+    "CREATE INDEX knowledge_active_tool ON knowledge (tool, last_verified_at, id) "
+    "WHERE invalidated_at IS NULL AND superseded_by IS NULL",
+    "CREATE INDEX knowledge_active_recent ON knowledge (last_verified_at, id) "
+    "WHERE invalidated_at IS NULL AND superseded_by IS NULL",
+)
+#: The token's 36 characters after ``ghp_``: one FTS5 term (unicode61 splits at ``_``).
+TOKEN_TERM = TOKEN.removeprefix("ghp_")
+
+
+def _old_store(path: Path, version: int) -> None:
+    """A lesson store of ``version`` (1 or 2) as the code of that time left it, holding a
+    lesson recorded before redaction: tokens in its content, unblock, probe and metadata."""
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version = {version}")
+        for statement in _SCHEMA_1 + (_INDEXES_2 if version >= 2 else ()):
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content, confidence,"
+            " created_at, last_verified_at, source, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            ("", "check_cli_setup", "gh", "auth", FP, f"GH_TOKEN={TOKEN} gh auth status",
+             json.dumps({"tool": "check_cli_setup", "args": {"name": "gh", "token": TOKEN}}),
+             f"gh refused GH_TOKEN={TOKEN}", 0.5, 1.0, 1.0, "escalated",
+             json.dumps({"seen": f"token {TOKEN}"})),
+        )
+    os.sync()
+
+
+def _fts_rows_holding(path: Path, term: str) -> list[int]:
+    with sqlite3.connect(path) as db:
+        return [r[0] for r in db.execute("SELECT rowid FROM knowledge_fts WHERE knowledge_fts MATCH ?",
+                                         (f'"{term}"',))]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_keeps_them(
+        tmp_path: Path, version: int) -> None:
+    path = tmp_path / "l.db"
+    _old_store(path, version)
+    with sqlite3.connect(path) as db:
+        original = db.execute("SELECT * FROM knowledge").fetchall()
+    assert _fts_rows_holding(path, TOKEN_TERM) == [original[0][0]]
+    with LessonStore(path) as store:
+        assert store.schema == 3
+        (lesson,) = store.all()
+        assert lesson.content == "gh refused GH_TOKEN=***"
+        assert lesson.unblock == "GH_TOKEN=*** gh auth status"
+        assert lesson.probe == Probe.of("check_cli_setup", {"name": "gh", "token": "***"})
+        assert lesson.metadata == {"seen": "token ***"}
+        assert [x.id for x in store.search("refused")] == [lesson.id]
+        backup = store.backup_path(version)
+    assert backup == tmp_path / f"l.db.schema{version}.bak"
+    with sqlite3.connect(backup) as old:  # the copy is the store as it was, token and all
+        assert old.execute("PRAGMA user_version").fetchone()[0] == version
+        assert old.execute("SELECT * FROM knowledge").fetchall() == original
+    assert TOKEN in _every_text_in(backup)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        db.execute("INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')")  # raises when off
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
+    assert TOKEN_TERM not in _every_text_in(path) and _fts_rows_holding(path, TOKEN_TERM) == []
+    # a second open finds nothing to do: the file and the copy are left as they are
+    before, copy = path.read_bytes(), backup.stat()
+    LessonStore(path).close()
+    assert path.read_bytes() == before and backup.stat().st_mtime_ns == copy.st_mtime_ns
+    assert not (tmp_path / "l.db.schema3.bak").exists()
+
+
+def test_a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    LessonStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 4")
+    db.close()
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(LessonStoreError, match=rf"{path} is a lesson store of schema 4; this unstuck reads "
+                                                   r"schemas 1 to 3; it was left untouched"):
+            LessonStore(path, readonly=readonly)
+    assert path.read_bytes() == before
+    assert not [p.name for p in tmp_path.iterdir() if ".bak" in p.name]
+
+
+def test_a_read_only_open_of_an_older_store_reads_it_redacted_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    _old_store(path, 1)
+    before = path.read_bytes()
+    with LessonStore(path, readonly=True) as store:
+        assert store.schema == 1
+        (lesson,) = store.active(tools=["check_cli_setup"])
+        assert lesson.content == "gh refused GH_TOKEN=***" and lesson.metadata == {"seen": "token ***"}
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["l.db"]
+
+
+def test_a_probe_argument_named_like_a_secret_is_stored_masked(tmp_path: Path) -> None:
+    situation = Situation(Kind.AUTH, "gh", unblock="gh auth login",
+                          probe=Probe.of("check_cli_setup", {"name": "gh", "token": TOKEN}))
+    with LessonStore(tmp_path / "l.db") as store:
+        lesson = store.get(record(store, situation))
+    assert lesson is not None and lesson.probe == Probe.of("check_cli_setup", {"name": "gh", "token": "***"})
+    assert TOKEN_TERM not in _every_text_in(tmp_path / "l.db")

@@ -128,3 +128,12 @@ def test_cached_token_formats_are_detect_secrets_own_patterns() -> None:
     assert {(source, flags & ~re.UNICODE) for source, flags in got} == \
         {(source, flags & ~re.UNICODE) for source, flags in expected}
     assert len(expected) >= 15
+
+
+def test_an_authorization_scheme_stays_when_its_token_is_of_a_known_format() -> None:
+    """RFC 9110 11.6.2: ``Authorization: <scheme> <credentials>``; the scheme is a word, not
+    the secret (a GitHub token is masked by its format first, and the scheme must not be)."""
+    token = "ghp_" + "a1B2" * 9
+    assert redact(f"Authorization: Bearer {token}") == "Authorization: Bearer ***"
+    assert redact(f"authorization: token {token}") == "authorization: token ***"
+    assert redact("Authorization: Basic dXNlcjpwYXNz") == "Authorization: Basic ***"

@@ -10,7 +10,17 @@ import pytest
 
 from unstuck.journal import Journal
 from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, write
+from unstuck.sqlite_store import (
+    FileIdentity,
+    Migration,
+    backup_path,
+    clean_text,
+    connect,
+    describe,
+    migrate,
+    quick_check,
+    write,
+)
 
 
 def test_a_failed_write_rolls_back_and_a_good_one_commits(tmp_path: Path) -> None:
@@ -96,3 +106,62 @@ def test_a_check_before_commit_rolls_the_transaction_back(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError, match="the file moved"), write(db, before_commit=refuse):
         db.execute("INSERT INTO t VALUES (1)")
     assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 0 and not db.in_transaction
+
+
+def _versioned(path: Path, version: int) -> sqlite3.Connection:
+    db = connect(path)
+    with write(db):
+        db.execute("CREATE TABLE t (x TEXT)")
+        db.execute("INSERT INTO t VALUES ('v1 row')")
+        db.execute(f"PRAGMA user_version = {version}")
+    return db
+
+
+def test_migrate_runs_each_missing_step_in_order_after_a_backup_of_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = _versioned(path, 1)
+    ran: list[str] = []
+
+    def step(name: str) -> Migration:
+        def run(conn: sqlite3.Connection) -> None:
+            ran.append(name)
+            conn.execute("INSERT INTO t VALUES (?)", (name,))
+        return run
+
+    steps = (step("to 2"), step("to 3"))
+    assert migrate(db, path, steps, transaction=lambda: write(db)) == 1
+    assert ran == ["to 2", "to 3"]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert migrate(db, path, steps, transaction=lambda: write(db)) is None and ran == ["to 2", "to 3"]
+    db.close()
+    assert backup_path(path, 1) == tmp_path / "s.db.schema1.bak"
+    with sqlite3.connect(backup_path(path, 1)) as old:
+        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert old.execute("SELECT x FROM t").fetchall() == [("v1 row",)]
+
+
+def test_a_failing_migration_step_leaves_the_file_at_its_old_version_and_keeps_the_backup(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = _versioned(path, 1)
+
+    def good(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('migrated')")
+
+    def bad(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        migrate(db, path, (good, bad), transaction=lambda: write(db))
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("SELECT x FROM t").fetchall() == [("v1 row",)]
+    assert backup_path(path, 1).is_file() and not [p.name for p in tmp_path.iterdir() if p.suffix == ".part"]
+    db.close()
+
+
+def test_migrate_refuses_a_version_it_does_not_know_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = _versioned(path, 5)
+    with pytest.raises(ValueError, match=r"schema 5 cannot be migrated \(this code knows 1 to 2\)"):
+        migrate(db, path, (lambda conn: None,), transaction=lambda: write(db))
+    db.close()
+    assert [p.name for p in tmp_path.iterdir() if ".bak" in p.name] == []

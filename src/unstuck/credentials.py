@@ -15,9 +15,16 @@ configuration allows by name).
   structural: a program's base name, its subcommand words, its options (``-k`` inside
   ``-sSk``, ``--scopes=x``, ``-o StrictHostKeyChecking=no``), its operands, the variables set
   for it (``GH_TOKEN=… gh``, ``export``, ``env X=…``, ``unset``) and where it writes
-  (``> ~/.aws/credentials``). A word that only *mentions* a program (``echo "do not use sudo"``,
-  ``grep sudo file``) changes nothing, and a call asking for ``--help``/``--version`` changes
-  nothing.
+  (``> ~/.aws/credentials``, and the files programs write: ``tee F``, ``dd of=F``, the
+  destination of ``cp``/``mv``/``install``, ``sed -i … F``, ``curl -o F``, from the catalogue's
+  ``writers`` table). The inline code of interpreters (``python -c``, ``node -e``, ``perl -e``,
+  ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the catalogue's ``interpreters`` table)
+  is searched for each language's documented environment writes (``os.environ['X'] = …``,
+  ``process.env.X = …``, ``$ENV{X} = …``, ``ENV['X'] = …``, ``putenv``) of variables the
+  environment rows name, and for file writes of the credential files the ``redirect_to`` rows
+  name. ``read``, ``mapfile`` and ``printf -v`` assign the variables they name. A word that
+  only *mentions* a program (``echo "do not use sudo"``, ``grep sudo file``) changes nothing,
+  and a call asking for ``--help``/``--version`` changes nothing.
 * :func:`credential_changes_in_arguments` reads the arguments of a tool that is not a shell:
   a key named for a credential (``token``, ``api_key``, ``password``, ``client_secret``;
   not ``max_tokens``, ``page_token``, ``token_type``) with a non-empty string value, an
@@ -214,6 +221,8 @@ class CredentialCatalogue:
 
 _BUNDLED = "credential_changes.yaml"
 _TOP_KEYS = frozenset({"changes", "value_options"})
+#: Top-level tables only the bundled file holds (where programs write, interpreters' code).
+_BUNDLED_TOP_KEYS = frozenset({"writers", "interpreters"})
 _ROW_KEYS = frozenset({
     "name", "kind", "why", "source", "program", "subcommand", "with_options", "unless", "value_options",
     "operands", "any_operand", "last_operand", "dash_operands", "alone", "no_arguments", "h_option", "targets",
@@ -397,7 +406,8 @@ def parse_credential_catalogue(text: str, name: str) -> tuple[CredentialRow, ...
     document = parse_yaml(text, where=name, error=CredentialCatalogueError)
     if not isinstance(document, Mapping) or not isinstance(document.get("changes"), list):
         raise CredentialCatalogueError(f"{name}: must be a mapping with a 'changes' list of rows")
-    unknown = sorted(str(k) for k in document if k not in _TOP_KEYS)
+    known = _TOP_KEYS | _BUNDLED_TOP_KEYS if name == _BUNDLED else _TOP_KEYS
+    unknown = sorted(str(k) for k in document if k not in known)
     if unknown:
         raise CredentialCatalogueError(f"{name}: unknown top-level key(s) {', '.join(unknown)} "
                                        f"(known: {', '.join(sorted(_TOP_KEYS))})")
@@ -690,9 +700,305 @@ def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None
     return _Found(row, call.command, _shown(call.command), targets, secrets)
 
 
-def _write_match(row: CredentialRow, command: SimpleCommand) -> _Found | None:
-    written = tuple(target for target in _written(command) if row.redirect_to.search(target))
+def _write_match(row: CredentialRow, command: SimpleCommand, targets: Sequence[str]) -> _Found | None:
+    written = tuple(dict.fromkeys(target for target in targets if row.redirect_to.search(target)))
     return _Found(row, command, _shown(command), written) if written else None
+
+
+# ---------------------------------------------------------------------------------------------
+# where programs write, and what interpreters' inline code writes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Writer:
+    """Where one program writes files (a ``writers`` entry of the bundled catalogue)."""
+
+    programs: frozenset[str]
+    operands: str | None  # "all", "last" or None
+    operand_prefix: str | None
+    options: frozenset[str]
+    with_options: frozenset[str]
+    value_options: frozenset[str]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class _EnvPattern:
+    """An environment write in code: ``pattern`` (group 1 the variable, group 2 a literal
+    value), or a ``pattern`` whose group 1 is a block searched with ``keys``."""
+
+    pattern: Any
+    keys: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Interpreter:
+    """An interpreter's inline-code options and its language's environment and file APIs (an
+    ``interpreters`` entry of the bundled catalogue)."""
+
+    language: str
+    programs: frozenset[str]
+    inline: frozenset[str]
+    inline_subcommand: frozenset[str]
+    value_options: frozenset[str]
+    attached_options: frozenset[str]
+    digit_options: frozenset[str]
+    ends: frozenset[str]
+    env_write: tuple[_EnvPattern, ...]
+    env_unset: tuple[Any, ...]
+    file_write: tuple[Any, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    writers: Mapping[str, tuple[_Writer, ...]]
+    interpreters: Mapping[str, _Interpreter]
+
+
+_WRITER_KEYS = frozenset({"program", "operands", "operand_prefix", "options", "with_options", "value_options",
+                          "source"})
+_INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcommand", "value_options",
+                               "attached_options", "digit_options", "ends", "env_write", "env_unset",
+                               "file_write", "source"})
+
+
+def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise CredentialCatalogueError(f"{where}: must be a mapping, got {raw!r}")
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        raise CredentialCatalogueError(f"{where}: unknown field(s) {', '.join(unknown)} "
+                                       f"(known: {', '.join(sorted(known))})")
+    source = raw.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise CredentialCatalogueError(f"{where}: 'source' is required and must be a non-empty string")
+    if not _strings(where, "program", raw.get("program")):
+        raise CredentialCatalogueError(f"{where}: 'program' is required")
+    return raw
+
+
+def _options(where: str, key: str, raw: Mapping[str, Any]) -> frozenset[str]:
+    return frozenset(_option_name(where, key, o) for o in _strings(where, key, raw.get(key)))
+
+
+def _parse_writer(raw: object, where: str) -> _Writer:
+    entry = _entry(raw, where, _WRITER_KEYS)
+    operands = entry.get("operands")
+    if operands not in (None, "all", "last"):
+        raise CredentialCatalogueError(f"{where}: 'operands' must be 'all' or 'last', got {operands!r}")
+    prefix = entry.get("operand_prefix")
+    if prefix is not None and (not isinstance(prefix, str) or not prefix):
+        raise CredentialCatalogueError(f"{where}: 'operand_prefix' must be a non-empty string, got {prefix!r}")
+    writer = _Writer(frozenset(_strings(where, "program", entry.get("program"))), operands, prefix,
+                     _options(where, "options", entry), _options(where, "with_options", entry),
+                     _options(where, "value_options", entry), " ".join(str(entry["source"]).split()))
+    if writer.operands is None and writer.operand_prefix is None and not writer.options:
+        raise CredentialCatalogueError(f"{where}: a writer needs 'operands', 'operand_prefix' or 'options'")
+    return writer
+
+
+def _patterns(where: str, key: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(_regex(where, key, pattern) for pattern in _strings(where, key, raw.get(key)))
+
+
+def _parse_interpreter(raw: object, where: str) -> _Interpreter:
+    entry = _entry(raw, where, _INTERPRETER_KEYS)
+    language = entry.get("language")
+    if not isinstance(language, str) or not language.strip():
+        raise CredentialCatalogueError(f"{where}: 'language' is required")
+    env_write: list[_EnvPattern] = []
+    raw_writes = entry.get("env_write") or []
+    if not isinstance(raw_writes, list):
+        raise CredentialCatalogueError(f"{where}: 'env_write' must be a list")
+    for item in raw_writes:
+        if isinstance(item, Mapping) and set(item) == {"block", "keys"}:
+            env_write.append(_EnvPattern(_regex(where, "env_write block", item["block"]),
+                                         _regex(where, "env_write keys", item["keys"])))
+        elif isinstance(item, str):
+            env_write.append(_EnvPattern(_regex(where, "env_write", item)))
+        else:
+            raise CredentialCatalogueError(f"{where}: 'env_write' entry {item!r} must be a pattern or a mapping "
+                                           f"with 'block' and 'keys'")
+    inline = _options(where, "inline", entry)
+    subcommands = frozenset(_strings(where, "inline_subcommand", entry.get("inline_subcommand")))
+    if not inline and not subcommands:
+        raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline' or 'inline_subcommand'")
+    return _Interpreter(
+        language.strip(), frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
+        _options(where, "value_options", entry), _options(where, "attached_options", entry),
+        _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
+        _patterns(where, "env_unset", entry),
+        _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()))
+
+
+def _parse_tables(text: str, name: str) -> _Tables:
+    """The ``writers`` and ``interpreters`` tables of a catalogue file's text.
+
+    Raises:
+        CredentialCatalogueError: naming the file and the entry, for a malformed entry.
+    """
+    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
+    if not isinstance(document, Mapping):
+        raise CredentialCatalogueError(f"{name}: must be a mapping")
+    writers: dict[str, list[_Writer]] = {}
+    interpreters: dict[str, _Interpreter] = {}
+    for key in ("writers", "interpreters"):
+        if not isinstance(document.get(key) or [], list):
+            raise CredentialCatalogueError(f"{name}: '{key}' must be a list")
+    for index, raw in enumerate(document.get("writers") or []):
+        writer = _parse_writer(raw, f"{name}: writers entry {index + 1}")
+        for program in writer.programs:
+            writers.setdefault(program, []).append(writer)
+    for index, raw in enumerate(document.get("interpreters") or []):
+        where = f"{name}: interpreters entry {index + 1}"
+        interpreter = _parse_interpreter(raw, where)
+        for program in interpreter.programs:
+            if program in interpreters:
+                raise CredentialCatalogueError(f"{where}: program {program!r} is already an interpreter")
+            interpreters[program] = interpreter
+    return _Tables({k: tuple(v) for k, v in writers.items()}, interpreters)
+
+
+@functools.cache
+def _tables() -> _Tables:
+    text = resources.files("unstuck").joinpath(f"data/{_BUNDLED}").read_text(encoding="utf-8")
+    return _parse_tables(text, _BUNDLED)
+
+
+def _writer_targets(tables: _Tables, call: _Call) -> list[str]:
+    """The files ``call`` writes by its ``writers`` entries (``tee F``, ``dd of=F``, ``cp A F``,
+    ``sed -i … F``, ``curl -o F``)."""
+    targets: list[str] = []
+    for writer in tables.writers.get(call.program, ()):
+        words = _read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
+                            None)
+        names = {name for name, _ in words.options}
+        if writer.with_options and not names & writer.with_options:
+            continue
+        targets.extend(value for name, value in words.options if name in writer.options and value)
+        operands = words.positionals
+        if writer.operand_prefix is not None:
+            targets.extend(word[len(writer.operand_prefix):] for word in operands
+                           if word.startswith(writer.operand_prefix))
+        if writer.operands == "all":
+            targets.extend(operands)
+        elif writer.operands == "last" and len(operands) >= 2:
+            targets.append(operands[-1])
+    return targets
+
+
+#: A version suffix of an interpreter's name (``python3.12``, ``perl5.36``, ``pypy3``), as
+#: distributions install them beside the plain name.
+_VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
+
+
+def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
+    found = tables.interpreters.get(program)
+    if found is None:
+        unversioned = _VERSION_SUFFIX.match(program)
+        if unversioned is not None:
+            found = tables.interpreters.get(unversioned.group(1))
+    return found
+
+
+def _inline_code(interpreter: _Interpreter, args: Sequence[str]) -> list[tuple[str, str]]:
+    """The inline code strings of an interpreter call, as ``(option, code)``; reading stops at
+    the first operand (a script, whose arguments follow) or an option of ``ends``."""
+    code: list[tuple[str, str]] = []
+    index = 0
+    if args and args[0] in interpreter.inline_subcommand:
+        return [(args[0], args[1])] if len(args) > 1 else []
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word == "--" or len(word) < 2 or word[0] != "-" or word in interpreter.ends:
+            break
+        head, equals, attached = word.partition("=")
+        if head in interpreter.inline and (equals or word == head):
+            if equals:
+                code.append((head, attached))
+            elif index < len(args):
+                code.append((word, args[index]))
+                index += 1
+            continue
+        if word.startswith("--") or word in interpreter.value_options:
+            if word in interpreter.value_options:
+                index += 1
+            continue
+        position = 1
+        while position < len(word):  # a cluster: python -Ic CODE, perl -lne CODE, perl -0777ne CODE
+            letter = "-" + word[position]
+            position += 1
+            rest = word[position:]
+            if letter in interpreter.attached_options:
+                break
+            if letter in interpreter.digit_options:
+                while position < len(word) and (word[position].isdigit() or word[position] in "xX"):
+                    position += 1
+                continue
+            if letter in interpreter.value_options:
+                index += 0 if rest else 1
+                break
+            if letter in interpreter.inline:
+                if rest:
+                    code.append((letter, rest))
+                elif index < len(args):
+                    code.append((letter, args[index]))
+                    index += 1
+                break
+            if letter in interpreter.ends:
+                return code
+    return code
+
+
+def _interpreted(tables: _Tables, call: _Call) -> Iterator[tuple[str, _CodeEffects]]:
+    """The option of each inline code string of an interpreter call, with what the code does."""
+    interpreter = _interpreter(tables, call.program)
+    if interpreter is None:
+        return
+    for option, code in _inline_code(interpreter, call.args):
+        yield option, _code_effects(interpreter, code)
+
+
+@dataclass(frozen=True, slots=True)
+class _CodeEffects:
+    """What inline code does: variables it sets (name, literal value or ``""``), variables it
+    removes, and the string literals it may write to (when it calls a file-writing API)."""
+
+    language: str
+    sets: tuple[tuple[str, str], ...]
+    unsets: tuple[str, ...]
+    writes: tuple[str, ...]
+
+    def how(self, program: str, option: str) -> str:
+        return f"in the {self.language} code of {program} {option}"
+
+
+#: A string literal of any of the languages (quotes ', " or `; no escapes read).
+_STRING_LITERAL = re2.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
+
+
+def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
+    code = code[:ARGUMENT_MAX_CHARS]
+    sets: list[tuple[str, str]] = []
+    for entry in interpreter.env_write:
+        for match in entry.pattern.finditer(code):
+            if entry.keys is None:
+                sets.append((match.group(1), match.group(2) or ""))
+                continue
+            for key in entry.keys.finditer(match.group(1) or ""):
+                groups = key.groups()
+                names = [g for g in groups[:-1] if g and _ENV_NAME.match(g)]
+                if names:
+                    sets.append((names[0], groups[-1] or ""))
+    unsets = tuple(match.group(1) for pattern in interpreter.env_unset for match in pattern.finditer(code))
+    writes: tuple[str, ...] = ()
+    if any(pattern.search(code) for pattern in interpreter.file_write):
+        writes = tuple(next(g for g in match.groups() if g is not None)
+                       for match in _STRING_LITERAL.finditer(code) if any(match.groups()))
+    return _CodeEffects(interpreter.language, tuple(sets), unsets, writes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -724,6 +1030,36 @@ def _env_row(catalogue: CredentialCatalogue, name: str, value: str | None,
         if row.env_value is None or row.env_value.search(value):
             return row
     return None
+
+
+#: Builtins that assign the variables they name from input or a format (bash(1), SHELL BUILTIN
+#: COMMANDS): ``read [-ers] [-a aname] [-d delim] [-i text] [-n nchars] [-N nchars] [-p prompt]
+#: [-t timeout] [-u fd] [name ...]`` ("the first word is assigned to the first name");
+#: ``mapfile``/``readarray [-d delim] [-n count] [-O origin] [-s count] [-t] [-u fd] [-C callback]
+#: [-c quantum] [array]``; ``printf -v var`` ("assign the output to the variable var").
+#: Value: the options naming a variable, and the options taking a value.
+_READS_INTO: Mapping[str, tuple[frozenset[str], frozenset[str], bool]] = {
+    "read": (frozenset({"-a"}), frozenset({"-a", "-d", "-i", "-n", "-N", "-p", "-t", "-u"}), True),
+    "mapfile": (frozenset(), frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), True),
+    "readarray": (frozenset(), frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}), True),
+    "printf": (frozenset({"-v"}), frozenset({"-v"}), False),
+}
+
+
+def _assigned_by_builtin(command: SimpleCommand) -> list[tuple[str, str]]:
+    """Variables ``read``/``mapfile``/``printf -v`` assign, as ``(name, value)``: the value is
+    what the line shows of it (``printf``'s format and arguments), else ``""`` (read from input)."""
+    spec = _READS_INTO.get(command.program or "")
+    if spec is None:
+        return []
+    naming, values, operands_name = spec
+    words = _read_words(command.args, values, values, None)
+    out = [(value, "") for name, value in words.options if name in naming and value and _ENV_NAME.match(value)]
+    if command.program == "printf" and out:
+        out = [(name, " ".join(words.positionals)) for name, _ in out]
+    if operands_name:
+        out.extend((word, "") for word in words.positionals if _ENV_NAME.match(word))
+    return out
 
 
 def _unset_names(command: SimpleCommand) -> list[str]:
@@ -808,10 +1144,12 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
     Returns:
         For each simple command in order (those of pipelines, lists, subshells, ``$(…)`` and
         ``bash -c`` strings included): the variables set for it that a row names (``GH_TOKEN=…
-        gh``, ``env X=…``, ``sudo X=…``, an ``export``/``declare`` of one, ``unset``/``env -u``
+        gh``, ``env X=…``, ``sudo X=…``, an ``export``/``declare`` of one, a ``read``,
+        ``mapfile`` or ``printf -v`` into one, a write in an interpreter's inline code, ``unset``/``env -u``
         of a variable whose row has no ``value``), then every row matching a wrapper around it
         (``sudo``, ``env``, ``timeout`` …), the program itself or the command of its ``find
-        -exec``, then every row matching a file it writes; last, bare ``NAME=value``
+        -exec``, then every row matching a file it writes (by a redirection, as a program of
+        the ``writers`` table, or from an interpreter's inline code); last, bare ``NAME=value``
         statements of the line. A variable counts once per line (an export is not counted
         again in each later command). Rows for any program (``*``) are tried on a call only
         when no row naming its program matched. Empty when nothing changes credentials.
@@ -828,7 +1166,7 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
     written: set[tuple[str, tuple[str, ...]]] = set()
 
     def variable(name: str, value: str | None, command: SimpleCommand | None, program: str | None,
-                 text: str) -> None:
+                 text: str, why: str | None = None) -> None:
         row = _env_row(catalogue, name, value, program)
         if row is None:
             return
@@ -837,8 +1175,9 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
             return
         reported.add(key)
         secrets = (value,) if value and row.kind in (ChangeKind.TOKEN, ChangeKind.SCOPE) else ()
-        found.append(_Found(row, command, text, (), secrets))
+        found.append(_Found(row, command, text, (), secrets, why and f"{row.why} ({why})"))
 
+    tables = _tables()
     for command in line.commands:
         if command.program in _DECLARATIONS:
             for word in command.args:
@@ -853,7 +1192,22 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
                 reported.add((row.name, name, None))
                 found.append(_Found(row, command, _shown(command), why=f"unsets {name}, changing which credentials "
                                                                       f"are used"))
+        for name, value in _assigned_by_builtin(command):
+            variable(name, value, command, None, _shown(command))
+        targets = _written(command)
         for call in _calls(command):
+            targets.extend(_writer_targets(tables, call))
+            for option, effects in _interpreted(tables, call):
+                for name, value in effects.sets:
+                    variable(name, value, command, None, _shown(command), effects.how(call.program, option))
+                for name in effects.unsets:
+                    row = _env_row(catalogue, name, None, None)
+                    if row is not None and (row.name, name, None) not in reported:
+                        reported.add((row.name, name, None))
+                        found.append(_Found(row, command, _shown(command),
+                                            why=f"unsets {name}, changing which credentials are used "
+                                                f"({effects.how(call.program, option)})"))
+                targets.extend(effects.writes)
             cache: _WordsCache = {}
             matched = False
             for row in catalogue.by_program.get(call.program, ()):
@@ -867,7 +1221,7 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
                     if hit is not None:
                         found.append(hit)
         for row in catalogue.writes:
-            hit = _write_match(row, command)
+            hit = _write_match(row, command, targets)
             if hit is not None and (row.name, hit.targets) not in written:  # a group's redirection: once
                 written.add((row.name, hit.targets))
                 found.append(hit)

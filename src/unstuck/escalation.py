@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unstuck import prompts
+from unstuck.classify import find_injection
+from unstuck.shell import find_download_and_run
 from unstuck.situations import Kind, Situation
 from unstuck.text import for_terminal, quote_evidence
 
@@ -123,6 +125,13 @@ def _one_line(part: str) -> str:
     return " ".join(line.strip() for line in for_terminal(part).strip().split("\n") if line.strip())
 
 
+def _unsafe_fix(text: str) -> str | None:
+    """Why a tool's fix must not be shown as the user's action: the line that reads as an
+    instruction to the agent (:func:`unstuck.classify.find_injection`) or the command that runs
+    what it downloads (:func:`unstuck.shell.find_download_and_run`); ``None`` when it is safe."""
+    return find_injection(text) or find_download_and_run(text)
+
+
 def build_escalation(
     situation: Situation,
     *,
@@ -150,11 +159,20 @@ def build_escalation(
         evidence: the failing call's result, for a stuck turn.
         count: the calls the stuck pattern spans.
         refused: unstuck's own refusals this turn, listed beside the question.
+
+    A declared unblock or a suggested command that downloads and runs code, or reads as an
+    instruction to the agent, is left out of the question (and is no :attr:`Escalation.unblock`),
+    with :data:`unstuck.prompts.UNSAFE_FIX_NOTE` saying so (issue 12, deliver 1: the screen
+    runs on every text that reaches a question).
     """
+    unsafe = [text for text in (situation.unblock, situation.suggestion) if text and _unsafe_fix(text)]
+    if unsafe:  # shown to a person, never as the exact unblock: screened as a lesson is
+        situation = replace(situation, unblock=None if situation.unblock in unsafe else situation.unblock,
+                            suggestion=None if situation.suggestion in unsafe else situation.suggestion)
     written = (next_step or "").strip()
     default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip() or "as asked")
     blocked = prompts.what_is_blocked(situation)
-    action = prompts.user_action(situation)
+    action = prompts.user_action(situation) + (prompts.UNSAFE_FIX_NOTE if unsafe else "")
     if reason.value in prompts.STUCK_WHAT:
         quoted = quote_evidence(evidence or situation.detail, 300)
         blocked = prompts.STUCK_WHAT[reason.value].format(count=count, evidence=quoted, subject=situation.subject)

@@ -45,6 +45,23 @@ to it; a file deleted or replaced while open (its path names another inode) fail
 write with :class:`JournalError` ("replaced during the run"), so a turn is never reported
 as journaled into a file nobody will read (:mod:`unstuck.sqlite_store`).
 
+Schema (issue 12): ``PRAGMA user_version`` is the layout's version (2); a file with the
+journal's tables and no version (``user_version`` 0) is of version 1 and gets its version
+(and its ``application_id``) at its first writable open. Version 1 is the current tables as
+written before journals were redacted; version 2 is the redacted journal: what the loop
+redacts as it writes (:func:`unstuck.redact.redact`: a step's content, arguments and
+situation detail, :meth:`unstuck.guard.Guard.checkpoint`; a message's text,
+``unstuck.loop._stored``) and what the journal redacts itself (an effect receipt,
+:func:`unstuck.redact.redact_value`) is redacted in the rows of a version-1 journal too.
+Effect intents and the tool calls in messages keep their arguments exactly, as on write: a
+resumed turn re-runs the very call. A journal of an older version opened for writing is
+migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy is kept first as
+``<name>.schema<N>.bak`` (:meth:`Journal.backup_path`), then every step of
+:data:`_MIGRATIONS` runs in one write transaction; the next layout change is one function
+appended there. A journal of a newer version is refused, naming the file and both versions.
+A read-only open never migrates and never writes: an older journal is read as it is, its
+steps, messages, receipts and turns' texts redacted as they are read (:attr:`Journal.schema` tells).
+
 Settling an intent (:meth:`Journal.settle`, a person's ``--committed``/``--absent``) takes
 the same ownership test as :meth:`Journal.claim`: it is refused while the turn's owner runs,
 so an owner that dies after the settle cannot run the effect twice.
@@ -75,8 +92,21 @@ from unstuck.errors import UnstuckError
 from unstuck.leases import start_time
 from unstuck.outcome import StepRecord
 from unstuck.policy import Action
+from unstuck.redact import redact, redact_value
 from unstuck.situations import Situation, validate_situation
-from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, store_errors, write
+from unstuck.sqlite_store import (
+    FileIdentity,
+    Migration,
+    backup_path,
+    clean_text,
+    connect,
+    describe,
+    migrate,
+    open_failure,
+    quick_check,
+    store_errors,
+    write,
+)
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -96,7 +126,7 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck journal ("unsj").
 APPLICATION_ID = 0x756E736A
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE turns (
@@ -132,6 +162,8 @@ CREATE TABLE validations (
 );
 CREATE INDEX intents_by_turn ON intents (turn_id, step);
 """
+#: The tables of the journal's layout (versions 1 and 2 alike).
+_TABLES = frozenset({"turns", "decisions", "messages", "steps", "intents", "validations"})
 
 
 class JournalError(UnstuckError, RuntimeError):
@@ -264,6 +296,9 @@ class Journal:
     Attributes:
         commits: synced commits made through this object (``synchronous = FULL``).
         riding_commits: commits made without their own sync (``synchronous = NORMAL``).
+        schema: the file's layout version (``PRAGMA user_version``; 1 for a file without
+            one): 2 once a writable open migrated it; 1 only in a read-only open, which
+            reads steps, messages and receipts redacted.
 
     Raises:
         JournalError: when the file is not SQLite, is another program's database, is
@@ -296,20 +331,20 @@ class Journal:
         try:
             problems = quick_check(self.path)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+            raise JournalError(open_failure(self.path, exc, "journal")) from exc
         if problems:
             raise JournalError(f"{self.path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
                                "it was left untouched")
         try:
             self._db = connect(self.path, readonly=readonly)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+            raise JournalError(open_failure(self.path, exc, "journal")) from exc
         try:
             self._identity = FileIdentity.of(self.path)
             self._open()
         except (sqlite3.Error, OSError) as exc:
             self._db.close()
-            raise JournalError(f"{self.path} is not a readable unstuck journal: {exc}") from exc
+            raise JournalError(open_failure(self.path, exc, "journal")) from exc
         except BaseException:
             self._db.close()
             raise
@@ -328,15 +363,29 @@ class Journal:
                         if statement.strip():
                             db.execute(statement)
             app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        if app_id != APPLICATION_ID:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        unversioned = version == 0 and app_id in (0, APPLICATION_ID) and names == _TABLES
+        if app_id != APPLICATION_ID and not unversioned:
             what = describe(self._db, app_id)
             raise JournalError(f"{self.path} is {what}, not an unstuck journal; it was left untouched")
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
-            raise JournalError(f"{self.path} is a journal of schema {version}; this unstuck reads {_SCHEMA_VERSION}")
+            raise JournalError(f"{self.path} is a journal of schema {version}; this unstuck reads schemas 1 to "
+                               f"{_SCHEMA_VERSION}; it was left untouched")
+        if version == 0 and not unversioned:
+            raise JournalError(f"{self.path} is marked as a journal but has no schema version and not the journal's "
+                               f"tables; it was left untouched")
         if not self.readonly:
+            migrate(self._db, self.path, _MIGRATIONS, transaction=self._write, unversioned=1,
+                    application_id=APPLICATION_ID)
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = FULL")
+        self.schema: int = self._db.execute("PRAGMA user_version").fetchone()[0] or 1
+
+    def backup_path(self, version: int) -> Path:
+        """Where the copy of a version-``version`` journal is kept when it is migrated in
+        place: ``<name>.schema<version>.bak`` beside it (:func:`unstuck.sqlite_store.backup_path`)."""
+        return backup_path(self.path, version)
 
     @contextmanager
     def _write(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
@@ -388,8 +437,8 @@ class Journal:
             db.execute(
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
                 " owner_start, owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (turn_id, clean_text(task), "running", int(unattended), int(guarded), time.time(), config_json, pid,
-                 start, host_identity()),
+                (turn_id, redact(clean_text(task)), "running", int(unattended), int(guarded), time.time(), config_json,
+                 pid, start, host_identity()),
             )
 
     def claim(self, turn_id: str, *, force: bool = False) -> None:
@@ -531,14 +580,16 @@ class Journal:
         self._point("effect.returned", ref)
 
     def record_receipt(self, ref: str, receipt: str, *, settled_by: str = "call") -> None:
-        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so).
-        A riding commit: visible at once and kept through a SIGKILL, durable through a power
-        loss with the next synced commit; a receipt lost with the power leaves the intent
-        ``prepared``, which resume asks about or holds (never runs again on its own)."""
+        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so),
+        redacted (JSON: every string, :func:`unstuck.redact.redact_value`; other text:
+        :func:`unstuck.redact.redact`). A riding commit: visible at once and kept through a
+        SIGKILL, durable through a power loss with the next synced commit; a receipt lost
+        with the power leaves the intent ``prepared``, which resume asks about or holds
+        (never runs again on its own)."""
         with self._write(sync=False) as db:
             db.execute(
                 "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
-                (IntentState.COMMITTED.value, receipt, time.time(), settled_by, ref),
+                (IntentState.COMMITTED.value, _redacted_json(clean_text(receipt)), time.time(), settled_by, ref),
             )
         self._point("receipt.recorded", ref)
 
@@ -603,7 +654,8 @@ class Journal:
         with self._write() as db:
             db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
                        " owner_start = NULL, owner_host = NULL WHERE turn_id = ?",  # the owner lets go
-                       (status, time.time(), clean_text(answer), clean_text(error) if error else error, turn_id))
+                       (status, time.time(), redact(clean_text(answer)), redact(clean_text(error)) if error else error,
+                        turn_id))
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -623,10 +675,11 @@ class Journal:
             raise JournalError(f"no turn {turn_id!r} in {self.path}")
         return self._turn(row)
 
-    @staticmethod
-    def _turn(row: Sequence[Any]) -> JournalTurn:
-        return JournalTurn(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8],
-                           row[9])
+    def _turn(self, row: Sequence[Any]) -> JournalTurn:
+        task, answer, error = row[1], row[7], row[8]
+        if self.schema < _SCHEMA_VERSION:  # a version-1 journal read without migrating: redacted as it is read
+            task, answer, error = (redact(v) if isinstance(v, str) else v for v in (task, answer, error))
+        return JournalTurn(row[0], task, row[2], bool(row[3]), bool(row[4]), row[5], row[6], answer, error, row[9])
 
     def steps(self, turn_id: str) -> list[StepRecord]:
         """A turn's steps in order (content as journaled: its first 4,000 characters; the
@@ -637,6 +690,9 @@ class Journal:
             " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
             " WHERE turn_id = ? ORDER BY idx", (turn_id,),
         ).fetchall()
+        if self.schema < _SCHEMA_VERSION:  # a version-1 journal read without migrating: redacted as it is read
+            rows = [(*r[:3], redact(r[3]), *r[4:11], _redacted_situation(r[11]), *r[12:15], redact(r[15]), *r[16:])
+                    for r in rows]
         return [
             StepRecord(r[0], ToolCall(r[1], r[2], r[3]), r[4], dispatched=bool(r[7]), probe=bool(r[8]), ok=bool(r[10]),
                        situation=situation_from_json(r[11]), started_s=r[16], duration_s=r[17], content=r[15],
@@ -651,11 +707,15 @@ class Journal:
             "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq"
             " FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
         ).fetchall()
+        if self.schema < _SCHEMA_VERSION:
+            rows = [(*r[:7], _redacted_json(r[7]), *r[8:]) for r in rows]
         return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9]) for r in rows]
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""
         rows = self._db.execute("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,)).fetchall()
+        if self.schema < _SCHEMA_VERSION:
+            return [_redacted_message(r[0]) for r in rows]
         return [r[0] for r in rows]
 
     def validations(self, turn_id: str) -> list[tuple[str, str, str]]:
@@ -663,3 +723,77 @@ class Journal:
         rows = self._db.execute("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
                                 (turn_id,)).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]
+
+
+# -- schema versions ---------------------------------------------------------------------------
+
+
+def _redacted_json(text: str | None) -> str | None:
+    """JSON text with every string in it redacted (:func:`unstuck.redact.redact_value`), the
+    same text when nothing changed; text that is not JSON redacted as text."""
+    if not text:
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return redact(text)
+    clean = redact_value(value)
+    return text if clean == value else json.dumps(clean)
+
+
+def _redacted_field(text: str | None, name: str) -> str | None:
+    """A JSON object's text with its string field ``name`` redacted (the rest kept as is);
+    text that is not such an object redacted as text."""
+    if not text:
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return redact(text)
+    if not isinstance(value, dict) or not isinstance(value.get(name), str):
+        return text
+    clean = redact(value[name])
+    return text if clean == value[name] else json.dumps({**value, name: clean})
+
+
+def _redacted_message(text: str) -> str:
+    """A journaled message (:func:`unstuck.models.message_to_json`) as the loop writes it
+    since version 2: its text redacted, its tool calls' arguments exact."""
+    return _redacted_field(text, "content") or text
+
+
+def _redacted_situation(text: str | None) -> str | None:
+    """A journaled situation as the guard writes it since version 2: its detail redacted."""
+    return _redacted_field(text, "detail")
+
+
+def _redact_2(db: sqlite3.Connection) -> None:
+    """Version 1 -> 2: the rows of a journal written before redaction redacted as they are
+    written now (see the module doc): each step's content, arguments (and their digest, of
+    the redacted arguments, as :meth:`Journal.checkpoint` takes it) and situation detail;
+    each message's text; each receipt; each turn's task, final answer and error. Only changed
+    rows are updated."""
+    for turn_id, idx, arguments, situation, content in db.execute(
+            "SELECT turn_id, idx, arguments, situation, content FROM steps").fetchall():
+        new = (redact(arguments), _redacted_situation(situation), redact(content))
+        if new != (arguments, situation, content):
+            db.execute("UPDATE steps SET arguments = ?, arguments_digest = ?, situation = ?, content = ?"
+                       " WHERE turn_id = ? AND idx = ?", (new[0], arguments_digest(new[0]), *new[1:], turn_id, idx))
+    for turn_id, seq, message in db.execute("SELECT turn_id, seq, message FROM messages").fetchall():
+        clean = _redacted_message(message)
+        if clean != message:
+            db.execute("UPDATE messages SET message = ? WHERE turn_id = ? AND seq = ?", (clean, turn_id, seq))
+    for ref, receipt in db.execute("SELECT effect_ref, receipt FROM intents WHERE receipt IS NOT NULL").fetchall():
+        clean_receipt = _redacted_json(receipt)
+        if clean_receipt != receipt:
+            db.execute("UPDATE intents SET receipt = ? WHERE effect_ref = ?", (clean_receipt, ref))
+    for turn_id, task, answer, error in db.execute("SELECT turn_id, task, answer, error FROM turns").fetchall():
+        cleaned = (redact(task or ""), redact(answer or ""), redact(error) if error else error)
+        if cleaned != (task or "", answer or "", error):
+            db.execute("UPDATE turns SET task = ?, answer = ?, error = ? WHERE turn_id = ?", (*cleaned, turn_id))
+
+
+#: The layout steps, in order: step ``i`` turns version ``i + 1`` into ``i + 2``
+#: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`. A layout
+#: change is one function appended here (and :data:`_SCHEMA` and :data:`_SCHEMA_VERSION`).
+_MIGRATIONS: tuple[Migration, ...] = (_redact_2,)

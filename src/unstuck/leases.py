@@ -35,8 +35,15 @@ milliseconds and a few MiB, not its deadline and gigabytes.
 with one of this process's tokens) before the signal acts as before;
 :func:`start_supervisor` starts :mod:`unstuck.supervisor`, a process that outlives this one
 (SIGKILL included) and then ends what its leases left; :func:`install_containment` does
-both, for ``unstuck run``. A process that cleared its environment and left the tree is
-not found by any of these (that needs a cgroup).
+both, for ``unstuck run``.
+
+**A cgroup per lease.** Where this process may make cgroups (cgroup v2; see
+:mod:`unstuck.cgroups`), each lease's first process is moved into a cgroup of its own,
+``unstuck-<token>``, as soon as it has started, and every process it starts is born there: a
+daemon that double-forks and clears its environment is still a member. Expiry, the signal
+drain, the supervisor and the sweep end the cgroup's members with the rest of the tree
+(``cgroup.kill``) and remove the cgroup once it is empty; a command that ended in time has
+its cgroup removed at once when nothing of it is left (:attr:`LeaseOutcome.cgroup` names it).
 
 Start times (the identity of a process, with its pid) are clock ticks since boot
 (:func:`start_time`, from psutil).
@@ -68,9 +75,11 @@ kernel (6.x) a read of a terminal sleeps in ``wait_woken``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import select
+import shutil
 import signal
 import stat
 import struct
@@ -87,6 +96,9 @@ from types import FrameType
 from typing import IO, Any
 
 import psutil
+
+from unstuck import cgroups
+from unstuck.cgroups import LeaseCgroup
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -155,6 +167,8 @@ class LeaseOutcome:
         stdout_dropped, stderr_dropped: bytes of each stream dropped between the head and
             the tail kept (where :data:`TRUNCATION_MARKER` stands in the text); 0 when all
             was kept.
+        cgroup: the folder of the lease's cgroup (see the module doc), ``None`` when it had
+            none; gone once the lease has left nothing running.
     """
 
     exit_code: int
@@ -169,6 +183,7 @@ class LeaseOutcome:
     overflowed: bool = False
     stdout_dropped: int = 0
     stderr_dropped: int = 0
+    cgroup: str | None = None
 
 
 class _Capture:
@@ -616,24 +631,38 @@ def _signal(group: int, pids: Sequence[int], signum: int) -> None:
 _Pids = tuple[int, ...]
 
 
-def _everything(proc: subprocess.Popen[bytes], token: str) -> dict[int, int]:
-    found = {**descendants(proc.pid, proc.pid), **tagged(token)}
+def _members(group: LeaseCgroup | None) -> dict[int, int]:
+    """The processes of a lease's cgroup, with their start times."""
+    if group is None:
+        return {}
+    found = {}
+    for pid in group.members():
+        started = start_time(pid)
+        if started is not None:
+            found[pid] = started
+    return found
+
+
+def _everything(proc: subprocess.Popen[bytes], token: str, group: LeaseCgroup | None = None) -> dict[int, int]:
+    found = {**descendants(proc.pid, proc.pid), **tagged(token), **_members(group)}
     found.pop(os.getpid(), None)
     return found
 
 
-def _end_tree(proc: subprocess.Popen[bytes], grace_s: float, token: str) -> tuple[_Pids, _Pids, _Pids]:
-    tree = _everything(proc, token)
+def _end_tree(
+    proc: subprocess.Popen[bytes], grace_s: float, token: str, group: LeaseCgroup | None = None
+) -> tuple[_Pids, _Pids, _Pids]:
+    tree = _everything(proc, token, group)
     _signal(proc.pid, list(tree), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.05)
-        if not _alive(tree) and proc.poll() is not None and not tagged(token):
+        if not _alive(tree) and proc.poll() is not None and not tagged(token) and not _members(group):
             break
     killed: dict[int, int] = {}
     for _ in range(3):  # processes started during the grace period, or while killing, count too
-        left = {**_alive(tree), **_everything(proc, token)}
+        left = {**_alive(tree), **_everything(proc, token, group)}
         if not left and proc.poll() is not None:
             break
         killed.update(left)
@@ -643,8 +672,11 @@ def _end_tree(proc: subprocess.Popen[bytes], grace_s: float, token: str) -> tupl
         settle = time.monotonic() + 1.0
         while _alive(left) and time.monotonic() < settle:  # the kernel reaps killed processes promptly
             time.sleep(0.01)
+    if group is not None:
+        for pid in group.kill():  # what hid from the walks: born in the cgroup, whatever it did since
+            killed.setdefault(pid, 0)
     proc.wait()
-    survivors = {**_alive(killed), **tagged(token)}
+    survivors = {**_alive({pid: start for pid, start in killed.items() if start}), **tagged(token), **_members(group)}
     return tuple(sorted(tree)), tuple(sorted(killed)), tuple(sorted(survivors))
 
 
@@ -697,7 +729,9 @@ def run_leased(
     overflow = threading.Event()
     out_capture, err_capture = _Capture(output_cap, overflow), _Capture(output_cap, overflow)
     out_reader: _Drain | _TerminalDrain
-    with _REGISTRY.starting(token):
+    with _REGISTRY.starting(token), _cgroup_for(token) as group:
+        if group is not None:
+            argv = _joining(group, argv, cwd, child_env)
         if terminal:
             proc, device, out_reader = _start_on_terminal(argv, cwd, child_env, window, out_capture)
         else:
@@ -723,10 +757,13 @@ def run_leased(
             overflowed = out_capture.overflowed or err_capture.overflowed
             expired = not overflowed
             if expired:
-                waiting = waiting_program(_everything(proc, token), device)  # before anything is signalled
-            terminated, killed, survivors = _end_tree(proc, grace_s, token)
+                waiting = waiting_program(_everything(proc, token, group), device)  # before anything is signalled
+            terminated, killed, survivors = _end_tree(proc, grace_s, token, group)
     except BaseException:  # an interrupt while it runs ends the tree before it propagates
-        _signal(proc.pid, list(_everything(proc, token)), signal.SIGKILL)
+        _signal(proc.pid, list(_everything(proc, token, group)), signal.SIGKILL)
+        if group is not None:
+            group.kill()
+            group.remove()
         if isinstance(out_reader, _TerminalDrain):
             out_reader.text(0.0)  # closes the pty
         raise
@@ -734,8 +771,53 @@ def run_leased(
         _REGISTRY.ended(token)
     out, err = (reader.text(OUTPUT_GRACE_S) for reader in readers)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    if group is not None:
+        group.remove()  # only when empty: background jobs keep it until they end or are ended
     return LeaseOutcome(code, out, err, proc.pid, expired, terminated, killed, survivors, waiting,
-                        overflowed, out_capture.dropped, err_capture.dropped)
+                        overflowed, out_capture.dropped, err_capture.dropped,
+                        str(group.path) if group is not None else None)
+
+
+@contextlib.contextmanager
+def _cgroup_for(token: str) -> Iterator[LeaseCgroup | None]:
+    """A new cgroup for the lease ``token`` while its first process starts (``None`` where
+    none can be made); removed again when the start fails."""
+    group = cgroups.create(token)
+    try:
+        yield group
+    except BaseException:
+        if group is not None:
+            group.kill()
+            group.remove()
+        raise
+
+
+#: What a lease's first process runs when it has a cgroup: it moves itself into the cgroup
+#: (``$0``: the cgroup's ``cgroup.procs``), then executes the command in its place, so the
+#: command and all it starts are born in the cgroup (no Python runs between fork and exec).
+_JOIN_CGROUP = 'echo "$$" > "$0" 2>/dev/null; exec "$@"'
+
+
+def _joining(group: LeaseCgroup, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """``argv`` run through :data:`_JOIN_CGROUP` by ``/bin/sh``, when it can start: a program
+    that cannot raises here as :class:`subprocess.Popen` would (the shell would only exit 127).
+
+    Raises:
+        FileNotFoundError: the program is not found (on the environment's ``PATH``, or at its
+            path relative to ``cwd``).
+        PermissionError: it is found but not executable.
+    """
+    program = argv[0] if argv else ""
+    found: str | None
+    if "/" in program:
+        found = str(cwd / program) if os.path.exists(cwd / program) else None
+    else:
+        found = shutil.which(program, mode=os.F_OK, path=env.get("PATH", os.defpath)) if program else None
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    return ["/bin/sh", "-c", _JOIN_CGROUP, str(group.path / "cgroup.procs"), *argv]
 
 
 def _wait(proc: subprocess.Popen[bytes], deadline_s: float, wake: threading.Event) -> None:
@@ -910,6 +992,8 @@ def end_leases(leases: Mapping[str, int], grace_s: float = 0.0, *, exclude: int 
 
     Returns the pids signalled (sorted); ``exclude`` (this process by default) is never one."""
     me = os.getpid() if exclude is None else exclude
+    # each lease's cgroup; a token that stands for all of a process's (token_prefix) finds them all
+    held = cgroups.lease_cgroups(leases) if leases else ()
 
     def everything() -> dict[int, int]:
         found: dict[int, int] = {}
@@ -917,6 +1001,8 @@ def end_leases(leases: Mapping[str, int], grace_s: float = 0.0, *, exclude: int 
             if group > 0:
                 found.update(descendants(group, group))
             found.update(tagged(token))
+        for cgroup in held:
+            found.update(_members(cgroup))
         found.pop(me, None)
         return found
 
@@ -944,6 +1030,9 @@ def end_leases(leases: Mapping[str, int], grace_s: float = 0.0, *, exclude: int 
             settle = time.monotonic() + grace_s
             while _alive(signalled) and time.monotonic() < settle:
                 time.sleep(0.02)
+    for cgroup in held:
+        signalled.update(dict.fromkeys((pid for pid in cgroup.kill() if pid != me), 0))
+        cgroup.remove()
     return tuple(sorted(signalled))
 
 
@@ -1031,6 +1120,10 @@ def sweep_leftovers(grace_s: float = DEFAULT_GRACE_S) -> tuple[int, ...]:
         owner_start = owners[owner]
         if owner_start is None or owner_start > started:
             orphaned.add(token)
+    for cgroup in cgroups.lease_cgroups():  # an empty one left by a run that died, or a daemon hiding in one
+        owner = _owner(cgroup.token)
+        if owner is not None and owner != me and start_time(owner) is None:
+            orphaned.add(cgroup.token)
     if not orphaned:
         return ()
     return end_leases(dict.fromkeys(orphaned, 0), grace_s)
@@ -1067,7 +1160,9 @@ def start_lease(
     """
     token = f"{token_prefix()}{uuid.uuid4().hex}"
     child_env = {**(os.environ if env is None else env), LEASE_ENV: token}
-    with _REGISTRY.starting(token):
+    with _REGISTRY.starting(token), _cgroup_for(token) as group:
+        if group is not None:
+            argv = _joining(group, argv, cwd or Path.cwd(), child_env)
         proc = subprocess.Popen(
             list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             text=True, encoding="utf-8", errors="replace", start_new_session=True,

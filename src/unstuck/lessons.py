@@ -26,11 +26,17 @@ the run"). Every :class:`LessonStoreError` a public method raised is also kept i
 :attr:`LessonStore.failures`, so a caller can report it after a turn whose lesson keeper
 carried on without lessons (:mod:`unstuck.sqlite_store`).
 
-Schema: ``PRAGMA user_version`` is the schema (2). A schema-1 store opened for writing is
-migrated in place under the write lock, after a copy of it is kept as
-``<name>.schema1.bak`` (:meth:`LessonStore.backup_path`): schema 2 adds the partial indexes
-that serve the turn-start query (:meth:`LessonStore.active`; ``bench/bench_lessons.py``). A
-store of a newer schema is refused.
+Schema: ``PRAGMA user_version`` is the schema (3). A store of an older schema opened for
+writing is migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy of it is kept
+first as ``<name>.schema<N>.bak`` (:meth:`LessonStore.backup_path`), then every step runs in
+one write transaction. Schema 2 added the partial indexes that serve the turn-start query
+(:meth:`LessonStore.active`; ``bench/bench_lessons.py``); schema 3 is the redacted store:
+lessons recorded before redaction existed have their content, unblock, probe arguments and
+metadata redacted (:func:`unstuck.redact.redact`, :func:`unstuck.redact.redact_value`), the
+FTS rows of the changed lessons rebuilt by the update trigger. A store of a newer schema is
+refused, naming the file and both versions. A read-only open never migrates and never
+writes: an older store is read as it is, each lesson redacted as it is read (its
+:attr:`LessonStore.schema` tells it is older; any writable open migrates it).
 
 Errors::
 
@@ -57,7 +63,19 @@ import platformdirs
 from unstuck.errors import UnstuckError
 from unstuck.redact import redact, redact_value
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
-from unstuck.sqlite_store import FileIdentity, clean_text, connect, describe, quick_check, store_errors, write
+from unstuck.sqlite_store import (
+    FileIdentity,
+    Migration,
+    backup_path,
+    clean_text,
+    connect,
+    describe,
+    migrate,
+    open_failure,
+    quick_check,
+    store_errors,
+    write,
+)
 from unstuck.text import for_terminal
 
 __all__ = [
@@ -74,7 +92,7 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck lesson store ("unsl").
 APPLICATION_ID = 0x756E736C
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 
 _ACTIVE = "invalidated_at IS NULL AND superseded_by IS NULL"
 #: Indexes added by schema 2: the turn-start query (:meth:`LessonStore.active`) seeks the
@@ -200,6 +218,8 @@ class LessonStore:
         failures: the message of every :class:`LessonStoreError` a public method raised
             since the store opened, in order (a damaged, unwritable or replaced store), for
             the caller to show: the loop's lesson keeper swallows them and carries on.
+        schema: the file's schema (``PRAGMA user_version``): 3 once a writable open migrated
+            it; an older one only in a read-only open, which reads its lessons redacted.
 
     Raises:
         LessonStoreError: when the file is not SQLite, is another program's database, is
@@ -243,12 +263,10 @@ class LessonStore:
                 last = exc
                 break
             except OSError as exc:
-                raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {exc}") from exc
-        raise LessonStoreError(f"{self.path} is not a readable unstuck lesson store: {last}") from last
+                raise LessonStoreError(open_failure(self.path, exc, "lesson store")) from exc
+        raise LessonStoreError(open_failure(self.path, last, "lesson store")) from last
 
     def _open(self) -> None:
-        if not self.readonly and self._db.execute("PRAGMA user_version").fetchone()[0] == 1:
-            self._back_up(1)  # before the write lock: SQLite's backup cannot read through a writing connection
         if not self.readonly:
             with self._write() as db:  # the check and the making under one write lock: no race to make it twice
                 app_id = db.execute("PRAGMA application_id").fetchone()[0]
@@ -259,47 +277,32 @@ class LessonStore:
                     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                     for statement in _SCHEMA:
                         db.execute(statement)
-                elif app_id == APPLICATION_ID and version == 1:
-                    self._migrate_from_1(db)
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
         if app_id != APPLICATION_ID:
             what = describe(self._db, app_id)
             raise LessonStoreError(f"{self.path} is {what}, not an unstuck lesson store; it was left untouched")
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > _SCHEMA_VERSION:
-            raise LessonStoreError(f"{self.path} is a lesson store of schema {version}; "
-                                   f"this unstuck reads {_SCHEMA_VERSION}")
+        if version > _SCHEMA_VERSION or version < 1:
+            raise LessonStoreError(f"{self.path} is a lesson store of schema {version}; this unstuck reads schemas "
+                                   f"1 to {_SCHEMA_VERSION}; it was left untouched")
         has_table = self._db.execute(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'knowledge'").fetchone()[0]
         if not has_table:
             raise LessonStoreError(f"{self.path} is marked as a lesson store but has no knowledge table")
         if not self.readonly:
+            migrate(self._db, self.path, _MIGRATIONS, transaction=self._write)
             self._db.execute("PRAGMA journal_mode = WAL")
+        self.schema: int = self._db.execute("PRAGMA user_version").fetchone()[0]
 
     def backup_path(self, version: int) -> Path:
         """Where the copy of a schema-``version`` store is kept when it is migrated in place:
-        ``<name>.schema<version>.bak`` beside it."""
-        return self.path.with_name(f"{self.path.name}.schema{version}.bak")
+        ``<name>.schema<version>.bak`` beside it (:func:`unstuck.sqlite_store.backup_path`)."""
+        return backup_path(self.path, version)
 
-    def _back_up(self, version: int) -> None:
-        """A consistent copy of the store as it is (SQLite's online backup,
-        :meth:`sqlite3.Connection.backup`) at :meth:`backup_path`, written beside it and renamed
-        into place, so a half-written copy never has the backup's name."""
-        backup = self.backup_path(version)
-        partial = backup.with_name(backup.name + ".part")
-        target = sqlite3.connect(partial)
-        try:
-            self._db.backup(target)
-        finally:
-            target.close()
-        partial.replace(backup)
-
-    def _migrate_from_1(self, db: sqlite3.Connection) -> None:
-        """Schema 1 -> 2, in place, under the write lock (the copy was taken just before,
-        :meth:`_back_up`): the indexes of :data:`_INDEXES_2`. The rows stay as they are."""
-        for statement in _INDEXES_2:
-            db.execute(statement)
-        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+    def _lesson(self, row: Sequence[Any]) -> Lesson:
+        """A row as a lesson; from a store older than schema 3 (read-only, so not migrated)
+        redacted as it is read, as the migration would store it."""
+        return _lesson(row if self.schema >= _SCHEMA_VERSION else _redacted_row(row))
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         return write(self._db, before_commit=self._still_in_place)
@@ -327,7 +330,8 @@ class LessonStore:
 
         ``content`` and the unblock are stored cleaned (no escape sequence, one line) and
         redacted (:func:`unstuck.redact.redact`: a token or a value named secret becomes
-        ``***``), ``metadata`` redacted (:func:`unstuck.redact.redact_value`): no secret in a
+        ``***``), ``metadata`` and the probe's arguments redacted
+        (:func:`unstuck.redact.redact_value`): no secret in a
         tool's declared detail or unblock is ever stored.
 
         An active lesson with the same signature and unblock is re-verified (its
@@ -344,7 +348,7 @@ class LessonStore:
         unblock = _clean(situation.unblock) if situation.unblock else None  # as stored, so as compared
         probe = None
         if situation.probe is not None:
-            probe = json.dumps({"tool": situation.probe.tool, "args": situation.probe.arguments})
+            probe = json.dumps({"tool": situation.probe.tool, "args": redact_value(situation.probe.arguments)})
         with self._write() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM knowledge WHERE tool = ? AND subject = ? AND kind = ? AND fingerprint = ?"
@@ -378,7 +382,7 @@ class LessonStore:
                              (lesson_id,)).fetchone()
             if row is None:
                 return False
-            metadata = {**json.loads(row[0] or "{}"), "invalidated_because": reason}
+            metadata = {**json.loads(row[0] or "{}"), "invalidated_because": redact(reason)}
             db.execute("UPDATE knowledge SET invalidated_at = ?, metadata = ? WHERE id = ?",
                        (now, json.dumps(metadata), lesson_id))
         return True
@@ -394,7 +398,7 @@ class LessonStore:
     def get(self, lesson_id: int) -> Lesson | None:
         """One lesson by id (active or not), or ``None``."""
         row = self._db.execute(f"SELECT {_COLUMNS} FROM knowledge WHERE id = ?", (lesson_id,)).fetchone()
-        return _lesson(row) if row is not None else None
+        return self._lesson(row) if row is not None else None
 
     def on_subject(self, subject: str) -> list[Lesson]:
         """Active lessons on ``subject``, newest first (an index serves it)."""
@@ -402,7 +406,7 @@ class LessonStore:
             f"SELECT {_COLUMNS} FROM knowledge WHERE subject = ? AND invalidated_at IS NULL"
             " AND superseded_by IS NULL ORDER BY id DESC", (subject,),
         ).fetchall()
-        return [_lesson(r) for r in rows]
+        return [self._lesson(r) for r in rows]
 
     def match(self, subject: str, fingerprint: str) -> Lesson | None:
         """The newest active lesson on ``subject`` recorded under ``fingerprint`` (an index
@@ -412,7 +416,7 @@ class LessonStore:
             f"SELECT {_COLUMNS} FROM knowledge WHERE subject = ? AND fingerprint = ? AND invalidated_at IS NULL"
             " AND superseded_by IS NULL ORDER BY id DESC LIMIT 1", (subject, fingerprint),
         ).fetchone()
-        return _lesson(row) if row is not None else None
+        return self._lesson(row) if row is not None else None
 
     def active(self, *, tools: Iterable[str] | None = None, limit: int | None = None) -> list[Lesson]:
         """Active lessons, most recently verified first (then newest id); only those declared
@@ -430,19 +434,19 @@ class LessonStore:
             raise ValueError(f"LessonStore.active: limit must be 0 or more, got {limit}")
         bound = -1 if limit is None else limit  # SQLite: a negative LIMIT is no limit
         if tools is None:
-            return [_lesson(r) for r in self._db.execute(ACTIVE_SQL, (bound,)).fetchall()]
+            return [self._lesson(r) for r in self._db.execute(ACTIVE_SQL, (bound,)).fetchall()]
         # one cursor per tool, read lazily: the merge reads about limit + len(tools) rows in all
         cursors = [self._db.execute(ACTIVE_BY_TOOL_SQL, (name, bound)) for name in sorted(set(tools))]
         try:
             merged = heapq.merge(*cursors, key=lambda row: (-row[11], -row[0]))
-            return [_lesson(r) for r in itertools.islice(merged, limit)]
+            return [self._lesson(r) for r in itertools.islice(merged, limit)]
         finally:
             for cursor in cursors:
                 cursor.close()
 
     def all(self) -> list[Lesson]:
         """Every lesson, closed ones included, newest first."""
-        return [_lesson(r) for r in self._db.execute(f"SELECT {_COLUMNS} FROM knowledge ORDER BY id DESC")]
+        return [self._lesson(r) for r in self._db.execute(f"SELECT {_COLUMNS} FROM knowledge ORDER BY id DESC")]
 
     def search(self, text: str, *, limit: int = 20) -> list[Lesson]:
         """Lessons whose content, subject or tool match ``text`` (FTS5; words are matched as
@@ -456,7 +460,7 @@ class LessonStore:
             " JOIN knowledge k ON k.id = f.rowid WHERE knowledge_fts MATCH ? ORDER BY rank LIMIT ?",
             (query, limit),
         ).fetchall()
-        return [_lesson(r) for r in rows]
+        return [self._lesson(r) for r in rows]
 
 
 def _clean(text: str) -> str:
@@ -475,3 +479,54 @@ def _lesson(row: Sequence[Any]) -> Lesson:
         probe=probe, content=row[8], confidence=row[9], created_at=row[10], last_verified_at=row[11],
         invalidated_at=row[12], superseded_by=row[13], source=row[14], metadata=json.loads(row[15] or "{}"),
     )
+
+
+def _redacted_text(text: str | None) -> str | None:
+    return redact(text) if text else text
+
+
+def _redacted_json(text: str | None) -> str | None:
+    """A stored JSON field (probe, metadata) with every string redacted
+    (:func:`unstuck.redact.redact_value`); text that is not JSON is redacted as text."""
+    if not text:
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return redact(text)
+    clean = redact_value(value)
+    return text if clean == value else json.dumps(clean)
+
+
+def _redacted_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A ``_COLUMNS`` row with its unblock, probe, content and metadata redacted, as
+    :meth:`LessonStore.record` stores them since schema 3."""
+    out = list(row)
+    out[6], out[7], out[8], out[15] = (_redacted_text(row[6]), _redacted_json(row[7]), _redacted_text(row[8]),
+                                       _redacted_json(row[15]))
+    return tuple(out)
+
+
+def _indexes_2(db: sqlite3.Connection) -> None:
+    """Schema 1 -> 2: the indexes of :data:`_INDEXES_2`. The rows stay as they are."""
+    for statement in _INDEXES_2:
+        db.execute(statement)
+
+
+def _redact_3(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3: every lesson's unblock, probe, content and metadata redacted
+    (:func:`_redacted_row`). Only changed rows are updated; the ``knowledge_au`` trigger
+    (``AFTER UPDATE OF content``) deletes each changed lesson's old FTS row, with its old
+    values as an external-content FTS5 table needs, and indexes the new content (sqlite.org,
+    "SQLite FTS5 Extension", section 4.4.3, external content tables)."""
+    rows = db.execute(f"SELECT {_COLUMNS} FROM knowledge").fetchall()
+    for row in rows:
+        new = _redacted_row(row)
+        if new != tuple(row):
+            db.execute("UPDATE knowledge SET unblock = ?, probe = ?, content = ?, metadata = ? WHERE id = ?",
+                       (new[6], new[7], new[8], new[15], row[0]))
+
+
+#: The schema steps, in order: step ``i`` turns schema ``i + 1`` into ``i + 2``
+#: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`.
+_MIGRATIONS: tuple[Migration, ...] = (_indexes_2, _redact_3)

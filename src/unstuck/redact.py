@@ -139,6 +139,17 @@ def _parse_formats(raw: object) -> list[tuple[str, int]] | None:
     return found
 
 
+#: The authentication schemes of an ``Authorization`` header (RFC 9110 11.6.2): a word, never
+#: the credentials (whose token the format patterns may have masked already).
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+def _mask_credentials(match: re.Match[str]) -> str:
+    if match.group("value").lower() in _SCHEMES:  # "Bearer ***": the scheme stays, the token is masked
+        return match.group(0)
+    return f"{match.group('name')}{MASK}"
+
+
 def _mask_group(match: re.Match[str]) -> str:
     return f"{match.group('name')}{match.groupdict().get('sep') or ''}{match.groupdict().get('quote') or ''}{MASK}"
 
@@ -175,7 +186,7 @@ def _redact_line(line: str) -> str:
     for pattern in _format_patterns():
         line = pattern.sub(MASK, line)
     line = _DOCUMENTED_FORMATS.sub(MASK, line)
-    line = _AUTHORIZATION.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _AUTHORIZATION.sub(_mask_credentials, line)
     line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _OPTION.sub(_mask_group, line)

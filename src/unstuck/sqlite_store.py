@@ -22,6 +22,13 @@ file), so it runs at every open. A store also notes the device and inode its pat
 it opened (:class:`FileIdentity`) and checks, before each commit, that the path still names
 that file: a store deleted or replaced while open is reported, never written into a file
 nobody will read again.
+
+Schema versions (issue 12): each store keeps its layout's version in ``PRAGMA user_version``
+and lists its migrations as an ordered tuple of steps, step ``i`` (from 0) turning version
+``i + 1`` into ``i + 2``. :func:`migrate` keeps a copy of an older file first
+(``<name>.schema<N>.bak``, :func:`backup_path`, made with SQLite's online backup API) and
+then runs every step it needs in one write transaction: a failed step leaves the file as it
+was. A layout change is one function appended to a store's tuple.
 """
 
 from __future__ import annotations
@@ -30,20 +37,26 @@ import functools
 import inspect
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from unstuck.text import valid_utf8
 
 __all__ = [
     "STORE_KINDS",
     "FileIdentity",
+    "Migration",
+    "back_up",
+    "backup_path",
     "clean_text",
     "connect",
     "describe",
+    "migrate",
+    "open_failure",
     "quick_check",
     "store_errors",
     "translate_errors",
@@ -240,3 +253,103 @@ def describe(db: sqlite3.Connection, app_id: int) -> str:
     if empty:
         return "an empty database"
     return STORE_KINDS.get(app_id, f"another program's database (application_id {app_id})")
+
+
+#: One schema step: run inside the migration's write transaction on the store's connection,
+#: it turns the layout of one version into that of the next (the version number is set by
+#: :func:`migrate`, not by the step).
+Migration: TypeAlias = Callable[[sqlite3.Connection], None]
+
+
+def backup_path(path: Path, version: int) -> Path:
+    """Where the copy of a schema-``version`` store at ``path`` is kept when it is migrated
+    in place: ``<name>.schema<version>.bak`` beside it."""
+    return path.with_name(f"{path.name}.schema{version}.bak")
+
+
+def back_up(db: sqlite3.Connection, target: Path) -> Path:
+    """A consistent copy of the database open on ``db`` at ``target``, made with SQLite's
+    online backup API (:meth:`sqlite3.Connection.backup`; sqlite.org, "Using the SQLite
+    Online Backup API"), written to a file of its own beside it (``<target>.<random>.part``,
+    so two processes migrating at once never write one file) and renamed into place, so a
+    half-written copy never has the backup's name. Must run outside a write transaction of
+    ``db`` (the backup reads through the connection). Returns ``target``.
+
+    Raises:
+        sqlite3.Error, OSError: when the copy cannot be made (the partial file is removed,
+            nothing is renamed).
+    """
+    fd, name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
+    try:
+        copy = sqlite3.connect(partial)
+        try:
+            db.backup(copy)
+        finally:
+            copy.close()
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def migrate(db: sqlite3.Connection, path: Path, steps: Sequence[Migration], *,
+            transaction: Callable[[], AbstractContextManager[sqlite3.Connection]],
+            unversioned: int | None = None, application_id: int | None = None) -> int | None:
+    """Bring the store open on ``db`` (the file ``path``) to the newest version,
+    ``len(steps) + 1``: when its ``user_version`` is older, first copy it to
+    :func:`backup_path` of that version (:func:`back_up`), then, in one ``transaction()``
+    (the store's write transaction), read the version again (another process may have
+    migrated it meanwhile), run ``steps[v - 1]`` for each version ``v`` from it up to the
+    newest, and set ``user_version`` (and ``application_id`` when given: a file that lacked
+    its mark gets it). ``unversioned``: the version a file whose ``user_version`` is 0 has
+    (a store that did not stamp one); ``None``: such a file is refused. Returns the version
+    migrated from, or ``None`` when the store was current (nothing is copied or written).
+
+    Raises:
+        ValueError: when the store's version is not one of 1 to ``len(steps) + 1``
+            (callers refuse a newer store with their own error before calling).
+        sqlite3.Error, OSError: when the copy or a step fails (the transaction rolls back:
+            the file is as it was, the copy stays).
+    """
+    newest = len(steps) + 1
+
+    def version_of(conn: sqlite3.Connection) -> tuple[int, int]:
+        stored = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        version = unversioned if stored == 0 and unversioned is not None else stored
+        if not 1 <= version <= newest:
+            raise ValueError(f"{path}: schema {stored} cannot be migrated (this code knows 1 to {newest})")
+        return stored, version
+
+    stored, version = version_of(db)
+    if stored == newest:
+        return None
+    back_up(db, backup_path(path, version))
+    with transaction() as w:
+        stored, now = version_of(w)
+        if stored == newest:
+            return None
+        for step in steps[now - 1:]:
+            step(w)
+        w.execute(f"PRAGMA user_version = {newest}")
+        if application_id is not None:
+            w.execute(f"PRAGMA application_id = {int(application_id)}")
+    return version
+
+
+def open_failure(path: Path, exc: BaseException | None, what: str) -> str:
+    """One line saying why the store ``what`` ("journal", "lesson store") at ``path`` could
+    not be opened: a full or read-only file system is named as such (SQLite reports either
+    as a "disk I/O error" when it cannot make its journal files, which reads like damage), else
+    the store is not readable, with SQLite's or the system's reason."""
+    try:
+        stats = os.statvfs(path.parent if not path.is_dir() else path)
+    except OSError:
+        stats = None
+    if stats is not None and stats.f_flag & os.ST_RDONLY:
+        return f"{path}: cannot open the {what}: its file system is read-only ({exc})"
+    if stats is not None and stats.f_bavail == 0:
+        return f"{path}: cannot open the {what}: its file system is full ({exc}); free some space and run again"
+    return f"{path} is not a readable unstuck {what}: {exc}"
