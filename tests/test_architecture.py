@@ -345,6 +345,8 @@ LAYERS: dict[str, Layer] = {
     "unstuck.faults.bank": Layer.EVALS,
     "unstuck.faults.injector": Layer.EVALS,
     # the command line
+    "unstuck.integrations": Layer.INTEGRATIONS,
+    "unstuck.integrations.common": Layer.INTEGRATIONS,
     "unstuck.cli": Layer.CLI,
     "unstuck.cli_bank": Layer.CLI,
     "unstuck.cli_journal": Layer.CLI,
