@@ -113,3 +113,28 @@ def test_bundled_document_key_covers_the_loader(folder: Path) -> None:
     whole = bundled_document("signals.yaml", yaml.safe_load)
     assert bundled_document("signals.yaml", rows_only) != whole
     assert cache.bundled_document("signals.yaml", yaml.safe_load) == whole
+
+
+def test_a_fifo_symlink_or_device_in_place_of_an_entry_is_a_miss_not_a_hang(folder: Path) -> None:
+    import threading
+
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "fifo.json")
+    (folder / "link.json").symlink_to("/dev/zero")
+    finished: list[object] = []
+
+    def read_all() -> None:
+        finished.append(load_or_derive("fifo", "k", lambda: ["a"], _strings))
+        finished.append(load_or_derive("link", "k", lambda: ["b"], _strings))
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(10)
+    assert finished == [["a"], ["b"]], "a FIFO or a link to a device must not block or be read without end"
+
+
+def test_an_entry_far_larger_than_any_of_ours_is_not_read(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    with (folder / "big.json").open("wb") as handle:
+        handle.truncate(cache.MAX_ENTRY_BYTES + 1)  # a sparse file: nothing is written
+    assert load_or_derive("big", "k", lambda: ["fresh"], _strings) == ["fresh"]

@@ -6,7 +6,12 @@ Each entry is one file, ``<cache_dir()>/<name>.json``, holding a *key* (a digest
 the value was derived from) beside the value. A missing, stale, foreign or damaged file is a
 miss: the value is derived again and the file rewritten atomically (a temporary file renamed
 over it). A cache folder that cannot be written only costs the derivation; the cache never
-raises.
+raises. A cache entry is read only from a regular file of bounded size, never through a final
+symbolic link, never blocking (a FIFO is a miss).
+
+The cache is as trusted as the user's home: whoever can write it could as well change the
+user's shell start-up files. It keeps a process from deriving the same data again; it is not a
+defence against a local attacker (a forged entry with a valid key is read as written).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -23,7 +29,7 @@ from typing import TypeVar
 
 import platformdirs
 
-__all__ = ["CACHE_DIR_ENV", "bundled_document", "cache_dir", "load_or_derive"]
+__all__ = ["CACHE_DIR_ENV", "MAX_ENTRY_BYTES", "bundled_document", "cache_dir", "load_or_derive"]
 
 #: The environment variable naming the cache folder (default: the platform's user cache
 #: folder for ``unstuck``, ``~/.cache/unstuck`` on Linux, from ``platformdirs``).
@@ -52,10 +58,7 @@ def load_or_derive(name: str, key: str, derive: Callable[[], object], parse: Cal
         ValueError: when ``parse`` refuses what ``derive`` just computed (a defect of the caller).
     """
     path = cache_dir() / f"{name}.json"
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        stored = None
+    stored = _read(path)
     if isinstance(stored, dict) and stored.get("key") == key:
         value = parse(stored.get("value"))
         if value is not None:
@@ -92,6 +95,38 @@ def bundled_document(name: str, load: Callable[[str], object]) -> object:
 
 def _anything(raw: object) -> object:
     return raw
+
+
+#: The largest cache file read (bytes): the biggest entry, every message pattern in every
+#: language, is about 1.2 MB; a file far beyond that is not one of ours.
+MAX_ENTRY_BYTES = 64 << 20
+
+
+def _read(path: Path) -> object:
+    """The JSON in ``path`` when it is a regular file of at most :data:`MAX_ENTRY_BYTES` that
+    parses, else ``None``. Opened without following a final symbolic link and without
+    blocking (a FIFO or a device put where a cache file should be is a miss, never a hang or
+    an endless read)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    if len(raw) > MAX_ENTRY_BYTES:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
 
 
 def _store(path: Path, body: str) -> None:

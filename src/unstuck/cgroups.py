@@ -53,7 +53,7 @@ __all__ = [
     "members_of",
 ]
 
-#: Set to ``1`` to give leases no cgroup.
+#: Set to ``1`` (or ``true``, ``yes``, ``on``) to give leases no cgroup.
 CGROUP_OFF_ENV = "UNSTUCK_NO_CGROUP"
 #: A lease's cgroup is ``NAME_PREFIX`` followed by its token.
 NAME_PREFIX = "unstuck-"
@@ -172,7 +172,7 @@ def delegation_root() -> Path | None:
     when cgroup v2 is mounted there and a cgroup can be made in it (tried once, with a
     cgroup made and removed); ``None`` otherwise or with ``UNSTUCK_NO_CGROUP=1``. Cached for
     the life of the process."""
-    if os.environ.get(CGROUP_OFF_ENV, "").strip() not in ("", "0"):
+    if os.environ.get(CGROUP_OFF_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return None
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mountinfo, \

@@ -28,7 +28,7 @@ from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.errors import UnstuckError
 from unstuck.evals.agents import AGENTS
-from unstuck.redact import redact
+from unstuck.redact import redact, redact_value
 from unstuck.signals import SIGNALS_ENV
 from unstuck.text import for_terminal
 
@@ -371,6 +371,7 @@ def _run_command(
     (chosen,) = _scenarios(scenario_dir, [scenario])
     if agent not in AGENTS:
         raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+    sandbox = sandbox.resolve() if sandbox is not None else None  # the tools run inside it: a relative path would move
     if sandbox is not None and sandbox.exists() and (not sandbox.is_dir() or any(sandbox.iterdir())):
         raise _fail(f"--sandbox {sandbox}: must be a new or empty directory (the scenario builds its state there)")
     for option, path in (("--events", events), ("--json", json_path)):
@@ -434,6 +435,22 @@ def _run_command(
         raise typer.Exit(EXIT_BLOCKED)
     if result.status is not TurnStatus.DONE or metrics.outcome != "done" or (memory is not None and memory.failures):
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("mcp-proxy", epilog=EXIT_CODES)
+def _mcp_proxy_command(
+    command: Annotated[list[str], typer.Argument(help="The MCP server's command line, after --.")],
+    trusted: Annotated[bool, typer.Option("--trusted", help="Read situations the server declares in _meta.")] = False,
+    deadline: Annotated[float, typer.Option(help="Seconds each tool call may take.")] = 120.0,
+) -> None:
+    """Serve an MCP server's tools over stdio with the guard in front of every call (the mcp extra)."""
+    try:  # the proxy's machinery is imported only here (pip install "unstuck[mcp]")
+        import anyio
+
+        from unstuck.mcp_proxy import serve
+    except ModuleNotFoundError as exc:
+        raise UnstuckError(f"mcp-proxy needs the mcp extra: pip install 'unstuck[mcp]' ({exc})") from exc
+    anyio.run(lambda: serve(command, trusted=trusted, deadline_s=deadline))
 
 
 @app.command("scenarios", epilog=EXIT_CODES)
@@ -525,7 +542,8 @@ def _classify_command(
                                                        "rule": found.decided_by.rule,
                                                        "source": found.decided_by.source})
             payload["evidence"] = [{"what": e.what, "excerpt": e.excerpt} for e in found.evidence]
-        console.print_json(json.dumps(payload if explain or opinion is not None else payload["situation"]))
+        shown = payload if explain or opinion is not None else payload["situation"]
+        console.print_json(json.dumps(redact_value(shown)))  # exact text, but never a secret (issue 12, deliver 5)
         return
     if situation is None:
         console.print("no situation: an ordinary success", highlight=False)

@@ -23,7 +23,7 @@ __all__ = ["bank_app"]
 
 bank_app = typer.Typer(help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
 BankOption = Annotated[
     Path | None, typer.Option("--bank", help="A bank file (JSON lines); the bundled one by default.")

@@ -30,7 +30,7 @@ DEFAULT_JOURNAL = Path("unstuck-journal.db")
 
 journal_app = typer.Typer(help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
 JournalOption = Annotated[Path, typer.Option("--journal", "-j", help="The journal file (SQLite).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]

@@ -29,7 +29,7 @@ T = TypeVar("T")
 lessons_app = typer.Typer(help="Remembered blockers: shown at turn start, re-checked before use.",
                           no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
 StoreOption = Annotated[Path | None, typer.Option(
     "--store", help=f"The lesson store (SQLite); default {default_store_path()}.")]

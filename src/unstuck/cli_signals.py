@@ -32,7 +32,7 @@ __all__ = ["default_translations_path", "signals_app"]
 signals_app = typer.Typer(help="Signal rows that are programs' own messages, in every language.",
                           no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
 
 @signals_app.callback()

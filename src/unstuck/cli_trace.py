@@ -17,7 +17,7 @@ __all__ = ["trace_app"]
 
 trace_app = typer.Typer(help="Read recorded events.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 160, emoji=False)
-err_console = Console(stderr=True, emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
 #: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
 _STYLES: dict[str, str] = {

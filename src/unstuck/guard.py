@@ -279,6 +279,7 @@ class Guard:
         self._waited: dict[str, float] = {}
         self._intents: dict[str, str] = {}  # call id → effect_ref of a prepared intent
         self._done: dict[tuple[int, str], Decision] = {}  # assessed calls of the current reply (exactly once)
+        self._dispatched_at: dict[str, float] = {}  # call id → seconds into the turn when it was dispatched
         self._notes: dict[str, str] = {}  # call id → a lesson's note for its result
         self._started = False
         self._lock = threading.RLock()
@@ -448,6 +449,7 @@ class Guard:
                 return Decision(Action.REFUSE, call, LATCHED, escalation=self.escalation)
             if call.id in self._retrying:
                 self._reply_for(call).begun.add(call.id)
+                self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
                 return Decision(Action.DISPATCH, call)
             reply = self._reply_for(call, fresh=True)
             if call.id in reply.refused:  # the same refused call asked again (a framework replaying): charged once
@@ -499,6 +501,7 @@ class Guard:
                 return refused
             self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
             self._prepare_intent(call, spec, reply.seq)
+            self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
             return Decision(Action.DISPATCH, call)
 
     def _credential_changes(self, arguments: Mapping[str, Any], spec: ToolSpec | None) -> tuple[Any, ...]:
@@ -598,7 +601,8 @@ class Guard:
             not retry and spec.interactive_call(arguments) is not None))
         auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
         step, assessment = self._assess(call, result, situation, subject=subject, interactive=interactive,
-                                        auto_retry=auto_retry, reply=reply, started=self.at(), retry=retry,
+                                        auto_retry=auto_retry, reply=reply,
+                                        started=self._dispatched_at.pop(call.id, self.at()), retry=retry,
                                         dispatched=True)
         self._settle_noted(subject, result.ok and situation is None)
         decision = self._decide(call, result, step, assessment)

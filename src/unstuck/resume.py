@@ -158,14 +158,22 @@ def resume_turn(
     Args:
         journal: the journal the turn was recorded in.
         turn_id: the turn to continue (``running`` when its process died, or ``interrupted``).
-        model, tools, clock, asker, events, validators, max_steps, max_asks: as for
-            :func:`unstuck.loop.run_turn`; ``unattended`` and ``guarded`` are the turn's own.
+        model: the model, as for :func:`unstuck.loop.run_turn`.
+        tools: the tools, as for ``run_turn`` (the same names as when the turn was recorded).
+        clock: the clock, as for ``run_turn``.
+        asker: who answers an escalation, as for ``run_turn``.
+        events: where events go, as for ``run_turn``.
+        validators: what checks the answer, as for ``run_turn``.
+        max_steps: the turn's step limit, as for ``run_turn``.
+        max_asks: the questions the turn may ask, as for ``run_turn``. ``unattended`` and
+            ``guarded`` are the turn's own, as journaled.
         resolvers: by tool name, who says whether an intent without a receipt took effect.
         config: the policy's budgets; the turn's own, as journaled, by default.
         force: take the turn over from an owner that cannot be checked from here (another
             machine or pid namespace); only once a person knows it is gone.
-        lessons, fingerprint: as for :func:`unstuck.loop.run_turn`: the resumed turn checks
-            and stores lessons too.
+        lessons: the lesson store, as for :func:`unstuck.loop.run_turn`: the resumed turn
+            checks and stores lessons too.
+        fingerprint: the subjects' fingerprints, as for ``run_turn``.
 
     Returns:
         The turn's result: ``interrupted`` with ``held_intents`` when an intent was held.

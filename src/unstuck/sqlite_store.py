@@ -350,6 +350,6 @@ def open_failure(path: Path, exc: BaseException | None, what: str) -> str:
         stats = None
     if stats is not None and stats.f_flag & os.ST_RDONLY:
         return f"{path}: cannot open the {what}: its file system is read-only ({exc})"
-    if stats is not None and stats.f_bavail == 0:
+    if stats is not None and stats.f_blocks > 0 and stats.f_bavail == 0:  # /proc and the like have no blocks at all
         return f"{path}: cannot open the {what}: its file system is full ({exc}); free some space and run again"
     return f"{path} is not a readable unstuck {what}: {exc}"

@@ -130,7 +130,8 @@ class Sandbox:
         if root is None:
             sweep_sandboxes()
         tag = _maker_tag()
-        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
+        # absolute: the environment names folders inside it, and the tools run from inside it
+        self.root = Path(root).resolve() if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"sandbox root {self.root} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,537 @@
+"""unstuck for LangChain agents and LangGraph graphs (``pip install 'unstuck[langgraph]'``).
+
+A LangChain 1.x agent (``langchain.agents.create_agent``) gets one middleware::
+
+    from unstuck.integrations.langgraph import UnstuckMiddleware, outcome
+    agent = create_agent(model, tools, middleware=[UnstuckMiddleware(tools)])
+    result = agent.invoke({"messages": [("user", task)]})
+    print(outcome(result).status, outcome(result).question)   # done | blocked, and the question
+
+A hand-built graph puts :class:`UnstuckToolNode`'s node where its ``ToolNode`` was, and its
+gate after it (the gate ends the run, or pauses it, when the guard escalated)::
+
+    guarded = UnstuckToolNode(tools, then="agent")
+    builder.add_node("tools", guarded.node)
+    builder.add_node("unstuck", guarded.gate, destinations=("agent", END))
+    builder.add_edge("tools", "unstuck")                  # instead of tools → agent
+
+What it does. Every tool call goes through one :class:`unstuck.Guard` (``before`` → the
+framework's handler → ``after``), through the ``wrap_tool_call`` / ``awrap_tool_call`` hooks
+that LangChain's ``AgentMiddleware`` and LangGraph's ``langgraph.prebuilt.ToolNode`` document
+("intercept tool execution ... can skip calling it to short-circuit"). A refused call never
+runs: the model gets the refusal as the call's ``ToolMessage``. When the guard escalates, the
+call's ``ToolMessage`` carries the question and the state key :data:`STATE_KEY` records the run
+as blocked; the next step (the middleware's ``before_model`` hook, or the gate) then either
+
+* ends the run (default): ``outcome(result).status is TurnStatus.BLOCKED`` with the
+  escalation, distinct from a finished run's ``DONE`` (:func:`raise_if_blocked` raises
+  :class:`unstuck.integrations.common.Blocked` instead, or ``raise_blocked=True`` raises it
+  from the run); or
+* with ``pause=True`` (and a checkpointer and a ``thread_id``), pauses with LangGraph's
+  ``interrupt(payload)`` (payload: ``{"question", "unblock", "subject", "choices"}``) and
+  resumes with ``Command(resume=answer)``, the answer read by
+  :func:`unstuck.integrations.common.read_answer`; "I've done it" runs the blocker's probe
+  through :meth:`unstuck.Guard.answer`, and the model is told the block is lifted.
+
+State. The guard's state (:meth:`unstuck.Guard.to_json`) and the results of the calls of the
+current model reply that already ran live in graph state under :data:`STATE_KEY` (reducer
+:func:`keep_latest`), so the checkpointer holds them. LangGraph re-runs an interrupted node
+from its start on resume; the pause therefore happens in a node that runs no tool (the hook,
+the gate), after the tool node's writes were committed, and a tool node that runs again (a
+node-level ``RetryPolicy``, a replayed step) replays the calls of its reply that already ran
+from state instead of running them again.
+
+Retries never stack. The guard's retry table decides retries (waits on the guard's clock,
+then runs the call again through ``before``); a tool's exception is handed to the guard, never
+re-raised, so a node-level ``RetryPolicy`` never sees a tool failure, and calls that already
+ran are replayed, not re-run, if the node is run again anyway. Do not add LangChain's
+``ToolRetryMiddleware`` for guarded tools. ``ToolNode``'s ``handle_tool_errors`` only turns a
+tool's exception into an error message, which the guard classifies like any text; the guard's
+stop is not an exception, so no error handler can turn it into a plain message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_core.tools import tool as as_tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from unstuck.escalation import Answer, Escalation
+from unstuck.guard import Decision, Guard
+from unstuck.integrations.common import Blocked, read_answer, spec_for
+from unstuck.outcome import TurnStatus
+from unstuck.policy import Action
+from unstuck.tools import ToolCall, ToolSpec
+
+__all__ = ["STATE_KEY", "GuardedState", "RunOutcome", "UnstuckMiddleware", "UnstuckState", "UnstuckToolNode",
+           "keep_latest", "outcome", "raise_if_blocked"]
+
+#: The graph-state key holding the guard (a JSON-ready dict: ``seq``, ``turn_id``, ``guard`` =
+#: :meth:`unstuck.Guard.to_json`, ``reply`` = the call ids of the reply in progress, ``done`` =
+#: call id → ``{"content", "status"}`` of its calls that ran, ``status`` = ``running`` |
+#: ``blocked`` | ``done``, ``escalation`` = :meth:`unstuck.escalation.Escalation.to_dict` or
+#: ``None``).
+STATE_KEY = "unstuck"
+_RUNNING, _BLOCKED, _DONE = "running", "blocked", "done"
+
+
+def keep_latest(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The reducer of :data:`STATE_KEY`: of two snapshots of the guard, the later one (higher
+    ``seq``; the right one on a tie). Calls of one reply run as parallel tasks (``create_agent``
+    sends each call to the tool node on its own) and share one guard, so the snapshot with the
+    most calls in it wins."""
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return right if int(right.get("seq", 0)) >= int(left.get("seq", 0)) else left
+
+
+class UnstuckState(AgentState[Any]):
+    """``create_agent``'s state with :data:`STATE_KEY` (the middleware's ``state_schema``)."""
+
+    unstuck: NotRequired[Annotated[dict[str, Any] | None, keep_latest]]
+
+
+class GuardedState(TypedDict):
+    """A hand-built graph's state for :class:`UnstuckToolNode`: ``messages`` (LangGraph's
+    ``add_messages``) and :data:`STATE_KEY`; subclass it to add keys."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    unstuck: NotRequired[Annotated[dict[str, Any] | None, keep_latest]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a guarded run stopped.
+
+    Attributes:
+        status: ``TurnStatus.BLOCKED`` (it stopped to ask, ended or paused) or ``DONE``.
+        escalation: the question when blocked, else ``None``.
+        state: the guard's saved state (:meth:`unstuck.Guard.to_json`), ``""`` before any call.
+    """
+
+    status: TurnStatus
+    escalation: Escalation | None = None
+    state: str = ""
+
+    @property
+    def question(self) -> str:
+        """What the user reads (the escalation's text), ``""`` when not blocked."""
+        return "" if self.escalation is None else self.escalation.text
+
+
+def outcome(result: Mapping[str, Any]) -> RunOutcome:
+    """Read a run's final (or paused) state: ``agent.invoke(...)``'s result or
+    ``graph.get_state(config).values``. A run with no guarded call is ``DONE``."""
+    snap = result.get(STATE_KEY)
+    if not isinstance(snap, Mapping):
+        return RunOutcome(TurnStatus.DONE)
+    raw = snap.get("escalation")
+    escalation = Escalation.from_dict(raw) if isinstance(raw, Mapping) else None
+    blocked = snap.get("status") == _BLOCKED and escalation is not None
+    return RunOutcome(TurnStatus.BLOCKED if blocked else TurnStatus.DONE, escalation if blocked else None,
+                      str(snap.get("guard", "")))
+
+
+def raise_if_blocked(result: Mapping[str, Any]) -> None:
+    """Raise :class:`unstuck.integrations.common.Blocked` (the escalation and the guard's
+    state) when ``result`` is a blocked run; return quietly for a finished one."""
+    seen = outcome(result)
+    if seen.escalation is not None:
+        raise Blocked(seen.escalation, seen.state)
+
+
+def _spec_of(item: BaseTool | ToolSpec | Callable[..., Any]) -> ToolSpec:
+    if isinstance(item, ToolSpec):
+        return item
+    tool = item if isinstance(item, BaseTool) else as_tool(item)
+    parameters = convert_to_openai_tool(tool)["function"].get("parameters")  # what the model is shown
+    return spec_for(tool.name, description=tool.description, parameters=parameters)
+
+
+def _text_of(message: ToolMessage) -> str:
+    return message.content if isinstance(message.content, str) else message.text
+
+
+@dataclass(slots=True)
+class _Live:
+    """The guard of one thread between calls (shared by the parallel calls of one reply)."""
+
+    guard: Guard
+    seq: int
+    reply: list[str] = field(default_factory=list)
+    done: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class _Core:
+    """What the middleware and the tool node share: the guard per thread, the wrapped call,
+    the stop or pause."""
+
+    def __init__(self, tools: Iterable[BaseTool | ToolSpec | Callable[..., Any]], *, pause: bool,
+                 raise_blocked: bool, unattended: bool | None, task: str, options: Mapping[str, Any]) -> None:
+        self.specs = [_spec_of(t) for t in tools]
+        self.pause, self.raise_blocked, self.task = pause, raise_blocked, task
+        self.unattended = (not pause) if unattended is None else unattended
+        self.options = dict(options)
+        self._live: dict[str, _Live] = {}
+        self._lock = threading.RLock()
+
+    # -- the guard of a thread -----------------------------------------------------------------
+
+    def new_guard(self) -> Guard:
+        return Guard(self.specs, unattended=self.unattended, task=self.task, **self.options)
+
+    def load(self, snap: Mapping[str, Any]) -> Guard:
+        loading = {k: v for k, v in self.options.items() if k not in ("config", "guarded", "turn_id")}
+        return Guard.from_json(str(snap["guard"]), self.specs, **loading)
+
+    def live(self, state: Mapping[str, Any], thread: str, call_id: str = "") -> _Live:
+        """The thread's guard: the one in memory when it is at least as new as the state's,
+        else the state's (a resumed or restarted process), else a new one."""
+        snap = state.get(STATE_KEY)
+        with self._lock:
+            live = self._live.get(thread)
+            if isinstance(snap, Mapping) and snap.get("guard"):
+                if live is None or live.guard.turn_id != snap.get("turn_id") or live.seq < int(snap["seq"]):
+                    live = _Live(self.load(snap), int(snap["seq"]), [str(i) for i in snap.get("reply", [])],
+                                 {str(k): dict(v) for k, v in snap.get("done", {}).items()})
+                    self._live[thread] = live
+            elif live is None or call_id not in live.reply:  # a sibling of the reply shares it
+                live = _Live(self.new_guard(), 0)
+                self._live[thread] = live
+            return live
+
+    def start(self, thread: str) -> dict[str, Any]:
+        """A new turn on ``thread``: a new guard, its snapshot."""
+        with self._lock:
+            live = _Live(self.new_guard(), 1)
+            self._live[thread] = live
+            return self.snapshot(live)
+
+    def snapshot(self, live: _Live, status: str | None = None) -> dict[str, Any]:
+        guard = live.guard
+        if status is None:
+            status = _BLOCKED if guard.escalation is not None else _RUNNING
+        return {"seq": live.seq, "turn_id": guard.turn_id, "guard": guard.to_json(), "reply": list(live.reply),
+                "done": {k: dict(v) for k, v in live.done.items()}, "status": status,
+                "escalation": None if guard.escalation is None else guard.escalation.to_dict()}
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def begin(self, request: ToolCallRequest) -> tuple[_Live, ToolCall, dict[str, str] | None]:
+        """The call's guard and :class:`~unstuck.tools.ToolCall`, declaring its reply on first
+        sight; and its earlier result when it already ran (to replay, not run again)."""
+        state = request.state if isinstance(request.state, Mapping) else {}
+        thread = _thread_of(request)
+        raw = request.tool_call
+        call = ToolCall(str(raw["id"]), raw["name"], json.dumps(raw.get("args", {}), sort_keys=True))
+        live = self.live(state, thread, call.id)
+        with self._lock:
+            if call.id in live.done:
+                return live, call, live.done[call.id]
+            if call.id not in live.reply:
+                ids = _reply_ids(state, call)
+                live.guard.reply([ToolCall(i, n, a) for i, n, a in ids])
+                live.reply, live.done = [i for i, _, _ in ids], {}
+        return live, call, None
+
+    def finish(self, live: _Live, call: ToolCall, decision: Decision, failed: bool) -> Command[Any]:
+        content = decision.content or (decision.escalation.text if decision.escalation is not None else "")
+        refused = decision.action is Action.REFUSE or decision.action is Action.ESCALATE
+        status = "error" if failed or refused else "success"
+        with self._lock:
+            live.done[call.id] = {"content": content, "status": status}
+            live.seq += 1
+            snap = self.snapshot(live)
+        return self.command(call, content, status, snap)
+
+    @staticmethod
+    def command(call: ToolCall, content: str, status: str, snap: Mapping[str, Any] | None) -> Command[Any]:
+        message = ToolMessage(content, tool_call_id=call.id, name=call.tool, status=status)
+        update: dict[str, Any] = {"messages": [message]}
+        if snap is not None:
+            update[STATE_KEY] = dict(snap)
+        return Command(update=update)
+
+    def wrap(self, request: ToolCallRequest,
+             handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage | Command[Any]:
+        live, call, ran = self.begin(request)
+        if ran is not None:
+            return self.command(call, ran["content"], ran["status"], None)
+        guard, failed = live.guard, False
+        decision = guard.before(call)
+        while decision.action is Action.DISPATCH:
+            raw, failed = _run(handler, request)
+            if isinstance(raw, Command):  # a tool that updates state itself: passed through, assessed as run
+                guard.after(call, "")
+                return raw
+            decision = guard.after(call, raw)
+            if decision.action is not Action.RETRY:
+                break
+            guard.clock.sleep(decision.delay_s)
+            decision = guard.before(call)
+        return self.finish(live, call, decision, failed)
+
+    async def awrap(self, request: ToolCallRequest,
+                    handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+                    ) -> ToolMessage | Command[Any]:
+        live, call, ran = self.begin(request)
+        if ran is not None:
+            return self.command(call, ran["content"], ran["status"], None)
+        guard, failed = live.guard, False
+        decision = await guard.abefore(call)
+        while decision.action is Action.DISPATCH:
+            raw, failed = await _arun(handler, request)
+            if isinstance(raw, Command):
+                await guard.aafter(call, "")
+                return raw
+            decision = await guard.aafter(call, raw)
+            if decision.action is not Action.RETRY:
+                break
+            await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
+            decision = await guard.abefore(call)
+        return self.finish(live, call, decision, failed)
+
+    # -- the stop or the pause -----------------------------------------------------------------
+
+    def settle(self, state: Mapping[str, Any], thread: str) -> tuple[dict[str, Any], bool]:
+        """After the tool node: ``({}, False)`` when the run goes on as it is; when the guard
+        escalated, (the state update, whether the run ends). Paused runs ask with
+        ``interrupt()`` here, in a node that runs no tool, so re-running it on resume repeats
+        no call (the guard is read from state each time, so the answers replay the same)."""
+        snap = state.get(STATE_KEY)
+        if not isinstance(snap, Mapping) or snap.get("status") != _BLOCKED or not snap.get("guard"):
+            return {}, False
+        guard = self.load(snap)
+        escalation = guard.escalation
+        if escalation is None:
+            return {}, False
+        seq = int(snap["seq"]) + 1
+        if not self.pause:
+            guard.end(TurnStatus.BLOCKED, answer=escalation.text)
+            if self.raise_blocked:
+                raise Blocked(escalation, guard.to_json())
+            return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, True
+        payload: dict[str, Any] = {"question": escalation.text, "unblock": escalation.unblock,
+                                   "subject": escalation.subject, "choices": [a.value for a in Answer]}
+        while True:
+            said = interrupt(payload)
+            try:
+                answer = read_answer(said)
+            except ValueError as exc:
+                payload = {**payload, "note": str(exc)}
+                continue
+            decision = guard.answer(answer)
+            if decision.action is Action.CONTINUE:
+                break
+            if answer is Answer.STOP:
+                guard.end(TurnStatus.BLOCKED, answer=escalation.text)
+                return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, True
+            payload = {**payload, "note": decision.content}
+        with self._lock:
+            live = _Live(guard, seq)
+            self._live[thread] = live
+            snap_now = self.snapshot(live, _RUNNING)
+        return {"messages": [HumanMessage(decision.content)], STATE_KEY: snap_now}, False
+
+    def end(self, state: Mapping[str, Any], thread: str) -> dict[str, Any] | None:
+        """The run finished: ``done`` unless it stopped blocked (then it was already ended)."""
+        snap = state.get(STATE_KEY)
+        if not isinstance(snap, Mapping) or not snap.get("guard") or snap.get("status") == _BLOCKED:
+            return None
+        live = self.live(state, thread)
+        messages = state.get("messages", [])
+        last = messages[-1] if messages else None
+        answer = last.text if isinstance(last, AIMessage) else ""
+        live.guard.end(TurnStatus.DONE, answer=answer)
+        with self._lock:
+            live.seq += 1
+            return {STATE_KEY: self.snapshot(live, _DONE)}
+
+
+def _thread_of(request: ToolCallRequest) -> str:
+    runtime = request.runtime
+    config = getattr(runtime, "config", None) or {}
+    return _thread_in(config)
+
+
+def _thread_in(config: Mapping[str, Any]) -> str:
+    configurable = config.get("configurable") or {}
+    return str(configurable.get("thread_id", ""))
+
+
+def _reply_ids(state: Mapping[str, Any], call: ToolCall) -> list[tuple[str, str, str]]:
+    """The calls of the model reply ``call`` belongs to, in the model's order (the last
+    ``AIMessage`` that holds it); just ``call`` when the state does not show it."""
+    for message in reversed(state.get("messages", []) or []):
+        if isinstance(message, AIMessage) and any(c.get("id") == call.id for c in message.tool_calls):
+            return [(str(c["id"]), c["name"], json.dumps(c.get("args", {}), sort_keys=True))
+                    for c in message.tool_calls]
+    return [(call.id, call.tool, call.arguments_json)]
+
+
+def _run(handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+         request: ToolCallRequest) -> tuple[object, bool]:
+    """(what the call returned for the guard, whether it failed); a tool's exception is the
+    guard's to assess, never re-raised (GraphBubbleUp, LangGraph's interrupt, passes)."""
+    from langgraph.errors import GraphBubbleUp
+
+    try:
+        result = handler(request)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        return exc, True
+    if isinstance(result, ToolMessage):
+        return _text_of(result), result.status == "error"
+    return result, False
+
+
+async def _arun(handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+                request: ToolCallRequest) -> tuple[object, bool]:
+    from langgraph.errors import GraphBubbleUp
+
+    try:
+        result = await handler(request)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        return exc, True
+    if isinstance(result, ToolMessage):
+        return _text_of(result), result.status == "error"
+    return result, False
+
+
+class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
+    """A ``langchain.agents.AgentMiddleware`` that guards every tool call of a
+    ``create_agent`` agent (see the module doc).
+
+    Args:
+        tools: the agent's tools (``BaseTool``, plain functions, or
+            :class:`~unstuck.tools.ToolSpec` for a tool that needs more, e.g. ``effect="write"``).
+        pause: ask with ``interrupt()`` and resume with ``Command(resume=answer)`` (needs a
+            checkpointer and a ``thread_id``) instead of ending the run.
+        raise_blocked: end a blocked run by raising :class:`~unstuck.integrations.common.Blocked`.
+        unattended: nobody can answer now; by default ``not pause``.
+        task: the turn's task, named in the question.
+        guard_options: the other :class:`unstuck.Guard` arguments (``config``, ``clock``,
+            ``events``, ``journal``, ``lessons``, ...).
+
+    Hooks used (``AgentMiddleware``): ``before_agent`` (a new turn: a new guard),
+    ``wrap_tool_call``/``awrap_tool_call`` (each call), ``before_model`` with
+    ``@hook_config(can_jump_to=["end"])`` (the stop or the pause), ``after_agent`` (``done``).
+
+    Raises:
+        ValueError: from :func:`~unstuck.integrations.common.spec_for`, for a nameless tool.
+    """
+
+    state_schema = UnstuckState
+
+    def __init__(self, tools: Sequence[BaseTool | ToolSpec | Callable[..., Any]], *, pause: bool = False,
+                 raise_blocked: bool = False, unattended: bool | None = None, task: str = "",
+                 **guard_options: Any) -> None:
+        super().__init__()
+        self.core = _Core(tools, pause=pause, raise_blocked=raise_blocked, unattended=unattended, task=task,
+                          options=guard_options)
+
+    def before_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """A new turn (``invoke`` with new input; a resume does not run it)."""
+        return {STATE_KEY: self.core.start(_thread_in(_config_of(runtime)))}
+
+    async def abefore_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`before_agent` for ``ainvoke``."""
+        return self.before_agent(state, runtime)
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage | Command[Any]:
+        """Guard one call: refuse it (the model gets the refusal), or run it and hand the
+        model the guard's content; the guard's state goes to :data:`STATE_KEY`."""
+        return self.core.wrap(request, handler)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """:meth:`wrap_tool_call` for ``ainvoke``/``astream``."""
+        return await self.core.awrap(request, handler)
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """When the guard escalated: end the run (``jump_to: end``), or pause it with
+        ``interrupt()`` and carry on once the user answered."""
+        update, ends = self.core.settle(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+        if ends:
+            return {**update, "jump_to": "end"}
+        return update or None
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`before_model` for ``ainvoke``."""
+        return self.before_model(state, runtime)
+
+    def after_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """The run finished: the turn ends ``done`` (a blocked one already ended)."""
+        return self.core.end(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+
+    async def aafter_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`after_agent` for ``ainvoke``."""
+        return self.after_agent(state, runtime)
+
+
+def _config_of(runtime: Any) -> Mapping[str, Any]:
+    """The run's config: the hook's ``Runtime`` does not carry it, LangGraph's
+    ``get_config()`` does inside a node."""
+    from langgraph.config import get_config
+
+    try:
+        return get_config()
+    except RuntimeError:
+        return {}
+
+
+class UnstuckToolNode:
+    """A guarded ``langgraph.prebuilt.ToolNode`` for hand-built graphs, and the gate node that
+    stops or pauses the run (see the module doc). The graph's state needs :data:`STATE_KEY`
+    (:class:`GuardedState`).
+
+    Args:
+        tools: as :class:`UnstuckMiddleware`.
+        then: the node the gate goes to when the run goes on (the model's node).
+        pause, raise_blocked, unattended, task, guard_options: as :class:`UnstuckMiddleware`.
+        handle_tool_errors: ``ToolNode``'s own; the default re-raises a tool's exception to
+            the guard, which assesses it (``True`` turns it into an error message first, which
+            the guard classifies; neither can hide the guard's stop, which is no exception).
+
+    Attributes:
+        node: the ``ToolNode`` (``wrap_tool_call`` / ``awrap_tool_call`` set).
+    """
+
+    def __init__(self, tools: Sequence[BaseTool | Callable[..., Any]], *, then: str = "agent", pause: bool = False,
+                 raise_blocked: bool = False, unattended: bool | None = None, task: str = "",
+                 handle_tool_errors: Any = None, **guard_options: Any) -> None:
+        self.core = _Core(tools, pause=pause, raise_blocked=raise_blocked, unattended=unattended, task=task,
+                          options=guard_options)
+        self.then = then
+        extra: dict[str, Any] = {} if handle_tool_errors is None else {"handle_tool_errors": handle_tool_errors}
+        self.node = ToolNode(list(tools), wrap_tool_call=self.core.wrap, awrap_tool_call=self.core.awrap, **extra)
+
+    def gate(self, state: Mapping[str, Any]) -> Command[Any]:
+        """A graph node after the tool node: to ``then``, or to ``END`` when the run stopped
+        blocked (after asking, with ``pause=True``)."""
+        update, ends = self.core.settle(state, _thread_in(_config_of(None)))
+        return Command(update=update or None, goto=END if ends else self.then)

@@ -1,0 +1,239 @@
+"""unstuck for MCP, client side: every ``tools/call`` of an MCP :class:`mcp.ClientSession`
+(any server, third-party included) goes through one :class:`unstuck.Guard` (``unstuck[mcp]``).
+
+Usage (3 lines inside your session; ``mcp.ClientSession`` and ``mcp.client.stdio.stdio_client``
+as the MCP SDK documents them)::
+
+    guarded = await guarded_session(session, task="Describe cli/cli")   # lists the tools
+    result = await guarded.call_tool("run_command", {"command": "gh repo view cli/cli"})
+    # a blocked turn raises unstuck.integrations.common.Blocked: ask your user blocked.escalation.text
+
+What it does with each call:
+
+* the tools come from ``session.list_tools()`` (every page), each described to the guard by
+  :func:`~unstuck.integrations.common.spec_for` with its ``inputSchema`` (a string
+  ``command`` argument makes it a shell tool whose subject is the program it runs);
+* ``guard.before``, then the real ``session.call_tool`` under a deadline (``deadline_s``: the
+  SDK's ``read_timeout_seconds`` and an anyio cancel scope), then ``guard.aafter`` with the
+  ``CallToolResult`` read as the MCP specification's "Tools" section defines it: ``isError``
+  says whether the call failed (its word, not a guess), the ``text`` content items are what
+  is classified, and ``structuredContent`` is shown as JSON when there is no text. A server
+  that crashed mid-call, a closed connection or a call past its deadline is a failed result
+  the guard assesses like any other (never a traceback, never a hang);
+* a declared situation is read ONLY from the result's ``_meta`` under
+  :data:`SITUATION_META_KEY` (a reverse-DNS key, as the specification's ``_meta`` rules
+  require) and ONLY when the user marked the server ``trusted``; from any other server,
+  ``_meta`` and ``structuredContent`` are data and everything is classified (DESIGN.md:
+  only a tool's own code declares). A malformed declaration from a trusted server is a loud
+  ``ValueError`` naming the tool;
+* ``continue``: the call returns a ``CallToolResult`` whose text is what the guard hands the
+  model (the tool's text with unstuck's guidance), ``isError``, ``structuredContent`` and
+  ``_meta`` as the server sent them; ``refuse``: a ``CallToolResult`` with ``isError: true``
+  and the refusal (nothing was sent to the server); ``retry``: it waits ``delay_s`` on the
+  guard's clock and calls again; ``escalate``: it raises
+  :class:`~unstuck.integrations.common.Blocked` (the question, and the guard's state) for the
+  host application to ask its user.
+
+Retries never stack: the MCP SDK's ``ClientSession.call_tool`` does not retry a call (it
+sends one ``tools/call`` request and waits for its response or its read timeout), so
+unstuck's retry table is the only one. "I've done it": ``await guarded.answer("done")`` runs
+the blocker's probe (``Guard.answer``) and lifts the latch, and the next ``call_tool`` goes on.
+
+:mod:`unstuck.mcp_proxy` (``unstuck mcp-proxy -- CMD…``) puts this wrapper in front of an
+unmodified stdio server for clients such as desktop assistants.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from unstuck.escalation import Answer
+from unstuck.guard import Action, Decision, Guard
+from unstuck.integrations.common import Blocked, read_answer, spec_for
+from unstuck.situations import validate_situation
+from unstuck.tools import Effect, ToolCall, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.types import CallToolResult, Tool
+
+__all__ = ["DEFAULT_DEADLINE_S", "SITUATION_META_KEY", "GuardedSession", "guarded_session", "result_of", "specs_of"]
+
+#: Where a trusted server declares a situation: ``CallToolResult._meta["io.unstuck/situation"]``,
+#: a mapping with :class:`unstuck.situations.Situation`'s fields (``kind``, ``subject``,
+#: ``interactive``, ``unblock``, ``probe``...). The MCP specification reserves ``_meta`` keys
+#: with a prefix ``modelcontextprotocol``/``mcp`` and asks others for a reverse-DNS prefix.
+SITUATION_META_KEY = "io.unstuck/situation"
+#: Seconds a ``tools/call`` may take before it is a failed (timed-out) result.
+DEFAULT_DEADLINE_S = 120.0
+
+
+def _text_of(result: CallToolResult) -> str:
+    parts: list[str] = []
+    for item in result.content:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            parts.append(str(getattr(item, "text", "")))
+        else:
+            parts.append(f"[{kind} content]")
+    if not any(p.strip() for p in parts) and result.structured_content is not None:
+        parts = [json.dumps(result.structured_content, ensure_ascii=False, default=str)]
+    return "\n".join(parts)
+
+
+def result_of(tool: str, result: CallToolResult, *, trusted: bool) -> ToolResult:
+    """One MCP ``CallToolResult`` as a :class:`~unstuck.tools.ToolResult`: ``ok`` is ``not
+    isError`` (the server's word: ``status_stated``), ``content`` the text items joined
+    (``structuredContent`` as JSON when there is no text), ``declared`` the situation under
+    :data:`SITUATION_META_KEY` in ``_meta`` when ``trusted``, else ``None`` (``_meta`` is data).
+
+    Raises:
+        ValueError: naming the tool, when a trusted server declared a malformed situation.
+    """
+    declared = None
+    if trusted and isinstance(result.meta, Mapping) and SITUATION_META_KEY in result.meta:
+        declared = validate_situation(tool, result.meta[SITUATION_META_KEY])
+    return ToolResult(tool, not result.is_error, _text_of(result), declared=declared, status_stated=True)
+
+
+def _effect_of(tool: Tool) -> Effect:
+    hints = tool.annotations
+    return Effect.WRITE if hints is not None and hints.destructive_hint is True and not hints.read_only_hint \
+        else Effect.READ
+
+
+class GuardedSession:
+    """A :class:`mcp.ClientSession` whose ``call_tool`` goes through one :class:`~unstuck.Guard`
+    (see the module doc). Build it with :func:`guarded_session`, which lists the tools.
+
+    Args:
+        session: an initialized ``mcp.ClientSession``.
+        tools: the server's tools (``list_tools().tools``, every page).
+        trusted: read declared situations from ``_meta`` (:data:`SITUATION_META_KEY`).
+        deadline_s: seconds each call may take (:data:`DEFAULT_DEADLINE_S`).
+        guard: a guard to drive (e.g. :meth:`unstuck.Guard.from_json` after a pause); by
+            default a new one built from ``guard_options`` (``Guard``'s keyword arguments;
+            ``unattended`` defaults to ``True``: a tool call over MCP has no terminal for the
+            user, so an interactive call such as ``gh auth login`` is refused before dispatch,
+            and the host asks its user once :class:`~unstuck.integrations.common.Blocked` is
+            raised).
+
+    Raises:
+        TypeError: for a guard option :class:`~unstuck.Guard` does not take.
+    """
+
+    def __init__(self, session: ClientSession, tools: Iterable[Tool], *, trusted: bool = False,
+                 deadline_s: float = DEFAULT_DEADLINE_S, guard: Guard | None = None, **guard_options: Any) -> None:
+        self.session, self.trusted, self.deadline_s = session, trusted, deadline_s
+        self.tools = tuple(tools)
+        self.specs = specs_of(self.tools, self._probe_runner)
+        guard_options.setdefault("unattended", True)
+        self.guard = guard if guard is not None else Guard(self.specs, **guard_options)
+        self._ids = itertools.count(1)
+
+    async def raw_call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult | BaseException:
+        """The real ``tools/call``, bounded by ``deadline_s``: the result read by
+        :func:`result_of`, or the exception it ended with (a crashed server, a closed
+        connection, a ``TimeoutError`` past the deadline), for the guard to assess."""
+        return (await self._send(name, arguments))[0]
+
+    async def _send(self, name: str, arguments: Mapping[str, Any]) -> tuple[ToolResult | BaseException,
+                                                                           CallToolResult | None]:
+        try:
+            with anyio.fail_after(self.deadline_s):
+                result = await self.session.call_tool(name, dict(arguments), read_timeout_seconds=self.deadline_s)
+        except TimeoutError:
+            return TimeoutError(f"the MCP server gave no result for {name} within {self.deadline_s:g} s "
+                                "(timed out)"), None
+        except Exception as exc:  # a crashed or closed server: a failed result, never a traceback
+            return exc, None
+        from mcp.types import CallToolResult
+        if not isinstance(result, CallToolResult):
+            return RuntimeError(f"the MCP server answered {name} with a {type(result).__name__}, "
+                                "not a tool result"), None
+        return result_of(name, result, trusted=self.trusted), result
+
+    def _probe_runner(self, name: str) -> Any:
+        def run(**arguments: Any) -> object:  # the guard runs probes in a worker thread (see answer())
+            return anyio.from_thread.run(self.raw_call, name, arguments)
+        return run
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> CallToolResult:
+        """Call ``name`` through the guard.
+
+        Returns:
+            a ``CallToolResult`` whose text is what the model gets (see the module doc).
+
+        Raises:
+            Blocked: the turn stopped to ask the user (the call, or an earlier one, escalated).
+            ValueError: a trusted server declared a malformed situation.
+        """
+        from mcp.types import CallToolResult, TextContent
+        call = ToolCall.of(f"mcp-{next(self._ids)}", name, dict(arguments or {}))
+        while True:
+            decision = self.guard.before(call)
+            if decision.action is Action.ESCALATE or (decision.action is Action.REFUSE and self.guard.latched):
+                raise self._blocked(decision)
+            if decision.action is Action.REFUSE:
+                return CallToolResult(content=[TextContent(type="text", text=decision.content)], is_error=True)
+            raw, sent = await self._send(name, call.arguments)
+            decision = await self.guard.aafter(call, raw)
+            if decision.action is Action.RETRY:
+                await anyio.to_thread.run_sync(self.guard.clock.sleep, decision.delay_s)
+                continue
+            if decision.action is Action.ESCALATE:
+                raise self._blocked(decision)
+            failed = not isinstance(raw, ToolResult) or not raw.ok
+            return CallToolResult(content=[TextContent(type="text", text=decision.content)], is_error=failed,
+                                  structured_content=None if sent is None else sent.structured_content,
+                                  _meta=None if sent is None else sent.meta)
+
+    def _blocked(self, decision: Decision) -> Blocked:
+        escalation = decision.escalation or self.guard.escalation
+        if escalation is None:  # an escalate decision always carries its question
+            raise RuntimeError("the guard escalated without a question")
+        return Blocked(escalation, self.guard.to_json())
+
+    async def answer(self, answer: object) -> Decision:
+        """The user answered the question (an :class:`~unstuck.escalation.Answer`, its label,
+        or a plain word: :func:`~unstuck.integrations.common.read_answer`). "I've done it" runs
+        the blocker's probe (:meth:`unstuck.Guard.answer`, in a worker thread so a probe can
+        call the server) and, when clean, lifts the latch.
+
+        Returns:
+            the guard's decision: ``continue`` (go on) or ``escalate`` (still blocked, or Stop).
+        """
+        said: Answer = read_answer(answer)
+        return await anyio.to_thread.run_sync(self.guard.answer, said)
+
+
+def specs_of(tools: Iterable[Tool], runner: Any = None) -> tuple[ToolSpec, ...]:
+    """The guard's :class:`~unstuck.tools.ToolSpec` of each MCP tool: its name, description
+    and ``inputSchema`` (:func:`~unstuck.integrations.common.spec_for`), ``effect="write"``
+    only when its annotations say ``destructiveHint: true`` and not ``readOnlyHint``;
+    ``runner(name)`` gives the callable a probe runs."""
+    return tuple(spec_for(t.name, description=t.description or "", parameters=t.input_schema, effect=_effect_of(t),
+                          fn=runner(t.name) if runner is not None else None) for t in tools)
+
+
+async def guarded_session(session: ClientSession, *, trusted: bool = False, deadline_s: float = DEFAULT_DEADLINE_S,
+                          guard: Guard | None = None, **guard_options: Any) -> GuardedSession:
+    """Wrap an initialized ``mcp.ClientSession``: lists its tools (every page of
+    ``session.list_tools``) and returns the :class:`GuardedSession` (arguments as there)."""
+    from mcp.types import PaginatedRequestParams
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return GuardedSession(session, tools, trusted=trusted, deadline_s=deadline_s, guard=guard, **guard_options)

@@ -1,0 +1,381 @@
+"""Pydantic AI: one :class:`~unstuck.Guard` in front of every tool of a toolset (``unstuck[pydantic-ai]``).
+
+:class:`UnstuckToolset` is a Pydantic AI ``WrapperToolset``: every call of the wrapped toolset
+goes through the guard (``before`` → the real tool → ``after``). When the guard stops the turn,
+the call is deferred (Pydantic AI's ``ApprovalRequired``), so the run ends with
+``DeferredToolRequests`` as its output, the question in the request's metadata; the host
+answers with ``DeferredToolResults`` (:func:`answer_results`) on the next run::
+
+    toolset = UnstuckToolset(FunctionToolset([run_command]), unattended=False, task=task)
+    agent = Agent(model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    result = agent.run_sync(task)
+    if (asked := escalation_of(result.output)) is not None:   # blocked, not done
+        print(asked.text)                                     # ... the user signs in ...
+        result = agent.run_sync(message_history=result.all_messages(),
+                                deferred_tool_results=answer_results(result.output, "I've done it"))
+
+:class:`UnstuckCapability` does the same for every tool of an agent (a Pydantic AI capability's
+``get_wrapper_toolset``) and ends the turn when the run ends (``after_run``); the toolset alone
+leaves the turn open (no ``turn.ended`` event).
+
+How each piece maps onto Pydantic AI (``pydantic_ai.toolsets.WrapperToolset``,
+``pydantic_ai.exceptions.ApprovalRequired``, ``pydantic_ai.tools.DeferredToolRequests`` /
+``DeferredToolResults``, the "Deferred tools" docs):
+
+* **Refused**: a call the guard refuses is not run; its return is the guard's refusal text (a
+  plain return, not ``ModelRetry``: the tool's retry cap, 1 by default, would end the run
+  before any question).
+* **Blocked**: the guard escalates → the call raises ``ApprovalRequired(metadata=...)``; the
+  run's output is ``DeferredToolRequests`` whose ``approvals`` hold that call and whose
+  ``metadata[call id]["unstuck"]`` holds the escalation (``question``, ``unblock``,
+  ``subject``, ``kind``) and the guard's saved state (``state``: :meth:`unstuck.Guard.to_json`).
+  A finished run's output is the agent's ``str``; :func:`escalation_of` tells them apart.
+  Approvals are the one deferral Pydantic AI hands back to the toolset on the next run
+  (``RunContext.tool_call_approved`` and ``tool_call_metadata``, from
+  ``DeferredToolResults.metadata``); an external call's result would go to the model unseen.
+* **Answered**: :func:`answer_results` approves the deferred call with the user's answer in
+  its metadata (any form :func:`~unstuck.integrations.common.read_answer` reads; a bare
+  ``True`` approval means "I've done it"). Pydantic AI calls the toolset again for that call;
+  the wrapper does not run the tool again, it gives the answer to :meth:`unstuck.Guard.answer`
+  (which runs the blocker's probe) and returns its note to the model: "I've done it" with a
+  clean probe or "Skip it" → the run goes on; a probe that says it still holds → deferred
+  again with the same question; "Stop" → :class:`~unstuck.integrations.common.Blocked` is
+  raised out of ``agent.run``. A denied approval (``False``/``ToolDenied``) reaches the model
+  as Pydantic AI's denial; the guard stays latched, so the next call is deferred again.
+* **State across runs**: the toolset keeps its guard between runs of the same agent; a new
+  process rebuilds it from the ``state`` in the deferred call's metadata, which
+  :func:`answer_results` passes back (the host keeps only ``message_history`` and the
+  ``DeferredToolRequests``, as Pydantic AI's docs have it for any deferred call).
+* **Retries never stack**: the guard's ``retry`` decisions (its retry table: transient
+  failures, capped backoff) are executed by the wrapper itself: it waits ``delay_s`` on the
+  guard's clock and runs the same call again, inside one Pydantic AI tool call. A tool's own
+  ``ModelRetry`` is reported to the guard as the call's result and then re-raised to
+  Pydantic AI (counted against the tool's ``max_retries``, as the tool meant) only when the
+  guard did not already retry that call; when the guard retried it, its final text is the
+  return, so one failure is retried by one mechanism only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    SkipToolExecution,
+    SkipToolValidation,
+    ToolFailed,
+    UserError,
+)
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from unstuck.escalation import Answer, Escalation
+from unstuck.guard import Action, Decision, Guard
+from unstuck.integrations.common import Blocked, read_answer, spec_for
+from unstuck.outcome import TurnStatus
+from unstuck.tools import Effect, ToolCall, ToolSpec
+
+__all__ = ["METADATA_KEY", "UnstuckCapability", "UnstuckToolset", "answer_results", "escalation_of"]
+
+
+#: Pydantic AI's own control flow from inside a toolset: never assessed, passed on as raised.
+_PASS_THROUGH = (CallDeferred, ApprovalRequired, SkipToolExecution, SkipToolValidation, UserError, AgentRunError)
+
+
+@dataclass(slots=True)
+class _Held:
+    """What every per-run copy of one :class:`UnstuckToolset` shares."""
+
+    guard: Guard | None
+    names: frozenset[str]
+    asked: dict[str, bool] = field(default_factory=dict)  # deferred call id → the call ran
+    restored: bool = False  # the guard was rebuilt from a deferred call's saved state
+    # runs a tool of the wrapped toolset for the guard's probe, while an answer is being heard
+    runner: Callable[[str, dict[str, Any]], Any] | None = None
+
+#: The key under which the escalation and the guard's state sit in a deferred call's metadata
+#: (``DeferredToolRequests.metadata[call id][METADATA_KEY]``) and the answer in
+#: ``DeferredToolResults.metadata[call id][METADATA_KEY]``.
+METADATA_KEY = "unstuck"
+
+
+def _unstuck_metadata(metadata: object) -> Mapping[str, Any] | None:
+    if isinstance(metadata, Mapping):
+        inner = metadata.get(METADATA_KEY)
+        if isinstance(inner, Mapping):
+            return inner
+    return None
+
+
+def escalation_of(output: object) -> Escalation | None:
+    """The question a guarded run stopped on: ``None`` for a finished run (its output is not
+    ``DeferredToolRequests``, or none of its deferred calls is unstuck's), else the
+    :class:`~unstuck.escalation.Escalation` (``.text`` is what the user reads; ``.unblock`` the
+    exact unblock when a tool declared one)."""
+    if not isinstance(output, DeferredToolRequests):
+        return None
+    for call in output.approvals:
+        inner = _unstuck_metadata(output.metadata.get(call.tool_call_id))
+        if inner is not None and isinstance(inner.get("escalation"), Mapping):
+            return Escalation.from_dict(dict(inner["escalation"]))
+    return None
+
+
+def answer_results(requests: DeferredToolRequests, answer: object) -> DeferredToolResults:
+    """The ``DeferredToolResults`` that answer a blocked run: unstuck's deferred call approved,
+    with the user's ``answer`` (any form :func:`~unstuck.integrations.common.read_answer` reads:
+    ``"I've done it"``, ``"skip"``, ``Answer.STOP`` ...) and the guard's saved state in its
+    metadata. Other deferred calls of ``requests`` are left for the host to answer (merge with
+    ``DeferredToolResults.update``).
+
+    Raises:
+        ValueError: when ``answer`` is not an answer, or ``requests`` holds no unstuck question.
+    """
+    said = read_answer(answer)
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+    metadata: dict[str, dict[str, Any]] = {}
+    for call in requests.approvals:
+        inner = _unstuck_metadata(requests.metadata.get(call.tool_call_id))
+        if inner is None:
+            continue
+        approvals[call.tool_call_id] = ToolApproved()
+        metadata[call.tool_call_id] = {METADATA_KEY: {"answer": said.name, "state": inner.get("state", "")}}
+    if not approvals:
+        raise ValueError("these deferred tool requests hold no unstuck question to answer")
+    return DeferredToolResults(approvals=approvals, metadata=metadata)
+
+
+@dataclass
+class UnstuckToolset(WrapperToolset[Any]):
+    """A toolset whose every call goes through one :class:`~unstuck.Guard` (see the module doc).
+
+    Args:
+        wrapped: the toolset to guard (a ``FunctionToolset``, an MCP server toolset, ...).
+        unattended: nobody can answer now (CI, a server); required, never guessed. With
+            ``True`` the guard refuses interactive calls before dispatch.
+        task: the run's task, named in the question.
+        effects: ``effect`` per tool name (``"write"`` for tools with side effects, journaled as
+            effect intents); ``read`` for the others.
+        options: further :class:`~unstuck.Guard` arguments (``events``, ``journal``,
+            ``lessons``, ``clock``, ``config``, ``closer``, ...).
+        guard: a guard to use as is (its tool set must name the wrapped toolset's tools);
+            by default one is built on the first step from the tools' definitions
+            (:func:`~unstuck.integrations.common.spec_for`).
+
+    The guard is built on the first run step and kept across runs (:attr:`current`); the
+    copies Pydantic AI makes of a wrapper per run share it.
+    """
+
+    unattended: bool = field(default=False, kw_only=True)
+    task: str = field(default="", kw_only=True)
+    effects: Mapping[str, Effect | str] = field(default_factory=dict, kw_only=True)
+    options: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+    guard: Guard | None = field(default=None, kw_only=True)
+    # shared by the copies Pydantic AI makes per run (``for_run`` uses ``dataclasses.replace``)
+    _shared: _Held | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._shared is None:  # a copy made by ``dataclasses.replace`` is given its original's
+            self._shared = _Held(self.guard, frozenset(self.guard.tools) if self.guard is not None else frozenset())
+
+    @property
+    def _held(self) -> _Held:
+        assert self._shared is not None
+        return self._shared
+
+    @property
+    def current(self) -> Guard | None:
+        """The guard now in use (it may have been rebuilt from saved state on a resumed run)."""
+        return self._held.guard
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await self.wrapped.get_tools(ctx)
+        self._ensure_guard(tools)
+        return tools
+
+    def _ensure_guard(self, tools: Mapping[str, ToolsetTool[Any]], state: str | None = None) -> Guard:
+        held = self._held
+        names = frozenset(tools)
+        if held.guard is not None and state is None and names <= held.names:
+            return held.guard
+        specs: list[ToolSpec] = [
+            spec_for(name, description=tool.tool_def.description or "", fn=functools.partial(self._probe, name),
+                     parameters=tool.tool_def.parameters_json_schema, effect=self.effects.get(name, Effect.READ))
+            for name, tool in tools.items()]
+        if state:
+            held.guard = Guard.from_json(state, specs, **self.options)
+        elif held.guard is None:
+            held.guard = Guard(specs, unattended=self.unattended, task=self.task, **self.options)
+        else:  # tools appeared (a dynamic toolset): the same turn, a larger tool set
+            held.guard = Guard.from_json(held.guard.to_json(), specs, **self.options)
+        held.names = names | held.names
+        return held.guard
+
+    def _probe(self, name: str, **arguments: Any) -> Any:
+        """Run ``name`` for the guard (its probe, while :meth:`_answered` hears an answer)."""
+        runner = self._held.runner
+        if runner is None:
+            raise RuntimeError("this tool is run by Pydantic AI; the guard only runs it as a probe")
+        return runner(name, arguments)
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
+                        tool: ToolsetTool[Any]) -> Any:
+        """Run one call through the guard: its refusal text, the tool's (guided) return, or
+        ``ApprovalRequired`` carrying the question (see the module doc).
+
+        Raises:
+            ApprovalRequired: the turn stopped to ask the user (the run ends with
+                ``DeferredToolRequests``).
+            Blocked: the user answered "Stop".
+            ModelRetry, ToolFailed: the tool's own (its message as the guard gives it to the
+                model), when the guard did not retry the call itself.
+
+        Any other exception of the tool is the call's result: the guard assesses it (a
+        timeout is retried by its table) and the model gets its decision's text.
+        ``CallDeferred``, ``ApprovalRequired``, ``Skip*``, ``UserError`` and
+        ``AgentRunError`` (Pydantic AI's control flow) pass through unassessed.
+        """
+        call_id = ctx.tool_call_id or f"{name}-{len(self._held.asked)}"
+        call = ToolCall.of(call_id, name, tool_args)
+        if ctx.tool_call_approved:
+            answered = _unstuck_metadata(ctx.tool_call_metadata)
+            if answered is not None or call_id in self._held.asked:
+                return await self._answered(call, answered or {}, ctx, tool)
+        guard = self._ensure_guard({name: tool})
+        decision = await guard.abefore(call)
+        raised: ModelRetry | ToolFailed | None = None
+        retried = False
+        while decision.action is Action.DISPATCH:
+            raised = None
+            try:
+                raw: object = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            except _PASS_THROUGH:
+                raise
+            except (ModelRetry, ToolFailed) as exc:  # the tool's own word to the model: the guard sees it too
+                raw, raised = exc, exc
+            except Exception as exc:  # a failing tool is a tool result (Pydantic AI would end the run)
+                raw = exc
+            decision = await guard.aafter(call, raw)
+            if decision.action is not Action.RETRY:
+                break
+            retried = True
+            await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
+            decision = await guard.abefore(call)
+        if decision.action is Action.ESCALATE or decision.escalation is not None:  # stopped, or latched
+            self._defer(call, decision, ran=decision.step is not None and decision.step.dispatched)
+        if raised is not None and not retried and decision.action is Action.CONTINUE:
+            raise type(raised)(decision.content or raised.message) from raised
+        step = decision.step
+        if decision.action is Action.CONTINUE and raised is None and step is not None and step.ok \
+                and decision.content == step.content:
+            return raw  # a plain success reaches the model as the tool returned it (its own type)
+        return decision.content
+
+    def _defer(self, call: ToolCall, decision: Decision, *, ran: bool) -> None:
+        guard = self._held.guard
+        assert guard is not None and decision.escalation is not None
+        self._held.asked[call.id] = ran
+        escalation = decision.escalation
+        raise ApprovalRequired(metadata={METADATA_KEY: {
+            "question": escalation.text, "unblock": escalation.unblock, "subject": escalation.subject,
+            "kind": escalation.kind.value, "escalation": escalation.to_dict(), "state": guard.to_json()}})
+
+    async def _answered(self, call: ToolCall, answered: Mapping[str, Any], ctx: RunContext[Any],
+                        tool: ToolsetTool[Any]) -> str:
+        """The user answered the question ``call`` was deferred on: the guard hears it (and
+        runs the blocker's probe, a tool of the wrapped toolset, on this run's context); the
+        tool is not run again."""
+        held = self._held
+        state = answered.get("state")
+        if call.id not in held.asked and not held.restored and isinstance(state, str) and state:
+            guard = self._ensure_guard({call.tool: tool}, state)  # another process asked: carry on from its state
+            held.restored = True
+        else:
+            guard = self._ensure_guard({call.tool: tool})
+        if guard.escalation is None:  # another call of the same reply carried the answer
+            return "Not executed: the turn stopped to ask the user, who has answered since. Call it again if needed."
+        said = read_answer(answered.get("answer", Answer.DONE))
+        tools = await self.wrapped.get_tools(ctx)
+        loop = asyncio.get_running_loop()
+
+        def run(name: str, arguments: dict[str, Any]) -> Any:
+            found = tools.get(name)
+            if found is None:
+                raise LookupError(f"the probe's tool {name!r} is not in the wrapped toolset")
+            return asyncio.run_coroutine_threadsafe(self.wrapped.call_tool(name, arguments, ctx, found), loop).result()
+
+        held.runner = run
+        try:  # Guard.answer is synchronous: it runs in a thread while the loop runs the probe's tool
+            decision = await asyncio.to_thread(guard.answer, said)
+        finally:
+            held.runner = None
+        if decision.action is Action.CONTINUE:
+            self._held.asked.pop(call.id, None)
+            return decision.content
+        if said is Answer.STOP:
+            raise Blocked(guard.escalation, guard.to_json())
+        self._defer(call, decision, ran=self._held.asked.get(call.id, True))  # the blocker still holds: ask again
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+
+@dataclass
+class UnstuckCapability(AbstractCapability[Any]):
+    """The agent-wide form: every tool of the agent (its ``tools``, ``toolsets`` and MCP
+    servers, as Pydantic AI assembles them per run: ``AbstractCapability.get_wrapper_toolset``)
+    goes through one guard, and the turn is ended when the run ends (``after_run``)::
+
+        agent = Agent(model, tools=[run_command], output_type=[str, DeferredToolRequests],
+                      capabilities=[UnstuckCapability(unattended=False, task=task)])
+
+    A run that ends with the agent's answer is checked first (:meth:`unstuck.Guard.check_answer`:
+    an answer given while a blocker is still open is not taken as done): if the guard escalates,
+    :class:`~unstuck.integrations.common.Blocked` is raised out of ``agent.run``; otherwise the
+    turn ends ``done`` (``turn.ended``, the journal's end when the guard has one). A run that
+    ends with unstuck's deferred question is left open: the next run carries on the same turn.
+
+    Args: as :class:`UnstuckToolset` (``unattended``, ``task``, ``effects``, ``options``, ``guard``).
+    """
+
+    unattended: bool = field(default=False, kw_only=True)
+    task: str = field(default="", kw_only=True)
+    effects: Mapping[str, Effect | str] = field(default_factory=dict, kw_only=True)
+    options: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+    guard: Guard | None = field(default=None, kw_only=True)
+    _shared: _Held | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._shared is None:
+            self._shared = _Held(self.guard, frozenset(self.guard.tools) if self.guard is not None else frozenset())
+
+    @property
+    def current(self) -> Guard | None:
+        """The guard now in use (``None`` before the first run step)."""
+        assert self._shared is not None
+        return self._shared.guard
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return UnstuckToolset(toolset, unattended=self.unattended, task=self.task, effects=self.effects,
+                              options=self.options, guard=self.guard, _shared=self._shared)
+
+    async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        guard = self.current
+        if guard is None or escalation_of(result.output) is not None:
+            return result
+        decision = guard.check_answer()
+        if decision.action is Action.ESCALATE and decision.escalation is not None:
+            guard.end(TurnStatus.BLOCKED, answer=decision.escalation.text)
+            raise Blocked(decision.escalation, guard.to_json())
+        guard.end(TurnStatus.DONE, answer=str(result.output))
+        return result

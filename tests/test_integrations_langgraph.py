@@ -1,0 +1,295 @@
+"""The LangChain/LangGraph adapter (issue 13): ``create_agent`` with :class:`UnstuckMiddleware`
+and hand-built graphs with :class:`UnstuckToolNode`, driven by langchain_core's own fake chat
+model through the real, signed-out ``gh`` (:mod:`tests.framework_world`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import tools_condition
+from langgraph.types import Command, RetryPolicy
+from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
+
+from unstuck.clock import VirtualClock
+from unstuck.integrations.common import Blocked
+from unstuck.integrations.langgraph import (
+    STATE_KEY,
+    GuardedState,
+    UnstuckMiddleware,
+    UnstuckToolNode,
+    outcome,
+    raise_if_blocked,
+)
+from unstuck.outcome import TurnStatus
+from unstuck.retry import RETRY_RULES
+from unstuck.situations import Kind
+
+pytestmark = pytest.mark.slow
+
+#: How many tool calls an unguarded run may make before the measurement stops it ("≥ N calls").
+CAP = 200
+#: The rule: a guarded run stops within this many tool calls after the first signal.
+AFTER_SIGNAL = 3
+
+
+class ToolCallingFakeModel(GenericFakeChatModel):
+    """langchain_core's ``GenericFakeChatModel`` (replies from an iterator) that accepts tools,
+    as ``create_agent`` binds them (the fake needs no schema: its replies are scripted)."""
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self
+
+
+class CapReached(BaseException):
+    """The measurement's cap: an unguarded run that would go on for thousands of calls."""
+
+
+def call_message(command: str, number: int) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "run_command", "args": {"command": command}, "id": f"call_{number}",
+                                      "type": "tool_call"}])
+
+
+def improviser_replies(after_sign_in: Callable[[], bool] | None = None,
+                       outputs: list[str] | None = None) -> Iterator[AIMessage]:
+    """The improviser's replies, one call each; once ``after_sign_in()`` says the user signed
+    in, the task's command again and then the answer read from the last output."""
+    counter = itertools.count(1)
+    for command in improviser_commands():
+        if after_sign_in is not None and after_sign_in():
+            break
+        yield call_message(command, next(counter))
+    yield call_message(TASK_COMMAND, next(counter))
+    yield AIMessage((outputs or [""])[-1])
+
+
+def shell_tool(world: GhWorld, ran_ids: list[str], outputs: list[str], cap: int | None = None) -> Any:
+    @tool
+    def run_command(command: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Run a shell command line and return its output."""
+        if cap is not None and len(ran_ids) >= cap:
+            raise CapReached(f">= {cap} calls")
+        ran_ids.append(tool_call_id)
+        out = world.shell(command)
+        outputs.append(out)
+        return out
+
+    return run_command
+
+
+def run_improviser(world: GhWorld, guarded: bool) -> tuple[int, str, bool, str]:
+    """One improviser run through ``create_agent`` with its defaults (unguarded) or with
+    :class:`UnstuckMiddleware`: (tool calls that ran, how the run stopped, whether the exact
+    unblock reached the user, the final status: ``blocked`` / ``done`` / ``not finished``).
+    Calls the guard refused never reach the tool and are not counted; ``how`` names how many
+    the model asked for. An unguarded run is capped at :data:`CAP` calls ("≥ N calls")."""
+    ran: list[str] = []
+    outputs: list[str] = []
+    run_command = shell_tool(world, ran, outputs, cap=CAP)
+    model = ToolCallingFakeModel(messages=improviser_replies())
+    middleware = [UnstuckMiddleware([run_command], task=TASK)] if guarded else []
+    agent = create_agent(model, [run_command], middleware=middleware)
+    try:
+        result = agent.invoke({"messages": [("user", TASK)]}, {"recursion_limit": 100_000})
+    except CapReached:
+        return len(ran), f"capped by the measurement at >= {CAP} calls (still running)", False, "not finished"
+    except GraphRecursionError as exc:
+        return len(ran), f"GraphRecursionError: {exc}", False, "not finished"
+    asked = sum(len(m.tool_calls) for m in result["messages"] if isinstance(m, AIMessage))
+    seen = outcome(result)
+    if seen.status is TurnStatus.BLOCKED:
+        how = f"blocked: the run ended with the question ({asked} calls asked for, {asked - len(ran)} refused)"
+        return len(ran), how, UNBLOCK in seen.question, "blocked"
+    last = result["messages"][-1]
+    return len(ran), "the model answered", UNBLOCK in str(last.content), "done"
+
+
+def test_defaults_let_the_improviser_run_until_the_cap() -> None:
+    with GhWorld() as world:
+        calls, how, unblock, status = run_improviser(world, guarded=False)
+    print(f"create_agent defaults: {calls} tool calls; {how}; unblock reached the user: {unblock}; {status}")
+    assert calls >= CAP and status == "not finished" and not unblock
+
+
+def test_the_middleware_stops_within_three_calls_and_asks_for_gh_auth_login() -> None:
+    with GhWorld() as world:
+        calls, how, unblock, status = run_improviser(world, guarded=True)
+        ran = len(world.commands)
+    print(f"create_agent + UnstuckMiddleware: {calls} tool calls ran; {how}; unblock: {unblock}; {status}")
+    assert calls == ran and calls - 1 <= AFTER_SIGNAL  # the first call is the first signal (gh: signed out)
+    assert status == "blocked" and unblock
+
+
+def test_a_blocked_run_raises_blocked_for_the_host() -> None:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        agent = create_agent(ToolCallingFakeModel(messages=improviser_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK)])
+        result = agent.invoke({"messages": [("user", TASK)]})
+        with pytest.raises(Blocked) as raised:
+            raise_if_blocked(result)
+        assert UNBLOCK in raised.value.escalation.text and raised.value.state
+        agent = create_agent(ToolCallingFakeModel(messages=improviser_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK, raise_blocked=True)])
+        with pytest.raises(Blocked):
+            agent.invoke({"messages": [("user", TASK)]})
+
+
+def make_saver(kind: str, tmp: Path, stack: contextlib.ExitStack) -> Any:
+    if kind == "memory":
+        return InMemorySaver()
+    sqlite = pytest.importorskip("langgraph.checkpoint.sqlite")
+    return stack.enter_context(sqlite.SqliteSaver.from_conn_string(str(tmp / "checkpoints.db")))
+
+
+@pytest.mark.parametrize("saver_kind", ["memory", "sqlite"])
+def test_a_paused_run_resumed_after_sign_in_finishes_and_no_call_runs_twice(saver_kind: str, tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack, GhWorld() as world:
+        saver = make_saver(saver_kind, tmp_path, stack)
+        ran: list[str] = []
+        outputs: list[str] = []
+        signed_in: list[bool] = []
+        run_command = shell_tool(world, ran, outputs)
+        model = ToolCallingFakeModel(messages=improviser_replies(lambda: bool(signed_in), outputs))
+        agent = create_agent(model, [run_command], middleware=[UnstuckMiddleware([run_command], task=TASK, pause=True)],
+                             checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t1"}}
+        paused = agent.invoke({"messages": [("user", TASK)]}, config)
+        asked = paused["__interrupt__"][0].value
+        assert UNBLOCK in asked["question"] and outcome(paused).status is TurnStatus.BLOCKED
+        before = list(world.commands)
+        assert len(before) - 1 <= AFTER_SIGNAL
+        world.sign_in()
+        signed_in.append(True)
+        result = agent.invoke(Command(resume="I've done it"), config)
+    assert ANSWER in str(result["messages"][-1].content)
+    assert outcome(result).status is TurnStatus.DONE and result[STATE_KEY]["status"] == "done"
+    assert len(ran) == len(set(ran)), "a tool call ran twice"
+    assert world.commands[:len(before)] == before and world.commands[len(before):] == [TASK_COMMAND]
+    assert all(world.ran(c) == 1 for c in before if c != TASK_COMMAND)
+
+
+def test_stop_ends_a_paused_run_blocked() -> None:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        agent = create_agent(ToolCallingFakeModel(messages=improviser_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK, pause=True)],
+                             checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t2"}}
+        agent.invoke({"messages": [("user", TASK)]}, config)
+        ran_before = len(world.commands)
+        result = agent.invoke(Command(resume="Stop"), config)
+    assert outcome(result).status is TurnStatus.BLOCKED and UNBLOCK in outcome(result).question
+    assert len(world.commands) == ran_before
+
+
+def hand_built(node: UnstuckToolNode, model: ToolCallingFakeModel, *, retry: RetryPolicy | None = None) -> Any:
+    def agent(state: GuardedState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(GuardedState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", node.node, retry_policy=retry)
+    builder.add_node("unstuck", node.gate, destinations=("agent", END))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "unstuck")
+    return builder
+
+
+def test_the_tool_node_wrapper_stops_a_hand_built_graph_even_with_handle_tool_errors() -> None:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        node = UnstuckToolNode([run_command], then="agent", task=TASK, handle_tool_errors=True)
+        graph = hand_built(node, ToolCallingFakeModel(messages=improviser_replies())).compile()
+        result = graph.invoke({"messages": [("user", TASK)]}, {"recursion_limit": 1000})
+    assert outcome(result).status is TurnStatus.BLOCKED and UNBLOCK in outcome(result).question
+    assert len(world.commands) - 1 <= AFTER_SIGNAL
+
+
+def test_a_node_retry_policy_does_not_stack_with_the_retry_table() -> None:
+    attempts: list[int] = []
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        attempts.append(1)
+        raise ConnectionError(f"[Errno 111] Connection refused: {url}")
+
+    replies = iter([AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "http://127.0.0.1:9/x"}, "id": "c1",
+                                                "type": "tool_call"}]), AIMessage("gave up")])
+    node = UnstuckToolNode([fetch], then="agent", clock=VirtualClock(follow_real_time=False))
+    graph = hand_built(node, ToolCallingFakeModel(messages=replies), retry=RetryPolicy(max_attempts=5)).compile()
+    result = graph.invoke({"messages": [("user", "fetch it")]})
+    messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert len(messages) == 1
+    assert len(attempts) == RETRY_RULES[Kind.NETWORK].attempts  # the retry table's, never times RetryPolicy's
+
+
+def test_the_docs_example_runs() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "frameworks" / "langgraph.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)
+    assert len(blocks) == 1
+    with GhWorld() as world:
+        namespace: dict[str, Any] = {"__name__": "docs_example", "world": world,
+                                     "model": ToolCallingFakeModel(messages=improviser_replies())}
+        exec(compile(blocks[0], str(page), "exec"), namespace)
+    assert namespace["seen"].status is TurnStatus.BLOCKED and UNBLOCK in namespace["seen"].question
+
+
+def test_the_middleware_guards_async_runs_too() -> None:
+    async def run(world: GhWorld) -> dict[str, Any]:
+        async def shell(command: str) -> str:
+            """Run a shell command line and return its output."""
+            return await asyncio.to_thread(world.shell, command)
+
+        run_command = tool("run_command")(shell)
+        agent = create_agent(ToolCallingFakeModel(messages=improviser_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK)])
+        result: dict[str, Any] = await agent.ainvoke({"messages": [("user", TASK)]})
+        return result
+
+    with GhWorld() as world:
+        result = asyncio.run(run(world))
+        ran = len(world.commands)
+    assert outcome(result).status is TurnStatus.BLOCKED and UNBLOCK in outcome(result).question
+    assert ran - 1 <= AFTER_SIGNAL
+
+
+def test_a_tool_node_run_again_replays_calls_that_already_ran_from_state() -> None:
+    def tools_only(node: UnstuckToolNode) -> Any:
+        builder = StateGraph(GuardedState)
+        builder.add_node("tools", node.node)
+        builder.add_edge(START, "tools")
+        builder.add_edge("tools", END)
+        return builder.compile()
+
+    with GhWorld() as world:
+        ran: list[str] = []
+        run_command = shell_tool(world, ran, [])
+        reply = AIMessage("", tool_calls=[
+            {"name": "run_command", "args": {"command": "gh --version"}, "id": "a", "type": "tool_call"},
+            {"name": "run_command", "args": {"command": TASK_COMMAND}, "id": "b", "type": "tool_call"}])
+        first = tools_only(UnstuckToolNode([run_command], task=TASK)).invoke({"messages": [reply]})
+        # the same step again, in a fresh process: only the committed state is left
+        again = tools_only(UnstuckToolNode([run_command], task=TASK)).invoke(
+            {"messages": [reply], STATE_KEY: first[STATE_KEY]})
+    assert sorted(ran) == ["a", "b"]  # each ran once, though the node ran twice
+    contents = [[m.content for m in run["messages"] if isinstance(m, ToolMessage)] for run in (first, again)]
+    assert len(contents[0]) == 2 and contents[0] == contents[1]

@@ -1,0 +1,345 @@
+"""The MCP adapter (issue 13): the client-side guarded session and ``unstuck mcp-proxy``,
+against real MCP server processes over stdio (tests/mcp_servers) in the GhWorld (the real gh,
+signed out), driven by a scripted MCP client that plays :func:`improviser_commands`."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.types import (  # noqa: E402
+    CallToolResult,
+    ElicitRequestParams,
+    ElicitResult,
+    InitializedNotification,
+    InitializeRequest,
+    InitializeRequestParams,
+    InitializeResult,
+)
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
+
+from unstuck.clock import VirtualClock  # noqa: E402
+from unstuck.integrations.common import Blocked  # noqa: E402
+from unstuck.integrations.mcp import SITUATION_META_KEY, guarded_session, result_of  # noqa: E402
+from unstuck.mcp_proxy import ELICITATION_REVISIONS, STATUS_META_KEY, ask_mode  # noqa: E402
+
+SERVERS = Path(__file__).parent / "mcp_servers"
+SHELL_SERVER = SERVERS / "shell_server.py"
+ROOT = Path(__file__).resolve().parents[1]
+#: Calls a client without unstuck is allowed before the test stops it (the SDK never does).
+CAP = 40
+#: "stops within 3 tool calls after the first signal": the first call is the first signal.
+WITHIN = 1 + 3
+
+pytestmark = pytest.mark.slow
+
+
+def _log(world: GhWorld) -> Path:
+    return world.box.root / "server-ran.log"
+
+
+def _ran(world: GhWorld) -> list[str]:
+    """Every command line the shell server ran (the tool calls that reached the tool)."""
+    log = _log(world)
+    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def _env(world: GhWorld) -> dict[str, str]:
+    return {**world.box.env, "SHELL_SERVER_LOG": str(_log(world))}
+
+
+def _params(world: GhWorld, *argv: str) -> StdioServerParameters:
+    """A server process run with the sandbox's environment, in its work directory."""
+    return StdioServerParameters(command=sys.executable, args=list(argv), env=_env(world), cwd=str(world.box.work))
+
+
+def _shell(world: GhWorld, script: Path = SHELL_SERVER, *extra: str) -> StdioServerParameters:
+    return _params(world, str(script), *extra)
+
+
+def _proxy(world: GhWorld, *extra: str, server_args: tuple[str, ...] = ()) -> StdioServerParameters:
+    env = {**_env(world), "PYTHONPATH": str(ROOT / "src")}
+    return StdioServerParameters(command=sys.executable, args=["-m", "unstuck", "mcp-proxy", *extra, "--",
+                                                               sys.executable, str(SHELL_SERVER), *server_args],
+                                 env=env, cwd=str(world.box.work))
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(str(getattr(item, "text", "")) for item in result.content)
+
+
+def _capabilities(elicits: bool) -> mcp.types.ClientCapabilities:
+    """What a client with (or without) an elicitation callback declares (both modes)."""
+    if not elicits:
+        return mcp.types.ClientCapabilities()
+    return mcp.types.ClientCapabilities(elicitation=mcp.types.ElicitationCapability(
+        form=mcp.types.FormElicitationCapability(), url=mcp.types.UrlElicitationCapability()))
+
+
+async def _connect(session: ClientSession, version: str | None, *, elicits: bool) -> str:
+    """Initialize, pinning ``version`` when given: a handshake revision goes in the
+    ``initialize`` request's ``protocolVersion`` (``ClientSession.initialize`` always offers
+    the newest, so the request is sent by hand and adopted); a modern one is
+    ``server/discover``. Returns the negotiated revision."""
+    if version is None:
+        await session.initialize()
+    elif version in MODERN_PROTOCOL_VERSIONS:
+        await session.discover()
+    else:
+        result = await session.send_request(InitializeRequest(params=InitializeRequestParams(
+            protocol_version=version, capabilities=_capabilities(elicits),
+            client_info=mcp.types.Implementation(name="scripted-client", version="1"))), InitializeResult)
+        session.adopt(result)
+        await session.send_notification(InitializedNotification())
+    negotiated = session.protocol_version
+    assert negotiated is not None
+    return negotiated
+
+
+def run_improviser(world: GhWorld, guarded: bool) -> tuple[int, str, bool, str]:
+    """The improviser, as a scripted MCP client, against the real shell server over stdio.
+
+    Returns (tool calls that ran, how it stopped, whether the exact unblock reached the user,
+    final status: ``blocked`` / ``running``). Without unstuck the MCP SDK has no loop and never
+    stops: the client is cut at :data:`CAP` calls and that is recorded as "≥ CAP"; with the
+    guarded session, the calls the client asked for and the guard refused are named in "how".
+    """
+    async def run() -> tuple[int, str, bool, str]:
+        async with stdio_client(_shell(world)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            commands = improviser_commands()
+            if not guarded:
+                for calls, command in enumerate(commands, start=1):
+                    await session.call_tool("run_command", {"command": command})
+                    if calls >= CAP:
+                        return len(_ran(world)), f"never stopped (cut at {CAP} calls: ≥ {CAP})", False, "running"
+            wrapped = await guarded_session(session, task=TASK)
+            for calls, command in enumerate(commands, start=1):
+                try:
+                    await wrapped.call_tool("run_command", {"command": command})
+                except Blocked as blocked:
+                    return (len(_ran(world)), f"Blocked raised to the host ({calls} calls asked for, "
+                            f"{calls - len(_ran(world))} refused)", UNBLOCK in blocked.escalation.text, "blocked")
+                if calls >= CAP:
+                    break
+        return len(_ran(world)), f"never stopped (cut at {CAP} calls: ≥ {CAP})", False, "running"
+
+    return anyio.run(run)
+
+
+def test_the_plain_mcp_sdk_never_stops_an_improviser() -> None:
+    with GhWorld() as world:
+        calls, how, reached, status = run_improviser(world, guarded=False)
+    print(f"MCP ClientSession defaults: {calls} tool calls ran; {how}; unblock: {reached}; {status}")
+    assert calls >= CAP and status == "running" and not reached, how
+
+
+def test_the_guarded_session_stops_within_three_calls_and_raises_blocked_with_the_unblock() -> None:
+    with GhWorld() as world:
+        calls, how, reached, status = run_improviser(world, guarded=True)
+    print(f"MCP ClientSession + guarded_session: {calls} tool calls ran; {how}; unblock: {reached}; {status}")
+    assert calls <= WITHIN, (calls, how)
+    assert status == "blocked" and reached
+
+
+def test_done_after_signing_in_lets_the_guarded_session_go_on() -> None:
+    async def run(world: GhWorld) -> tuple[str, str]:
+        async with stdio_client(_shell(world)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            wrapped = await guarded_session(session, task=TASK)
+            with pytest.raises(Blocked) as blocked:
+                for command in improviser_commands():
+                    await wrapped.call_tool("run_command", {"command": command})
+            world.sign_in()
+            decision = await wrapped.answer("I've done it")
+            result = await wrapped.call_tool("run_command", {"command": TASK_COMMAND})
+            return blocked.value.escalation.text, decision.action.value + "\n" + _text(result)
+
+    with GhWorld() as world:
+        question, after = anyio.run(run, world)
+    assert UNBLOCK in question
+    assert after.startswith("continue") and ANSWER in after
+
+
+def _gh_declares(url: str) -> Callable[[GhWorld], StdioServerParameters]:
+    return lambda world: _shell(world, SHELL_SERVER, "--declare-url", url)
+
+
+def test_meta_declarations_are_read_only_from_trusted_servers() -> None:
+    declared = CallToolResult(content=[mcp.types.TextContent(type="text", text="sign in first")], is_error=True,
+                              _meta={SITUATION_META_KEY: {"kind": "auth", "subject": "gh",
+                                                          "unblock": "https://github.com/login/device"}})
+    trusted = result_of("run_command", declared, trusted=True)
+    untrusted = result_of("run_command", declared, trusted=False)
+    assert trusted.declared is not None and trusted.declared.unblock == "https://github.com/login/device"
+    assert untrusted.declared is None and not untrusted.ok
+
+
+def test_a_malformed_declaration_from_a_trusted_server_is_a_loud_error() -> None:
+    bad = CallToolResult(content=[], is_error=True, _meta={SITUATION_META_KEY: {"kind": "sleepy", "subject": "gh"}})
+    with pytest.raises(ValueError, match="run_command"):
+        result_of("run_command", bad, trusted=True)
+
+
+def _one_call(world: GhWorld, script: Path, deadline_s: float) -> tuple[str, float]:
+    async def run() -> str:
+        async with stdio_client(_shell(world, script)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            wrapped = await guarded_session(session, task=TASK, deadline_s=deadline_s, clock=VirtualClock())
+            try:
+                result = await wrapped.call_tool("run_command", {"command": TASK_COMMAND})
+            except Blocked as blocked:
+                return "blocked: " + blocked.escalation.text
+            return ("failed: " if result.is_error else "ok: ") + _text(result)
+
+    began = time.monotonic()
+    outcome = anyio.run(run)
+    return outcome, time.monotonic() - began
+
+
+def test_a_server_that_crashes_mid_call_gives_a_failed_result_or_blocked_not_a_traceback() -> None:
+    with GhWorld() as world:
+        outcome, took = _one_call(world, SERVERS / "crashing_server.py", deadline_s=10)
+    print(f"crashing server: {took:.1f} s: {outcome[:300]!r}")
+    assert outcome.startswith(("failed: ", "blocked: ")), outcome
+    assert took < 60
+
+
+def test_a_server_that_hangs_gives_a_failed_result_or_blocked_within_its_deadlines() -> None:
+    with GhWorld() as world:
+        outcome, took = _one_call(world, SERVERS / "hanging_server.py", deadline_s=2)
+    print(f"hanging server: {took:.1f} s: {outcome[:300]!r}")
+    assert outcome.startswith(("failed: ", "blocked: ")), outcome
+    assert took < 60
+
+
+# -- the proxy ----------------------------------------------------------------------------------
+
+
+asked: list[ElicitRequestParams] = []  # what the client's elicitation callback was asked
+
+
+async def _through_proxy(world: GhWorld, version: str | None,
+                         elicit: Callable[[Any, ElicitRequestParams], Awaitable[ElicitResult]] | None,
+                         extra: tuple[str, ...] = ()) -> tuple[str, list[CallToolResult]]:
+    """Play the improviser through the proxy until a call comes back blocked (or CAP calls),
+    then call the task's command once more; returns the revision and every result."""
+    results: list[CallToolResult] = []
+    async with stdio_client(_proxy(world, *extra)) as (read, write), \
+            ClientSession(read, write, elicitation_callback=elicit) as session:
+        negotiated = await _connect(session, version, elicits=elicit is not None)
+        listed = await session.list_tools()
+        assert [t.name for t in listed.tools] == ["run_command"]
+        for command in improviser_commands():
+            results.append(await session.call_tool("run_command", {"command": command}))
+            blocked = (results[-1].meta or {}).get(STATUS_META_KEY) == "blocked"
+            if blocked or len(results) >= CAP or asked:
+                break
+        results.append(await session.call_tool("run_command", {"command": TASK_COMMAND}))
+    return negotiated, results
+
+
+@pytest.mark.parametrize("version", [v for v in SUPPORTED_PROTOCOL_VERSIONS if v in ELICITATION_REVISIONS])
+def test_the_proxy_asks_an_elicitation_capable_client_and_done_after_sign_in_goes_on(version: str) -> None:
+    asked.clear()
+    ran_before_asking: list[str] = []
+    with GhWorld() as world:
+        async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+            asked.append(params)
+            ran_before_asking.extend(_ran(world))
+            world.sign_in()  # what the user does before answering
+            return ElicitResult(action="accept", content={"answer": "I've done it"})
+
+        negotiated, results = anyio.run(_through_proxy, world, version, elicit)
+    assert negotiated == version
+    assert len(asked) == 1 and asked[0].mode == "form" and UNBLOCK in asked[0].message
+    assert len(ran_before_asking) <= WITHIN
+    assert not results[-1].is_error and ANSWER in _text(results[-1])
+
+
+@pytest.mark.parametrize("version", [*[v for v in HANDSHAKE_PROTOCOL_VERSIONS if v not in ELICITATION_REVISIONS],
+                                     *MODERN_PROTOCOL_VERSIONS])
+def test_on_a_revision_without_elicitation_the_blocked_result_carries_the_question(version: str) -> None:
+    asked.clear()
+
+    async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params)
+        return ElicitResult(action="cancel")
+
+    with GhWorld() as world:
+        negotiated, results = anyio.run(_through_proxy, world, version, elicit)
+        ran = _ran(world)
+    blocked = [r for r in results if (r.meta or {}).get(STATUS_META_KEY) == "blocked"]
+    assert negotiated == version and not asked
+    assert blocked and blocked[0].is_error and UNBLOCK in _text(blocked[0])
+    assert len(ran) <= WITHIN and ran.count(TASK_COMMAND) == 1  # the blocked turn's later calls never ran
+
+
+def test_a_client_without_the_elicitation_capability_gets_the_blocked_result() -> None:
+    with GhWorld() as world:
+        _, results = anyio.run(_through_proxy, world, None, None)
+    blocked = [r for r in results if (r.meta or {}).get(STATUS_META_KEY) == "blocked"]
+    assert blocked and blocked[0].is_error and UNBLOCK in _text(blocked[0])
+    assert results[-1].is_error  # the turn stays blocked: later calls end the same way
+
+
+def test_a_sign_in_page_is_asked_in_url_mode_only_where_the_client_takes_it() -> None:
+    caps = mcp.types.ClientCapabilities(elicitation=mcp.types.ElicitationCapability(
+        form=mcp.types.FormElicitationCapability(), url=mcp.types.UrlElicitationCapability()))
+    page = "https://github.com/login/device"
+    assert ask_mode("2025-11-25", caps, page) == "url"
+    assert ask_mode("2025-11-25", caps, UNBLOCK) == "form"
+    assert ask_mode("2025-06-18", caps, page) == "form"
+    assert ask_mode("2025-03-26", caps, page) == "result"
+    assert ask_mode("2025-11-25", mcp.types.ClientCapabilities(), page) == "result"
+
+
+def test_a_trusted_servers_sign_in_page_is_asked_in_url_mode_and_the_retry_goes_on() -> None:
+    page = "https://github.com/login/device"
+
+    async def run(world: GhWorld) -> tuple[list[str], CallToolResult]:
+        async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+            return ElicitResult(action="accept", content={"answer": "Stop"})  # form mode is not what is asked here
+
+        urls: list[str] = []
+        async with stdio_client(_proxy(world, "--trusted", server_args=("--declare-url", page))) as (read, write), \
+                ClientSession(read, write, elicitation_callback=elicit) as session:
+            await _connect(session, "2025-11-25", elicits=True)
+            for command in improviser_commands():
+                try:
+                    await session.call_tool("run_command", {"command": command})
+                except mcp.MCPError as error:
+                    urls = [e.url for e in mcp.UrlElicitationRequiredError.from_error(error.error).elicitations]
+                    break
+            world.sign_in()  # the user finished the page
+            return urls, await session.call_tool("run_command", {"command": TASK_COMMAND})
+
+    with GhWorld() as world:
+        urls, after = anyio.run(run, world)
+        ran = _ran(world)
+    assert urls == [page]
+    assert len(ran) - 1 <= WITHIN  # before the question (the last one ran after "done")
+    assert not after.is_error and ANSWER in _text(after)
+
+
+# -- the documentation's example -----------------------------------------------------------------
+
+
+def test_the_docs_example_runs() -> None:
+    text = (ROOT / "docs" / "frameworks" / "mcp.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    with GhWorld() as world:
+        namespace: dict[str, Any] = {"world": world, "SHELL_SERVER": str(SHELL_SERVER), "python": sys.executable}
+        exec(compile(blocks[0], "docs/frameworks/mcp.md", "exec"), namespace)
+    assert UNBLOCK in namespace["question"] and ANSWER in namespace["answer"]

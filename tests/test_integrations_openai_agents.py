@@ -1,0 +1,230 @@
+"""The OpenAI Agents SDK adapter (unstuck.integrations.openai_agents), on the shared GhWorld: the
+real gh, signed out, behind a plain ``run_command`` function tool, driven by a scripted
+implementation of the SDK's ``Model`` interface that improvises and never asks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, FunctionTool, Runner, function_tool
+from agents.exceptions import MaxTurnsExceeded
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.testing import assistant_message, function_call
+from agents.usage import Usage
+from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
+
+from unstuck.evals.shell_world import ShellWorld
+from unstuck.events import EventLog, EventName
+from unstuck.guard import Guard
+from unstuck.integrations.common import Blocked
+from unstuck.integrations.openai_agents import STATE_KEY, RunBlocked, guard_agent, probe
+from unstuck.tools import ToolCall
+
+pytestmark = pytest.mark.slow
+
+GENERIC_ERROR = "An error occurred while running the tool"
+RESOLVED = "has resolved the block"
+
+
+def _last_output(items: str | list[Any]) -> str:
+    """The text of the latest tool output the model was given ('' when none)."""
+    if isinstance(items, str):
+        return ""
+    for item in reversed(items):
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            return str(item.get("output", ""))
+    return ""
+
+
+class Improviser(Model):
+    """The SDK's ``Model`` interface, scripted: the task's command, then the workarounds
+    (``improviser_commands``), one ``run_command`` call per reply; it answers once a tool output
+    holds the answer, and runs the task's command again once told the block is resolved."""
+
+    def __init__(self, commands: Iterator[str] | None = None) -> None:
+        self.commands = commands if commands is not None else improviser_commands()
+        self.seen: list[str] = []  # every tool output the model was given, in order
+        self.issued: list[tuple[str, str]] = []  # (call id, command) of every call it asked for
+
+    def _call(self, command: str) -> ModelResponse:
+        call_id = f"call_{len(self.issued) + 1}"
+        self.issued.append((call_id, command))
+        return ModelResponse(output=[function_call("run_command", {"command": command}, call_id=call_id)],
+                             usage=Usage(), response_id=None)
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any], *args: Any,
+                           **kwargs: Any) -> ModelResponse:
+        last = _last_output(input)
+        if last:
+            self.seen.append(last)
+        if ANSWER in last:
+            return ModelResponse(output=[assistant_message(last)], usage=Usage(), response_id=None)
+        if RESOLVED in last:
+            return self._call(TASK_COMMAND)
+        return self._call(next(self.commands))
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+def _agent(world: ShellWorld, model: Model) -> Agent[Any]:
+    @function_tool
+    def run_command(command: str) -> str:
+        """Run a shell command and return its output."""
+        return world.shell(command)
+
+    return Agent(name="improviser", instructions="Do the task with the shell.", tools=[run_command], model=model)
+
+
+def _gh_probe(world: ShellWorld) -> Any:
+    return probe("gh", lambda: world.workspace.run("gh auth status", timeout_s=30))
+
+
+async def _improvise(world: ShellWorld, guarded: bool, commands: Iterator[str] | None) -> tuple[int, str, bool, str]:
+    agent = _agent(world, Improviser(commands))
+    if not guarded:
+        try:
+            result = await Runner.run(agent, TASK)
+        except MaxTurnsExceeded:
+            return len(world.commands), "MaxTurnsExceeded", False, "failed"
+        return len(world.commands), "finished", ANSWER in str(result.final_output), "done"
+    run = guard_agent(agent, task=TASK, extra_tools=[_gh_probe(world)])
+    try:
+        result = await run.run(TASK)
+    except Blocked as blocked:
+        return len(world.commands), "Blocked", UNBLOCK in blocked.escalation.text, "blocked"
+    return len(world.commands), "finished", False, "done"
+
+
+def run_improviser(world: ShellWorld, guarded: bool, *, commands: Iterator[str] | None = None,
+                   ) -> tuple[int, str, bool, str]:
+    """One improviser run on ``world`` with the SDK's defaults (``guarded=False``) or with unstuck:
+    (tool calls that ran, how it stopped, whether the exact unblock reached the user, final status).
+    ``commands``: what the scripted model runs (``improviser_commands()`` by default)."""
+    return asyncio.run(_improvise(world, guarded, commands))
+
+
+def test_with_the_sdks_defaults_the_improviser_runs_until_max_turns() -> None:
+    with GhWorld() as world:
+        calls, stopped, unblock_reached, status = run_improviser(world, guarded=False)
+    print(f"openai-agents defaults: {calls} tool calls, {stopped}, unblock reached: {unblock_reached}")
+    assert stopped == "MaxTurnsExceeded" and status == "failed" and not unblock_reached
+    assert calls >= 9  # the SDK's default max_turns is 10 model turns, each one tool call here
+
+
+def test_with_unstuck_the_run_stops_within_three_calls_of_the_first_signal_and_asks_for_gh_auth_login() -> None:
+    with GhWorld() as world:
+        calls, stopped, unblock_reached, status = run_improviser(world, guarded=True)
+        first_signal = 1  # the task's command itself fails: gh is signed out
+    print(f"openai-agents with unstuck: {calls} tool calls, {stopped}, unblock reached: {unblock_reached}")
+    assert stopped == "Blocked" and status == "blocked" and unblock_reached
+    assert calls - first_signal <= 3
+
+
+def test_i_have_done_it_resumes_through_the_run_state_and_finishes_without_running_a_call_twice() -> None:
+    async def scenario(world: ShellWorld) -> None:
+        model = Improviser()
+        sink = EventLog()
+        run = guard_agent(_agent(world, model), task=TASK, events=sink, extra_tools=[_gh_probe(world)])
+        with pytest.raises(RunBlocked) as stopped:
+            await run.run(TASK)
+        blocked = stopped.value
+        before = list(world.commands)
+        waiting = model.issued[-1]  # the workaround the model asked for after the question: never run
+        assert len(set(before)) == len(before)  # nothing ran twice before the pause either
+        assert waiting[1] not in before and len(blocked.run_state.get_interruptions()) == 1
+        assert UNBLOCK in blocked.escalation.text
+        saved = blocked.run_state.to_string()  # the SDK's RunState, as a host keeps it
+        assert isinstance(json.loads(saved)["context"]["context"][STATE_KEY], str)
+
+        world.sign_in()
+        fresh = guard_agent(_agent(world, model), task=TASK, events=sink, extra_tools=[_gh_probe(world)])
+        result = await fresh.run(await fresh.resume(saved, "I've done it"))
+
+        assert ANSWER in str(result.final_output)
+        after = world.commands[len(before):]
+        assert after == [TASK_COMMAND]  # only the call made after the note; nothing before the pause ran again
+        assert world.ran(waiting[1]) == before.count(waiting[1])  # the waiting workaround never ran
+        probes = sink.named(EventName.PROBE_RUN)
+        assert probes and dict(probes[-1].fields).get("clean") is True  # "done" ran gh auth status, clean
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+
+
+def test_a_refused_call_gives_the_model_the_guards_refusal_text_not_the_sdks_generic_error() -> None:
+    async def scenario(world: ShellWorld) -> None:
+        model = Improviser(itertools.chain([UNBLOCK], improviser_commands()))
+        agent = _agent(world, model)
+        run = guard_agent(agent, unattended=True, task=TASK)
+        tool = agent.tools[0]
+        assert isinstance(tool, FunctionTool)
+        expected = Guard(run.specs, unattended=True).before(
+            ToolCall("call_1", tool.name, json.dumps({"command": UNBLOCK}))).content
+        with pytest.raises(Blocked):
+            await run.run(TASK)
+        assert UNBLOCK not in world.commands  # refused before dispatch: an unattended sign-in waits for a person
+        assert model.seen[0] == expected and GENERIC_ERROR not in model.seen[0]
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+
+
+def test_stop_keeps_the_run_blocked() -> None:
+    async def scenario(world: ShellWorld) -> None:
+        run = guard_agent(_agent(world, Improviser()), task=TASK, extra_tools=[_gh_probe(world)])
+        with pytest.raises(RunBlocked) as stopped:
+            await run.run(TASK)
+        with pytest.raises(RunBlocked) as again:
+            await run.resume(stopped.value, "stop")
+        assert UNBLOCK in again.value.escalation.text
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+
+
+def test_a_local_mcp_servers_tools_go_through_the_same_guard_and_the_run_stops_blocked(tmp_path: Path) -> None:
+    from agents.mcp import MCPServerStdio, MCPServerStdioParams
+
+    server_script = Path(__file__).resolve().parent / "mcp_servers" / "shell_server.py"
+    log = tmp_path / "ran.txt"
+
+    async def scenario(world: ShellWorld) -> None:
+        env = {**world.workspace.env, "SHELL_SERVER_LOG": str(log)}
+        params: MCPServerStdioParams = {"command": sys.executable, "args": [str(server_script)], "env": env, "cwd": str(world.workspace.root)}
+        async with MCPServerStdio(params=params, name="shell") as server:
+            agent = Agent(name="improviser", instructions="Do the task with the shell.", mcp_servers=[server],
+                          model=Improviser())
+            run = guard_agent(agent, task=TASK)
+            await run.guard_mcp_servers()
+            assert not run.agent.mcp_servers and [t.name for t in run.agent.tools] == ["run_command"]
+            with pytest.raises(RunBlocked) as stopped:
+                await run.run(TASK)
+        ran = log.read_text(encoding="utf-8").splitlines()
+        assert ran[0] == TASK_COMMAND and len(ran) - 1 <= 3  # the first signal, then at most 3 more calls
+        assert UNBLOCK in stopped.value.escalation.text
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+
+
+def test_the_docs_example_runs() -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "frameworks" / "openai-agents.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) == 1
+    with GhWorld() as world:
+        namespace: dict[str, Any] = {"world": world, "model": Improviser(), "__name__": "docs_example"}
+        exec(compile(blocks[0], str(page), "exec"), namespace)
+        assert ANSWER in namespace["answer"]

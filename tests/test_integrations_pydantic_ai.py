@@ -1,0 +1,359 @@
+"""The Pydantic AI adapter (unstuck.integrations.pydantic_ai): a guarded toolset on the real,
+signed-out gh (tests/framework_world.py), driven by Pydantic AI's own ``FunctionModel``."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai.exceptions import ModelRetry, UsageLimitExceeded
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import UsageLimits
+
+from framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
+from unstuck.clock import VirtualClock
+from unstuck.escalation import Answer
+from unstuck.events import EventLog
+from unstuck.integrations.common import Blocked
+from unstuck.integrations.pydantic_ai import UnstuckCapability, UnstuckToolset, answer_results, escalation_of
+from unstuck.situations import Kind, Probe, Situation
+from unstuck.tools import ToolResult
+
+pytestmark = pytest.mark.slow
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "frameworks" / "pydantic-ai.md"
+#: What the model reads once the user resolved the block (unstuck.Guard.answer's note).
+RESOLVED = "has resolved the block"
+
+
+def _last_returns(messages: list[ModelMessage]) -> list[str]:
+    last = messages[-1]
+    if not isinstance(last, ModelRequest):
+        return []
+    return [str(p.content) for p in last.parts if isinstance(p, ToolReturnPart)]
+
+
+def improviser_model(commands: Iterator[str], ids: Iterator[int]) -> FunctionModel:
+    """A model that never asks: it runs ``commands`` one a reply, answers once a return holds
+    the task's answer, and runs the task's command again once told the user resolved the block."""
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = _last_returns(messages)
+        if any(ANSWER in r for r in returns):
+            return ModelResponse(parts=[TextPart(f"The description is: {ANSWER}")])
+        command = TASK_COMMAND if any(RESOLVED in r for r in returns) else next(commands)
+        return ModelResponse(parts=[ToolCallPart("run_command", {"command": command}, f"call-{next(ids)}")])
+
+    return FunctionModel(reply)
+
+
+def shell_toolset(world: GhWorld) -> FunctionToolset[Any]:
+    """A plain shell tool, as a Pydantic AI user writes one."""
+
+    def run_command(command: str) -> str:
+        """Run a shell command line and return its output."""
+        return world.shell(command)
+
+    return FunctionToolset([run_command])
+
+
+def run_improviser(world: GhWorld, guarded: bool) -> tuple[int, str, bool, str]:
+    """The improviser on ``world`` with Pydantic AI's defaults (``guarded=False``) or through
+    :class:`UnstuckToolset`: (tool calls that ran, how the run stopped, whether the exact
+    unblock reached the user, final status: ``done`` / ``blocked`` / ``failed``)."""
+    model = improviser_model(improviser_commands(), itertools.count())
+    tools = shell_toolset(world)
+    toolset = UnstuckToolset(tools, unattended=False, task=TASK) if guarded else tools
+    agent = Agent(model, toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    try:
+        result = agent.run_sync(TASK)
+    except UsageLimitExceeded as exc:
+        return len(world.commands), f"UsageLimitExceeded: {exc}".split(". ")[0], False, "failed"
+    asked = escalation_of(result.output)
+    if asked is not None:
+        return len(world.commands), "DeferredToolRequests (unstuck's question)", UNBLOCK in asked.text, "blocked"
+    return len(world.commands), "output", False, "done" if ANSWER in str(result.output) else "failed"
+
+
+def test_with_defaults_the_improviser_runs_until_the_request_limit() -> None:
+    default_limit = UsageLimits().request_limit
+    assert default_limit is not None
+    with GhWorld() as world:
+        calls, stopped, unblock_reached, status = run_improviser(world, guarded=False)
+    # one tool call a request, each run before the check of the next request (UsageLimits.check_before_request:
+    # requests >= request_limit): all `request_limit` requests' calls ran, the next request never happens
+    assert "request_limit" in stopped and str(default_limit) in stopped
+    assert calls == default_limit
+    assert (unblock_reached, status) == (False, "failed")
+
+
+def test_guarded_run_stops_within_three_calls_of_the_first_signal_and_asks_with_the_unblock() -> None:
+    with GhWorld() as world:
+        calls, stopped, unblock_reached, status = run_improviser(world, guarded=True)
+        first_signal = world.commands.index(TASK_COMMAND)  # gh's first "please run: gh auth login"
+    assert calls - (first_signal + 1) <= 3
+    assert stopped.startswith("DeferredToolRequests") and status == "blocked"
+    assert unblock_reached
+
+
+def _blocked_run(world: GhWorld) -> tuple[Agent[None, str | DeferredToolRequests], UnstuckToolset,
+                                          Any, Iterator[int]]:
+    ids = itertools.count()
+    toolset = UnstuckToolset(shell_toolset(world), unattended=False, task=TASK)
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        improviser_model(improviser_commands(), ids), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    result = agent.run_sync(TASK)
+    assert isinstance(result.output, DeferredToolRequests)
+    return agent, toolset, result, ids
+
+
+def test_a_blocked_run_is_not_a_finished_one_and_its_request_carries_the_question_and_state() -> None:
+    with GhWorld() as world:
+        _, toolset, result, _ = _blocked_run(world)
+    requests = result.output
+    asked = escalation_of(requests)
+    assert asked is not None and UNBLOCK in asked.text and asked.subject == "gh"
+    assert escalation_of("a finished run's text") is None
+    (call,) = requests.approvals
+    meta = requests.metadata[call.tool_call_id]["unstuck"]
+    assert meta["question"] == asked.text and UNBLOCK in meta["question"]
+    saved, now = json.loads(meta["state"]), json.loads(toolset.current.to_json()) if toolset.current else {}
+    assert (saved["turn_id"], saved["steps"], saved["escalation"]) == (now["turn_id"], now["steps"], now["escalation"])
+
+
+def test_ive_done_it_after_signing_in_finishes_the_task_and_no_call_runs_twice() -> None:
+    with GhWorld() as world:
+        agent, toolset, blocked, _ = _blocked_run(world)
+        ran_before = list(world.commands)
+        world.sign_in()
+        result = agent.run_sync(message_history=blocked.all_messages(),
+                                deferred_tool_results=answer_results(blocked.output, "I've done it"))
+        assert isinstance(result.output, str) and ANSWER in result.output
+        asked_for = [p.args_as_dict()["command"] for m in result.all_messages() if isinstance(m, ModelResponse)
+                     for p in m.parts if isinstance(p, ToolCallPart)]
+        refused = len(asked_for) - len(world.commands)
+        assert refused >= 1  # the improviser's credential hunting was refused, not run
+        for command in set(world.commands):  # every call ran at most as often as the model asked for it
+            assert world.ran(command) <= asked_for.count(command)
+        assert world.commands[:len(ran_before)] == ran_before  # the blocked run's calls were not replayed
+        assert world.commands[len(ran_before):] == [TASK_COMMAND]  # after the answer: the task, once
+        assert toolset.current is not None and toolset.current.escalation is None
+
+
+def test_the_answer_resumes_in_a_new_process_from_the_state_in_the_deferred_request() -> None:
+    with GhWorld() as world:
+        _, _, blocked, ids = _blocked_run(world)
+        world.sign_in()
+        fresh = UnstuckToolset(shell_toolset(world), unattended=False, task=TASK)  # nothing kept in memory
+        agent = Agent(improviser_model(improviser_commands(), ids), toolsets=[fresh],
+                      output_type=[str, DeferredToolRequests])
+        result = agent.run_sync(message_history=blocked.all_messages(),
+                                deferred_tool_results=answer_results(blocked.output, "done"))
+        assert isinstance(result.output, str) and ANSWER in result.output
+        assert fresh.current is not None and fresh.current.turn_id == toolset_turn(blocked.output)
+
+
+def toolset_turn(requests: DeferredToolRequests) -> str:
+    (call,) = requests.approvals
+    found = re.search(r'"turn_id": "([^"]+)"', requests.metadata[call.tool_call_id]["unstuck"]["state"])
+    assert found is not None
+    return found.group(1)
+
+
+def test_stop_ends_the_resumed_run_as_blocked() -> None:
+    with GhWorld() as world:
+        agent, _, blocked, _ = _blocked_run(world)
+        with pytest.raises(Blocked) as stopped:
+            agent.run_sync(message_history=blocked.all_messages(),
+                           deferred_tool_results=answer_results(blocked.output, Answer.STOP))
+    assert UNBLOCK in stopped.value.escalation.text and stopped.value.state
+
+
+def test_skip_goes_on_without_the_subject_whose_calls_are_then_refused() -> None:
+    with GhWorld() as world:
+        agent, _, blocked, _ = _blocked_run(world)
+        ran_before = len(world.commands)
+        with capture_run_messages() as messages, contextlib.suppress(UsageLimitExceeded):
+            agent.run_sync(message_history=blocked.all_messages(), usage_limits=UsageLimits(request_limit=4),
+                           deferred_tool_results=answer_results(blocked.output, "Skip it"))
+        after = world.commands[ran_before:]
+    (deferred,) = blocked.output.approvals
+    answered = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                if isinstance(p, ToolReturnPart) and p.tool_call_id == deferred.tool_call_id]
+    assert answered and "skip" in str(answered[-1].content).lower()  # the guard's note, not a rerun
+    assert not [c for c in after if c.startswith("gh ")]  # gh is skipped: its calls are refused
+
+
+def test_ive_done_it_runs_the_blockers_probe_and_asks_again_while_it_still_holds() -> None:
+    signed_in: list[bool] = []
+    probes: list[bool] = []
+    blocker = Situation(Kind.AUTH, "cloud", unblock="cloud login", probe=Probe.of("cloud_status"),
+                        detail="not signed in to cloud")
+
+    def deploy() -> ToolResult | str:
+        """Deploy the app."""
+        return "deployed" if signed_in else ToolResult("deploy", False, "not signed in", declared=blocker)
+
+    def cloud_status() -> str:
+        """Who is signed in to cloud."""
+        probes.append(bool(signed_in))
+        if not signed_in:
+            raise PermissionError("not signed in to cloud")
+        return "signed in as alice"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(r == "deployed" for r in _last_returns(messages)):
+            return ModelResponse(parts=[TextPart("deployed")])
+        return ModelResponse(parts=[ToolCallPart("deploy", {}, f"c{len(messages)}")])
+
+    toolset = UnstuckToolset(FunctionToolset([deploy, cloud_status]), unattended=False, task="deploy")
+    agent = Agent(FunctionModel(reply), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+    first = agent.run_sync("deploy")
+    asked = escalation_of(first.output)
+    assert asked is not None and asked.unblock == "cloud login"
+    again = agent.run_sync(message_history=first.all_messages(),
+                           deferred_tool_results=answer_results(first.output, "I've done it"))
+    assert probes == [False]  # the probe ran and said it still holds: the same question, deferred again
+    still = escalation_of(again.output)
+    assert still is not None and still.unblock == "cloud login"
+    signed_in.append(True)
+    done = agent.run_sync(message_history=again.all_messages(),
+                          deferred_tool_results=answer_results(again.output, "I've done it"))
+    assert probes == [False, True] and done.output == "deployed"
+
+
+def test_the_capability_guards_every_agent_tool_and_ends_the_turn_with_its_events() -> None:
+    log = EventLog()
+    with GhWorld() as world:
+        def run_command(command: str) -> str:
+            """Run a shell command line and return its output."""
+            return world.shell(command)
+
+        unstuck = UnstuckCapability(unattended=False, task=TASK, options={"events": log})
+        agent = Agent(improviser_model(improviser_commands(), itertools.count()), tools=[run_command],
+                      output_type=[str, DeferredToolRequests], capabilities=[unstuck])
+        blocked = agent.run_sync(TASK)
+        asked = escalation_of(blocked.output)
+        assert asked is not None and UNBLOCK in asked.text
+        assert not log.named("turn.ended")  # blocked is not an end: the next run carries on the turn
+        world.sign_in()
+        done = agent.run_sync(message_history=blocked.all_messages(),
+                              deferred_tool_results=answer_results(blocked.output, "I've done it"))
+    assert isinstance(done.output, str) and ANSWER in done.output
+    assert [e.get("answer") for e in log.named("user.answered")] == ["done"]
+    assert [e.get("status") for e in log.named("turn.ended")] == ["done"]
+    assert len({e.turn_id for e in log}) == 1
+
+
+def test_an_answer_given_while_the_blocker_is_open_is_not_reported_as_done() -> None:
+    with GhWorld() as world:
+        def run_command(command: str) -> str:
+            """Run a shell command line and return its output."""
+            return world.shell(command)
+
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            if _last_returns(messages):  # gh said "not signed in"; the model answers anyway
+                return ModelResponse(parts=[TextPart("The description is unknown but probably a CLI.")])
+            return ModelResponse(parts=[ToolCallPart("run_command", {"command": TASK_COMMAND}, "c0")])
+
+        agent = Agent(FunctionModel(reply), tools=[run_command], output_type=[str, DeferredToolRequests],
+                      capabilities=[UnstuckCapability(unattended=False, task=TASK)])
+        with pytest.raises(Blocked) as stopped:
+            agent.run_sync(TASK)
+    assert UNBLOCK in stopped.value.escalation.text
+
+
+def test_a_refused_call_returns_the_refusal_text_so_no_retry_cap_ends_the_run() -> None:
+    with GhWorld() as world:
+        _, _, blocked, _ = _blocked_run(world)
+        ran = list(world.commands)
+    messages = blocked.all_messages()
+    calls = {p.tool_call_id: p.args_as_dict()["command"] for m in messages if isinstance(m, ModelResponse)
+             for p in m.parts if isinstance(p, ToolCallPart)}
+    returns = {p.tool_call_id: p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+               if isinstance(p, ToolReturnPart)}
+    refused = [i for i, command in calls.items() if command not in ran and i in returns]
+    assert len(refused) >= 2  # more than the tool's retry cap (1): a ModelRetry would have ended the run
+    for call_id in refused:
+        assert returns[call_id].outcome != "retried" and calls[call_id].split()[0] in str(returns[call_id].content)
+
+
+def test_a_tools_own_model_retry_still_reaches_the_model_and_counts_against_its_max_retries() -> None:
+    attempts: list[int] = []
+
+    def lookup(name: str) -> str:
+        """Look up a user by name."""
+        attempts.append(1)
+        if name != "alice":
+            raise ModelRetry("no such user; try 'alice'")
+        return "alice: admin"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        retried = isinstance(last, ModelRequest) and any(p.part_kind == "retry-prompt" or (
+            isinstance(p, ToolReturnPart) and p.outcome == "retried") for p in last.parts)
+        if _last_returns(messages) and not retried:
+            return ModelResponse(parts=[TextPart("alice is an admin")])
+        name = "alice" if retried else "bob"
+        return ModelResponse(parts=[ToolCallPart("lookup", {"name": name}, f"c{len(messages)}")])
+
+    toolset = UnstuckToolset(FunctionToolset([lookup]), unattended=True, task="who is alice?")
+    with capture_run_messages() as messages:
+        result = Agent(FunctionModel(reply), toolsets=[toolset]).run_sync("who is alice?")
+    assert result.output == "alice is an admin"
+    assert len(attempts) == 2  # one ModelRetry, one success: neither retried by unstuck on top
+    assert any("try 'alice'" in str(getattr(p, "content", "")) for m in messages if isinstance(m, ModelRequest)
+               for p in m.parts)
+
+
+def test_the_guards_retry_runs_inside_one_pydantic_ai_tool_call() -> None:
+    attempts: list[int] = []
+
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise TimeoutError("timed out after 30 s")
+        return "page text"
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = _last_returns(messages)
+        if returns:
+            return ModelResponse(parts=[TextPart(returns[0])])
+        return ModelResponse(parts=[ToolCallPart("fetch", {"url": "https://example.test/"}, "c1")])
+
+    clock = VirtualClock(follow_real_time=False)
+    toolset = UnstuckToolset(FunctionToolset([fetch], max_retries=0), unattended=True, task="fetch",
+                             options={"clock": clock})
+    result = Agent(FunctionModel(reply), toolsets=[toolset]).run_sync("fetch")
+    assert len(attempts) == 2 and result.output.startswith("page text")
+    assert clock.now() > 0  # it waited the guard's backoff on the guard's clock, not Pydantic AI's retry
+
+
+def test_the_docs_example_runs() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 1
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(compile(blocks[0], str(DOC), "exec"), namespace)
+    assert namespace["blocked_first"] and ANSWER in namespace["final"]
