@@ -355,6 +355,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.integrations.pydantic_ai": Layer.INTEGRATIONS,
     "unstuck.cli": Layer.CLI,
     "unstuck.cli_bank": Layer.CLI,
+    "unstuck.cli_exit": Layer.CLI,
     "unstuck.cli_journal": Layer.CLI,
     "unstuck.cli_lessons": Layer.CLI,
     "unstuck.cli_signals": Layer.CLI,

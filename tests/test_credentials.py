@@ -275,6 +275,7 @@ POSITIVES: list[tuple[str, str]] = [
     ("cp /tmp/other-config ~/.kube/config", "credential-file-write"),
     ("sed -i 's/old/new/' ~/.config/gh/hosts.yml", "credential-file-write"),
     ("cat > ~/.ssh/id_ed25519 <<< \"$KEY\"", "ssh-private-key-write"),
+    ("tar -xf keys.tar -C ~/.ssh", "credential-directory-write"),
     # any program
     ("doctl auth init --access-token abc", "credential-option"),
     ("OPENAI_API_KEY=sk-x python app.py", "env-credential-variable"),
@@ -1053,14 +1054,16 @@ def test_python_inline_code_flagged_as_a_netrc_write_really_writes_it(tmp_path: 
 @pytest.mark.skipif(PYTHON is None, reason="python3 is not installed")
 def test_python_os_environ_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
     code = "import os, subprocess; os.environ['GH_TOKEN'] = 'abcdefgh'; subprocess.run(['printenv', 'GH_TOKEN'])"
-    assert names(shlex.join(["python3", "-c", code])) == ["env-gh-token"]
+    # the code sets the token, then runs printenv of it: both are read
+    assert names(shlex.join(["python3", "-c", code])) == ["env-gh-token", "printenv-secret"]
     assert _run(["python3", "-c", code], tmp_path).stdout.strip() == "abcdefgh"
 
 
 @pytest.mark.skipif(PERL is None, reason="perl is not installed")
 def test_perl_env_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
     code = "$ENV{GH_TOKEN} = 'abcdefgh'; system('printenv', 'GH_TOKEN')"
-    assert names(shlex.join(["perl", "-e", code])) == ["env-gh-token"]
+    # the code sets the token, then runs printenv of it: both are read
+    assert names(shlex.join(["perl", "-e", code])) == ["env-gh-token", "printenv-secret"]
     assert _run(["perl", "-e", code], tmp_path).stdout.strip() == "abcdefgh"
 
 
@@ -1068,7 +1071,8 @@ def test_perl_env_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
 def test_node_process_env_write_reaches_the_programs_it_runs(tmp_path: Path) -> None:
     code = ("process.env.GITHUB_TOKEN = 'abcdefgh';"
             " process.stdout.write(require('child_process').execFileSync('printenv', ['GITHUB_TOKEN']))")
-    assert names(shlex.join(["node", "-e", code])) == ["env-gh-token"]
+    # the code sets the token, then runs printenv of it: both are read
+    assert names(shlex.join(["node", "-e", code])) == ["env-gh-token", "printenv-secret"]
     assert _run(["node", "-e", code], tmp_path).stdout.strip() == "abcdefgh"
 
 
@@ -1094,6 +1098,10 @@ def test_dd_flagged_as_a_netrc_write_really_writes_it(tmp_path: Path) -> None:
      "interpreters entry 1.*does not compile under re2"),
     ("writers:\n  - {program: [x], operands: first, source: s}\n", "writers entry 1: 'operands' must be"),
     ("writers:\n  - {program: [x], operands: all}\n", "writers entry 1: 'source' is required"),
+    ("interpreters:\n  - {language: x, program: [x], inline: [-e], inline_last: 'yes', source: s}\n",
+     "interpreters entry 1: 'inline_last' must be true or false"),
+    ("interpreters:\n  - {language: x, program: [x], program_operand: true, command_run: ['(?<=a)'], source: s}\n",
+     "interpreters entry 1: 'command_run'.*does not compile under re2"),
 ])
 def test_a_malformed_writers_or_interpreters_entry_is_refused_naming_it(text: str, message: str) -> None:
     from unstuck.credentials import _parse_tables  # the bundled-only tables have no public parser
@@ -1108,3 +1116,135 @@ def test_a_malformed_writers_or_interpreters_entry_is_refused_naming_it(text: st
 ])
 def test_each_copiers_own_options_are_read_before_its_destination(line: str, target: str) -> None:
     assert [c.targets for c in credential_changes(line) if c.name == "credential-file-write"] == [(target,)]
+
+
+# ---------------------------------------------------------------------------------------------
+# code that builds paths, runs sign-in programs, or is read from standard input
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "target"), [
+    ("python3 -c \"import pathlib; pathlib.Path.home().joinpath('.aws','credentials').write_text('x')\"",
+     ".aws/credentials"),
+    ("python3 -c \"import os; open(os.path.join(os.environ['HOME'], '.netrc'), 'w').write('m')\"", ".netrc"),
+    ("python3 -c \"from pathlib import Path; (Path.home() / '.config' / 'gh' / 'hosts.yml').write_text('t')\"",
+     ".config/gh/hosts.yml"),
+])
+def test_a_credential_path_built_from_parts_is_a_credential_file_write(line: str, target: str) -> None:
+    writes = [change for change in credential_changes(line) if change.name == "credential-file-write"]
+    assert writes and target in writes[0].targets
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("python3 -c \"import subprocess; subprocess.run(['gh','auth','login','--with-token'])\"",
+     "gh-auth-login-with-token"),
+    ("perl -e 'system(\"gh auth token\")'", "gh-auth-token"),
+    ("python -c \"import os; os.system('gh auth refresh -s admin:org')\"", "gh-auth-refresh-scopes"),
+    ("lua -e 'os.execute(\"gh auth login --with-token < t.txt\")'", "gh-auth-login-with-token"),
+    ("ruby -e 'system(\"npm\", \"token\", \"create\")'", "npm-token-create"),
+    ("node -e \"require('child_process').execSync('docker login -u me --password-stdin < p')\"",
+     "registry-login-password"),
+    ("php -r 'system(\"gh auth token\");'", "gh-auth-token"),
+    ("awk 'BEGIN{system(\"gh auth refresh -s admin:org\")}'", "gh-auth-refresh-scopes"),
+    ("perl -e 'system(\"gh\", \"auth\", \"token\")'", "gh-auth-token"),
+    ("python3 -c " + shlex.quote("import subprocess; subprocess.run(['perl', '-e', 'exec(\"gh auth token\")'])"),
+     "gh-auth-token"),
+    ("python3 -c \"import subprocess; subprocess.run('npm config set //registry.npmjs.org/:_authToken abc', "
+     "shell=True)\"", "npm-config-auth-token"),
+])
+def test_code_running_a_sign_in_program_is_that_programs_change(line: str, expected: str) -> None:
+    changes = credential_changes(line)
+    assert expected in [change.name for change in changes]
+    assert any("runs" in change.why for change in changes if change.name == expected)
+
+
+@pytest.mark.parametrize("line", [
+    "python3 -c \"import os; os.execvpe('gh', ['gh', 'repo', 'list'], {'GH_TOKEN': 'abc'})\"",
+    "python3 -c \"import subprocess; subprocess.run(['gh', 'repo', 'list'], env={'GH_TOKEN': 'abc'})\"",
+    "node -e \"require('child_process').spawnSync('gh', ['repo', 'list'], {env: {GH_TOKEN: 'abc'}})\"",
+    "python3 - <<< \"import os; os.environ['GH_TOKEN']='x'\"",
+    "python3 <<'EOF'\nimport os\nos.environ['GH_TOKEN'] = 'x'\nEOF",
+    "echo \"import os; os.environ['GH_TOKEN']='x'\" | python3",
+    "printf '%s' \"process.env.GH_TOKEN='x'\" | node",
+    "perl - <<< '$ENV{GH_TOKEN}=\"x\"; system(\"gh repo list\")'",
+    "awk 'BEGIN{ENVIRON[\"GH_TOKEN\"]=\"x\"; system(\"gh repo list\")}'",
+])
+def test_code_setting_a_token_variable_for_the_programs_it_runs_is_a_token_change(line: str) -> None:
+    assert "env-gh-token" in names(line)
+
+
+@pytest.mark.parametrize("line", [
+    "python -c 'print(open(\".netrc\").read())'",  # a read, not a change
+    "python -c 'print(1)' -c \"import os; os.environ['GH_TOKEN']='x'\"",  # sys.argv, never run
+    "python3 script.py <<< \"import os; os.environ['GH_TOKEN']='x'\"",  # the script reads that as data
+    "echo \"os.environ['GH_TOKEN']='x'\" | python3 -c 'import sys; sys.stdin.read()'",
+    "python3 -c \"import subprocess; subprocess.run(['ls'], env={'PATH': '/bin'})\"",
+    "python3 -c \"import subprocess; subprocess.run(['gh', 'repo', 'list'])\"",
+    "awk '{print $1}' notes.txt",
+    "awk -f prog.awk 'BEGIN{ENVIRON[\"GH_TOKEN\"]=\"x\"}'",  # a data file's name, not the program
+    "vim notes.txt",
+    "nano -Y sh build.sh",
+    "tar -xf x.tar -C /tmp",
+    "tar -cf backup.tar -C ~/.ssh .",  # creates an archive from the keys: reads them
+    "unzip x.zip -d /tmp/out",
+    "cp -t /tmp x",
+    "cp -r ~/.ssh /tmp/backup",
+    "npm install",
+    "docker logout",
+    "yarn npm whoami",
+    "python3 -c \"import os; os.system('gh auth login')\"",  # prompts: the interactive-call catalogue's case
+])
+def test_reads_and_unrelated_code_editors_and_extractions_are_no_change(line: str) -> None:
+    assert names(line) == []
+
+
+@pytest.mark.parametrize(("line", "expected", "target"), [
+    ("vim ~/.aws/credentials", "credential-file-write", "~/.aws/credentials"),
+    ("nano ~/.netrc", "credential-file-write", "~/.netrc"),
+    ("code ~/.config/gh/hosts.yml", "credential-file-write", "~/.config/gh/hosts.yml"),
+    ("vim -c 'set paste' ~/.npmrc", "credential-file-write", "~/.npmrc"),
+    ("emacs -l init.el ~/.pypirc", "credential-file-write", "~/.pypirc"),
+    ("tar -xzf keys.tgz --directory=~/.aws/", "credential-directory-write", "~/.aws/"),
+    ("tar --extract -f keys.tar -C ~/.gnupg", "credential-directory-write", "~/.gnupg"),
+    ("unzip creds.zip -d ~/.aws", "credential-directory-write", "~/.aws"),
+    ("rsync -a x/ ~/.ssh/", "credential-directory-write", "~/.ssh/"),
+    ("cp -r x ~/.gnupg/", "credential-directory-write", "~/.gnupg/"),
+    ("cp -t ~/.ssh id_rsa.pub", "credential-directory-write", "~/.ssh"),
+    ("mv --target-directory=/home/u/.kube config", "credential-directory-write", "/home/u/.kube"),
+])
+def test_editing_a_credential_file_or_extracting_into_a_credential_directory_is_a_change(
+        line: str, expected: str, target: str) -> None:
+    changes = [change for change in credential_changes(line) if change.name == expected]
+    assert changes and target in changes[0].targets
+
+
+def test_runs_inside_code_are_read_to_a_bounded_depth() -> None:
+    inner = "gh auth token"
+    for _ in range(6):  # each level wraps the previous command in sh -c through python's os.system
+        inner = f"python3 -c {shlex.quote(f'import os; os.system({inner!r})')}"
+    assert credential_changes(inner) == ()  # deeper than the bound: not read, and no error
+
+
+def test_a_python_here_string_setting_gh_token_really_reaches_gh(tmp_path: Path) -> None:
+    python = shutil.which("python3")
+    assert python is not None
+    script = "import os, subprocess; os.environ['GH_TOKEN'] = 'x'; " \
+             "subprocess.run(['sh', '-c', 'printf %s \"$GH_TOKEN\" > out'])"
+    line = f"python3 - <<< {shlex.quote(script)}"
+    assert "env-gh-token" in names(line)
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, check=True, timeout=20)
+    assert (tmp_path / "out").read_text() == "x"
+
+
+def test_tar_flagged_as_extracting_into_ssh_really_writes_there(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "authorized_keys").write_text("ssh-ed25519 AAAA test\n")
+    archive = tmp_path / "keys.tar"
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(source), "authorized_keys"], check=True, timeout=20)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    line = f"tar -xf {archive} -C {home}/.ssh"
+    assert "credential-directory-write" in names(line)
+    subprocess.run(["bash", "-c", line], check=True, timeout=20)
+    assert (home / ".ssh" / "authorized_keys").exists()

@@ -299,3 +299,30 @@ def test_a_write_tool_is_never_retried_by_the_loop() -> None:
 
     result = run_turn("t", model=PlaybackModel([("append_row", {}), "stop"]), tools=[append_row], unattended=True)
     assert len(calls) == 1 and not any(s.retry for s in result.steps)
+
+
+def test_a_str_subclass_whose_methods_raise_is_read_as_its_plain_text() -> None:
+    """Issue 12: any tool return becomes a result; a hostile ``str`` subclass (its ``lower``,
+    ``__len__``, ``__str__``, ``encode`` … raise) is read as the text it holds."""
+    from conftest import PlaybackModel
+
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.tools import tool
+
+    class Hostile(str):
+        def _refuse(self, *args: object, **kwargs: object) -> object:
+            raise RuntimeError("no")
+
+        __len__ = __str__ = __getitem__ = __contains__ = __format__ = __iter__ = _refuse  # type: ignore[assignment]
+        encode = lower = find = split = strip = replace = _refuse  # type: ignore[assignment]
+
+    @tool()
+    def read_note() -> str:
+        """Read the note."""
+        return Hostile("the note says: all good")
+
+    result = run_turn("read the note", model=PlaybackModel([("read_note", {}), "done"]), tools=[read_note],
+                      unattended=True, clock=VirtualClock())
+    assert result.status.value == "done"
+    assert result.steps[0].ok and "all good" in result.steps[0].content

@@ -371,3 +371,14 @@ def test_the_loop_does_not_wait_on_workarounds_while_a_blocker_is_open() -> None
     _, counted = policy.before_dispatch(state, CALL, subject="web", interactive=False)
     assessment = after(counted, CALL, subject="web", situation=flaky, ok=False, auto_retry=True)
     assert isinstance(assessment.decision, Continue) and assessment.charged == ("gh",)
+
+
+def test_integral_numbers_written_differently_are_one_call_and_a_string_is_another() -> None:
+    """RFC 8259 section 6: JSON has one number type, so ``1``, ``1.0`` and ``1e0`` are one
+    call (a held write is held whichever the model writes); ``"1"`` is a string, another call."""
+    call_key = policy.call_key
+    same = {call_key(ToolCall("a", "place_order", text)) for text in ('{"order": 1}', '{"order": 1.0}',
+                                                                       '{"order": 1e0}', '{ "order":1 }')}
+    assert len(same) == 1
+    assert call_key(ToolCall("a", "place_order", '{"order": "1"}')) not in same
+    assert call_key(ToolCall("a", "place_order", '{"order": 1.5}')) not in same

@@ -137,3 +137,110 @@ def test_an_authorization_scheme_stays_when_its_token_is_of_a_known_format() -> 
     assert redact(f"Authorization: Bearer {token}") == "Authorization: Bearer ***"
     assert redact(f"authorization: token {token}") == "authorization: token ***"
     assert redact("Authorization: Basic dXNlcjpwYXNz") == "Authorization: Basic ***"
+
+
+#: npm's documented access token shape: ``npm_`` and 36 letters or digits (docs.npmjs.com,
+#: "About access tokens"); Hugging Face's: ``hf_`` and 34 letters (huggingface.co/docs, "User
+#: access tokens"); SendGrid's: ``SG.``, 22, ``.``, 43 (SendGrid docs, "API Keys").
+NPM = "npm_" + "a1B2c3D4e5" * 3 + "F6g7H8"
+HUGGING_FACE = "hf_" + "aBcDeFgHiJ" * 3 + "kLmN"
+SENDGRID = "SG." + "a1B2c3D4e5F6g7H8i9J0k1" + "." + "L2m3N4o5P6q7R8s9T0u1V2w3X4y5Z6a7B8c9D0e1F2g"
+
+
+def test_npm_hugging_face_and_sendgrid_tokens_are_masked_and_their_line_kept() -> None:
+    assert len(NPM) == 4 + 36 and len(HUGGING_FACE) == 3 + 34 and len(SENDGRID) == 3 + 22 + 1 + 43
+    for secret in (NPM, HUGGING_FACE, SENDGRID):
+        assert redact(f"login ok, using {secret} now") == f"login ok, using {MASK} now"
+    assert redact(f"//registry.npmjs.org/:_authToken={NPM}") == f"//registry.npmjs.org/:_authToken={MASK}"
+    assert redact(f"export HF_TOKEN={HUGGING_FACE}") == f"export HF_TOKEN={MASK}"
+
+
+def test_words_that_only_start_like_a_token_format_are_left() -> None:
+    for text in ("npm_config_cache=/tmp/npm", "hf_hub_download(repo_id)", "SG.short.token"):
+        assert redact(text) == text
+
+
+def test_the_password_of_a_netrc_file_is_masked_and_its_other_tokens_kept(tmp_path: Path) -> None:
+    """What netrc(5) reads as the password (Python's netrc parser, the stdlib's reading of
+    the format) is what is masked; machine and login stay."""
+    import netrc
+
+    path = tmp_path / "netrc"
+    path.write_text("machine api.example.test login alice password s3cr3t-PW\n"
+                    "machine other.test\n  login bob\n  password hunter2hunter2\n")
+    path.chmod(0o600)
+    parsed = netrc.netrc(str(path))
+    passwords = [entry[2] for entry in parsed.hosts.values()]
+    assert passwords == ["s3cr3t-PW", "hunter2hunter2"]
+    shown = redact(path.read_text())
+    assert not any(password in shown for password in passwords)
+    assert shown == (f"machine api.example.test login alice password {MASK}\n"
+                     f"machine other.test\n  login bob\n  password {MASK}\n")
+
+
+def test_a_line_about_a_password_is_not_a_netrc_line() -> None:
+    for text in ("password is required", "the password was wrong", "machine learning password reset tips"):
+        assert redact(text) == text
+
+
+def test_a_docker_config_keeps_its_structure_and_loses_its_credentials() -> None:
+    """docker login writes ``auths.<registry>.auth``, base64 of ``user:password``, or an
+    ``identitytoken`` (docs.docker.com, "docker login")."""
+    import base64
+
+    auth = base64.b64encode(b"alice:s3cr3t-PW").decode()
+    config = json.dumps({"auths": {"registry.example.test": {"auth": auth},
+                                   "other.test": {"identitytoken": "eYx-identity-123456"}}}, indent=2)
+    shown = redact(config)
+    assert auth not in shown and "eYx-identity-123456" not in shown
+    assert json.loads(shown) == {"auths": {"registry.example.test": {"auth": MASK},
+                                           "other.test": {"identitytoken": MASK}}}
+    assert redact("auth: failed for alice") == "auth: failed for alice"
+
+
+def test_documented_password_variables_are_masked() -> None:
+    assert redact("MYSQL_PWD=s3cr3t mysql -u root") == f"MYSQL_PWD={MASK} mysql -u root"
+    assert redact("export SSHPASS=hunter2; sshpass -e ssh host") == f"export SSHPASS={MASK}; sshpass -e ssh host"
+    # OLDPWD and PWD are directories (POSIX sh: cd), not passwords
+    assert redact("OLDPWD=/home/alice PWD=/tmp") == "OLDPWD=/home/alice PWD=/tmp"
+    assert redact("sshpass: Failed to run command: No such file or directory") == \
+        "sshpass: Failed to run command: No such file or directory"
+
+
+def test_mysql_passwords_on_the_command_line_are_masked_and_the_command_kept() -> None:
+    """mysql(1): ``-pPASSWORD`` takes no space; ``-p`` alone prompts and ``-p NAME`` names the
+    database; ``-P`` is the port."""
+    assert redact("mysql -u root -ps3cr3t shop") == f"mysql -u root -p{MASK} shop"
+    assert redact("mysqldump -p's3cr3t' shop | gzip > x") == f"mysqldump -p'{MASK}' shop | gzip > x"
+    assert redact("mariadb --password=pw -h db") == f"mariadb --password={MASK} -h db"
+    for text in ("mysql -u root -p", "mysql -u root -p shop", "mysql -P3306 -h db", "find . -name x -print",
+                 "mysql: [Warning] Using a password on the command line interface can be insecure."):
+        assert redact(text) == text
+
+
+def test_sshpass_passwords_are_masked_but_the_commands_own_options_are_not() -> None:
+    """sshpass(1): ``-p password`` is one of sshpass's options, which end at the command it
+    runs; ``ssh -p 2222`` after it is ssh's port."""
+    assert redact("sshpass -p s3cr3t ssh -p 2222 host") == f"sshpass -p {MASK} ssh -p 2222 host"
+    assert redact("sshpass -ps3cr3t scp f host:") == f"sshpass -p{MASK} scp f host:"
+    assert redact("sshpass -v -p s3cr3t ssh host") == f"sshpass -v -p {MASK} ssh host"
+    for text in ("sshpass -f /run/pw ssh -p 2222 host", "sshpass -e ssh -p22 host"):
+        assert redact(text) == text
+
+
+def test_curl_user_passwords_are_masked_and_the_user_kept() -> None:
+    """curl(1): ``-u user:password``; a user without ``:`` makes curl prompt."""
+    assert redact("curl -u alice:s3cr3t https://x.test") == f"curl -u alice:{MASK} https://x.test"
+    assert redact("curl --user 'alice:s3cr3t' -U proxy:pw2 https://x.test") == \
+        f"curl --user 'alice:{MASK}' -U proxy:{MASK} https://x.test"
+    assert redact("/usr/bin/curl -salice:x -ualice:s3cr3t x") == f"/usr/bin/curl -salice:x -ualice:{MASK} x"
+    assert redact("curl -u alice https://x.test") == "curl -u alice https://x.test"
+    assert redact('psql "postgresql://alice:s3cr3t@db.test/shop"') == f'psql "postgresql://alice:{MASK}@db.test/shop"'
+
+
+def test_a_path_to_a_secret_is_kept_as_a_path() -> None:
+    """``--password-file=/run/pw`` names where the secret is, not the secret (module doc)."""
+    for text in ("mysql --password-file=/run/pw", "POSTGRES_PASSWORD_FILE=/run/secrets/db",
+                 "gh --token-file ~/.config/t"):
+        assert redact(text) == text
+    assert redact("x --password-file s3cr3t") == f"x --password-file {MASK}"

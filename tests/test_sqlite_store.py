@@ -165,3 +165,17 @@ def test_migrate_refuses_a_version_it_does_not_know_and_writes_nothing(tmp_path:
         migrate(db, path, (lambda conn: None,), transaction=lambda: write(db))
     db.close()
     assert [p.name for p in tmp_path.iterdir() if ".bak" in p.name] == []
+
+
+def test_an_earlier_backup_is_never_overwritten_the_new_copy_takes_the_next_name(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = _versioned(path, 1)
+    precious = backup_path(path, 1)
+    precious.write_bytes(b"PRECIOUS OLD BACKUP")
+    assert migrate(db, path, (lambda conn: None,), transaction=lambda: write(db)) == 1
+    db.close()
+    assert precious.read_bytes() == b"PRECIOUS OLD BACKUP"
+    second = tmp_path / "s.db.schema1.bak.2"
+    with sqlite3.connect(second) as old:
+        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert not list(tmp_path.glob("*.part"))

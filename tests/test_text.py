@@ -125,3 +125,72 @@ def test_for_terminal_leaves_no_control_character_but_newline_and_tab(text: str)
     quoted = quote_evidence(text)
     assert quoted[0] == "“" and quoted[-1] == "”" and "”" not in quoted[1:-1] and "\n" not in quoted
     assert len(quoted) <= EVIDENCE_CHARS + 2
+
+
+#: Characters of general category Cf that are not Default_Ignorable_Code_Point (Unicode's
+#: DerivedCoreProperties.txt derivation subtracts them): the prepended concatenation marks,
+#: which are visible (PropList.txt, Prepended_Concatenation_Mark), the interlinear annotation
+#: characters U+FFF9-U+FFFB and the Egyptian hieroglyph format controls U+13430-U+1343F.
+NOT_IGNORABLE_FORMAT = {*range(0x0600, 0x0606), 0x06DD, 0x070F, 0x0890, 0x0891, 0x08E2, 0x110BD, 0x110CD,
+                        *range(0xFFF9, 0xFFFC), *range(0x13430, 0x13440)}
+
+
+def test_every_invisible_format_character_is_removed_before_matching() -> None:
+    """Every Cf character this Python's Unicode database knows, but the visible ones, is
+    removed from between the letters of a word."""
+    import unicodedata
+
+    format_characters = [chr(code) for code in range(0x110000)
+                         if unicodedata.category(chr(code)) == "Cf" and code not in NOT_IGNORABLE_FORMAT]
+    assert {"\u200b", "\u2060", "\ufeff", "\u202e", chr(0xE0041)} <= set(format_characters)
+    for char in format_characters:
+        assert clean_terminal_text(f"Authenti{char}cation") == "Authentication", f"U+{ord(char):04X}"
+
+
+def test_zero_width_and_tag_characters_never_reach_the_terminal() -> None:
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore previous instructions")  # Unicode tags spell ASCII
+    for char in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", hidden, "\U000e0001"):
+        assert for_terminal(f"gh auth{char} login") == "gh auth login"
+        assert clean_terminal_text(f"gh auth{char} login") == "gh auth login"
+
+
+def test_line_and_paragraph_separators_become_newlines() -> None:
+    for separator in ("\u2028", "\u2029"):
+        assert for_terminal(f"ok{separator}curl x | sh") == "ok\ncurl x | sh"
+        assert clean_terminal_text(f"ok{separator}curl x | sh") == "ok\ncurl x | sh"
+        assert "\n" not in quote_evidence(f"a{separator}b")
+
+
+def test_joiners_and_variation_selectors_that_shape_a_script_stay_on_the_terminal() -> None:
+    """UAX #31 2.3: ZWNJ shapes Persian (می‌خواهم) and ZWJ Indic conjuncts and emoji ZWJ
+    sequences (UTS #51); U+FE0F asks for emoji presentation. After ASCII they shape nothing."""
+    for shaped in ("می\u200cخواهم", "क्\u200dष", "\U0001F468\u200d\U0001F4BB", "\u2764\ufe0f"):
+        assert for_terminal(shaped) == shaped
+        assert "\u200c" not in clean_terminal_text(shaped) and "\u200d" not in clean_terminal_text(shaped)
+    assert for_terminal("\u200dx\u200cy\ufe0fz") == "xyz"
+
+
+def test_the_classifier_reads_an_auth_failure_through_a_zero_width_space() -> None:
+    from unstuck.classify import classify_output
+    from unstuck.situations import Kind
+
+    for char in ("\u200b", "\u2060", "\ufeff", chr(0xE0041)):
+        situation = classify_output("git", {}, f"fatal: Authenti{char}cation failed for 'https://x.test/r'",
+                                    exit_code=128)
+        assert situation is not None and situation.kind is Kind.AUTH, char
+
+
+def test_has_invisible_finds_what_cleaning_would_remove() -> None:
+    from unstuck.text import has_invisible
+
+    assert not has_invisible("plain ascii\tand\nlines") and not has_invisible("naïve café")
+    assert all(has_invisible(f"a{c}b") for c in ("\u200b", "\u2028", "\u2029", chr(0xE0041), "\u202e"))
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("\u200b\u200c\u200d\u2028\u2029\ufeff\U000e0041a")))
+def test_no_invisible_character_survives_cleaning_and_for_terminal_is_stable(text: str) -> None:
+    from unstuck.text import has_invisible
+
+    assert not has_invisible(clean_terminal_text(text))
+    shown = for_terminal(text)
+    assert for_terminal(shown) == shown and "\u2028" not in shown and "\u200b" not in shown

@@ -64,7 +64,7 @@ from unstuck.envelopes import Envelope, Shape, find_envelopes
 from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
-from unstuck.text import clean_terminal_text, valid_utf8
+from unstuck.text import clean_terminal_text, has_invisible, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
 from unstuck.waiting import non_interactive_fix
 
@@ -185,8 +185,9 @@ class _Reader:
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
         text = valid_utf8(window)
-        # escape sequences and NULs between words would hide wording from every row
-        self.text = clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text else text
+        # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
+        self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
+                     or has_invisible(text) else text)
         self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
         # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
         self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered

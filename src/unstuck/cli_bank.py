@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from unstuck.cli_exit import STORE_EXIT_CODES
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
 
 if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
@@ -21,7 +22,8 @@ if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
 
 __all__ = ["bank_app"]
 
-bank_app = typer.Typer(help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
+bank_app = typer.Typer(
+    epilog=STORE_EXIT_CODES, help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
@@ -39,7 +41,7 @@ def _load(path: Path | None) -> FailureBank:
         raise typer.Exit(2) from None
 
 
-@bank_app.command("harvest")
+@bank_app.command("harvest", epilog=STORE_EXIT_CODES)
 def _harvest(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the bank (JSON lines).")] = Path(
         "failure_bank.jsonl"),
@@ -97,7 +99,7 @@ def _matches(recipe: Recipe, wanted: str) -> bool:
     return wanted in (recipe.id.lower(), recipe.program.lower(), *(t.lower() for t in recipe.tools))
 
 
-@bank_app.command("list")
+@bank_app.command("list", epilog=STORE_EXIT_CODES)
 def _list(
     bank: BankOption = None,
     family: Annotated[str | None, typer.Option("--family", help="Only this family.")] = None,
@@ -125,7 +127,7 @@ def _list(
     console.print(table)
 
 
-@bank_app.command("stats")
+@bank_app.command("stats", epilog=STORE_EXIT_CODES)
 def _stats(bank: BankOption = None, as_json: JsonOption = False) -> None:
     """Count the bank's forms by family and channel, and by source."""
     forms = list(_load(bank))

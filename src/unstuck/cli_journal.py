@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from unstuck.cli_exit import STORE_EXIT_CODES
 from unstuck.readers import ReadError, parse_json
 from unstuck.text import for_terminal
 
@@ -28,7 +29,8 @@ __all__ = ["DEFAULT_JOURNAL", "journal_app"]
 #: Where these commands look when ``--journal`` is not given.
 DEFAULT_JOURNAL = Path("unstuck-journal.db")
 
-journal_app = typer.Typer(help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
+journal_app = typer.Typer(
+    epilog=STORE_EXIT_CODES, help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
@@ -64,7 +66,7 @@ def _damaged(path: Path, exc: Exception) -> typer.Exit:
     return typer.Exit(2)
 
 
-@journal_app.command("list")
+@journal_app.command("list", epilog=STORE_EXIT_CODES)
 def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
     """List the journal's turns, newest first."""
     from unstuck.journal import IntentState, JournalError
@@ -90,7 +92,7 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
     console.print(table)
 
 
-@journal_app.command("show")
+@journal_app.command("show", epilog=STORE_EXIT_CODES)
 def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck journal list`).")],
           journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
     """Show one turn: its steps, effect intents and validations."""
@@ -136,7 +138,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         console.print(f"validator {_shown(name)}: {verdict}" + (f" ({_shown(evidence)})" if evidence else ""))
 
 
-@journal_app.command("resume")
+@journal_app.command("resume", epilog=STORE_EXIT_CODES)
 def _resume(
     turn: Annotated[str, typer.Argument(help="A held or crashed turn's id.")],
     journal: JournalOption = DEFAULT_JOURNAL,

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from unstuck.cli_exit import STORE_EXIT_CODES
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
 from unstuck.text import for_terminal
 
@@ -26,7 +27,8 @@ __all__ = ["lessons_app"]
 
 T = TypeVar("T")
 
-lessons_app = typer.Typer(help="Remembered blockers: shown at turn start, re-checked before use.",
+lessons_app = typer.Typer(
+    epilog=STORE_EXIT_CODES, help="Remembered blockers: shown at turn start, re-checked before use.",
                           no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
@@ -76,7 +78,7 @@ def _table(lessons: list[Lesson], title: str) -> Table:
     return table
 
 
-@lessons_app.command("list")
+@lessons_app.command("list", epilog=STORE_EXIT_CODES)
 def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all", help="Closed lessons too.")] = False,
           as_json: JsonOption = False) -> None:
     """List the active lessons (with --all, closed ones too)."""
@@ -93,7 +95,7 @@ def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all",
 _MAX_ID = 2**63 - 1
 
 
-@lessons_app.command("show")
+@lessons_app.command("show", epilog=STORE_EXIT_CODES)
 def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, max=_MAX_ID)], store: StoreOption = None,
           as_json: JsonOption = False) -> None:
     """Show one lesson, whole."""
@@ -111,7 +113,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, m
         console.print(f"{key}: {_shown(str(shown))}", highlight=False)
 
 
-@lessons_app.command("forget")
+@lessons_app.command("forget", epilog=STORE_EXIT_CODES)
 def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, max=_MAX_ID)],
             store: StoreOption = None) -> None:
     """Close a lesson (its row is kept, marked forgotten)."""
@@ -123,7 +125,7 @@ def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1,
     console.print(f"lesson {lesson_id} " + ("closed" if closed else "was already closed"))
 
 
-@lessons_app.command("search")
+@lessons_app.command("search", epilog=STORE_EXIT_CODES)
 def _search(text: Annotated[str, typer.Argument(help="Words to find in lessons.")], store: StoreOption = None,
             as_json: JsonOption = False) -> None:
     """Full-text search over lessons (closed ones included)."""

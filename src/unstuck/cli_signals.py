@@ -26,10 +26,12 @@ from unstuck.catalogues import (
     load_message_rows,
     translations_jsonl,
 )
+from unstuck.cli_exit import STORE_EXIT_CODES
 
 __all__ = ["default_translations_path", "signals_app"]
 
-signals_app = typer.Typer(help="Signal rows that are programs' own messages, in every language.",
+signals_app = typer.Typer(
+    epilog=STORE_EXIT_CODES, help="Signal rows that are programs' own messages, in every language.",
                           no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
@@ -54,7 +56,7 @@ def _usage(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-@signals_app.command("harvest")
+@signals_app.command("harvest", epilog=STORE_EXIT_CODES)
 def _harvest(
     locale_dir: Annotated[list[Path] | None, typer.Option(
         "--locale-dir", help="A directory laid out as <dir>/<lang>/LC_MESSAGES/<domain>.mo; repeat for more. "

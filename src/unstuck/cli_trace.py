@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from unstuck.cli_exit import STORE_EXIT_CODES
 from unstuck.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
 
-trace_app = typer.Typer(help="Read recorded events.", no_args_is_help=True)
+trace_app = typer.Typer(epilog=STORE_EXIT_CODES, help="Read recorded events.", no_args_is_help=True)
 console = Console(width=None if Console().is_terminal else 160, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
@@ -34,7 +35,7 @@ def _details(fields: dict[str, Any]) -> str:
     return " ".join(f"{k}={fields[k]}" for k in ordered if fields[k] is not None and fields[k] != "")
 
 
-@trace_app.command("show")
+@trace_app.command("show", epilog=STORE_EXIT_CODES)
 def _show(
     path: Annotated[Path, typer.Argument(help="An events file (JSON lines), e.g. from `unstuck run --events`.")],
     turn: Annotated[str | None, typer.Option(help="Only this turn.")] = None,

@@ -22,9 +22,18 @@ configuration allows by name).
   is searched for each language's documented environment writes (``os.environ['X'] = …``,
   ``process.env.X = …``, ``$ENV{X} = …``, ``ENV['X'] = …``, ``putenv``) of variables the
   environment rows name, and for file writes of the credential files the ``redirect_to`` rows
-  name. ``read``, ``mapfile`` and ``printf -v`` assign the variables they name. A word that
-  only *mentions* a program (``echo "do not use sudo"``, ``grep sudo file``) changes nothing,
-  and a call asking for ``--help``/``--version`` changes nothing.
+  name (a path built from literals, ``Path.home() / '.aws' / 'credentials'``, counts as
+  one). The command a code runs (``os.system('…')``, ``subprocess.run([...])``, ``system
+  "…"``, ``os.execute``, awk's ``system()``) is read as a command line itself, three levels
+  deep at most; an ``env=`` mapping or ``exec*e``/``spawn*e`` environment literal counts as an
+  environment write. Code read from standard input (``python3 - <<< CODE``, a here-document,
+  ``echo CODE | node``) and awk's program operand are read the same way; the words after
+  ``python -c CODE`` are its ``sys.argv``, never code. Editors count as writers of the files
+  they open, ``tar -x -C DIR``/``unzip -d DIR`` as writers into ``DIR`` (a credential
+  directory such as ``~/.ssh`` is a change). ``read``, ``mapfile`` and ``printf -v`` assign
+  the variables they name. A word that only *mentions* a program (``echo "do not use sudo"``,
+  ``grep sudo file``) changes nothing, and a call asking for ``--help``/``--version`` changes
+  nothing.
 * :func:`credential_changes_in_arguments` reads the arguments of a tool that is not a shell:
   a key named for a credential (``token``, ``api_key``, ``password``, ``client_secret``;
   not ``max_tokens``, ``page_token``, ``token_type``) with a non-empty string value, an
@@ -45,6 +54,7 @@ All regular expressions compile under google-re2 (linear time on any text).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import posixpath
@@ -749,6 +759,11 @@ class _Interpreter:
     env_unset: tuple[Any, ...]
     file_write: tuple[Any, ...]
     source: str
+    command_run: tuple[Any, ...] = ()
+    inline_last: bool = False
+    program_operand: bool = False
+    program_file: frozenset[str] = frozenset()
+    stdin_code: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -761,7 +776,8 @@ _WRITER_KEYS = frozenset({"program", "operands", "operand_prefix", "options", "w
                           "source"})
 _INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcommand", "value_options",
                                "attached_options", "digit_options", "ends", "env_write", "env_unset",
-                               "file_write", "source"})
+                               "file_write", "source", "command_run", "inline_last", "program_operand",
+                               "program_file", "stdin_code"})
 
 
 def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
@@ -823,14 +839,23 @@ def _parse_interpreter(raw: object, where: str) -> _Interpreter:
                                            f"with 'block' and 'keys'")
     inline = _options(where, "inline", entry)
     subcommands = frozenset(_strings(where, "inline_subcommand", entry.get("inline_subcommand")))
-    if not inline and not subcommands:
-        raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline' or 'inline_subcommand'")
+    flags = {}
+    for key in ("inline_last", "program_operand", "stdin_code"):
+        value = entry.get(key, False)
+        if not isinstance(value, bool):
+            raise CredentialCatalogueError(f"{where}: '{key}' must be true or false, got {value!r}")
+        flags[key] = value
+    if not inline and not subcommands and not flags["program_operand"]:
+        raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline', 'inline_subcommand' or "
+                                       f"'program_operand'")
     return _Interpreter(
         language.strip(), frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
         _options(where, "value_options", entry), _options(where, "attached_options", entry),
         _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
         _patterns(where, "env_unset", entry),
-        _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()))
+        _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()),
+        _patterns(where, "command_run", entry), flags["inline_last"], flags["program_operand"],
+        _options(where, "program_file", entry), flags["stdin_code"])
 
 
 def _parse_tables(text: str, name: str) -> _Tables:
@@ -903,25 +928,45 @@ def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
     return found
 
 
-def _inline_code(interpreter: _Interpreter, args: Sequence[str]) -> list[tuple[str, str]]:
-    """The inline code strings of an interpreter call, as ``(option, code)``; reading stops at
-    the first operand (a script, whose arguments follow) or an option of ``ends``."""
+def _inline_code(interpreter: _Interpreter, args: Sequence[str],
+                 stdin: str | None = None) -> list[tuple[str, str]]:
+    """The code strings of an interpreter call, as ``(option, code)``: its inline code
+    (reading stops at the first operand, a script whose arguments follow, at an option of
+    ``ends``, and after the code of an ``inline_last`` interpreter, whose later words are the
+    program's arguments: ``python -c CODE -c x``), else its first operand when the program is
+    an operand (``awk 'PROGRAM' file``, unless ``-f progfile``), else ``stdin`` (a
+    here-document, here-string or piped text) when the interpreter reads its program from
+    standard input (no script operand, or ``-``), reported as option ``"-"``."""
     code: list[tuple[str, str]] = []
-    index = 0
     if args and args[0] in interpreter.inline_subcommand:
         return [(args[0], args[1])] if len(args) > 1 else []
+    index = 0
+    operand: int | None = None
+    ended = False
+    from_file = False
     while index < len(args):
         word = args[index]
         index += 1
-        if word == "--" or len(word) < 2 or word[0] != "-" or word in interpreter.ends:
+        if word == "--":
+            operand = index if index < len(args) else None
+            break
+        if len(word) < 2 or word[0] != "-":
+            operand = index - 1
+            break
+        if word in interpreter.ends:
+            ended = True
             break
         head, equals, attached = word.partition("=")
+        if head in interpreter.program_file:
+            from_file = True
         if head in interpreter.inline and (equals or word == head):
             if equals:
                 code.append((head, attached))
             elif index < len(args):
                 code.append((word, args[index]))
                 index += 1
+            if interpreter.inline_last:
+                return code
             continue
         if word.startswith("--") or word in interpreter.value_options:
             if word in interpreter.value_options:
@@ -932,6 +977,8 @@ def _inline_code(interpreter: _Interpreter, args: Sequence[str]) -> list[tuple[s
             letter = "-" + word[position]
             position += 1
             rest = word[position:]
+            if letter in interpreter.program_file:
+                from_file = True
             if letter in interpreter.attached_options:
                 break
             if letter in interpreter.digit_options:
@@ -947,18 +994,26 @@ def _inline_code(interpreter: _Interpreter, args: Sequence[str]) -> list[tuple[s
                 elif index < len(args):
                     code.append((letter, args[index]))
                     index += 1
+                if interpreter.inline_last:
+                    return code
                 break
             if letter in interpreter.ends:
                 return code
+    if code or ended or from_file:
+        return code
+    if interpreter.program_operand:
+        return [("program", args[operand])] if operand is not None else []
+    if interpreter.stdin_code and stdin is not None and (operand is None or args[operand] == "-"):
+        return [("-", stdin)]
     return code
 
 
-def _interpreted(tables: _Tables, call: _Call) -> Iterator[tuple[str, _CodeEffects]]:
-    """The option of each inline code string of an interpreter call, with what the code does."""
+def _interpreted(tables: _Tables, call: _Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
+    """The option of each code string of an interpreter call, with what the code does."""
     interpreter = _interpreter(tables, call.program)
     if interpreter is None:
         return
-    for option, code in _inline_code(interpreter, call.args):
+    for option, code in _inline_code(interpreter, call.args, stdin):
         yield option, _code_effects(interpreter, code)
 
 
@@ -971,13 +1026,78 @@ class _CodeEffects:
     sets: tuple[tuple[str, str], ...]
     unsets: tuple[str, ...]
     writes: tuple[str, ...]
+    runs: tuple[str, ...] = ()
 
     def how(self, program: str, option: str) -> str:
+        if option == "-":
+            return f"in the {self.language} code {program} reads from standard input"
+        if option == "program":
+            return f"in the {self.language} program of {program}"
         return f"in the {self.language} code of {program} {option}"
 
 
 #: A string literal of any of the languages (quotes ', " or `; no escapes read).
 _STRING_LITERAL = re2.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
+
+
+#: What may stand between the string literals of one path built from parts: pathlib's ``/``
+#: operator or a chained ``.joinpath(`` (joined as path parts), an argument separator inside a
+#: join call (``os.path.join('a', 'b')``, ``joinpath``, node's ``path.join``, ruby's
+#: ``File.join``), or a concatenation: ``+`` (Python, JavaScript, Ruby), ``.`` (Perl, PHP),
+#: ``..`` (Lua), joined as written.
+_PATH_GLUE = re2.compile(r"^\s*(?:(/|\)\s*\.\s*joinpath\s*\()|(,)|(\+|\.\.?))\s*$", _QUIET)
+#: A join call's opening, right before its first argument.
+_JOIN_CALL = re2.compile(r"(?i)\bjoin(?:path)?\s*\(\s*$", _QUIET)
+
+
+def _joined_paths(code: str) -> list[str]:
+    """The string literals of ``code`` and, for each run of literals glued as one path (see
+    :data:`_PATH_GLUE`), the path they build (``Path.home().joinpath('.aws', 'credentials')``
+    → ``.aws/credentials``; ``'~/.aws' + '/credentials'`` → ``~/.aws/credentials``)."""
+    out: list[str] = []
+    run: list[str] = []
+    built = ""
+    in_join = False
+    last_end = 0
+    for match in _STRING_LITERAL.finditer(code):
+        value = next((g for g in match.groups() if g is not None), "")
+        glue = _PATH_GLUE.match(code[last_end:match.start()]) if run else None
+        if glue is not None and (glue.group(1) is not None or glue.group(3) is not None
+                                 or (glue.group(2) is not None and in_join)):
+            built = built + value if glue.group(3) is not None else posixpath.join(built, value)
+            run.append(value)
+        else:
+            out.extend(run if len(run) == 1 else [built] if run else [])  # a built path, not its parts
+            built, run = value, [value]
+            in_join = bool(_JOIN_CALL.search(code[max(0, match.start() - 40):match.start()]))
+        last_end = match.end()
+    out.extend(run if len(run) == 1 else [built] if run else [])
+    return list(dict.fromkeys(value for value in out if value))
+
+
+#: What stands between the words of a command given as a list (``['gh', 'auth']``, ``"gh",
+#: "auth"``, node's ``'gh', ['auth']``).
+_LIST_GLUE = re2.compile(r"^[\s,\[\]]*$", _QUIET)
+
+
+def _run_command(argument: str) -> str | None:
+    """The command line a code's run call names: one string literal's text (a command line),
+    or several string literals separated only by commas and brackets, joined as shell words
+    (``['gh', 'auth', 'login']``, ``system("npm", "login")``); ``None`` when the argument does
+    not start with a literal or a list."""
+    matches = list(_STRING_LITERAL.finditer(argument))
+    head = argument.lstrip()[:1]
+    if not matches or head not in "'\"`[(":
+        return None
+    words = [next((g for g in m.groups() if g is not None), "") for m in matches]
+    listed = [words[0]]
+    for before, after, word in zip(matches, matches[1:], words[1:], strict=False):
+        if not _LIST_GLUE.match(argument[before.end():after.start()]):
+            break
+        listed.append(word)
+    if head in "[(" or len(listed) > 1:
+        return shlex.join(listed)
+    return words[0]
 
 
 def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
@@ -996,9 +1116,11 @@ def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
     unsets = tuple(match.group(1) for pattern in interpreter.env_unset for match in pattern.finditer(code))
     writes: tuple[str, ...] = ()
     if any(pattern.search(code) for pattern in interpreter.file_write):
-        writes = tuple(next(g for g in match.groups() if g is not None)
-                       for match in _STRING_LITERAL.finditer(code) if any(match.groups()))
-    return _CodeEffects(interpreter.language, tuple(sets), unsets, writes)
+        writes = tuple(_joined_paths(code))
+    runs = tuple(dict.fromkeys(
+        command for pattern in interpreter.command_run for match in pattern.finditer(code)
+        if (command := _run_command(match.group(1) or "")) is not None))
+    return _CodeEffects(interpreter.language, tuple(sets), unsets, writes, runs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1150,7 +1272,10 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
         (``sudo``, ``env``, ``timeout`` …), the program itself or the command of its ``find
         -exec``, then every row matching a file it writes (by a redirection, as a program of
         the ``writers`` table, or from an interpreter's inline code); last, bare ``NAME=value``
-        statements of the line. A variable counts once per line (an export is not counted
+        statements of the line; after all of these, the changes of the commands interpreters'
+        code runs (``os.system('gh auth token')``), read as command lines up to three levels
+        deep, each ``why`` ending in ``(runs CMD in the LANGUAGE code of PROGRAM OPTION)``.
+        A variable counts once per line (an export is not counted
         again in each later command). Rows for any program (``*``) are tried on a call only
         when no row naming its program matched. Empty when nothing changes credentials.
         Never raises; results are remembered for the last 1,024 lines per catalogue.
@@ -1158,9 +1283,31 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
     return _changes(command_line, catalogue or load_credential_catalogue())
 
 
+#: How deep command lines run by interpreters' code are read (``python -c "os.system('perl -e
+#: …')"``).
+_RUN_DEPTH = 3
+_STDIN_TEXT = frozenset({"<<", "<<-", "<<<"})
+#: Programs whose output is their arguments (what a pipe feeds the next stage).
+_PRINTERS = frozenset({"echo", "printf"})
+
+
+def _stdin_text(line: Any, command: SimpleCommand) -> str | None:
+    """The text a command reads as standard input when the line shows it: a here-document or
+    here-string, or the arguments of an ``echo``/``printf`` piped into it."""
+    for redirect in command.redirects:
+        if redirect.operator in _STDIN_TEXT:
+            return redirect.target
+    if command.stage > 0 and command.pipeline < len(line.pipelines):
+        for before in line.pipelines[command.pipeline]:
+            if before.stage == command.stage - 1 and before.program in _PRINTERS:
+                return " ".join(word for word in before.args if not (word.startswith("-") and len(word) == 2))
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
-def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[CredentialChange, ...]:
+def _changes(command_line: str, catalogue: CredentialCatalogue, depth: int = 0) -> tuple[CredentialChange, ...]:
     line = parse_command_line(command_line)
+    ran: list[CredentialChange] = []
     found: list[_Found] = []
     reported: set[tuple[str, str, str | None]] = set()
     written: set[tuple[str, tuple[str, ...]]] = set()
@@ -1197,7 +1344,12 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
         targets = _written(command)
         for call in _calls(command):
             targets.extend(_writer_targets(tables, call))
-            for option, effects in _interpreted(tables, call):
+            for option, effects in _interpreted(tables, call, _stdin_text(line, command) if not call.wraps else None):
+                if depth < _RUN_DEPTH:
+                    for run in effects.runs:
+                        how = f"runs {_quoted(run)} {effects.how(call.program, option)}"
+                        ran.extend(dataclasses.replace(change, why=f"{change.why} ({how})")
+                                   for change in _changes(run, catalogue, depth + 1))
                 for name, value in effects.sets:
                     variable(name, value, command, None, _shown(command), effects.how(call.program, option))
                 for name in effects.unsets:
@@ -1232,8 +1384,8 @@ def _changes(command_line: str, catalogue: CredentialCatalogue) -> tuple[Credent
     for hit in found:
         if hit.command is not None and hit.secrets:
             secrets.setdefault(id(hit.command), set()).update(hit.secrets)
-    return tuple(_change(hit, secrets.get(id(hit.command), ()) if hit.command is not None else hit.secrets)
-                 for hit in found)
+    return (*(_change(hit, secrets.get(id(hit.command), ()) if hit.command is not None else hit.secrets)
+              for hit in found), *ran)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def read_events(path: Path) -> tuple[list[Event], list[int]]:
         try:
             item = json.loads(line)
             name, turn_id, at = str(item["event"]), str(item["turn"]), float(item["at_s"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):  # nested past the stack
             bad.append(number)
             continue
         fields = tuple((k, v) for k, v in item.items() if k not in ("event", "turn", "at_s"))

@@ -453,7 +453,7 @@ class Journal:
             JournalError: for an unknown turn, one that ended, one whose owner still runs
                 (or may), or one another process claimed first.
         """
-        status, pid, start = self._owner_gone(turn_id, force=force, doing="resume")
+        status, pid, start = self._owner_gone(turn_id, force=force, doing="resume it")
         if status in ("done", "blocked", "failed"):
             raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
         me, my_start = process_identity()
@@ -484,9 +484,11 @@ class Journal:
             here = host_identity()
             if not here or host != here:
                 raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
-                                   f"which cannot be checked from here; {doing} with force once you know it is gone")
+                                   f"which cannot be checked from here; {doing} with force once you know that process "
+                                   "is gone")
             if process_alive(pid, start):
-                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} it once that ends")
+                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} once that process "
+                                   "has ended")
         return str(status), pid, start
 
     def settle(self, turn_id: str, *, committed: Sequence[str] = (), absent: Sequence[str] = (),

@@ -696,6 +696,8 @@ def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outco
 def _canonical(value: Any) -> Any:
     if isinstance(value, str):
         return " ".join(value.split())
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)  # 1, 1.0 and 1e0 are one JSON number (RFC 8259 section 6: no int/float split)
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -704,9 +706,11 @@ def _canonical(value: Any) -> Any:
 
 
 def call_key(call: ToolCall) -> str:
-    """What makes two calls "the same call" for the repetition rule: the tool and its
-    arguments with keys sorted and whitespace runs in strings collapsed (``false`` and
-    `` false  `` are one call)."""
+    """What makes two calls "the same call" for the repetition rule and the held-write check:
+    the tool and its arguments with keys sorted, whitespace runs in strings collapsed
+    (``false`` and `` false  `` are one call) and integral numbers written one way (``1``,
+    ``1.0`` and ``1e0`` are one call). A string and a number stay different calls, as a
+    tool's schema tells them apart."""
     try:
         arguments = json.loads(call.arguments_json)
     except (ValueError, RecursionError):

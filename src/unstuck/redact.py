@@ -1,7 +1,7 @@
 """Secrets never stored or shown: tool text redacted before it reaches the journal, events,
 lessons, traces or a terminal (issue 12, deliver 5). The model still sees what the tool returned.
 
-Two kinds of secret are found:
+These secrets are found:
 
 * **tokens of known formats**, by the detectors of Yelp's ``detect-secrets`` library (its
   plugins' ``denylist`` patterns: GitHub, GitLab, AWS access keys, OpenAI, Slack, Stripe,
@@ -11,7 +11,34 @@ Two kinds of secret are found:
 * **values given to names that say they are secret**: ``GH_TOKEN=…``, ``password: …``,
   ``"api_key": "…"``, ``--token …``, an ``Authorization`` header's credentials (RFC 9110
   section 11.6.2; Bearer, RFC 6750; Basic, RFC 7617), and the password of a URL's userinfo
-  (RFC 3986 section 3.2.1).
+  (RFC 3986 section 3.2.1; ``psql "postgresql://u:SECRET@h/db"`` too);
+* **token formats detect-secrets has no plugin for** (its ``NpmDetector`` matches only an
+  ``.npmrc`` ``_authToken=`` line, and version 1.5.0 has none for Hugging Face): npm access
+  tokens, ``npm_`` and 36 letters or digits (docs.npmjs.com, "About access tokens"), Hugging
+  Face user access tokens, ``hf_`` and 34 or more letters (huggingface.co/docs, "User access
+  tokens"), and an ``.npmrc``'s ``_authToken=``/``_auth=`` value with its registry kept
+  (docs.npmjs.com, "npmrc"); SendGrid keys (``SG.``, 22, ``.``, 43; SendGrid docs, "API Keys") come from
+  detect-secrets' own ``SendGridDetector``;
+* **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
+  ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
+  ``account``/``port`` tokens), a Docker ``config.json``'s ``"auth"`` (base64 of user:password)
+  and ``"identitytoken"``/``"registrytoken"`` (docs.docker.com, "docker login": credential
+  stores and the ``auths`` key), and variables whose documented name ends in ``_PWD``
+  (``MYSQL_PWD``, MySQL reference manual, "Environment Variables") or is ``SSHPASS``
+  (sshpass(1), ``-e``);
+* **passwords given on a command line**: ``mysql``/``mariadb`` (and their ``dump``, ``admin``,
+  ``import``, ``show``, ``check``, ``slap`` tools) ``-pSECRET`` (mysql(1): the short form takes
+  no space; ``-p`` alone prompts and ``-p NAME`` names a database, so neither is masked; ``-P``
+  is the port) and ``--password=SECRET``; ``sshpass -p SECRET`` / ``-pSECRET`` among sshpass's
+  own options, before the command it runs (sshpass(1); ``-f FILE`` and ``-e`` carry no
+  password); ``curl -u user:SECRET`` / ``--user`` / ``-U`` / ``--proxy-user`` (curl(1):
+  ``user:password``; a user without ``:`` makes curl prompt, nothing to mask). Only the
+  password is masked: the user, the options and the command stay.
+
+A value given to a name that ends in ``file``, ``path`` or ``dir`` (``--password-file=/run/pw``,
+``POSTGRES_PASSWORD_FILE=/run/secrets/db``) that looks like a path (holds ``/`` or ``\\``, or
+starts with ``~`` or ``.``) is a path to a secret, not the secret: it stays, since the path is
+what a reader needs to follow a "no such file" error.
 
 Each secret is replaced by :data:`MASK` (the name and the structure around it stay, so a
 reader can still tell what happened). :func:`redact` is linear in its input and never raises.
@@ -46,8 +73,10 @@ _FORMAT_PLUGINS = (
 )
 
 #: A name that says its value is secret (environment variables, config keys, JSON fields, options).
+#: Names ending in ``_PWD`` (``MYSQL_PWD``: MySQL reference manual, "Environment Variables")
+#: and ``SSHPASS`` (sshpass(1), ``-e``) are documented secret variables too.
 _SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:token(?!s)|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key"
-                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key)[A-Za-z0-9_.-]*")
+                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key|_pwd\b|(?-i:\bSSHPASS\b))[A-Za-z0-9_.-]*")
 #: ``NAME=value``, ``NAME: value``, ``"NAME": "value"``, ``--name value`` / ``--name=value``.
 _ASSIGNED = re.compile(
     r"""(?P<name>["']?\b""" + _SECRET_NAME + r"""\b["']?)(?P<sep>\s*[=:]\s*|\s+(?=["']))(?P<quote>["']?)"""
@@ -69,7 +98,35 @@ _CREDENTIAL_HEADER = re.compile(r"(?P<name>(?:private-token|x-api-key|api-key|x-
 #: Anthropic keys without the legacy marker (sk-, sk-ant-), Google API keys (AIza).
 _DOCUMENTED_FORMATS = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xapp-[A-Za-z0-9-]{10,}|"
-    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,})")
+    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])|hf_[A-Za-z]{34,})")
+#: An ``.npmrc``'s ``_authToken=`` / ``_auth=`` (docs.npmjs.com, "npmrc": auth-related
+#: configuration), masked before detect-secrets' ``NpmDetector`` (whose match is the whole
+#: line) so the registry stays.
+_NPMRC_AUTH = re.compile(r"(?P<name>(?:^|(?<=[\s:/]))_auth(?:Token)?\s*=\s*)(?P<value>[^\s\"']+)")
+#: A Docker ``config.json``'s ``"auth"`` value (base64 of ``user:password``; docs.docker.com,
+#: "docker login"), quoted key and quoted value: plain ``auth: failed`` is left alone.
+_DOCKER_AUTH = re.compile(r'(?P<name>"auth"\s*:\s*")(?P<value>[^"\s]+)(?=")', re.IGNORECASE)
+#: A line made only of netrc(5) tokens (``machine NAME``, ``default``, ``login NAME``,
+#: ``password STRING``, ``account STRING``, ``port N``): its ``password`` token's value.
+_NETRC_LINE = re.compile(r"\s*(?:(?:machine|login|password|account|port)\s+\S+|default)"
+                         r"(?:\s+(?:(?:machine|login|password|account|port)\s+\S+|default))*\s*")
+_NETRC_PASSWORD = re.compile(r"(?P<name>(?:^|(?<=\s))password\s+)(?P<value>\S+)")
+#: A command that takes a password on its command line, and its arguments up to the end of the
+#: shell command (``|``, ``;``, ``&``, a newline).
+_COMMAND = re.compile(r"(?:^|(?<=[\s;&|(`'\"/=]))(?P<cmd>curl|sshpass|mysql|mariadb|mysql(?:dump|admin|import|show"
+                      r"|check|slap)|mariadb-(?:dump|admin|import|show|check|slap))(?P<args>(?=\s)[^|;&\n]*)")
+#: mysql(1): ``-pSECRET`` (no space) and ``--password=SECRET``.
+_MYSQL_PASSWORD = re.compile(r"(?P<name>(?<=\s)(?:-p|--password=))(?P<quote>['\"]?)(?P<value>[^\s'\"]+)")
+#: sshpass(1): ``-p PASSWORD`` / ``-pPASSWORD`` among sshpass's options (``-f FILE``, ``-d FD``,
+#: ``-P PROMPT``, ``-e[VAR]``, ``-v``, ``-h``, ``-V``), which end at the command it runs.
+_SSHPASS_PASSWORD = re.compile(r"\A(?P<name>(?:\s+-(?:[fdP]\s*[^\s-]\S*|e\S*|[vhV]+))*\s+-p\s*)"
+                               r"(?P<quote>['\"]?)(?P<value>[^\s'\"]+)")
+#: curl(1): ``-u user:password`` / ``--user`` / ``-U`` / ``--proxy-user`` (``-uuser:password`` too).
+_CURL_USER = re.compile(r"(?P<name>(?<=\s)(?:-u|-U|--user|--proxy-user)(?:\s+|=)?['\"]?[^\s:'\"]*:)"
+                        r"(?P<value>[^\s'\"]+)")
+#: A name for a path to a secret (``--password-file``), and a value that looks like a path.
+_PATH_NAME = re.compile(r"[-_.](?:file|path|dir)[\"']?$", re.IGNORECASE)
+_PATH_VALUE = re.compile(r"\A[~.]|[/\\]")
 #: ``scheme://user:password@host`` (RFC 3986 3.2.1).
 _URL_PASSWORD = re.compile(r"(?P<name>[a-z][a-z0-9+.-]*://[^\s:/?#@]+:)(?P<value>[^\s/?#@]+)(?=@)", re.IGNORECASE)
 #: A PEM private key block (RFC 7468), whole.
@@ -79,7 +136,7 @@ _PRIVATE_KEY = re.compile(
 #: (most tool output), so redaction costs one scan of the text.
 _HINT = re2.compile(r"(?i)token|secret|passw|passphrase|key|auth|cred|://[^\s/@]*:[^\s/@]*@|ghp_|gho_|ghu_|ghs_|ghr_|glpat|"
                    r"gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
-                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie")
+                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl")
 #: Longer texts are redacted in pieces of this many characters (overlapping), so one huge
 #: output costs linear time.
 _CHUNK = 1 << 20
@@ -151,6 +208,8 @@ def _mask_credentials(match: re.Match[str]) -> str:
 
 
 def _mask_group(match: re.Match[str]) -> str:
+    if _PATH_NAME.search(match.group("name")) and _PATH_VALUE.search(match.group("value")):
+        return match.group(0)  # a path to a secret, not the secret (module doc)
     return f"{match.group('name')}{match.groupdict().get('sep') or ''}{match.groupdict().get('quote') or ''}{MASK}"
 
 
@@ -183,14 +242,31 @@ def _hinted(text: str) -> bool:
 
 
 def _redact_line(line: str) -> str:
+    if "_auth" in line:
+        line = _NPMRC_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
     for pattern in _format_patterns():
         line = pattern.sub(MASK, line)
     line = _DOCUMENTED_FORMATS.sub(MASK, line)
     line = _AUTHORIZATION.sub(_mask_credentials, line)
     line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _DOCKER_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    if "password" in line and _NETRC_LINE.fullmatch(line):
+        line = _NETRC_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _COMMAND.sub(_mask_command, line)
     line = _OPTION.sub(_mask_group, line)
     return _ASSIGNED.sub(lambda m: m.group(0) if m.group("value") == MASK else _mask_group(m), line)
+
+
+def _mask_command(match: re.Match[str]) -> str:
+    command, args = match.group("cmd"), match.group("args")
+    if command == "curl":
+        args = _CURL_USER.sub(_mask_group, args)
+    elif command == "sshpass":
+        args = _SSHPASS_PASSWORD.sub(_mask_group, args, count=1)
+    else:
+        args = _MYSQL_PASSWORD.sub(_mask_group, args)
+    return f"{command}{args}"
 
 
 def redact_value(value: Any, *, depth: int = 0) -> Any:

@@ -271,9 +271,10 @@ def back_up(db: sqlite3.Connection, target: Path) -> Path:
     """A consistent copy of the database open on ``db`` at ``target``, made with SQLite's
     online backup API (:meth:`sqlite3.Connection.backup`; sqlite.org, "Using the SQLite
     Online Backup API"), written to a file of its own beside it (``<target>.<random>.part``,
-    so two processes migrating at once never write one file) and renamed into place, so a
-    half-written copy never has the backup's name. Must run outside a write transaction of
-    ``db`` (the backup reads through the connection). Returns ``target``.
+    so two processes migrating at once never write one file) and then given the backup's
+    name, so a half-written copy never has it. An earlier backup of that name is never
+    overwritten: the copy is then ``<target>.2`` (``.3``…). Must run outside a write
+    transaction of ``db`` (the backup reads through the connection). Returns the path written.
 
     Raises:
         sqlite3.Error, OSError: when the copy cannot be made (the partial file is removed,
@@ -288,11 +289,26 @@ def back_up(db: sqlite3.Connection, target: Path) -> Path:
             db.backup(copy)
         finally:
             copy.close()
-        partial.replace(target)
+        placed = _place_without_overwriting(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    return target
+    return placed
+
+
+def _place_without_overwriting(partial: Path, target: Path) -> Path:
+    """Give ``partial`` the name ``target``, or, when a file has that name already (an earlier
+    backup: never overwritten), ``<target>.2``, ``<target>.3``…; the name it got. A hard link
+    then an unlink, so an existing name is never replaced (link(2) fails with EEXIST)."""
+    for attempt in range(1, 1000):
+        candidate = target if attempt == 1 else target.with_name(f"{target.name}.{attempt}")
+        try:
+            os.link(partial, candidate)
+        except FileExistsError:
+            continue
+        partial.unlink()
+        return candidate
+    raise FileExistsError(f"{target}: a thousand backups of this schema already exist beside it")
 
 
 def migrate(db: sqlite3.Connection, path: Path, steps: Sequence[Migration], *,

@@ -7,14 +7,24 @@ Two transformations, each in one place:
   regular expression (re2 reads UTF-8), parser or SQLite write can fail on the text;
 * :func:`clean_terminal_text`: terminal control and escape sequences stripped, so a tool's
   text reaches a terminal, a question or a match without moving the cursor, hiding a line
-  or writing the clipboard.
+  or writing the clipboard; and the characters Unicode says a renderer shows as nothing
+  (:data:`DEFAULT_IGNORABLE`) removed, so no word can hide from a match or a reader behind a
+  zero-width space, and no instruction can ride along in tag characters;
+* :func:`for_terminal`: the same for text printed on a terminal, except that a zero-width
+  joiner or non-joiner or a variation selector after a non-ASCII character stays (it shapes
+  Arabic and Indic scripts and emoji; see :data:`_SHAPING`).
+
+Line and paragraph separators (U+2028, U+2029) become newlines in both: they end a line
+(Unicode Standard, section 5.8 "Newline Guidelines", and UAX #14 classes BK), and a terminal
+that does not break on them would join two lines a reader should see apart.
 """
 
 from __future__ import annotations
 
 import re2
 
-__all__ = ["EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "quote_evidence", "valid_utf8"]
+__all__ = ["DEFAULT_IGNORABLE", "EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "has_invisible",
+           "quote_evidence", "valid_utf8"]
 
 _SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 
@@ -43,31 +53,91 @@ _ESCAPES = re2.compile(
 _CONTROLS = {code: None for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)) if code not in (0x09, 0x0A)}
 
 
-def clean_terminal_text(text: str) -> str:
-    """``text`` with terminal control and escape sequences stripped (linear time).
+#: The Default_Ignorable_Code_Point characters (Unicode's DerivedCoreProperties.txt, 15.1): the
+#: format characters (general category Cf) but the visible prepended concatenation marks
+#: (U+0600-U+0605 ...) and the interlinear annotation and Egyptian format controls, plus the
+#: Hangul fillers, the Mongolian free variation selectors, the variation selectors and the
+#: reserved ranges next to them. A renderer shows them as nothing (Unicode Standard, section
+#: 5.21 "Ignoring Characters in Processing"), which is why UTS #39 ("Unicode Security
+#: Mechanisms", section 3.1 and its General Security Profile) and Unicode TR #36 ("Unicode
+#: Security Considerations", section 3.3 "Visual Security Issues") single them out for
+#: removal before comparing or showing text. Among them: U+200B zero width space, U+2060 word
+#: joiner, U+FEFF zero width no-break space (BOM), U+00AD soft hyphen, the bidirectional
+#: formatting characters of UAX #9 (U+061C, U+200E/F, U+202A-E, U+2066-9; the "Trojan Source"
+#: attack, CVE-2021-42574), and the tag characters U+E0000-U+E007F, which spell ASCII
+#: invisibly and so carry hidden instructions to a model ("ASCII smuggling").
+DEFAULT_IGNORABLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+                     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+_IGNORABLE = re2.compile(f"[{DEFAULT_IGNORABLE}]+")
+#: What a terminal would show as a line end: U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR.
+_SEPARATORS = {0x2028: "\n", 0x2029: "\n"}
+#: :func:`has_invisible`: an ignorable character or a separator.
+_INVISIBLE = re2.compile(f"[{DEFAULT_IGNORABLE}\u2028\u2029]")
+#: The ignorable characters that shape the character before them: U+200C ZERO WIDTH NON-JOINER,
+#: U+200D ZERO WIDTH JOINER (required for correct display of Arabic, Persian and Indic scripts:
+#: UAX #31 section 2.3 "Layout and Format Control Characters", which allows them only after
+#: letters of those scripts) and the variation selectors U+FE00-U+FE0F (emoji presentation,
+#: UTS #51; standardized variants). After an ASCII character (or at the start) none of them
+#: shapes anything and each only hides a break inside a word, so :func:`for_terminal` removes
+#: them there and keeps them after any other character.
+_SHAPING = "\u200c\u200d\ufe00-\ufe0f"
+#: :data:`DEFAULT_IGNORABLE` less :data:`_SHAPING`.
+_NOT_SHAPING = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e\u200f\u202a-\u202e"
+                "\u2060-\u206f\u3164\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                "\U000e0000-\U000e0fff")
+_IGNORABLE_BUT_SHAPING = re2.compile(f"[{_NOT_SHAPING}]+")
+_SHAPING_AFTER_ASCII = re2.compile(f"(\\A|[\\x00-\\x7f])[{_SHAPING}]+")
 
-    Removes CSI sequences, OSC strings (OSC 8 links, OSC 52 clipboard writes), DCS/SOS/PM/APC
-    strings, other ESC sequences, C1 controls and C0 controls other than newline and tab. A
-    carriage return becomes a line break (``\\r\\n`` one line break), so text a ``\\r`` would
-    overwrite on a terminal stays visible; backspaces are dropped for the same reason.
-    """
+
+def has_invisible(text: str) -> bool:
+    """Whether ``text`` holds a :data:`DEFAULT_IGNORABLE` character or a line or paragraph
+    separator (U+2028/U+2029): what :func:`clean_terminal_text` would remove or turn into a
+    newline besides control and escape sequences. ASCII text never does (fast path)."""
+    if text.isascii():
+        return False
+    return _INVISIBLE.search(valid_utf8(text)) is not None
+
+
+def _strip_controls(text: str) -> str:
     text = valid_utf8(text)
     stripped = _ESCAPES.sub("", text) if ("\x1b" in text or any(0x80 <= ord(c) < 0xA0 for c in text)) else text
     stripped = stripped.replace("\r\n", "\n").replace("\r", "\n")
     return stripped.translate(_CONTROLS)
 
 
-#: Unicode's explicit bidirectional formatting characters (embeddings, overrides, isolates, the
-#: marks): they reorder how a terminal shows a line, so shown text can differ from the bytes
-#: (Unicode Standard Annex #9, section 2, "Explicit Directional Formatting Characters"; the
-#: "Trojan Source" attack, CVE-2021-42574).
-_BIDI = {code: None for code in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+def clean_terminal_text(text: str) -> str:
+    """``text`` with terminal control and escape sequences and invisible characters stripped
+    (linear time): what a tool said, as a match or a model should read it.
+
+    Removes CSI sequences, OSC strings (OSC 8 links, OSC 52 clipboard writes), DCS/SOS/PM/APC
+    strings, other ESC sequences, C1 controls and C0 controls other than newline and tab. A
+    carriage return becomes a line break (``\\r\\n`` one line break), so text a ``\\r`` would
+    overwrite on a terminal stays visible; backspaces are dropped for the same reason. Every
+    :data:`DEFAULT_IGNORABLE` character is removed (zero-width spaces and joiners, tag
+    characters, bidirectional controls, the BOM: "Authenti\\u200bcation" reads
+    "Authentication"), and U+2028/U+2029 become newlines.
+    """
+    stripped = _strip_controls(text)
+    if stripped.isascii():
+        return stripped
+    cleaned: str = _IGNORABLE.sub("", stripped.translate(_SEPARATORS))
+    return cleaned
 
 
 def for_terminal(text: str) -> str:
-    """``text`` as it may be printed on a terminal: :func:`clean_terminal_text`, and the
-    bidirectional formatting characters (:data:`_BIDI`) removed. Newlines and tabs stay."""
-    return clean_terminal_text(text).translate(_BIDI)
+    """``text`` as it may be printed on a terminal: control and escape sequences stripped as by
+    :func:`clean_terminal_text`, U+2028/U+2029 newlines, and every :data:`DEFAULT_IGNORABLE`
+    character removed (among them the bidirectional formatting characters, which reorder how
+    a terminal shows a line: UAX #9 section 2; CVE-2021-42574) but for the joiners and
+    variation selectors that shape the non-ASCII character before them (:data:`_SHAPING`).
+    Newlines and tabs stay."""
+    stripped = _strip_controls(text)
+    if stripped.isascii():
+        return stripped
+    kept = _IGNORABLE_BUT_SHAPING.sub("", stripped.translate(_SEPARATORS))
+    shown: str = _SHAPING_AFTER_ASCII.sub(r"\1", kept)
+    return shown
 
 
 #: Characters at most in a quoted piece of tool text (:func:`quote_evidence`).

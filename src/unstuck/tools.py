@@ -323,12 +323,15 @@ def normalize_result(tool_name: str, raw: object, *, document: bool = False) -> 
 
     Anything else it cannot turn into text (a structure nested past the recursion limit, a
     list that contains itself, an object whose ``__str__`` raises) becomes a failed result
+    (a ``str`` subclass is read as the plain text it holds, whatever its methods do)
     saying so, with ``error_type`` the name of the exception met; this never raises for it.
 
     Raises:
         ValueError: naming the tool, when a mapping carries a malformed ``situation``
             (see :func:`unstuck.situations.validate_situation`).
     """
+    if isinstance(raw, str) and type(raw) is not str:  # a str subclass's own methods may raise: read its text only
+        raw = str.__str__(raw)
     try:  # a malformed declaration raises ValueError (documented); nothing else may escape
         if isinstance(raw, ToolResult):
             validate_situation(tool_name, raw.declared)
