@@ -24,8 +24,12 @@ Errors::
     ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
     ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
-    └── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
-                                           not UTF-8, not JSON/YAML or nested too deeply
+    ├── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
+    │                                      not UTF-8, not JSON/YAML or nested too deeply
+    └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
+                                           ended blocked, carrying the question and the guard's
+                                           state (a status the host handles, not a failure;
+                                           the OpenAI Agents SDK adapter's RunBlocked is one)
 
     ValueError (documented exception)      unstuck.situations.validate_situation: a malformed
                                            declared situation (unknown kind, missing subject,

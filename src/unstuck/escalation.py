@@ -19,11 +19,11 @@ from typing import Any
 
 from unstuck import prompts
 from unstuck.classify import find_injection
-from unstuck.shell import find_download_and_run
+from unstuck.shell import find_download_and_run, screen_command
 from unstuck.situations import Kind, Situation
 from unstuck.text import for_terminal, quote_evidence
 
-__all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation"]
+__all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation", "unsafe_fix"]
 
 
 class EscalationReason(enum.StrEnum):
@@ -125,11 +125,22 @@ def _one_line(part: str) -> str:
     return " ".join(line.strip() for line in for_terminal(part).strip().split("\n") if line.strip())
 
 
-def _unsafe_fix(text: str) -> str | None:
-    """Why a tool's fix must not be shown as the user's action: the line that reads as an
-    instruction to the agent (:func:`unstuck.classify.find_injection`) or the command that runs
-    what it downloads (:func:`unstuck.shell.find_download_and_run`); ``None`` when it is safe."""
-    return find_injection(text) or find_download_and_run(text)
+def unsafe_fix(text: str) -> str | None:
+    """Why a tool's fix (a declared unblock, a suggested command) must be neither shown as the
+    user's action nor remembered, or ``None`` when it may: a line that reads as an instruction
+    to the agent (:func:`unstuck.classify.find_injection`), a command that runs what it
+    downloads (:func:`unstuck.shell.find_download_and_run`), or, for a command rather than a
+    sentence (:func:`unstuck.prompts.unblock_is_sentence`), what the command screen refuses
+    (:func:`unstuck.shell.screen_command`: a secret sent over the network, a write to a trust
+    file, …). One screen for the question and for memory (issue 12, deliver 1)."""
+    found = find_injection(text) or find_download_and_run(text)
+    if found is not None:
+        return f"it holds an instruction: {quote_evidence(found)}"
+    if not prompts.unblock_is_sentence(text.strip()):
+        refused = screen_command(text).refused
+        if refused is not None:
+            return f"it fails the command screen: {refused}"
+    return None
 
 
 def build_escalation(
@@ -160,12 +171,13 @@ def build_escalation(
         count: the calls the stuck pattern spans.
         refused: unstuck's own refusals this turn, listed beside the question.
 
-    A declared unblock or a suggested command that downloads and runs code, or reads as an
-    instruction to the agent, is left out of the question (and is no :attr:`Escalation.unblock`),
+    A declared unblock or a suggested command that :func:`unsafe_fix` refuses (it downloads and
+    runs code, reads as an instruction to the agent, or fails the command screen) is left out
+    of the question (and is no :attr:`Escalation.unblock`),
     with :data:`unstuck.prompts.UNSAFE_FIX_NOTE` saying so (issue 12, deliver 1: the screen
     runs on every text that reaches a question).
     """
-    unsafe = [text for text in (situation.unblock, situation.suggestion) if text and _unsafe_fix(text)]
+    unsafe = [text for text in (situation.unblock, situation.suggestion) if text and unsafe_fix(text)]
     if unsafe:  # shown to a person, never as the exact unblock: screened as a lesson is
         situation = replace(situation, unblock=None if situation.unblock in unsafe else situation.unblock,
                             suggestion=None if situation.suggestion in unsafe else situation.suggestion)

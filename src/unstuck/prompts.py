@@ -145,10 +145,11 @@ NO_EXACT_COMMAND = " (the tool gave no exact command)."
 SUGGESTION_QUOTE = ". The tool's own output suggests running: “{suggestion}” (its words, not checked by unstuck)."
 
 #: Rule 4, part 2, when the tool's own fix (its declared unblock or the command its output
-#: suggested) reads as an instruction aimed at the agent or downloads and runs code: it is not
-#: repeated, as unstuck repeats nothing it would refuse to remember (issue 12, deliver 1).
-UNSAFE_FIX_NOTE = (" The tool's own suggested fix was left out: it downloads and runs code or reads as an "
-                   "instruction to the agent; check where it comes from before running anything like it.")
+#: suggested) fails :func:`unstuck.escalation.unsafe_fix`: it is not repeated, as unstuck
+#: repeats nothing it would refuse to remember (issue 12, deliver 1).
+UNSAFE_FIX_NOTE = (" The tool's own suggested fix was left out: unstuck does not repeat a command that downloads "
+                   "and runs code, sends or plants a secret, or reads as an instruction to the agent; check where "
+                   "it comes from before running anything like it.")
 
 #: Rule 4 for a stuck turn (DESIGN.md, "Defaults": identical failing calls escalate as stuck;
 #: calls to tools that do not exist stop the turn): parts 1 and 2.

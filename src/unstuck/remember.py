@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from unstuck.classify import find_injection
+from unstuck.escalation import unsafe_fix
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
-from unstuck.prompts import unblock_is_sentence
 from unstuck.redact import redact
-from unstuck.shell import find_download_and_run, screen_command
+from unstuck.shell import find_download_and_run
 from unstuck.situations import Situation
 from unstuck.text import for_terminal, quote_evidence
 
@@ -97,11 +97,8 @@ def unsafe_to_remember(situation: Situation, result_text: str) -> str | None:
         found = find_injection(text) or find_download_and_run(text)
         if found is not None:
             return f"{name} holds an instruction: {quote_evidence(found)}"
-    if unblock and not unblock_is_sentence(unblock):
-        refused = screen_command(unblock).refused
-        if refused is not None:
-            return f"the unblock fails the command screen: {refused}"
-    return None
+    refused = unsafe_fix(unblock) if unblock else None  # the very screen the question applies
+    return f"the unblock is refused: {refused}" if refused is not None else None
 
 
 #: A result longer than this is not decoded as JSON for :func:`unsafe_to_remember` (its text

@@ -63,7 +63,7 @@ import yaml
 from tree_sitter import Language, Node, Parser
 
 from unstuck.cache import bundled_document
-from unstuck.text import clean_terminal_text, valid_utf8
+from unstuck.text import clean_terminal_text, has_invisible, valid_utf8
 
 __all__ = [
     "TOO_MANY_TO_SCREEN",
@@ -2214,8 +2214,8 @@ def _runs_local_code(command: SimpleCommand) -> bool:
     if spec is not None:
         if _PYTHON.match((program or "").lower()) or (program or "").lower().startswith("pypy"):
             module = _python_module(command.args)
-            if module is not None:
-                return module not in _DATA_MODULES
+            if module is not None:  # ``-m`` with no module runs nothing
+                return bool(module) and module not in _DATA_MODULES
         if _inline_code(spec, command.args) is None:
             operand = _operand(spec, command.args)
             if operand is not None and operand not in ("-", "/dev/stdin"):
@@ -2299,10 +2299,313 @@ def _gives_container_the_host(command: SimpleCommand) -> bool:
     return False
 
 
+# --- programs that run their standard input, and files that run or grant access later ------------
+
+#: sudo(8) options after which sudo, given no command, runs a shell that reads its commands from
+#: standard input: ``-i``/``--login`` (the target user's login shell) and ``-s``/``--shell``
+#: (``$SHELL``); the short options that take a value end a cluster (``-iu root`` is ``-i -u root``).
+_SUDO_SHELL_LETTERS = frozenset("is")
+_SUDO_SHELL_LONGS = frozenset({"--login", "--shell"})
+_SUDO_VALUE_LETTERS = "ugCDhpRrtTU"
+#: su(1) and runuser(1) options that take a value; without ``-c``/``--command``/
+#: ``--session-command`` they start the user's shell, which reads standard input; runuser's
+#: ``-u USER COMMAND…`` runs the command directly.
+_SU_VALUES = frozenset({"-c", "--command", "--session-command", "-g", "--group", "-G", "--supp-group", "-s",
+                        "--shell", "-w", "--whitelist-environment", "-u", "--user"})
+_SU_COMMANDS = frozenset({"-c", "--command", "--session-command"})
+#: at(1): ``at TIME`` and batch(1) read the commands to run later from standard input unless
+#: ``-f FILE`` names them, and ``-l``/``-r``/``-d``/``-c``/``-q``-only calls (atq, atrm, cat) run none.
+_AT_NOT_STDIN = frozenset({"-f", "-l", "-r", "-d", "-c", "-V"})
+#: crontab(1): ``crontab -`` (or no file operand) installs standard input as the user's crontab;
+#: ``-l``/``-r``/``-e``/``-i`` list, remove or edit instead. Options that take a value: ``-u``.
+_CRONTAB_NOT_STDIN = frozenset({"-l", "-r", "-e", "-i", "-V", "-T"})
+#: ssh(1): options that take a value (SYNOPSIS); the words after the destination are a command
+#: run by the remote user's shell, and with none the remote shell reads standard input.
+_SSH_VALUES = frozenset({"-B", "-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o",
+                         "-p", "-Q", "-R", "-S", "-W", "-w"})
+#: docker-exec(1), podman-exec(1), nerdctl exec: options that take a value; then the container,
+#: then the command run in it (its standard input is the caller's with ``-i``).
+_EXEC_VALUES = frozenset({"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys",
+                          "--preserve-fds", "--preserve-fd"})
+_CONTAINER_ENGINES = frozenset({"docker", "podman", "nerdctl"})
+#: docker-run(1)/podman-run(1): options that take a value; then the image, then the command
+#: run in the container (``-i`` keeps the caller's standard input attached).
+_RUN_VALUES = _set("-a --attach --add-host --cap-add --cap-drop --cgroupns --cidfile --cpus -c --cpu-shares "
+                   "--cpuset-cpus --device --dns --entrypoint -e --env --env-file --expose --gpus -h --hostname "
+                   "--ip --label -l --log-driver --log-opt -m --memory --mount --name --network --net "
+                   "--network-alias -p --publish --pid --platform --pull --restart --runtime --security-opt "
+                   "--shm-size --stop-signal --stop-timeout --tmpfs -u --user --ulimit --userns -v --volume "
+                   "--volumes-from -w --workdir --ipc --uts --health-cmd --isolation --memory-swap")
+#: kubectl exec (kubectl reference): options that take a value (with kubectl's global ones);
+#: ``kubectl exec POD -- COMMAND…``.
+_KUBECTL_EXEC_VALUES = _set("-c --container -f --filename --pod-running-timeout -n --namespace --context --cluster "
+                            "--user --kubeconfig -s --server --token")
+
+
+def _inner_command(words: Sequence[str], command: SimpleCommand) -> SimpleCommand | None:
+    """``words`` (a command another program runs for ``command``) as a simple command with
+    ``command``'s standard input; ``None`` when they do not parse as one."""
+    if not words:
+        return None
+    parsed = parse_command_line(" ".join(_quote(w) for w in words))
+    if not parsed.commands:
+        return None
+    return replace(parsed.commands[0], stdin=command.stdin, redirects=command.redirects)
+
+
+def _quote(word: str) -> str:
+    return word if _PLAIN_WORD.match(word) else "'" + word.replace("'", "'\\''") + "'"
+
+
+def _after_options(args: Sequence[str], values: frozenset[str]) -> int:
+    """The index of the first operand of ``args`` (options and their values skipped)."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            return index + 1
+        if not word.startswith("-") or word == "-":
+            return index
+        index += 2 if word in values else 1
+    return index
+
+
+def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
+    """The command a privilege wrapper, remote shell or container executor runs for ``command``
+    (``None`` when it runs none), or ``True`` when it runs a shell on its standard input."""
+    program, args = command.program, command.args
+    if program == "env":  # env(1) -S/--split-string: the string is split into the command and its words
+        split = _option_value(args, "-S", ("--split-string",))
+        return None if split is None else _inner_command(split.split(), command)
+    if program in ("su", "runuser"):
+        if _option_in(args, _SU_COMMANDS):
+            return None  # su -c STRING: the string is parsed as the script of the line
+        if program == "runuser" and _option_in(args, frozenset({"-u", "--user"})):
+            return _inner_command(args[_after_options(args, _SU_VALUES):], command)
+        operands = [a for a in args[_after_options(args, _SU_VALUES):] if a != "-"]
+        return True if len(operands) <= 1 else _inner_command(["sh", *operands[1:]], command)
+    if program == "sudo":  # a shell option and no command (a command would have been resolved)
+        for word in args:
+            if word in _SUDO_SHELL_LONGS:
+                return True
+            if len(word) > 1 and word[0] == "-" and word[1] != "-":
+                for letter in word[1:]:
+                    if letter in _SUDO_SHELL_LETTERS:
+                        return True
+                    if letter in _SUDO_VALUE_LETTERS:
+                        break
+        return None
+    if program == "ssh":
+        index = _after_options(args, _SSH_VALUES)
+        if index >= len(args):
+            return None
+        rest = args[index + 1:]
+        return True if not rest else _inner_command(_words_of(" ".join(rest)), command)
+    if program in _CONTAINER_ENGINES and args[:1] in (("exec",), ("run",)):
+        index = _after_options(args[1:], _EXEC_VALUES if args[0] == "exec" else _RUN_VALUES) + 1
+        return _inner_command(args[index + 1:], command) if index < len(args) else None
+    if program == "kubectl" and ("exec" in args[:3] or "run" in args[:3]):
+        if "--" in args:
+            return _inner_command(args[args.index("--") + 1:], command)
+        if "run" in args[:3]:
+            return None  # kubectl run NAME --image=… without ``--`` runs the image's own command
+        start = args.index("exec") + 1
+        index = _after_options(args[start:], _KUBECTL_EXEC_VALUES) + start
+        return _inner_command(args[index + 1:], command) if index < len(args) else None
+    return None
+
+
+def _words_of(text: str) -> list[str]:
+    parsed = parse_command_line(text)
+    return list(parsed.commands[0].words) if parsed.commands else []
+
+
+def _runs_stdin_as_code(command: SimpleCommand, depth: int = 0) -> bool:
+    """Whether ``command`` runs what it reads on standard input as code, now or later: an
+    interpreter reading its program there (through any wrapper), sudo ``-i``/``-s``, su/runuser
+    without a command, ``env -S 'bash'``, ssh/docker exec/podman exec/kubectl exec running such
+    a command (or, ssh, none: the remote shell reads it), at(1)/batch(1), ``crontab -``."""
+    program = command.program
+    if program is None or depth > 3:
+        return False
+    if program in ("at", "batch"):
+        return not _option_in(command.args, _AT_NOT_STDIN) and (program == "batch" or bool(command.args))
+    if program == "crontab":
+        index = _after_options(command.args, frozenset({"-u"}))
+        operand = command.args[index] if index < len(command.args) else "-"
+        return not _option_in(command.args, _CRONTAB_NOT_STDIN) and operand == "-"
+    spec = _interpreter(program)
+    if spec is not None:
+        return _reads_program_from_stdin(command, spec)
+    if command.wrappers and _base(command.wrappers[-1][0]) == "sudo" and not command.args:
+        cluster = command.wrappers[-1][-1]  # ``sudo -iu root``: the word read as the program is -u's value
+        if len(cluster) > 2 and cluster[0] == "-" and cluster[1] != "-" and cluster[-1] in _SUDO_VALUE_LETTERS:
+            return bool(set(cluster[1:-1]) & _SUDO_SHELL_LETTERS)
+    inner = _remote_or_delegated(command)
+    if inner is True:
+        return True
+    return isinstance(inner, SimpleCommand) and _runs_stdin_as_code(inner, depth + 1)
+
+
+#: Files whose content the system or a login runs, or that grant access, by their programs'
+#: manuals: bash(1) INVOCATION (~/.bash_profile, ~/.bash_login, ~/.profile, ~/.bashrc,
+#: ~/.bash_logout, /etc/profile, /etc/bash.bashrc), zsh(1) STARTUP/SHUTDOWN FILES (.zshenv,
+#: .zprofile, .zshrc, .zlogin, .zlogout, /etc/zsh/), /etc/profile.d/, fish(1) config.fish and
+#: conf.d, ksh(1) ~/.kshrc, tcsh(1) ~/.cshrc/~/.tcshrc/~/.login, ~/.xprofile, ~/.xinitrc,
+#: environment.d(5), ~/.pam_environment (pam_env(8)), PowerShell's ``$PROFILE`` scripts
+#: (about_Profiles: profile.ps1, Microsoft.PowerShell_profile.ps1).
+_STARTUP_FILE = re2.compile(
+    r"(?:^|/|~)\.(?:bash_profile|bash_login|profile|bashrc|bash_logout|zshenv|zprofile|zshrc|zlogin|zlogout|kshrc|"
+    r"mkshrc|cshrc|tcshrc|login|xprofile|xinitrc|xsession|pam_environment)$|^/etc/(?:profile|bash\.bashrc|"
+    r"bashrc|zshrc|zsh/|profile\.d/|environment)|fish/(?:config\.fish|conf\.d/)|environment\.d/|"
+    r"(?i:^\$profile\b|_?profile\.ps1$)")
+#: Files that grant access or run code for others, so any write to them is refused: sshd(8)
+#: AUTHORIZED_KEYS FILE FORMAT (~/.ssh/authorized_keys, authorized_keys2) and SSHRC (~/.ssh/rc,
+#: /etc/ssh/sshrc), ssh_config(5) (~/.ssh/config: ProxyCommand, LocalCommand), crontab(5)
+#: (/etc/crontab, /etc/cron.d/, /etc/cron.hourly…, /var/spool/cron/), sudoers(5)
+#: (/etc/sudoers, /etc/sudoers.d/), ld.so(8) /etc/ld.so.preload, passwd(5)/shadow(5),
+#: systemd.unit(5) unit directories (/etc/systemd/, ~/.config/systemd/user/), githooks(5)
+#: (.git/hooks/), /etc/rc.local, udev(7) rules (/etc/udev/rules.d/).
+_TRUST_FILE = re2.compile(
+    r"\.ssh/(?:authorized_keys2?|rc|config)$|^/etc/ssh/(?:sshrc|sshd_config)|^/etc/(?:crontab|cron\.[a-z]+/|"
+    r"sudoers|ld\.so\.preload|passwd|g?shadow|rc\.local|systemd/|udev/rules\.d/)|^/var/spool/cron/|"
+    r"\.config/systemd/user/|(?:^|/)\.git/hooks/|(?:^|/)authorized_keys2?$")
+#: Options that name the file a downloader writes (curl(1) ``-o``/``--output``, wget(1)
+#: ``-O``/``--output-document``, aria2c(1) ``-o``/``--out``, fetch(1) ``-o``, HTTPie/xh
+#: ``-o``/``--output``, PowerShell ``-OutFile``); curl ``-O`` names it after the URL.
+_OUTPUT_OPTIONS: Mapping[str, tuple[str | None, tuple[str, ...]]] = {
+    "curl": ("-o", ("--output",)), "curlie": ("-o", ("--output",)),
+    "wget": ("-O", ("--output-document",)), "wget2": ("-O", ("--output-document",)),
+    "aria2c": ("-o", ("--out",)), "fetch": ("-o", ("--output",)), "http": ("-o", ("--output",)),
+    "https": ("-o", ("--output",)), "xh": ("-o", ("--output",)), "xhs": ("-o", ("--output",)),
+    "iwr": (None, ("-outfile",)), "invoke-webrequest": (None, ("-outfile",)), "irm": (None, ("-outfile",)),
+    "invoke-restmethod": (None, ("-outfile",)),
+}
+_USER_HOME = re2.compile(r"^(?:~[A-Za-z0-9_.-]*|\$HOME|\$\{HOME\})(/|$)")
+
+
+def _home_path(path: str) -> str:
+    """``~/x``, ``$HOME/x``, ``~user/x`` read as ``~/x`` (the patterns above are relative to a home)."""
+    return str(_USER_HOME.sub(r"~\1", path))
+
+
+def _written_files(command: SimpleCommand) -> list[str]:
+    """The files a command writes: its output redirections, a downloader's output file (curl
+    ``-O``: the URL's last segment), tee(1)'s operands, dd(1) ``of=``, cp(1)/mv(1)/install(1)/
+    ln(1)'s last operand."""
+    files = [r.target for r in command.redirects
+             if r.operator in (">", ">>", ">|", "&>", "&>>") and r.descriptor in (None, 1)]
+    program = (command.program or "").lower()
+    args = command.args
+    if program in _OUTPUT_OPTIONS:
+        short, longs = _OUTPUT_OPTIONS[program]
+        lowered = [a.lower() for a in args] if short is None else list(args)
+        value = _option_value(lowered, short, longs)
+        if value is None and short is not None:  # a cluster ending in the option: curl -fsSLo FILE
+            value = next((args[i + 1] for i, a in enumerate(args[:-1]) if len(a) > 2 and a[0] == "-"
+                          and a[1] != "-" and a.endswith(short[1])), None)
+        if value is not None:
+            files.append(value)
+        if program in ("curl", "curlie") and any(a in ("-O", "--remote-name") or (
+                a.startswith("-") and not a.startswith("--") and "O" in a[1:]) for a in args):
+            files.extend(posixpath.basename(a.rstrip("/")) for a in args if "://" in a)
+        if program in ("wget", "wget2", "aria2c") and value is None:
+            files.extend(posixpath.basename(a.rstrip("/")) for a in args if "://" in a)
+    elif program == "tee":
+        files.extend(a for a in args if not a.startswith("-"))
+    elif program == "dd":
+        files.extend(a[3:] for a in args if a.startswith("of="))
+    elif program in ("cp", "mv", "install", "ln"):
+        operands = [a for a in args if not a.startswith("-")]
+        files.extend(operands[-1:] if len(operands) > 1 else [])
+    return [_home_path(f) for f in files if f]
+
+
+#: Installers that run a package file's maintainer scripts or install its code (dpkg(1) ``-i``,
+#: rpm(8) ``-i``/``-U``/``-F``, apt(8)/apt-get(8)/dnf(8)/yum(8)/zypper(8) ``install`` of a
+#: file path, pip ``install`` of an archive or wheel file, npm-install(1) of a tarball, gem(1)
+#: ``install`` of a .gem, snap(8) ``install --dangerous``, flatpak(1) ``install`` of a bundle,
+#: installer(8) ``-pkg``, pacman(8) ``-U``).
+_PACKAGE_FILE = re2.compile(r"\.(?:deb|rpm|whl|tgz|tar\.gz|tar\.bz2|zip|gem|snap|flatpak|flatpakref|pkg|apk|"
+                            r"pkg\.tar\.zst|pkg\.tar\.xz|appimage|run|bin|sh)$")
+
+
+def _installs_package_file(command: SimpleCommand) -> bool:
+    """A package installer given a package file (a path, or a name ending as a package file)."""
+    program, args = command.program or "", command.args
+    operands = [a for a in args if not a.startswith("-")]
+    files = [a for a in operands if "/" in a or _PACKAGE_FILE.search(a.lower())]
+    if program == "dpkg":
+        return _option_in(args, frozenset({"-i", "--install", "--unpack"})) and bool(operands)
+    if program == "rpm":
+        return any(a.startswith("-") and not a.startswith("--") and set(a[1:]) & set("iUF") for a in args) or \
+            _option_in(args, frozenset({"--install", "--upgrade", "--freshen"}))
+    if program == "pacman":
+        return _option_in(args, frozenset({"-U", "--upgrade"}))
+    if program == "installer":
+        return _option_in(args, frozenset({"-pkg", "-package"}))
+    if program in ("apt", "apt-get", "dnf", "yum", "zypper", "pip", "pip3", "npm", "pnpm", "yarn", "gem", "snap",
+                   "flatpak", "pipx", "uv") or _PYTHON.match(program.lower()):
+        return any(w in ("install", "add", "localinstall", "in") for w in operands[:2]) and bool(
+            [f for f in files if f not in operands[:1]])
+    return False
+
+
 def _is_output_of_command(word: str) -> bool:
     """A word that stands for another command's output: ``<(…)``, ``$(…)``, backticks, or a
     descriptor path (``/dev/fd/N``, ``/proc/self/fd/N``, ``/dev/stdin``)."""
     return word.startswith(("<(", "/dev/fd/", "/proc/self/fd/", "/dev/stdin")) or "$(" in word or "`" in word
+
+
+def _fetched_variables(line: CommandLine) -> frozenset[str]:
+    """Variables the line sets to a download's output (``x=$(curl …)``, ``export x="$(wget -qO- …)"``)."""
+    names = set()
+    for name, value in line.assignments:
+        if "$(" in value or "`" in value:
+            inner = parse_command_line(value.strip('"'))
+            if any(_fetches(c) for c in inner.commands):
+                names.add(name)
+    return frozenset(names)
+
+
+def _runs_variable(command: SimpleCommand, names: frozenset[str]) -> bool:
+    """Whether ``command`` runs one of the variables ``names`` as code: as its program's name,
+    an interpreter's inline code or script operand, or a sourced file."""
+    def uses(word: str | None) -> bool:
+        return word is not None and any(n in names for n in _VARIABLE_REFERENCE.findall(word))
+    if command.program is None and command.words and uses(command.words[0]):
+        return True
+    spec = _interpreter(command.program)
+    if spec is not None and (uses(_inline_code(spec, command.args)) or uses(_shell_script(command.args))):
+        return True
+    return (spec is not None or command.program in _SOURCING) and uses(
+        _operand(spec or _Interpreter(frozenset(), frozenset()), command.args))
+
+
+def _echoes_download(command: SimpleCommand) -> bool:
+    """echo(1)/printf(1) printing a command line that downloads and runs (``echo 'curl … | sh' |
+    at now``): what it prints is the script of the program it is piped into."""
+    if command.program not in ("echo", "printf") or not command.args:
+        return False
+    text = " ".join(a for a in command.args if not a.startswith("-"))
+    parsed = parse_command_line(text.replace("\\n", "\n").split("\n")[0])
+    return bool(parsed.commands) and _download_refusal(parsed, text) is not None
+
+
+def _persists_download(line: CommandLine, command: SimpleCommand) -> str | None:
+    """A download written (by the fetch itself, or by tee/dd/a redirection downstream of it in
+    a pipe) to a shell start-up file or a file that grants access (:data:`_STARTUP_FILE`,
+    :data:`_TRUST_FILE`)."""
+    fed = _fetches(command) or (command.stdin is Stream.PIPE and any(
+        c.stage < command.stage and _fetches(c) for c in line.pipelines[command.pipeline]))
+    if not fed:
+        return None
+    for path in _written_files(command):
+        if _TRUST_FILE.search(path):
+            return "writes downloaded content to a file that grants access or runs commands"
+        if _STARTUP_FILE.search(path):
+            return "writes downloaded content to a shell start-up file"
+    return None
 
 
 def _download_refusal(line: CommandLine, text: str) -> str | None:
@@ -2310,12 +2613,16 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
     if _POWERSHELL_EVAL.search(text):
         return "runs text as a command (Invoke-Expression)"
     fetched = False
+    fetched_files: set[str] = set()
+    fetched_variables = _fetched_variables(line)
     for command in line.commands:
         program = command.program
         lowered = (program or "").lower()
         name_word = _program_word(command)
         if lowered in _EVALUATORS:
             return "runs text as a command (eval)"
+        if fetched_variables and _runs_variable(command, fetched_variables):
+            return "runs fetched text as code"
         if program is None and command.words:
             if "$(" in name_word or "`" in name_word or name_word.startswith("<("):
                 return "runs the output of another command as a command"
@@ -2354,6 +2661,15 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
         fed = _runs_its_input_as_code(command)
         if fed is not None:
             return fed
+        # (only in a complete line: a cut quotation can hide the remote or delegated command)
+        if command.stdin is Stream.PIPE and spec is None and line.complete and _runs_stdin_as_code(command):
+            upstream = [c for c in line.pipelines[command.pipeline] if c.stage < command.stage]
+            if program in ("sudo", "su", "runuser", "env") or any(_fetches(c) or _echoes_download(c)
+                                                                   for c in upstream):
+                return "pipes another command's output into a program that runs it"
+        persisted = _persists_download(line, command)
+        if persisted is not None:
+            return persisted
         if lowered in _RUNS_ITS_INPUT and command.stdin is Stream.PIPE and any(
                 c.stage < command.stage and _fetches(c) for c in line.pipelines[command.pipeline]):
             return "pipes fetched content into a program that runs it"
@@ -2361,10 +2677,14 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
             return "runs a package fetched by URL"
         if _gives_container_the_host(command):
             return "gives a container the host"
-        if fetched and _runs_local_code(command):
+        if fetched and (_runs_local_code(command) or _installs_package_file(command)
+                        or name_word in fetched_files or _base(name_word) in fetched_files):
             return "runs code it downloads"
         if _fetches(command):
             fetched = True
+            written = _written_files(command)
+            fetched_files.update(written)
+            fetched_files.update(_base(f) for f in written)
     for pipeline in line.pipelines:
         for command in pipeline:
             if command.program in _ROOT_WRITERS and any(_base(w[0]) in _ROOT_WRAPPERS for w in command.wrappers) \
@@ -2631,8 +2951,92 @@ def _destroys(line: CommandLine) -> str | None:
     return None
 
 
+#: Directories whose files the system runs or trusts (hier(7), the Filesystem Hierarchy Standard
+#: 3.0): making them writable by every user lets any user replace what root runs.
+_SYSTEM_TREES = frozenset({"/", "/*", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/var", "/boot",
+                           "/opt", "/root", "/home", "/srv", "/dev", "/sys", "/proc", "/run", "/usr/local",
+                           "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/local/bin", "/var/lib", "/var/spool",
+                           "~", "$HOME", "${HOME}"})
+#: chmod(1) modes that give "others" write permission: octal with the last digit's 2 bit set
+#: (2, 3, 6, 7), or a symbolic clause for ``o`` or ``a`` that adds or sets ``w``.
+_WORLD_WRITABLE_OCTAL = re2.compile(r"^[0-7]*[2367]$")
+_WORLD_WRITABLE_SYMBOLIC = re2.compile(r"(?:^|,)[ugoa]*[oa][ugoa]*[+=][rwxXst]*w")
+#: Directories every user may write to (FHS 3.0: /tmp, /var/tmp; /dev/shm, /run/shm), or the
+#: current directory (an empty PATH entry or ``.``: POSIX XBD 8.3, PATH).
+_WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/var/crash")
+
+
+def _world_writable_system(command: SimpleCommand) -> bool:
+    """chmod(1) giving every user write permission on a system directory or a home."""
+    if command.program != "chmod":
+        return False
+    operands = [a for a in command.args if not a.startswith("-")]
+    if len(operands) < 2:
+        return False
+    mode, targets = operands[0], operands[1:]
+    if not (_WORLD_WRITABLE_OCTAL.match(mode) or _WORLD_WRITABLE_SYMBOLIC.search(mode)):
+        return False
+    return any(t.rstrip("/") in _SYSTEM_TREES or t in _SYSTEM_TREES for t in targets)
+
+
+def _untrusted_path(value: str) -> bool:
+    """A ``PATH`` value whose first entry is the current directory (empty or ``.``) or a
+    world-writable directory; an entry that is a variable is not judged."""
+    first = value.split(":", 1)[0]
+    if not first:
+        return True
+    if first.startswith(("$", "~")):
+        return False
+    return first in (".", "./") or first.rstrip("/") in _WORLD_WRITABLE_DIRS or first.startswith(
+        tuple(d + "/" for d in _WORLD_WRITABLE_DIRS))
+
+
+def _shell_credential_helper(command: SimpleCommand) -> bool:
+    """git-config(1) setting ``credential.helper`` (or ``credential.<url>.helper``, also through
+    ``git -c``) to a value starting with ``!``: gitcredentials(7) runs it as shell code."""
+    if command.program != "git":
+        return False
+    args = command.args
+    for index, word in enumerate(args):
+        key, _, value = word.partition("=")
+        if word == "-c" and index + 1 < len(args):
+            key, _, value = args[index + 1].partition("=")
+            if _CREDENTIAL_HELPER_KEY.match(key) and value.lstrip().startswith("!"):
+                return True
+        if _CREDENTIAL_HELPER_KEY.match(word) and index + 1 < len(args) and args[index + 1].lstrip().startswith("!"):
+            return "config" in args[:index]
+        if key and value and _CREDENTIAL_HELPER_KEY.match(key) and value.lstrip().startswith("!"):
+            return True
+    return False
+
+
+_CREDENTIAL_HELPER_KEY = re2.compile(r"(?i)^credential\.(?:.+\.)?helper$")
+
+
+def _weakens(line: CommandLine) -> str | None:
+    """A command that opens the machine to others: a system directory made world-writable
+    (``chmod -R 777 /``), a write to a file that grants access or runs commands
+    (:data:`_TRUST_FILE`: ``>> ~/.ssh/authorized_keys``, ``/etc/sudoers.d/``, cron), a
+    world-writable or relative directory put first on ``PATH``, or a git credential helper
+    that is shell code."""
+    for name, value in line.assignments:
+        if name == "PATH" and _untrusted_path(value):
+            return "puts a world-writable directory or the current directory first on PATH"
+    for command in line.commands:
+        if _world_writable_system(command):
+            return "makes system files writable by every user"
+        if any(_TRUST_FILE.search(path) for path in _written_files(command)):
+            return "writes to a file that grants access or runs commands"
+        if any(name == "PATH" and _untrusted_path(value) for name, value in command.environment):
+            return "puts a world-writable directory or the current directory first on PATH"
+        if _shell_credential_helper(command):
+            return "sets a git credential helper that is shell code"
+    return None
+
+
 def _refusal(line: CommandLine, text: str) -> str | None:
-    return _plain_secret(line, text) or _destroys(line) or _download_refusal(line, text) or _secret_refusal(line)
+    return (_plain_secret(line, text) or _destroys(line) or _download_refusal(line, text) or _weakens(line)
+            or _secret_refusal(line))
 
 
 #: A line that may hold a download: a network program's name as a word, a URL, or inline code
@@ -2641,10 +3045,15 @@ _MAY_FETCH = re2.compile(
     r"(?i)(?:^|[^a-z0-9_.-])(curl|curlie|wget2?|fetch|aria2c|axel|lftp|xhs?|https?|lwp-request|iwr|irm|"
     r"invoke-webrequest|invoke-restmethod|nc|ncat|netcat|socat|telnet|scp|sftp|rsync|git|gh|hg|svn|fossil|"
     r"gsutil|gcloud|aws|azcopy|rclone)(?:[^a-z0-9_-]|$)|://|urlopen|urllib")
-#: A line where fetched text could reach an interpreter: a pipe, a sequence (``&&``, ``;``), a
-#: substitution, or an evaluator (``eval``, ``exec(…)`` in inline code, ``iex``, ``source``).
+#: A line where fetched text could reach an interpreter or a file that runs later: a pipe, a
+#: sequence (``&&``, ``;``), a substitution, an evaluator (``eval``, ``exec(…)`` in inline code,
+#: ``iex``, ``source``), an output redirection or a downloader's output option (``-o``, ``-O``,
+#: ``--output``, ``--out``, ``-OutFile``), or a package installer or runner's verb (``install``,
+#: ``add``, ``run``, ``dlx``, ``npx``, ``uvx``…: a package given by address).
 _MAY_RUN = re2.compile(
-    r"(?i)[|;`]|&&|\$\(|<\(|(?:^|[^a-z0-9_-])(?:eval|exec|iex|invoke-expression|source)(?:[^a-z0-9_-]|$)")
+    r"[|;`>]|&&|\$\(|<\(|(?:^|[^A-Za-z0-9_-])(?:(?i:eval|exec|iex|invoke-expression|source)|install|i|add|run|dlx|"
+    r"x|inject|create|init|npx|pnpx|bunx|uvx|pipx)(?:[^A-Za-z0-9_-]|$)|(?:^|\s)-[A-Za-z]*[oO](?:\s|=|$)|--out|"
+    r"(?i:-outfile)")
 _WORD = re2.compile(r"[^ ]+")
 #: Typographic quotation marks and guillemets prose puts around a command; read as spaces.
 _PROSE_QUOTES = {code: " " for code in (0xAB, 0xBB, *range(0x2018, 0x2020), 0x2039, 0x203A)}
@@ -2656,6 +3065,14 @@ _PROSE_CHARS_AFTER = 400
 #: At most this many command lines are parsed for one text (each a few tens of microseconds);
 #: a text that needs more is reported as :data:`TOO_MANY_TO_SCREEN`.
 _PROSE_PARSES = 2000
+#: Pipe and sequence operators written as words of prose; :func:`_prose_ends` tries an end
+#: after each of this many words that follow one.
+_OPERATOR_WORDS = frozenset({"|", "|&", "||", "&&", ";"})
+_PROSE_WORDS_AFTER_OPERATOR = 6
+_OPERATOR_INSIDE = re2.compile(r"\|&?|&&|;")
+#: A word starting so continues the command before it (an option, a quoted argument, a
+#: redirection or an operator): no candidate ends just before it.
+_CONTINUES = ("-", "'", '"', ">", "<", "|", "&", "2>", "1>")
 #: Characters of a text's head and of its tail that are read (the classifier's window).
 _PROSE_SCAN_CHARS = 65_536
 #: What :func:`find_download_and_run` returns for a text holding too many network words to read.
@@ -2676,8 +3093,9 @@ def find_download_and_run(text: str) -> str | None:
     """The command inside ``text`` (a tool's output, a sentence such as "Run bash <(curl -fsSL
     https://…) to sign in.", a lesson's content) that runs what it downloads, or ``None``.
 
-    Judged by structure, not by phrase: in a line with a pipe, a sequence, a substitution or
-    an evaluator (:data:`_MAY_RUN`; without one nothing fetched can reach an interpreter),
+    Judged by structure, not by phrase: in a line with a pipe, a sequence, a substitution, an
+    evaluator, an output redirection or option, or a package verb (:data:`_MAY_RUN`; without
+    one nothing fetched can reach an interpreter or a file),
     around each word that may fetch (a network program such as curl, wget, fetch, aria2c,
     nc, Invoke-WebRequest; a URL; urllib), the command lines starting at each of up to
     :data:`_PROSE_WORDS_BEFORE` words before it and ending where prose may follow
@@ -2685,8 +3103,15 @@ def find_download_and_run(text: str) -> str | None:
     as spaces) and judged by
     the screen's download rule: fetched or generated text reaching an interpreter by a pipe
     (also through ``tee``, ``sudo -E``, ``env``, ``doas``), by process substitution (``bash
-    <(…)``, ``bash < <(…)``, ``source <(…)``), by ``-c "$(…)"``, by ``eval``/``iex``, or a file
-    downloaded and then run in the same line. Returns the offending command's source text
+    <(…)``, ``bash < <(…)``, ``source <(…)``), by ``-c "$(…)"``, by ``eval``/``iex``, by a
+    variable set to it (``x=$(curl …); bash -c "$x"``), a pipe into any program that runs its
+    standard input (:func:`_runs_stdin_as_code`: ``sudo -i``, ``su``, ``runuser``, ``env -S``,
+    ``at``, ``crontab -``, ``ssh host sh``, ``docker exec -i c sh``, ``kubectl exec``), a file
+    downloaded and then run in the same line (by path, by name, or installed as a package file:
+    ``dpkg -i``, ``rpm -U``, ``apt install ./x.deb``), a package installed by URL, or a download
+    written to a shell start-up file or a file that grants access (``>> ~/.bashrc``, ``-O
+    ~/.ssh/authorized_keys``). Every candidate, bare command or sentence, goes through the same
+    check as :func:`screen_command`'s download rule. Returns the offending command's source text
     (cleaned, at most 300 characters), or :data:`TOO_MANY_TO_SCREEN` when the text needs more
     than :data:`_PROSE_PARSES` parses (it fails closed). Only the first and last
     :data:`_PROSE_SCAN_CHARS` characters of a longer text are read. Never raises.
@@ -2720,13 +3145,34 @@ def find_download_and_run(text: str) -> str | None:
 
 def _prose_ends(line: str, after: int) -> list[int]:
     """Where a command after offset ``after`` of ``line`` may end, prose following it: the end
-    of the window, and the end of each word that names an interpreter or an evaluator, closes
-    a substitution or a quotation, or is the operand of an interpreter (about 8 at most)."""
+    of the window, the end of each of the :data:`_PROSE_WORDS_AFTER_OPERATOR` words after a
+    pipe or a sequence operator that no option follows (the program that receives the download and its options:
+    ``| sudo -i``, ``| kubectl exec -i pod -- sh``, ``&& dpkg -i a.deb``), and the end of each
+    word that names an interpreter or an evaluator, closes a substitution or a quotation, or
+    is the operand of an interpreter (about 8 at most)."""
     limit = min(len(line), after + _PROSE_CHARS_AFTER)
     ends = [limit]
     previous = ""
     words = list(_WORD.finditer(line, after, limit))
+    since_operator = _PROSE_WORDS_AFTER_OPERATOR
+    quotes = ""
     for index, word_match in enumerate(words):
+        raw = word_match.group()
+        if raw in _OPERATOR_WORDS:
+            since_operator, quotes = 0, ""
+            continue
+        since_operator += 1
+        quotes += "".join(c for c in raw if c in "'\"")
+        joined = _OPERATOR_INSIDE.search(raw)  # ``URL|sudo``, ``a.deb;``: an operator inside the word
+        if joined is not None:
+            tail = raw[raw.rindex(joined.group()) + len(joined.group()):]
+            since_operator, quotes = (1 if tail else 0), "".join(c for c in tail if c in "'\"")
+        # ``| sudo -i and retry``: the runner and its words, not cut before an option (``| python3 -m
+        # json.tool``), a quoted argument (``| ssh host "cat > f"``) or a redirection
+        balanced = quotes.count("'") % 2 == 0 and quotes.count('"') % 2 == 0  # not inside a quoted argument
+        if since_operator <= _PROSE_WORDS_AFTER_OPERATOR and balanced and not (
+                index + 1 < len(words) and words[index + 1].group().startswith(_CONTINUES)):
+            ends.append(word_match.end() - (len(raw) - len(raw.rstrip(".,;:!?"))))
         word = word_match.group().rstrip(".,;:!?")
         bare = word.rstrip("\"'`,")  # a JSON string or a quotation closing right after the word
         name = _base(bare).lower()
@@ -2764,6 +3210,13 @@ def screen_command(command: str) -> Screened:
       scp from a host, a cloud storage copy …) and later runs a file by path, a script given to
       an interpreter, a sourced file, or a build in the working tree (make, npm install, pip
       install ., cargo build …), whatever renames or unpacking happened between;
+    * a pipe into a program that runs its standard input: sudo ``-i``/``-s``, su, runuser,
+      ``env -S``, always; at, batch, ``crontab -``, ssh, ``docker``/``podman exec``, ``kubectl
+      exec`` running a shell, when a download feeds the pipe; a download held in a variable
+      that is then run (``x=$(curl …); bash -c "$x"``); a downloaded program called by name
+      (``curl -o /usr/local/bin/t … && t``) or package file installed (``dpkg -i``, ``rpm -U``,
+      ``apt install ./x.deb``, ``pip install x.tgz``); a download written to a shell start-up
+      file (``~/.bashrc``, ``/etc/profile.d/``, ``$PROFILE``) or a file that grants access;
     * a package runner or installer given code by address (``npx https://…``, ``pip install
       git+https://…``, ``uvx --from git+…``, ``deno run https://…``, ``go run host/x@v``);
       downloaded content written as root (``| sudo tee``/``dd``); a container given the host
@@ -2780,10 +3233,17 @@ def screen_command(command: str) -> Screened:
     * a credential written out in the command (a token of a documented shape, the value of a
       ``--token`` or ``--password`` option): quoting it would repeat the secret;
     * a command that destroys a machine's or a home's data (``rm -rf ~``, ``rm -rf /``,
-      ``mkfs``, ``dd of=/dev/…``).
+      ``mkfs``, ``dd of=/dev/…``);
+    * a command that opens the machine to others: a system directory or a home made writable
+      by every user (``chmod -R 777 /``), any write to a file that grants access or runs
+      commands (``>> ~/.ssh/authorized_keys``, ``/etc/sudoers.d/``, cron, systemd units, git
+      hooks), a world-writable directory or the current directory first on ``PATH``
+      (``export PATH=/tmp/x:$PATH``), a git credential helper that is shell code (``!…``).
 
     Never raises.
     """
+    if has_invisible(command):  # checked before cleaning, which removes them (a hidden override is a refusal)
+        return Screened(None, "contains invisible characters")
     text = clean_terminal_text(command).strip()
     if not text:
         return Screened(None, "empty")
