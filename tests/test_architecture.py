@@ -353,6 +353,8 @@ LAYERS: dict[str, Layer] = {
     "unstuck.integrations.langgraph": Layer.INTEGRATIONS,
     "unstuck.integrations.openai_agents": Layer.INTEGRATIONS,
     "unstuck.integrations.pydantic_ai": Layer.INTEGRATIONS,
+    "unstuck.integrations.peers": Layer.INTEGRATIONS,
+    "unstuck.integrations.shell_server": Layer.INTEGRATIONS,
     "unstuck.cli": Layer.CLI,
     "unstuck.cli_bank": Layer.CLI,
     "unstuck.cli_exit": Layer.CLI,

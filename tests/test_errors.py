@@ -31,14 +31,17 @@ from unstuck.sqlite_store import store_errors, translate_errors
 
 
 def error_classes() -> list[type[BaseException]]:
-    """Every exception class defined in a module of the package (imported, not re-exported)."""
+    """Every error class defined in a module of the package (imported, not re-exported): the
+    ``Exception`` subclasses. A ``BaseException`` that is not an ``Exception`` is control flow,
+    as ``KeyboardInterrupt`` and ``GeneratorExit`` are (the peer comparison's cap, which no
+    framework's ``except Exception`` may swallow), never an error a caller handles."""
     found: list[type[BaseException]] = []
     for _, name, _ in pkgutil.walk_packages(unstuck.__path__, "unstuck."):
         if name.endswith("__main__"):
             continue
         module = importlib.import_module(name)
         found.extend(value for value in vars(module).values()
-                     if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == name)
+                     if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == name)
     return sorted(set(found), key=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
 
 

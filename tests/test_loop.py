@@ -305,7 +305,6 @@ def test_a_str_subclass_whose_methods_raise_is_read_as_its_plain_text() -> None:
     """Issue 12: any tool return becomes a result; a hostile ``str`` subclass (its ``lower``,
     ``__len__``, ``__str__``, ``encode`` … raise) is read as the text it holds."""
     from conftest import PlaybackModel
-
     from unstuck.clock import VirtualClock
     from unstuck.loop import run_turn
     from unstuck.tools import tool

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.cli_bank import bank_app
+from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_signals import signals_app
@@ -43,15 +44,6 @@ if TYPE_CHECKING:  # each command imports what it runs, so `unstuck classify` st
     from unstuck.signals import SignalTable
 
 __all__ = ["app", "main"]
-
-EXIT_BLOCKED = 3
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-
-#: The exit statuses, shown under each command's --help.
-EXIT_CODES = ("Exit status: 0 done; 1 failed (the turn, the harness, or the machine: a full or read-only "
-              "file); 2 a usage error (a bad option, a missing or malformed input file); 3 the turn ended "
-              "blocked (`unstuck run`).")
 
 app = typer.Typer(
     name="unstuck",
@@ -118,9 +110,10 @@ def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario
 
 def _print_regressions(regressions: list[Regression], unmatched: int) -> None:
     if not regressions:
-        console.print(f"no regressions against the baseline ({unmatched} run(s) had nothing to compare with)")
+        console.print(f"no regressions against the baseline ({unmatched} run(s) on one side only: "
+                      "new without a baseline, or in the baseline and not run again)")
         return
-    table = Table(title=f"regressions against the baseline ({unmatched} run(s) had nothing to compare with)")
+    table = Table(title=f"regressions against the baseline ({unmatched} run(s) on one side only)")
     for column in ("scenario", "agent", "mode", "what", "before", "after"):
         table.add_column(column)
     for r in regressions:
@@ -227,6 +220,58 @@ def _comparison_table(results: list[RunMetrics]) -> Table:
     return table
 
 
+def _peer_eval(frameworks: list[str], scenarios: list[str] | None, json_path: Path | None) -> None:
+    """``unstuck eval --frameworks``: the peer comparison (unstuck.integrations.peers) only."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from unstuck.evals.shell_world import SCENARIOS, Behaviour
+    from unstuck.integrations.peers import FRAMEWORKS, PeerRun, peer_ratios, run_peers
+
+    names = list(FRAMEWORKS) if frameworks == ["all"] else frameworks
+    worlds = scenarios if scenarios is not None else list(SCENARIOS)
+    unknown = [n for n in names if n not in FRAMEWORKS] + [s for s in worlds if s not in SCENARIOS]
+    if unknown:
+        raise _fail(f"unknown framework or scenario {', '.join(unknown)}; frameworks: {', '.join(FRAMEWORKS)}; "
+                    f"scenarios: {', '.join(SCENARIOS)}")
+    if json_path is not None and (json_path.is_dir() or not json_path.parent.is_dir()):
+        raise _fail(f"--json {json_path}: not a file path in an existing folder")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as progress:
+        bar = progress.add_task("frameworks", total=len(names) * len(worlds) * len(Behaviour) * 2)
+
+        def advance(run: PeerRun) -> None:
+            mode = "unstuck" if run.guarded else "defaults"
+            progress.update(bar, advance=1, description=f"{run.framework} · {run.scenario} · {run.behaviour} · {mode}")
+
+        runs = run_peers(names, worlds, list(Behaviour), progress=advance)
+    for name in names:
+        table = Table(title=f"{name}: the framework's defaults and with unstuck")
+        for column in ("scenario", "behaviour", "mode", "tool calls", "how it stops", "exact unblock", "status"):
+            table.add_column(column, justify="right" if column == "tool calls" else "left")
+        for r in (r for r in runs if r.framework == name):
+            how = r.stopped_by if r.error is None else f"error: {r.error}"
+            table.add_row(r.scenario, r.behaviour, "unstuck" if r.guarded else "defaults", r.calls_text,
+                          escape(for_terminal(how)), "yes" if r.exact_unblock else "no", r.status)
+        console.print(table)
+    ratios = Table(title="tool calls: defaults / unstuck")
+    for column in ("framework", "scenario", "behaviour", "defaults", "unstuck", "ratio"):
+        ratios.add_column(column)
+    for q in peer_ratios(runs):
+        ratios.add_row(q.framework, q.scenario, q.behaviour, f"{'≥ ' if q.at_least else ''}{q.defaults_calls}",
+                       str(q.unstuck_calls), q.text)
+    console.print(ratios)
+    if json_path is not None:
+        payload = {"runs": [r.to_dict() for r in runs], "ratios": [q.to_dict() for q in peer_ratios(runs)]}
+        json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        console.print(f"results written to {escape(str(json_path))}")
+    errors = [r for r in runs if r.error is not None]
+    for r in errors:
+        where = f"{r.framework} · {r.scenario} · {r.behaviour}: {r.error}"
+        err_console.print(f"[red]harness error[/red] in {escape(where)}")
+    if errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
 @app.command("eval", epilog=EXIT_CODES)
 def _eval_command(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
@@ -239,7 +284,8 @@ def _eval_command(
     agents: Annotated[str | None, typer.Option(help="Comma-separated agent names (model:NAME for --model).")] = None,
     model: Annotated[str | None, typer.Option(help="Also run this model of an OpenAI-compatible server.")] = None,
     base_url: Annotated[str | None, typer.Option(help="The server's API root, e.g. http://127.0.0.1:11434/v1.")] = None,
-    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="The server's API key.")] = "unstuck",
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", show_default=False,
+                                         help="The server's API key (default: OPENAI_API_KEY).")] = "unstuck",
     repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
     seed: Annotated[int | None, typer.Option(
         help="Seed of the model's sampling (repeat i uses seed + i) and of fault injection.")] = None,
@@ -255,8 +301,20 @@ def _eval_command(
     sessions: Annotated[bool | None, typer.Option(
         "--sessions/--no-sessions",
         help="Run the multi-session lessons scenario (default: when no scenario, tag or agent is chosen).")] = None,
+    frameworks: Annotated[str | None, typer.Option(
+        "--frameworks",
+        help="Run only the peer comparison instead: these comma-separated frameworks (openai-agents, langgraph, "
+             "pydantic-ai, mcp, or all), each behaviour with the framework's defaults and with unstuck, on "
+             "--scenarios (default gh_logged_out,gh_missing); honours --json only.")] = None,
 ) -> None:
-    """Run every scenario with every agent, unguarded and guarded, and print a table."""
+    """Run every scenario with every agent, unguarded and guarded, and print a table.
+
+    With --frameworks, run only the peer comparison (no scenario tables)."""
+    if frameworks is not None:
+        picked = _split(frameworks, "frameworks")
+        assert picked is not None
+        _peer_eval(picked, _split(scenarios, "scenarios"), json_path)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from unstuck.evals.compare import BaselineError, find_regressions, load_baseline
