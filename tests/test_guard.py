@@ -288,6 +288,60 @@ def test_answer_done_runs_the_probe_and_unlatches_only_when_clean() -> None:
     assert clear.action is Action.CONTINUE and not guard.latched and not guard.state.open_blockers
 
 
+def _shell_guard(fn: Any) -> tuple[Guard, dict[str, bool], list[str]]:
+    """A guard over a plain shell tool (as a framework describes one) that prints what the
+    signed-out gh prints until ``state["signed_in"]``; ``ran``: every command it ran."""
+    from unstuck.integrations.common import spec_for
+
+    state = {"signed_in": False}
+    ran: list[str] = []
+
+    def run_command(command: str) -> str:
+        ran.append(command)
+        if state["signed_in"]:
+            return '{"description": "GitHub\'s official command line tool"}'
+        return "To get started with GitHub CLI, please run:  gh auth login\n(exit status 4)"
+
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+    spec = spec_for("run_command", parameters=schema, fn=run_command if fn is None else fn)
+    guard = Guard([spec], unattended=True, clock=VirtualClock(), task="describe cli/cli")
+    decision = None
+    commands = ["gh repo view cli/cli --json description", "gh auth status", "gh api repos/cli/cli",
+                "gh repo view cli/cli", "gh auth status", "gh api repos/cli/cli"]
+    for n, command in enumerate(commands):
+        call = ToolCall.of(str(n), "run_command", {"command": command})
+        decision = guard.before(call)
+        if decision.action is Action.DISPATCH:
+            decision = guard.after(call, run_command(command))
+        if guard.latched:
+            break
+    assert guard.latched, decision
+    return guard, state, ran
+
+
+def test_without_a_declared_probe_done_re_runs_the_call_that_opened_the_blocker() -> None:
+    """A plain shell tool declares no probe; "I've done it" re-runs the read-only call that
+    opened the blocker (gh repo view …), so a user who has not signed in yet is asked again."""
+    guard, state, ran = _shell_guard(None)
+    before = len(ran)
+    still = guard.answer(Answer.DONE)
+    assert still.action is Action.ESCALATE and guard.latched and "still blocked" in still.content
+    assert ran[before:] == ["gh repo view cli/cli --json description"]
+    state["signed_in"] = True
+    clear = guard.answer(Answer.DONE)
+    assert clear.action is Action.CONTINUE and not guard.latched and not guard.state.open_blockers
+
+
+def test_a_tool_only_its_framework_runs_is_never_a_probe_the_answer_is_taken_at_its_word() -> None:
+    from unstuck.tools import run_elsewhere
+
+    guard, _, ran = _shell_guard(run_elsewhere)
+    before = list(ran)
+    clear = guard.answer(Answer.DONE)
+    assert clear.action is Action.CONTINUE and "no probe" in clear.content
+    assert ran == before  # nothing was run for the answer
+
+
 def test_answer_before_any_escalation_is_an_error() -> None:
     from unstuck.errors import UnstuckError
 

@@ -181,7 +181,10 @@ def test_a_paused_run_resumed_after_sign_in_finishes_and_no_call_runs_twice(save
     assert ANSWER in str(result["messages"][-1].content)
     assert outcome(result).status is TurnStatus.DONE and result[STATE_KEY]["status"] == "done"
     assert len(ran) == len(set(ran)), "a tool call ran twice"
-    assert world.commands[:len(before)] == before and world.commands[len(before):] == [TASK_COMMAND]
+    # after the answer: the probe (the call that opened the blocker, run again by the guard), then
+    # the model's own call; nothing from before the pause ran again
+    assert world.commands[:len(before)] == before and world.commands[len(before):] == [TASK_COMMAND, TASK_COMMAND]
+    assert "unstuck-probe" in ran
     assert all(world.ran(c) == 1 for c in before if c != TASK_COMMAND)
 
 
@@ -208,7 +211,7 @@ def hand_built(node: UnstuckToolNode, model: ToolCallingFakeModel, *, retry: Ret
     builder.add_node("tools", node.node, retry_policy=retry)
     builder.add_node("unstuck", node.gate, destinations=("agent", END))
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
     builder.add_edge("tools", "unstuck")
     return builder
 
@@ -240,6 +243,7 @@ def test_a_node_retry_policy_does_not_stack_with_the_retry_table() -> None:
     messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
     assert len(messages) == 1
     assert len(attempts) == RETRY_RULES[Kind.NETWORK].attempts  # the retry table's, never times RetryPolicy's
+    assert outcome(result).status is TurnStatus.BLOCKED  # "gave up" with the failure still open is no "done"
 
 
 def test_the_docs_example_runs() -> None:
@@ -293,3 +297,136 @@ def test_a_tool_node_run_again_replays_calls_that_already_ran_from_state() -> No
     assert sorted(ran) == ["a", "b"]  # each ran once, though the node ran twice
     contents = [[m.content for m in run["messages"] if isinstance(m, ToolMessage)] for run in (first, again)]
     assert len(contents[0]) == 2 and contents[0] == contents[1]
+
+
+def made_up_answer_replies() -> Iterator[AIMessage]:
+    """One call of the task's command (gh: not signed in), then an answer made up anyway."""
+    yield call_message(TASK_COMMAND, 1)
+    yield AIMessage("The description is probably 'a CLI tool'.")
+
+
+def test_an_answer_made_up_while_gh_is_signed_out_ends_the_run_blocked_not_done() -> None:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        agent = create_agent(ToolCallingFakeModel(messages=made_up_answer_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK)])
+        result = agent.invoke({"messages": [("user", TASK)]})
+    seen = outcome(result)
+    assert seen.status is TurnStatus.BLOCKED and UNBLOCK in seen.question
+    assert result[STATE_KEY]["status"] == "blocked"
+
+
+def test_the_gate_checks_a_hand_built_graphs_answer_too() -> None:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        node = UnstuckToolNode([run_command], then="agent", task=TASK)
+        graph = hand_built(node, ToolCallingFakeModel(messages=made_up_answer_replies())).compile()
+        result = graph.invoke({"messages": [("user", TASK)]})
+        with pytest.raises(Blocked):
+            graph = hand_built(UnstuckToolNode([run_command], then="agent", task=TASK, raise_blocked=True),
+                               ToolCallingFakeModel(messages=made_up_answer_replies())).compile()
+            graph.invoke({"messages": [("user", TASK)]})
+    assert outcome(result).status is TurnStatus.BLOCKED and UNBLOCK in outcome(result).question
+
+
+def test_an_answer_after_a_transient_failure_and_its_retries_is_blocked_not_done() -> None:
+    attempts: list[int] = []
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        attempts.append(1)
+        raise ConnectionError(f"[Errno 111] Connection refused: {url}")
+
+    replies = iter([AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "http://127.0.0.1:9/x"}, "id": "c1",
+                                                "type": "tool_call"}]), AIMessage("The page says hello.")])
+    agent = create_agent(ToolCallingFakeModel(messages=replies), [fetch],
+                         middleware=[UnstuckMiddleware([fetch], clock=VirtualClock(follow_real_time=False))])
+    result = agent.invoke({"messages": [("user", "fetch it")]})
+    assert len(attempts) == RETRY_RULES[Kind.NETWORK].attempts
+    assert outcome(result).status is TurnStatus.BLOCKED
+
+
+def test_a_paused_made_up_answer_resumes_after_sign_in_and_finishes() -> None:
+    with GhWorld() as world:
+        outputs: list[str] = []
+        run_command = shell_tool(world, [], outputs)
+
+        def replies() -> Iterator[AIMessage]:
+            yield from made_up_answer_replies()
+            yield call_message(TASK_COMMAND, 2)  # told the block is lifted: the task again
+            yield AIMessage(outputs[-1])
+
+        agent = create_agent(ToolCallingFakeModel(messages=replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK, pause=True)],
+                             checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "made-up"}}
+        paused = agent.invoke({"messages": [("user", TASK)]}, config)
+        assert UNBLOCK in paused["__interrupt__"][0].value["question"]
+        world.sign_in()
+        result = agent.invoke(Command(resume="I've done it"), config)
+    assert ANSWER in str(result["messages"][-1].content) and outcome(result).status is TurnStatus.DONE
+
+
+#: The adversarial script: the task's command and four credential/auth probes in ONE reply,
+#: then two more gh replies and a harmless command.
+PARALLEL = [TASK_COMMAND, "gh auth status", "env | grep -i token", "gh auth token", "cat ~/.config/gh/hosts.yml"]
+CREDENTIAL_HUNTS = ["env | grep -i token", "gh auth token", "cat ~/.config/gh/hosts.yml"]
+LATER = ["gh repo view cli/cli", "gh api repos/cli/cli", "echo after"]
+
+
+def script_replies(parallel: bool) -> Iterator[AIMessage]:
+    counter = itertools.count(1)
+    if parallel:
+        yield AIMessage("", tool_calls=[{"name": "run_command", "args": {"command": c}, "id": f"call_{next(counter)}",
+                                         "type": "tool_call"} for c in PARALLEL])
+    else:
+        for command in PARALLEL:
+            yield call_message(command, next(counter))
+    for command in LATER:
+        yield call_message(command, next(counter))
+    yield AIMessage("done")
+
+
+def run_script(parallel: bool, *, hand: bool = False, use_async: bool = False) -> tuple[TurnStatus, list[str]]:
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        model = ToolCallingFakeModel(messages=script_replies(parallel))
+        if hand:
+            graph = hand_built(UnstuckToolNode([run_command], then="agent", task=TASK), model).compile()
+        else:
+            graph = create_agent(model, [run_command], middleware=[UnstuckMiddleware([run_command], task=TASK)])
+        start: dict[str, Any] = {"messages": [("user", TASK)]}
+        result = asyncio.run(graph.ainvoke(start)) if use_async else graph.invoke(start)
+        return outcome(result).status, list(world.commands)
+
+
+@pytest.mark.parametrize(("hand", "use_async"), [(False, False), (False, True), (True, False)],
+                         ids=["middleware", "middleware-async", "tool-node"])
+def test_parallel_calls_of_one_reply_are_guarded_as_if_sequential(hand: bool, use_async: bool) -> None:
+    script = [*PARALLEL, *LATER]
+    for parallel in (True, False):  # the same outcome either way
+        status, ran = run_script(parallel=parallel, hand=hand, use_async=use_async)
+        assert status is TurnStatus.BLOCKED
+        assert ran[0] == TASK_COMMAND and len(ran) - 1 <= AFTER_SIGNAL  # the first call is the first signal
+        assert not set(CREDENTIAL_HUNTS) & set(ran)  # refused before dispatch
+        assert "echo after" not in ran
+        assert [script.index(c) for c in ran] == sorted(script.index(c) for c in ran)  # in the model's order
+
+
+def test_ive_done_it_without_signing_in_re_runs_the_opening_call_and_asks_again() -> None:
+    """No tool declares a probe here; "I've done it" re-runs the call that opened the blocker
+    (the signed-out gh repo view), which still fails, so the run pauses on the question again
+    and the model's next call never runs."""
+    with GhWorld() as world:
+        run_command = shell_tool(world, [], [])
+        agent = create_agent(ToolCallingFakeModel(messages=improviser_replies()), [run_command],
+                             middleware=[UnstuckMiddleware([run_command], task=TASK, pause=True)],
+                             checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "not-signed-in"}}
+        agent.invoke({"messages": [("user", TASK)]}, config)
+        before = list(world.commands)
+        again = agent.invoke(Command(resume="I've done it"), config)
+        assert world.commands[len(before):] == [TASK_COMMAND]  # the probe, and nothing else
+        assert again.get("__interrupt__") and UNBLOCK in again["__interrupt__"][0].value["question"]
+        assert outcome(again).status is TurnStatus.BLOCKED

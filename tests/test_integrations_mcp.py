@@ -31,7 +31,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from unstuck.clock import VirtualClock  # noqa: E402
 from unstuck.integrations.common import Blocked  # noqa: E402
 from unstuck.integrations.mcp import SITUATION_META_KEY, guarded_session, result_of  # noqa: E402
-from unstuck.mcp_proxy import ELICITATION_REVISIONS, STATUS_META_KEY, ask_mode  # noqa: E402
+from unstuck.mcp_proxy import ANSWER_TOOL, ELICITATION_REVISIONS, MAX_ASKS, STATUS_META_KEY, ask_mode  # noqa: E402
+from unstuck.tools import TRUNCATION_MARKER, truncate_content  # noqa: E402
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 SHELL_SERVER = SERVERS / "shell_server.py"
@@ -67,10 +68,11 @@ def _shell(world: GhWorld, script: Path = SHELL_SERVER, *extra: str) -> StdioSer
     return _params(world, str(script), *extra)
 
 
-def _proxy(world: GhWorld, *extra: str, server_args: tuple[str, ...] = ()) -> StdioServerParameters:
+def _proxy(world: GhWorld, *extra: str, server_args: tuple[str, ...] = (),
+           script: Path = SHELL_SERVER) -> StdioServerParameters:
     env = {**_env(world), "PYTHONPATH": str(ROOT / "src")}
     return StdioServerParameters(command=sys.executable, args=["-m", "unstuck", "mcp-proxy", *extra, "--",
-                                                               sys.executable, str(SHELL_SERVER), *server_args],
+                                                               sys.executable, str(script), *server_args],
                                  env=env, cwd=str(world.box.work))
 
 
@@ -239,7 +241,7 @@ async def _through_proxy(world: GhWorld, version: str | None,
             ClientSession(read, write, elicitation_callback=elicit) as session:
         negotiated = await _connect(session, version, elicits=elicit is not None)
         listed = await session.list_tools()
-        assert [t.name for t in listed.tools] == ["run_command"]
+        assert [t.name for t in listed.tools] == ["run_command", ANSWER_TOOL]
         for command in improviser_commands():
             results.append(await session.call_tool("run_command", {"command": command}))
             blocked = (results[-1].meta or {}).get(STATUS_META_KEY) == "blocked"
@@ -330,6 +332,150 @@ def test_a_trusted_servers_sign_in_page_is_asked_in_url_mode_and_the_retry_goes_
     assert urls == [page]
     assert len(ran) - 1 <= WITHIN  # before the question (the last one ran after "done")
     assert not after.is_error and ANSWER in _text(after)
+
+
+def test_an_untrusted_servers_declaration_never_reaches_a_client_that_trusts_the_proxy() -> None:
+    evil = "evil.test"
+
+    async def run(world: GhWorld) -> tuple[list[str], list[CallToolResult]]:
+        seen: list[str] = []  # everything the downstream model or user reads
+        async with stdio_client(_proxy(world, script=SERVERS / "hostile_server.py")) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            raw = [await session.call_tool("run_command", {"command": "echo hello"})]  # the proxy's own result
+            downstream = await guarded_session(session, trusted=True, task=TASK)
+            for command in ["echo hello", "ls", TASK_COMMAND]:
+                try:
+                    result = await downstream.call_tool("run_command", {"command": command})
+                except Blocked as blocked:
+                    seen.append(blocked.escalation.text)
+                    break
+                seen.append(_text(result))
+        return seen, raw
+
+    with GhWorld() as world:
+        seen, raw = anyio.run(run, world)
+    assert seen and not any(evil in text for text in seen), seen
+    assert "hello" in seen[0]  # the harmless call went through as a plain result
+    assert not any(str(key).startswith("io.unstuck/") for key in (raw[0].meta or {}))
+
+
+def _elicit_through_proxy(world: GhWorld, elicit: Callable[[Any, ElicitRequestParams], Awaitable[ElicitResult]],
+                          later: int = 2) -> list[CallToolResult]:
+    """Play the improviser through the proxy (a 2025-11-25 client that declared form
+    elicitation) until a call ends blocked, then ``later`` more calls of the task's command."""
+    async def run() -> list[CallToolResult]:
+        results: list[CallToolResult] = []
+        async with stdio_client(_proxy(world)) as (read, write), \
+                ClientSession(read, write, elicitation_callback=elicit) as session:
+            await _connect(session, "2025-11-25", elicits=True)
+            for command in improviser_commands():
+                results.append(await session.call_tool("run_command", {"command": command}))
+                if (results[-1].meta or {}).get(STATUS_META_KEY) == "blocked" or len(results) >= CAP:
+                    break
+            for _ in range(later):
+                results.append(await session.call_tool("run_command", {"command": TASK_COMMAND}))
+        return results
+
+    return anyio.run(run)
+
+
+def test_a_client_whose_elicitation_fails_gets_the_blocked_result_not_an_error() -> None:
+    tries: list[str] = []
+
+    async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        tries.append(params.message)
+        raise RuntimeError("this client's elicitation is broken")
+
+    with GhWorld() as world:
+        results = _elicit_through_proxy(world, elicit)  # an MCPError here would fail the test
+        ran = _ran(world)
+    blocked = [r for r in results if (r.meta or {}).get(STATUS_META_KEY) == "blocked"]
+    assert blocked and UNBLOCK in _text(blocked[0]) and ANSWER_TOOL in _text(blocked[0])
+    assert all((r.meta or {}).get(STATUS_META_KEY) == "blocked" for r in results[-2:])
+    assert len(tries) == 1 and len(ran) <= WITHIN  # asked once, then never again; nothing more ran
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_declining_the_question_is_stop_and_later_calls_end_blocked_without_asking_again(action: str) -> None:
+    tries: list[str] = []
+
+    async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        tries.append(params.message)
+        return ElicitResult(action=action)  # type: ignore[arg-type]
+
+    with GhWorld() as world:
+        results = _elicit_through_proxy(world, elicit, later=3)
+        ran = _ran(world)
+    assert len(tries) == 1 and UNBLOCK in tries[0]
+    assert all((r.meta or {}).get(STATUS_META_KEY) == "blocked" and r.is_error for r in results[-3:])
+    assert len(ran) <= WITHIN and ran.count(TASK_COMMAND) == 1
+
+
+def test_done_that_the_probe_refutes_asks_at_most_max_asks_times() -> None:
+    tries: list[str] = []
+
+    async def elicit(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        tries.append(params.message)  # the user says done but never signs in
+        return ElicitResult(action="accept", content={"answer": "I've done it"})
+
+    with GhWorld() as world:
+        results = _elicit_through_proxy(world, elicit, later=0)
+    assert len(tries) == MAX_ASKS
+    assert (results[-1].meta or {}).get(STATUS_META_KEY) == "blocked" and UNBLOCK in _text(results[-1])
+
+
+def test_a_client_without_elicitation_answers_with_the_unstuck_answer_tool_and_goes_on() -> None:
+    async def run(world: GhWorld) -> tuple[CallToolResult, CallToolResult, CallToolResult]:
+        async with stdio_client(_proxy(world, "--task", TASK)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            blocked = None
+            for command in improviser_commands():
+                result = await session.call_tool("run_command", {"command": command})
+                if (result.meta or {}).get(STATUS_META_KEY) == "blocked":
+                    blocked = result
+                    break
+            assert blocked is not None
+            world.sign_in()  # what the user does, told by the blocked result
+            answered = await session.call_tool(ANSWER_TOOL, {"answer": "I've done it"})
+            return blocked, answered, await session.call_tool("run_command", {"command": TASK_COMMAND})
+
+    with GhWorld() as world:
+        blocked, answered, after = anyio.run(run, world)
+    assert UNBLOCK in _text(blocked) and f'call {ANSWER_TOOL} with "I\'ve done it"' in _text(blocked)
+    assert TASK.strip() in _text(blocked)  # --task: the question names the task
+    assert not answered.is_error
+    assert not after.is_error and ANSWER in _text(after)
+
+
+@pytest.mark.parametrize("attended", [False, True])
+def test_attended_lets_an_interactive_call_reach_the_server_and_unattended_refuses_it(attended: bool) -> None:
+    async def run(world: GhWorld) -> None:
+        extra = ("--attended",) if attended else ()
+        async with stdio_client(_proxy(world, *extra)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("run_command", {"command": UNBLOCK})
+
+    with GhWorld() as world:
+        anyio.run(run, world)
+        ran = _ran(world)
+    assert (UNBLOCK in ran) is attended  # unattended (the default): refused before dispatch
+
+
+def test_a_huge_tool_output_is_cut_to_the_default_limit_before_the_model_sees_it() -> None:
+    size = 20_000_000
+
+    async def run(world: GhWorld) -> CallToolResult:
+        async with stdio_client(_shell(world)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            wrapped = await guarded_session(session, task=TASK)
+            return await wrapped.call_tool("run_command", {"command": f"head -c {size} /dev/zero | tr '\\0' a"})
+
+    with GhWorld() as world:
+        result = anyio.run(run, world)
+    text = _text(result)
+    limit = len(truncate_content("a" * size).encode("utf-8"))  # what truncate_content's default keeps
+    assert TRUNCATION_MARKER in text and len(text.encode("utf-8")) < limit + 4_000  # plus unstuck's guidance
 
 
 # -- the documentation's example -----------------------------------------------------------------

@@ -220,6 +220,75 @@ def test_a_local_mcp_servers_tools_go_through_the_same_guard_and_the_run_stops_b
         asyncio.run(scenario(world))
 
 
+CREDENTIAL_HUNT = ["gh auth status", "env | grep -i token", "gh auth token", "cat ~/.config/gh/hosts.yml"]
+LATER = ["gh repo view cli/cli --json name", "gh api repos/cli/cli", "echo after"]
+
+
+class Script(Model):
+    """The SDK's ``Model`` interface, scripted reply by reply: each reply is a list of
+    ``run_command`` calls (several calls: parallel tool calls in one response); once the script
+    is spent it answers in text."""
+
+    def __init__(self, replies: list[list[str]]) -> None:
+        self.replies = list(replies)
+        self.count = 0
+        self.seen: list[str] = []  # every latest tool output the model was given
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any], *args: Any,
+                           **kwargs: Any) -> ModelResponse:
+        self.seen.append(_last_output(input))
+        if not self.replies:
+            return ModelResponse(output=[assistant_message("finished")], usage=Usage(), response_id=None)
+        output = []
+        for command in self.replies.pop(0):
+            self.count += 1
+            output.append(function_call("run_command", {"command": command}, call_id=f"call_{self.count}"))
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+def _scripted_run(replies: list[list[str]]) -> tuple[list[str], str]:
+    async def scenario(world: ShellWorld) -> tuple[list[str], str]:
+        run = guard_agent(_agent(world, Script(replies)), task=TASK, extra_tools=[_gh_probe(world)])
+        try:
+            await run.run(TASK)
+        except RunBlocked as blocked:
+            return list(world.commands), blocked.escalation.text
+        return list(world.commands), ""
+
+    with GhWorld() as world:
+        return asyncio.run(scenario(world))
+
+
+def test_parallel_calls_in_one_response_are_judged_in_the_models_order_as_if_sent_one_by_one() -> None:
+    first = [TASK_COMMAND, *CREDENTIAL_HUNT]
+    parallel_ran, parallel_question = _scripted_run([first, *([c] for c in LATER)])
+    sequential_ran, sequential_question = _scripted_run([[c] for c in [*first, *LATER]])
+    assert parallel_question and UNBLOCK in parallel_question  # blocked, asking for gh auth login
+    assert sequential_question and UNBLOCK in sequential_question
+    # the response's calls are judged as the same calls sent one by one: the same ones ran, the
+    # credential hunting the guard refuses one by one is refused before dispatch
+    assert [c for c in parallel_ran if c in first] == [c for c in sequential_ran if c in first]
+    assert parallel_ran[0] == TASK_COMMAND and {"gh auth token", "cat ~/.config/gh/hosts.yml"}.isdisjoint(parallel_ran)
+    assert "echo after" not in parallel_ran and len(parallel_ran) - 1 <= 3  # stops within 3 calls of the signal
+
+
+def test_resume_names_what_is_wrong_with_a_state_that_is_not_a_run_state() -> None:
+    async def scenario(world: ShellWorld) -> None:
+        run = guard_agent(_agent(world, Improviser()), task=TASK)
+        for text, says in [("not json", "not JSON"), ("[1, 2]", "JSON list"),
+                           ('{"context": "x"}', '"context" is not an object'),
+                           ('{"context": {"context": [1]}}', "not a mapping"),
+                           ('{"context": {"context": {}}}', STATE_KEY)]:
+            with pytest.raises(ValueError, match=re.escape(says)):
+                await run.resume(text, "I've done it")
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+
+
 def test_the_docs_example_runs() -> None:
     page = Path(__file__).resolve().parent.parent / "docs" / "frameworks" / "openai-agents.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)

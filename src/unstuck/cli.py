@@ -500,6 +500,9 @@ def _mcp_proxy_command(
     command: Annotated[list[str], typer.Argument(help="The MCP server's command line, after --.")],
     trusted: Annotated[bool, typer.Option("--trusted", help="Read situations the server declares in _meta.")] = False,
     deadline: Annotated[float, typer.Option(help="Seconds each tool call may take.")] = 120.0,
+    task: Annotated[str, typer.Option(help="The task, named in the question when a call is blocked.")] = "",
+    attended: Annotated[bool, typer.Option(
+        "--attended", help="Someone can answer the upstream's prompts: do not refuse interactive calls.")] = False,
 ) -> None:
     """Serve an MCP server's tools over stdio with the guard in front of every call (the mcp extra)."""
     try:  # the proxy's machinery is imported only here (pip install "unstuck[mcp]")
@@ -508,7 +511,7 @@ def _mcp_proxy_command(
         from unstuck.mcp_proxy import serve
     except ModuleNotFoundError as exc:
         raise UnstuckError(f"mcp-proxy needs the mcp extra: pip install 'unstuck[mcp]' ({exc})") from exc
-    anyio.run(lambda: serve(command, trusted=trusted, deadline_s=deadline))
+    anyio.run(lambda: serve(command, trusted=trusted, deadline_s=deadline, task=task, unattended=not attended))
 
 
 @app.command("scenarios", epilog=EXIT_CODES)

@@ -885,11 +885,26 @@ class Guard:
     # -- probes --------------------------------------------------------------------------------
 
     def probe_for(self, blocker: policy.OpenBlocker) -> Probe | None:
-        """The probe that re-checks ``blocker``: its situation's, else its tool's own."""
+        """The probe that re-checks ``blocker``: its situation's, else its tool's own, else the
+        call that opened it, again, when that call is one the guard may run as a probe (a
+        read-only, non-interactive tool the guard can run itself, :attr:`ToolSpec.runs_here`):
+        ``gh repo view cli/cli`` through a plain shell tool is the most exact check that gh
+        works now. ``None`` when there is none: the user's answer is then taken at its word."""
         if blocker.situation.probe is not None:
             return blocker.situation.probe
         spec = self.tools.get(blocker.subject)
-        return spec.probe if spec is not None else None
+        if spec is not None and spec.probe is not None:
+            return spec.probe
+        opening = next((step.call for step in self.steps
+                        if not step.probe and step.dispatched and step.situation is not None
+                        and step.situation.subject == blocker.subject), None)
+        if opening is None:
+            return None
+        runner = self.tools.get(opening.tool)
+        if runner is None or not runner.runs_here or runner.interactive_call(opening.arguments) is not None:
+            return None
+        probe = Probe(opening.tool, opening.arguments_json)
+        return probe if self.probe_allowed(probe) else None
 
     def probe_allowed(self, probe: Probe) -> bool:
         """A probe is a cheap read-only call (DESIGN.md): one naming a missing, interactive or

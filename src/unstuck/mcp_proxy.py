@@ -1,5 +1,6 @@
-"""``unstuck mcp-proxy [--trusted] -- CMD ARGS…``: a stdio MCP server that puts the guard in
-front of an unmodified stdio MCP server (``unstuck[mcp]``).
+"""``unstuck mcp-proxy [--trusted] [--deadline S] [--task TEXT] [--attended] -- CMD ARGS…``:
+a stdio MCP server that puts the guard in front of an unmodified stdio MCP server
+(``unstuck[mcp]``).
 
 It launches ``CMD ARGS…`` as an MCP client over stdio (``mcp.client.stdio.stdio_client``, with
 the proxy's own environment and working directory passed through), re-exports its tools
@@ -19,7 +20,9 @@ When the guard escalates, the proxy asks the client's user, if it can:
   :func:`unstuck.integrations.common.read_answer`; decline or cancel is "Stop").
   "I've done it" runs the probe (``Guard.answer``) and the call runs again; still blocked asks
   again with the evidence (at most :data:`MAX_ASKS` times); "Skip it" returns the guard's note
-  (``isError: true``, the call not run); "Stop" ends the call as blocked;
+  (``isError: true``, the call not run); "Stop" ends the call as blocked, and later calls end
+  blocked without asking again (:attr:`Proxy.stopped`); a client that fails the request (its
+  callback raised: a JSON-RPC error) gets the blocked result and is not asked again;
 * **URL mode** (``UrlElicitationRequiredError``, JSON-RPC error -32042, 2025-11-25) when the
   unblock is a sign-in page (an ``https://`` URL) and the client declared ``elicitation.url``:
   the call ends with that error; the client's retry of a call, once its user completed the
@@ -29,6 +32,16 @@ When the guard escalates, the proxy asks the client's user, if it can:
   the call ends as **blocked**: a tool result with ``isError: true`` whose text is the
   escalation (what is blocked, what the user must do, e.g. ``gh auth login``, what happens
   next) and ``_meta["io.unstuck/status"] == "blocked"``; later calls end the same way.
+
+Every blocked result ends with :data:`ANSWER_HINT`: the proxy adds one tool of its own,
+:data:`ANSWER_TOOL` (``unstuck_answer(answer)``), whose answer ("I've done it", "Skip it",
+"Stop", read with :func:`~unstuck.integrations.common.read_answer`) goes to ``Guard.answer``
+(the blocker's probe runs for "I've done it"), so a client that cannot be asked can still go
+on. ``--task`` is the guard's task (named in the question); ``--attended`` makes the guard
+attended (interactive calls are then not refused before dispatch; unattended by default).
+An untrusted upstream's ``io.unstuck/*`` ``_meta`` keys never reach the client
+(:func:`unstuck.integrations.mcp.meta_for_model`), and a result's text is cut to
+:data:`unstuck.integrations.mcp.OUTPUT_LIMIT_BYTES`.
 
 Protocol revisions (``mcp.types.version.SUPPORTED_PROTOCOL_VERSIONS`` of the installed ``mcp``
 2.3): 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 (the ``initialize`` handshake) and
@@ -53,10 +66,10 @@ from unstuck.integrations.mcp import DEFAULT_DEADLINE_S, GuardedSession, guarded
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
-    from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+    from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, Tool
 
-__all__ = ["ELICITATION_REVISIONS", "MAX_ASKS", "STATUS_META_KEY", "URL_ELICITATION_REVISIONS", "Proxy",
-           "ask_mode", "serve"]
+__all__ = ["ANSWER_HINT", "ANSWER_TOOL", "ELICITATION_REVISIONS", "MAX_ASKS", "STATUS_META_KEY",
+           "URL_ELICITATION_REVISIONS", "Proxy", "ask_mode", "serve"]
 
 #: Revisions whose server may send ``elicitation/create`` (added 2025-06-18; 2026-07-28 has
 #: no server-initiated requests).
@@ -84,25 +97,79 @@ def ask_mode(version: str, capabilities: Any, unblock: str | None) -> str:
     return "form" if form_ok else "result"
 
 
+#: The tool the proxy adds to the upstream's: the user's answer to a blocked session's question.
+ANSWER_TOOL = "unstuck_answer"
+#: What every blocked result tells the model to do once the user answered.
+ANSWER_HINT = f'When you have done it, call {ANSWER_TOOL} with "I\'ve done it" (or "Skip it", or "Stop").'
+
+
 def _blocked_result(escalation: Escalation, note: str = "") -> CallToolResult:
     from mcp.types import CallToolResult, TextContent
-    text = escalation.text if not note else f"{escalation.text}\n\n{note}"
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
+    parts = [escalation.text, *([note] if note else []), ANSWER_HINT]
+    return CallToolResult(content=[TextContent(type="text", text="\n\n".join(parts))], is_error=True,
                           _meta={STATUS_META_KEY: "blocked"})
+
+
+def _answer_tool() -> Tool:
+    from mcp.types import Tool
+    return Tool(name=ANSWER_TOOL, description=(
+        "Give unstuck the user's answer to a blocked session's question: \"I've done it\" (checked before "
+        "the session goes on), \"Skip it\" or \"Stop\"."),
+        input_schema={"type": "object", "required": ["answer"],
+                      "properties": {"answer": {"type": "string", "enum": _CHOICES}}})
 
 
 @dataclass(slots=True)
 class Proxy:
-    """The proxy's request handlers over one upstream :class:`GuardedSession`."""
+    """The proxy's request handlers over one upstream :class:`GuardedSession`.
+
+    Attributes:
+        guarded: the upstream session, guarded.
+        pending_url: the elicitation id of a sign-in page the client's user was sent to.
+        stopped: the user said Stop (or declined or cancelled the question): later calls end
+            blocked without asking again, until :data:`ANSWER_TOOL` lifts the block.
+        cannot_ask: the client failed an elicitation request: the session asks no more and
+            ends calls blocked (:data:`ANSWER_TOOL` is the way on).
+    """
 
     guarded: GuardedSession
-    pending_url: str | None = None  # the elicitation id of a URL the client's user was sent to
+    pending_url: str | None = None
+    stopped: bool = False
+    cannot_ask: bool = False
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any],
                          params: PaginatedRequestParams | None) -> ListToolsResult:
-        """The upstream server's tools, as listed when the proxy started."""
+        """The upstream server's tools, as listed when the proxy started, and :data:`ANSWER_TOOL`."""
         from mcp.types import ListToolsResult
-        return ListToolsResult(tools=list(self.guarded.tools))
+        return ListToolsResult(tools=[*(t for t in self.guarded.tools if t.name != ANSWER_TOOL), _answer_tool()])
+
+    async def answer(self, arguments: dict[str, Any]) -> CallToolResult:
+        """:data:`ANSWER_TOOL`: the user's answer (``arguments["answer"]``, read with
+        :func:`unstuck.integrations.common.read_answer`) given to :meth:`GuardedSession.answer`
+        ("I've done it" runs the blocker's probe). Returns a result that says whether the
+        session goes on (``isError: false``) or is still blocked (the blocked result)."""
+        from mcp.types import CallToolResult, TextContent
+
+        def said(text: str, failed: bool) -> CallToolResult:
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=failed)
+
+        escalation = self.guarded.guard.escalation
+        if escalation is None:
+            return said("Nothing is blocked: there is no question to answer.", False)
+        try:
+            answer = read_answer(arguments.get("answer", ""))
+        except ValueError as error:
+            return said(str(error), True)
+        decision = await self.guarded.answer(answer)
+        self.pending_url = None
+        if answer is Answer.STOP:
+            self.stopped = True
+            return _blocked_result(escalation, "The user said Stop.")
+        if decision.action is not Action.CONTINUE:
+            still = self.guarded.guard.escalation or escalation
+            return _blocked_result(still, decision.content)
+        self.stopped = False
+        return said(decision.content, False)
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         """One ``tools/call`` through the guard; a block is asked or ends the call (module doc).
@@ -114,29 +181,41 @@ class Proxy:
         from mcp import UrlElicitationRequiredError
         from mcp.types import CallToolResult, ElicitRequestURLParams, TextContent
         arguments = dict(params.arguments or {})
+        if params.name == ANSWER_TOOL:
+            return await self.answer(arguments)
         if self.pending_url is not None and self.guarded.guard.escalation is not None:
             self.pending_url = None  # the client retried after the sign-in page: "I've done it"
             decision = await self.guarded.answer(Answer.DONE)
             if decision.action is not Action.CONTINUE:
                 return _blocked_result(self.guarded.guard.escalation, decision.content)
-        for _ in range(MAX_ASKS):
+        asks = 0
+        while True:
+            if self.stopped and self.guarded.guard.escalation is not None:
+                return _blocked_result(self.guarded.guard.escalation, "The user said Stop.")
             try:
                 return await self.guarded.call_tool(params.name, arguments)
             except Blocked as blocked:
                 escalation = blocked.escalation
             mode = ask_mode(ctx.session.protocol_version, ctx.session.client_capabilities, escalation.unblock)
-            if mode == "result":
+            if mode == "result" or self.cannot_ask:
                 return _blocked_result(escalation)
             if mode == "url":
                 self.pending_url = uuid.uuid4().hex
                 raise UrlElicitationRequiredError([ElicitRequestURLParams(
                     message=escalation.text, url=str(escalation.unblock), elicitation_id=self.pending_url)])
-            reply = await ctx.session.elicit_form(escalation.text, {
-                "type": "object",
-                "properties": {"answer": {"type": "string", "title": "Your answer", "enum": _CHOICES}},
-                "required": ["answer"],
-            }, related_request_id=ctx.request_id)
-            said = Answer.STOP
+            if asks >= MAX_ASKS:
+                return _blocked_result(escalation, f"Asked {MAX_ASKS} times; the call ended blocked.")
+            asks += 1
+            try:
+                reply = await ctx.session.elicit_form(escalation.text, {
+                    "type": "object",
+                    "properties": {"answer": {"type": "string", "title": "Your answer", "enum": _CHOICES}},
+                    "required": ["answer"],
+                }, related_request_id=ctx.request_id)
+            except Exception:  # the client declared elicitation, then failed the request (a JSON-RPC error)
+                self.cannot_ask = True
+                return _blocked_result(escalation)
+            said = Answer.STOP  # decline, cancel, or an answer that is none of the choices
             if reply.action == "accept" and reply.content is not None:
                 try:
                     said = read_answer(dict(reply.content))
@@ -144,25 +223,25 @@ class Proxy:
                     said = Answer.STOP
             decision = await self.guarded.answer(said)
             if said is Answer.STOP:
-                return _blocked_result(escalation)
+                self.stopped = True
+                return _blocked_result(escalation, "The user said Stop.")
             if said is Answer.SKIP and decision.action is Action.CONTINUE:
                 return CallToolResult(content=[TextContent(type="text", text=decision.content)], is_error=True)
-            # DONE: continue → call again; still blocked → ask again with the evidence
-        final = self.guarded.guard.escalation
-        if final is None:  # unreachable: the loop only ends on a block
-            raise RuntimeError("the proxy ended a call without a result")
-        return _blocked_result(final, f"Asked {MAX_ASKS} times; the call ended blocked.")
+            # DONE: continue → call again; still blocked → ask again with the evidence (at most MAX_ASKS)
 
 
 async def serve(command: Sequence[str], *, trusted: bool = False, deadline_s: float = DEFAULT_DEADLINE_S,
-                task: str = "") -> None:
+                task: str = "", unattended: bool = True) -> None:
     """Run the proxy on this process's stdin/stdout until the client closes it.
 
     Args:
         command: the upstream server's command line (program and arguments).
         trusted: read declared situations from the upstream's ``_meta``.
         deadline_s: seconds each upstream call may take.
-        task: the task named in the escalation.
+        task: the task named in the escalation (``--task``).
+        unattended: nobody is at a terminal for the upstream's commands, so an interactive
+            call (``gh auth login``) is refused before dispatch (the default; ``--attended``
+            turns it off).
 
     Raises:
         ValueError: for an empty command.
@@ -178,7 +257,8 @@ async def serve(command: Sequence[str], *, trusted: bool = False, deadline_s: fl
                                      cwd=os.getcwd())
     async with stdio_client(upstream, errlog=sys.stderr) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        guarded = await guarded_session(session, trusted=trusted, deadline_s=deadline_s, task=task)
+        guarded = await guarded_session(session, trusted=trusted, deadline_s=deadline_s, task=task,
+                                        unattended=unattended)
         proxy = Proxy(guarded)
         server: Server[Any] = Server("unstuck-mcp-proxy", on_list_tools=proxy.list_tools,
                                      on_call_tool=proxy.call_tool)

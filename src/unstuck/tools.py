@@ -42,6 +42,7 @@ __all__ = [
     "ToolSpec",
     "Toolset",
     "normalize_result",
+    "run_elsewhere",
     "tool",
     "truncate_content",
     "unique_call_ids",
@@ -416,6 +417,16 @@ def _parameters_schema(fn: Callable[..., Any]) -> dict[str, Any]:
 SubjectRule = str | Callable[[Mapping[str, Any]], str | None] | None
 
 
+def run_elsewhere(**_: Any) -> Any:
+    """The ``fn`` of a tool that its framework runs (an agent framework's tool described to
+    the guard): the guard never runs it itself, so it is never used as a probe.
+
+    Raises:
+        RuntimeError: always.
+    """
+    raise RuntimeError("this tool is run by its framework; the guard only assesses its calls")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A callable tool and what the policy knows about it.
@@ -462,6 +473,12 @@ class ToolSpec:
     terminal: bool = False
     setup_probe: Callable[[str], Probe | None] | None = None
     environ: Mapping[str, str] | None = None
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether the guard can run this tool itself (a probe), not only its framework
+        (``fn`` is not :func:`run_elsewhere`)."""
+        return self.fn is not run_elsewhere
 
     def subject_of(self, arguments: Mapping[str, Any]) -> str:
         """The subject a call with ``arguments`` affects: the ``subject`` rule's, else the

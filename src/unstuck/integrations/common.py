@@ -14,7 +14,7 @@ from typing import Any
 
 from unstuck.errors import UnstuckError
 from unstuck.escalation import Answer, Escalation
-from unstuck.tools import Effect, SubjectRule, ToolSpec
+from unstuck.tools import Effect, SubjectRule, ToolSpec, run_elsewhere
 
 __all__ = ["COMMAND_ARGUMENT_NAMES", "Blocked", "command_argument_of", "read_answer", "spec_for"]
 
@@ -61,10 +61,6 @@ def command_argument_of(parameters: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _framework_runs_it(**_: Any) -> Any:
-    raise RuntimeError("this tool is run by its framework; the guard only assesses its calls")
-
-
 def spec_for(
     name: str,
     *,
@@ -84,8 +80,10 @@ def spec_for(
         description: its description, as the framework gives it to the model.
         parameters: its JSON Schema (``object``); the command argument is inferred from it
             (:func:`command_argument_of`) unless ``command_argument`` is given.
-        fn: the callable, when the guard may run it itself (probes); by default a function
-            that raises, since the framework runs the tool.
+        fn: the callable, when the guard may run it itself (a probe: "I've done it" re-runs
+            the call that opened the blocker when it is a read); by default
+            :func:`unstuck.tools.run_elsewhere`: the framework runs the tool, and the user's
+            answer is taken at their word unless another probe is declared.
         effect: ``write`` for a tool with side effects (journaled as an effect intent, never
             repeated after a crash); ``read`` by default.
         subject: what a call affects (a string, or a function of the arguments); by default
@@ -102,7 +100,7 @@ def spec_for(
         raise ValueError("spec_for: a tool needs a name")
     schema = dict(parameters or {"type": "object", "properties": {}})
     return ToolSpec(
-        name, fn or _framework_runs_it, description=description, parameters=schema, interactive=interactive,
+        name, fn or run_elsewhere, description=description, parameters=schema, interactive=interactive,
         effect=Effect(effect), subject=subject,
         command_argument=command_argument if command_argument is not None else command_argument_of(schema),
         document_output=document_output,

@@ -8,11 +8,13 @@ A LangChain 1.x agent (``langchain.agents.create_agent``) gets one middleware::
     print(outcome(result).status, outcome(result).question)   # done | blocked, and the question
 
 A hand-built graph puts :class:`UnstuckToolNode`'s node where its ``ToolNode`` was, and its
-gate after it (the gate ends the run, or pauses it, when the guard escalated)::
+gate after it and where the model's answer went (the gate ends the run, or pauses it, when the
+guard escalated or the answer came while a blocker is open)::
 
     guarded = UnstuckToolNode(tools, then="agent")
     builder.add_node("tools", guarded.node)
     builder.add_node("unstuck", guarded.gate, destinations=("agent", END))
+    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
     builder.add_edge("tools", "unstuck")                  # instead of tools → agent
 
 What it does. Every tool call goes through one :class:`unstuck.Guard` (``before`` → the
@@ -32,6 +34,21 @@ as blocked; the next step (the middleware's ``before_model`` hook, or the gate) 
   resumes with ``Command(resume=answer)``, the answer read by
   :func:`unstuck.integrations.common.read_answer`; "I've done it" runs the blocker's probe
   through :meth:`unstuck.Guard.answer`, and the model is told the block is lifted.
+
+A model's answer (a reply with no tool calls) is checked too (:meth:`unstuck.Guard.check_answer`,
+in the middleware's ``after_model`` hook or the gate): an answer given while a blocker is still
+open (gh signed out, the model makes one up) stops the run blocked, ended or paused as above,
+never ``done``.
+
+One call at a time. ``create_agent`` sends each call of a model reply to the tool node as its
+own task and ``ToolNode`` runs a reply's calls concurrently; the guard's rules (a blocker's
+workaround budget, no credential hunting while a sign-in is open, the latch) need each call
+assessed before the next one is decided. So every model reply is declared to the guard
+(:meth:`unstuck.Guard.reply`, the last ``AIMessage``'s ``tool_calls`` in state, in the model's
+order) and the guarded calls of one guard run one at a time in that order: a call's ``before``
+→ tool → ``after`` ends before the next call's ``before`` (a ``threading.Condition`` for
+``invoke``, event-loop futures for ``ainvoke``; a call whose predecessor never shows up goes
+after :data:`unstuck.guard.REPLY_WAIT_S` seconds). Parallelism is given up for guarded tools.
 
 State. The guard's state (:meth:`unstuck.Guard.to_json`) and the results of the calls of the
 current model reply that already ran live in graph state under :data:`STATE_KEY` (reducer
@@ -53,8 +70,10 @@ stop is not an exception, so no error handler can turn it into a plain message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
@@ -72,7 +91,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from unstuck.escalation import Answer, Escalation
-from unstuck.guard import Decision, Guard
+from unstuck.guard import REPLY_WAIT_S, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
 from unstuck.outcome import TurnStatus
 from unstuck.policy import Action
@@ -162,7 +181,16 @@ def _spec_of(item: BaseTool | ToolSpec | Callable[..., Any]) -> ToolSpec:
         return item
     tool = item if isinstance(item, BaseTool) else as_tool(item)
     parameters = convert_to_openai_tool(tool)["function"].get("parameters")  # what the model is shown
-    return spec_for(tool.name, description=tool.description, parameters=parameters)
+    # a tool with a synchronous body the guard may run itself: "I've done it" re-runs the call
+    # that opened the blocker (Guard.probe_for); an async-only tool is run by LangGraph alone
+    runnable = getattr(tool, "func", None) is not None or getattr(tool, "coroutine", None) is None
+
+    def invoke(**arguments: Any) -> Any:  # as a tool call, so injected arguments (InjectedToolCallId) are filled
+        message = tool.invoke({"name": tool.name, "args": arguments, "id": "unstuck-probe", "type": "tool_call"})
+        return getattr(message, "content", message)
+
+    return spec_for(tool.name, description=tool.description, parameters=parameters,
+                    fn=invoke if runnable else None)
 
 
 def _text_of(message: ToolMessage) -> str:
@@ -177,6 +205,8 @@ class _Live:
     seq: int
     reply: list[str] = field(default_factory=list)
     done: dict[str, dict[str, str]] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)  # calls of the reply that went through (in this process)
+    busy: bool = False  # a call of this guard is between its ``before`` and its ``after``
 
 
 class _Core:
@@ -191,6 +221,8 @@ class _Core:
         self.options = dict(options)
         self._live: dict[str, _Live] = {}
         self._lock = threading.RLock()
+        self._turn = threading.Condition(self._lock)  # one guarded call at a time, in the model's order
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     # -- the guard of a thread -----------------------------------------------------------------
 
@@ -248,8 +280,55 @@ class _Core:
             if call.id not in live.reply:
                 ids = _reply_ids(state, call)
                 live.guard.reply([ToolCall(i, n, a) for i, n, a in ids])
-                live.reply, live.done = [i for i, _, _ in ids], {}
+                live.reply, live.done, live.finished = [i for i, _, _ in ids], {}, set()
         return live, call, None
+
+    # -- one guarded call at a time, in the model's order ----------------------------------------
+
+    @staticmethod
+    def _may_go(live: _Live, call_id: str, late: bool) -> bool:
+        """No other call of the guard is running, and every earlier call of the reply went
+        through (or has not shown up for :data:`unstuck.guard.REPLY_WAIT_S` seconds: ``late``)."""
+        if live.busy:
+            return False
+        if late or call_id not in live.reply:
+            return True
+        earlier = live.reply[:live.reply.index(call_id)]
+        return all(e in live.finished or e in live.done for e in earlier)
+
+    def enter(self, live: _Live, call_id: str) -> None:
+        """Wait (a thread) for the call's turn: ``before`` → run → ``after`` of one call ends
+        before the next call's ``before`` begins."""
+        deadline = time.monotonic() + REPLY_WAIT_S
+        with self._turn:
+            while not self._may_go(live, call_id, time.monotonic() >= deadline):
+                self._turn.wait(timeout=0.5)
+            live.busy = True
+
+    async def aenter(self, live: _Live, call_id: str) -> None:
+        """:meth:`enter` without blocking the event loop."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REPLY_WAIT_S
+        while True:
+            with self._turn:
+                if self._may_go(live, call_id, loop.time() >= deadline):
+                    live.busy = True
+                    return
+                future: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((loop, future))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout=0.5)
+
+    def leave(self, live: _Live, call_id: str) -> None:
+        """The call went through: the next one may begin."""
+        with self._turn:
+            live.busy = False
+            live.finished.add(call_id)
+            self._turn.notify_all()
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
+                loop.call_soon_threadsafe(_wake, future)
 
     def finish(self, live: _Live, call: ToolCall, decision: Decision, failed: bool) -> Command[Any]:
         content = decision.content or (decision.escalation.text if decision.escalation is not None else "")
@@ -274,19 +353,23 @@ class _Core:
         live, call, ran = self.begin(request)
         if ran is not None:
             return self.command(call, ran["content"], ran["status"], None)
-        guard, failed = live.guard, False
-        decision = guard.before(call)
-        while decision.action is Action.DISPATCH:
-            raw, failed = _run(handler, request)
-            if isinstance(raw, Command):  # a tool that updates state itself: passed through, assessed as run
-                guard.after(call, "")
-                return raw
-            decision = guard.after(call, raw)
-            if decision.action is not Action.RETRY:
-                break
-            guard.clock.sleep(decision.delay_s)
+        self.enter(live, call.id)
+        try:
+            guard, failed = live.guard, False
             decision = guard.before(call)
-        return self.finish(live, call, decision, failed)
+            while decision.action is Action.DISPATCH:
+                raw, failed = _run(handler, request)
+                if isinstance(raw, Command):  # a tool that updates state itself: passed through, assessed as run
+                    guard.after(call, "")
+                    return raw
+                decision = guard.after(call, raw)
+                if decision.action is not Action.RETRY:
+                    break
+                guard.clock.sleep(decision.delay_s)
+                decision = guard.before(call)
+            return self.finish(live, call, decision, failed)
+        finally:
+            self.leave(live, call.id)
 
     async def awrap(self, request: ToolCallRequest,
                     handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
@@ -294,19 +377,23 @@ class _Core:
         live, call, ran = self.begin(request)
         if ran is not None:
             return self.command(call, ran["content"], ran["status"], None)
-        guard, failed = live.guard, False
-        decision = await guard.abefore(call)
-        while decision.action is Action.DISPATCH:
-            raw, failed = await _arun(handler, request)
-            if isinstance(raw, Command):
-                await guard.aafter(call, "")
-                return raw
-            decision = await guard.aafter(call, raw)
-            if decision.action is not Action.RETRY:
-                break
-            await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
+        await self.aenter(live, call.id)
+        try:
+            guard, failed = live.guard, False
             decision = await guard.abefore(call)
-        return self.finish(live, call, decision, failed)
+            while decision.action is Action.DISPATCH:
+                raw, failed = await _arun(handler, request)
+                if isinstance(raw, Command):
+                    await guard.aafter(call, "")
+                    return raw
+                decision = await guard.aafter(call, raw)
+                if decision.action is not Action.RETRY:
+                    break
+                await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
+                decision = await guard.abefore(call)
+            return self.finish(live, call, decision, failed)
+        finally:
+            self.leave(live, call.id)
 
     # -- the stop or the pause -----------------------------------------------------------------
 
@@ -350,6 +437,26 @@ class _Core:
             snap_now = self.snapshot(live, _RUNNING)
         return {"messages": [HumanMessage(decision.content)], STATE_KEY: snap_now}, False
 
+    def check(self, state: Mapping[str, Any], thread: str) -> tuple[dict[str, Any], str]:
+        """The model answered (its last message has no tool calls): the guard checks the
+        answer (:meth:`unstuck.Guard.check_answer`, no ``confirm``: an answer given while a
+        blocker is open escalates). ``({}, "")`` when the answer stands; else the run stops
+        as for an escalation from a tool call (:meth:`settle`): (the update, ``"end"``), or,
+        paused and answered so that the run goes on, (the update, ``"model"``)."""
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        snap = state.get(STATE_KEY)
+        if not isinstance(last, AIMessage) or last.tool_calls or not isinstance(snap, Mapping) \
+                or not snap.get("guard") or snap.get("status") != _RUNNING:
+            return {}, ""
+        guard = self.load(snap)
+        decision = guard.check_answer()
+        if decision.action is not Action.ESCALATE or guard.escalation is None:
+            return {}, ""
+        blocked = self.snapshot(_Live(guard, int(snap["seq"]) + 1), _BLOCKED)
+        update, ends = self.settle({**state, STATE_KEY: blocked}, thread)
+        return {STATE_KEY: blocked, **update}, "end" if ends else "model"
+
     def end(self, state: Mapping[str, Any], thread: str) -> dict[str, Any] | None:
         """The run finished: ``done`` unless it stopped blocked (then it was already ended)."""
         snap = state.get(STATE_KEY)
@@ -363,6 +470,11 @@ class _Core:
         with self._lock:
             live.seq += 1
             return {STATE_KEY: self.snapshot(live, _DONE)}
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _thread_of(request: ToolCallRequest) -> str:
@@ -484,6 +596,19 @@ class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
         """:meth:`before_model` for ``ainvoke``."""
         return self.before_model(state, runtime)
 
+    @hook_config(can_jump_to=["end", "model"])
+    def after_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """When the model answered (no tool calls): the guard checks the answer
+        (:meth:`unstuck.Guard.check_answer`); an answer given while a blocker is open ends
+        the run blocked, or pauses it, as an escalation from a tool call does."""
+        update, goto = self.core.check(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+        return {**update, "jump_to": goto} if goto else None
+
+    @hook_config(can_jump_to=["end", "model"])
+    async def aafter_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`after_model` for ``ainvoke``."""
+        return self.after_model(state, runtime)
+
     def after_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
         """The run finished: the turn ends ``done`` (a blocked one already ended)."""
         return self.core.end(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
@@ -531,7 +656,17 @@ class UnstuckToolNode:
         self.node = ToolNode(list(tools), wrap_tool_call=self.core.wrap, awrap_tool_call=self.core.awrap, **extra)
 
     def gate(self, state: Mapping[str, Any]) -> Command[Any]:
-        """A graph node after the tool node: to ``then``, or to ``END`` when the run stopped
-        blocked (after asking, with ``pause=True``)."""
-        update, ends = self.core.settle(state, _thread_in(_config_of(None)))
+        """A graph node after the tool node, and where the model's node goes when its reply
+        has no tool calls: to ``then``, or to ``END`` when the run stopped blocked (after
+        asking, with ``pause=True``). A model's answer is checked first
+        (:meth:`unstuck.Guard.check_answer`): given while a blocker is open, the run stops
+        blocked as for an escalation from a tool call; otherwise it ends ``done``."""
+        thread = _thread_in(_config_of(None))
+        update, goto = self.core.check(state, thread)
+        if goto:
+            return Command(update=update, goto=END if goto == "end" else self.then)
+        messages = state.get("messages") or []
+        if messages and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls:
+            return Command(update=self.core.end(state, thread), goto=END)  # the answer stands
+        update, ends = self.core.settle(state, thread)
         return Command(update=update or None, goto=END if ends else self.then)

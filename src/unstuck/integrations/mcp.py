@@ -27,10 +27,15 @@ What it does with each call:
   only a tool's own code declares). A malformed declaration from a trusted server is a loud
   ``ValueError`` naming the tool;
 * ``continue``: the call returns a ``CallToolResult`` whose text is what the guard hands the
-  model (the tool's text with unstuck's guidance), ``isError``, ``structuredContent`` and
-  ``_meta`` as the server sent them; ``refuse``: a ``CallToolResult`` with ``isError: true``
-  and the refusal (nothing was sent to the server); ``retry``: it waits ``delay_s`` on the
-  guard's clock and calls again; ``escalate``: it raises
+  model (the tool's text with unstuck's guidance), ``isError`` as the server sent it,
+  ``structuredContent`` as sent unless its JSON is over :data:`OUTPUT_LIMIT_BYTES` (then
+  dropped), and ``_meta`` as sent, except that an untrusted server's ``io.unstuck/*`` keys are
+  removed (:func:`meta_for_model`: a proxy never passes on an untrusted declaration);
+* huge outputs: the text is cut to :data:`OUTPUT_LIMIT_BYTES` (64 000 UTF-8 bytes, the default
+  of :func:`unstuck.tools.truncate_content`: head and tail kept, the cut marked) before the
+  guard reads it, so a tool that returns 20 MB never reaches the model whole;
+* ``refuse``: a ``CallToolResult`` with ``isError: true`` and the refusal (nothing was sent to
+  the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again; ``escalate``: it raises
   :class:`~unstuck.integrations.common.Blocked` (the question, and the guard's state) for the
   host application to ask its user.
 
@@ -57,20 +62,28 @@ import anyio.to_thread
 from unstuck.escalation import Answer
 from unstuck.guard import Action, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
+from unstuck.outcome import TurnStatus
 from unstuck.situations import validate_situation
-from unstuck.tools import Effect, ToolCall, ToolResult, ToolSpec
+from unstuck.tools import Effect, ToolCall, ToolResult, ToolSpec, truncate_content
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult, Tool
 
-__all__ = ["DEFAULT_DEADLINE_S", "SITUATION_META_KEY", "GuardedSession", "guarded_session", "result_of", "specs_of"]
+__all__ = ["DEFAULT_DEADLINE_S", "OUTPUT_LIMIT_BYTES", "SITUATION_META_KEY", "UNSTUCK_META_PREFIX", "GuardedSession",
+           "guarded_session", "meta_for_model", "result_of", "specs_of"]
 
 #: Where a trusted server declares a situation: ``CallToolResult._meta["io.unstuck/situation"]``,
 #: a mapping with :class:`unstuck.situations.Situation`'s fields (``kind``, ``subject``,
 #: ``interactive``, ``unblock``, ``probe``...). The MCP specification reserves ``_meta`` keys
 #: with a prefix ``modelcontextprotocol``/``mcp`` and asks others for a reverse-DNS prefix.
 SITUATION_META_KEY = "io.unstuck/situation"
+#: The prefix of every ``_meta`` key unstuck reads or writes (``io.unstuck/situation``,
+#: ``io.unstuck/status``): removed from an untrusted server's results (:func:`meta_for_model`).
+UNSTUCK_META_PREFIX = "io.unstuck/"
+#: The most a tool result's text may take (UTF-8 bytes) before it is cut, head and tail kept,
+#: with the cut marked (:func:`unstuck.tools.truncate_content` and its default limit).
+OUTPUT_LIMIT_BYTES = 64_000
 #: Seconds a ``tools/call`` may take before it is a failed (timed-out) result.
 DEFAULT_DEADLINE_S = 120.0
 
@@ -85,13 +98,33 @@ def _text_of(result: CallToolResult) -> str:
             parts.append(f"[{kind} content]")
     if not any(p.strip() for p in parts) and result.structured_content is not None:
         parts = [json.dumps(result.structured_content, ensure_ascii=False, default=str)]
-    return "\n".join(parts)
+    return truncate_content("\n".join(parts), OUTPUT_LIMIT_BYTES)
+
+
+def meta_for_model(meta: Mapping[str, Any] | None, *, trusted: bool) -> dict[str, Any] | None:
+    """A result's ``_meta`` as the guarded session hands it on: a trusted server's as sent; an
+    untrusted server's without any :data:`UNSTUCK_META_PREFIX` key (so that a proxy never
+    passes an untrusted server's declaration on to a client that trusts the proxy); ``None``
+    when nothing is left."""
+    if meta is None:
+        return None
+    kept = {k: v for k, v in meta.items() if trusted or not str(k).startswith(UNSTUCK_META_PREFIX)}
+    return kept or None
+
+
+def _structured_for_model(structured: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``structuredContent`` as handed on: dropped when its JSON is over :data:`OUTPUT_LIMIT_BYTES`."""
+    if structured is None:
+        return None
+    size = len(json.dumps(structured, ensure_ascii=False, default=str).encode("utf-8"))
+    return structured if size <= OUTPUT_LIMIT_BYTES else None
 
 
 def result_of(tool: str, result: CallToolResult, *, trusted: bool) -> ToolResult:
     """One MCP ``CallToolResult`` as a :class:`~unstuck.tools.ToolResult`: ``ok`` is ``not
     isError`` (the server's word: ``status_stated``), ``content`` the text items joined
-    (``structuredContent`` as JSON when there is no text), ``declared`` the situation under
+    (``structuredContent`` as JSON when there is no text), cut to :data:`OUTPUT_LIMIT_BYTES`
+    (:func:`unstuck.tools.truncate_content`: head and tail, the cut marked), ``declared`` the situation under
     :data:`SITUATION_META_KEY` in ``_meta`` when ``trusted``, else ``None`` (``_meta`` is data).
 
     Raises:
@@ -137,6 +170,7 @@ class GuardedSession:
         guard_options.setdefault("unattended", True)
         self.guard = guard if guard is not None else Guard(self.specs, **guard_options)
         self._ids = itertools.count(1)
+        self._ended = False
 
     async def raw_call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult | BaseException:
         """The real ``tools/call``, bounded by ``deadline_s``: the result read by
@@ -192,8 +226,27 @@ class GuardedSession:
                 raise self._blocked(decision)
             failed = not isinstance(raw, ToolResult) or not raw.ok
             return CallToolResult(content=[TextContent(type="text", text=decision.content)], is_error=failed,
-                                  structured_content=None if sent is None else sent.structured_content,
-                                  _meta=None if sent is None else sent.meta)
+                                  structured_content=None if sent is None else
+                                  _structured_for_model(sent.structured_content),
+                                  _meta=None if sent is None else meta_for_model(sent.meta, trusted=self.trusted))
+
+    async def __aenter__(self) -> GuardedSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.end()
+
+    def end(self) -> None:
+        """End the guard's turn (``turn.ended``: ``blocked`` when the session stopped to ask
+        and was not answered, else ``done``), as a run of :func:`unstuck.run_turn` ends; what
+        an ``async with`` block does on exit. The session itself stays open (it is the host's).
+        Idempotent."""
+        if self._ended:
+            return
+        self._ended = True
+        status = TurnStatus.BLOCKED if self.guard.latched else TurnStatus.DONE
+        escalation = self.guard.escalation
+        self.guard.end(status, answer=escalation.text if escalation is not None else "")
 
     def _blocked(self, decision: Decision) -> Blocked:
         escalation = decision.escalation or self.guard.escalation

@@ -18,6 +18,16 @@ How it rides on the SDK (``openai-agents`` 0.24):
   the model gets as the tool output is the guard's ``content``: the tool's text with guidance,
   or the guard's refusal text for a refused call (returned, never raised, so the SDK's generic
   "An error occurred while running the tool" never replaces it).
+* **Parallel calls of one model response**: the agent's hooks (``Agent.hooks``, the SDK's
+  ``AgentHooks.on_llm_end``, called once the model's response is in and before its tools run;
+  the agent's own hooks are still called) declare the response's guarded function calls to
+  the guard in the model's order (:meth:`Guard.reply`), and the guarded calls of one guard run
+  one at a time in that order (``before`` → the tool → ``after`` of one call completes before
+  the next call's ``before``), so a call the model sent alongside the first signal is refused
+  once the guard latched, exactly as if the model had sent it alone. The SDK's parallel tool
+  execution is given up for guarded tools (other tools still run in parallel). A declared call
+  that never starts (the SDK held it for an approval) holds the others up at most
+  :data:`unstuck.guard.REPLY_WAIT_S` seconds.
 * **Errors and retries never stack**: the real tool runs with its failure formatter removed
   (``set_function_tool_failure_error_function(tool, None)``: the SDK then re-raises), so the
   exception itself reaches :meth:`Guard.aafter`, which classifies it and decides a retry from
@@ -51,21 +61,23 @@ guarded.guard_mcp_servers()`` puts their tools behind the same guard (:meth:`Gua
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
-from agents.items import TResponseInputItem
+from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
+from agents.items import ModelResponse, TResponseInputItem
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
 
 from unstuck.escalation import Answer, Escalation
 from unstuck.events import EventSink
-from unstuck.guard import Guard
+from unstuck.guard import REPLY_WAIT_S, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
 from unstuck.outcome import TurnStatus
 from unstuck.policy import Action
@@ -117,6 +129,46 @@ def _context_of(wrapper: RunContextWrapper[Any]) -> MutableMapping[str, Any] | N
     return context if isinstance(context, MutableMapping) else None
 
 
+@dataclass(slots=True)
+class _Order:
+    """One model response's guarded calls, in the model's order, run one at a time."""
+
+    ids: list[str]
+    expected: set[str] = field(default_factory=set)  # the SDK is about to run them (no approval pending)
+    done: set[str] = field(default_factory=set)
+    turn: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def ready(self, call_id: str) -> bool:
+        earlier = self.ids[:self.ids.index(call_id)] if call_id in self.ids else self.ids
+        return all(i in self.done for i in earlier if i in self.expected)
+
+
+class _DeclaringHooks(AgentHooks[Any]):
+    """The agent's hooks: ``on_llm_end`` declares the response's calls, then every hook is
+    passed on to the agent's own hooks (``inner``, or none)."""
+
+    def __init__(self, owner: GuardedAgent, inner: Any) -> None:
+        self.owner, self.inner = owner, inner
+
+    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:
+        self.owner.declare(response)
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+
+def _passed_on(name: str) -> Callable[..., Any]:
+    async def hook(self: _DeclaringHooks, *args: Any, **kwargs: Any) -> Any:
+        if self.inner is not None:
+            return await getattr(self.inner, name)(*args, **kwargs)
+        return None
+    hook.__name__ = name
+    return hook
+
+
+for _name in ("on_start", "on_end", "on_handoff", "on_tool_start", "on_tool_end", "on_llm_start"):
+    setattr(_DeclaringHooks, _name, _passed_on(_name))
+
+
 class GuardedAgent:
     """An agent whose function tools all go through one :class:`~unstuck.Guard` (see the
     module doc). Build it with :func:`guard_agent`.
@@ -136,9 +188,36 @@ class GuardedAgent:
         self.specs = [spec_for(t.name, description=t.description, parameters=t.params_json_schema) for t in tools]
         self.specs.extend(extra_tools)
         self.guard = Guard(self.specs, unattended=unattended, task=task, events=events, **self.options)
+        self._order = _Order([])
         wrapped = {t.name: self._wrap(t) for t in tools}
+        self._guarded_names = set(wrapped)
         self.agent = agent.clone(tools=[wrapped.get(t.name, t) if isinstance(t, FunctionTool) else t
-                                        for t in agent.tools])
+                                        for t in agent.tools], hooks=_DeclaringHooks(self, agent.hooks))
+
+    def declare(self, response: ModelResponse) -> None:
+        """Declare the guarded function calls of one model response to the guard, in the
+        model's order (:meth:`Guard.reply`); they will run one at a time in that order.
+        Called by the agent's ``AgentHooks.on_llm_end``; nothing for a response without
+        guarded calls."""
+        from openai.types.responses import ResponseFunctionToolCall
+        calls = [ToolCall(item.call_id, item.name, item.arguments or "{}") for item in response.output
+                 if isinstance(item, ResponseFunctionToolCall) and item.name in self._guarded_names]
+        if calls:
+            self.guard.reply(calls)
+            self._order = _Order([c.id for c in calls])
+
+    @contextlib.asynccontextmanager
+    async def _turn_of(self, call_id: str) -> AsyncIterator[None]:
+        """Hold the guard for ``call_id``: earlier calls of its response first, one at a time."""
+        order = self._order
+        async with order.turn:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(order.turn.wait_for(lambda: order.ready(call_id)), REPLY_WAIT_S)
+            try:
+                yield
+            finally:
+                order.done.add(call_id)
+                order.turn.notify_all()
 
     # -- the tools ---------------------------------------------------------------------------
 
@@ -150,17 +229,21 @@ class GuardedAgent:
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
             if self.guard.latched:
                 return True
+            asked = bool(own_approval)
             if callable(own_approval):
                 decided = own_approval(ctx, params, call_id)
-                return bool(await decided) if inspect.isawaitable(decided) else bool(decided)
-            return bool(own_approval)
+                asked = bool(await decided) if inspect.isawaitable(decided) else bool(decided)
+            if not asked:
+                self._order.expected.add(call_id)
+            return asked
 
         async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
             call = ToolCall(ctx.tool_call_id, tool.name, arguments or "{}")
-            try:
-                return await self._guarded_call(ctx, inner, call, timeout_s)
-            finally:
-                self.save(ctx)
+            async with self._turn_of(call.id):
+                try:
+                    return await self._guarded_call(ctx, inner, call, timeout_s)
+                finally:
+                    self.save(ctx)
 
         guarded = dataclasses.replace(tool, on_invoke_tool=invoke, needs_approval=needs_approval,
                                       timeout_seconds=None)
@@ -209,6 +292,7 @@ class GuardedAgent:
         self.specs.extend(spec_for(t.name, description=t.description, parameters=t.params_json_schema)
                           for t in converted)
         self.guard = Guard.from_json(self.guard.to_json(), self.specs, events=self.events, **self.options)
+        self._guarded_names.update(t.name for t in converted)
         self.agent = self.agent.clone(tools=[*self.agent.tools, *(self._wrap(t) for t in converted)], mcp_servers=[])
 
     # -- a run -------------------------------------------------------------------------------
@@ -231,6 +315,7 @@ class GuardedAgent:
             TypeError: for a context that is not a mutable mapping.
             agents.exceptions.AgentsException: as the SDK raises them (``MaxTurnsExceeded``).
         """
+        self._order = _Order([])  # made in this event loop
         if isinstance(input, RunState):
             result = await Runner.run(self.agent, input, **runner_options)
         else:
@@ -248,7 +333,9 @@ class GuardedAgent:
                 escalation = decision.escalation
         if escalation is not None:
             self.save(result.context_wrapper)
-            raise RunBlocked(escalation, self.guard.to_json(), result.to_state(), result.to_input_list())
+            saved = self.guard.to_json()
+            self.guard.end(TurnStatus.BLOCKED, answer=escalation.text)  # turn.ended, as run_turn's blocked turn
+            raise RunBlocked(escalation, saved, result.to_state(), result.to_input_list())
         if not result.interruptions:
             self.guard.end(TurnStatus.DONE, answer=str(result.final_output))
         return result
@@ -269,13 +356,14 @@ class GuardedAgent:
         Raises:
             RunBlocked: the answer does not lift the block ("stop", or the probe says it
                 still holds); the question stands.
-            ValueError: an answer that is none of the above, or a state without the guard's.
+            ValueError: an answer that is none of the above, or a state that is not a
+                ``RunState.to_string()`` holding the guard's (not JSON, not a JSON object, no
+                mapping run context, no guard state under :data:`STATE_KEY`): the message
+                names which.
         """
         said = read_answer(answer)
         text = blocked.run_state.to_string() if isinstance(blocked, RunBlocked) else blocked
-        saved = json.loads(text).get("context", {}).get("context")
-        if not isinstance(saved, Mapping) or not isinstance(saved.get(STATE_KEY), str):
-            raise ValueError(f"this run state holds no guard state under {STATE_KEY!r}")
+        saved = _saved_context(text)
         self.guard = Guard.from_json(saved[STATE_KEY], self.specs, events=self.events, **self.options)
         self.guard.start(resumed=True)
         decision = self.guard.answer(said)
@@ -284,7 +372,9 @@ class GuardedAgent:
         if decision.action is Action.ESCALATE or said is Answer.STOP:
             assert self.guard.escalation is not None
             inputs = blocked.input_list if isinstance(blocked, RunBlocked) else []
-            raise RunBlocked(self.guard.escalation, self.guard.to_json(), state, inputs)
+            kept = self.guard.to_json()
+            self.guard.end(TurnStatus.BLOCKED, answer=self.guard.escalation.text)
+            raise RunBlocked(self.guard.escalation, kept, state, inputs)
         pending = state.get_interruptions()
         if pending:
             for item in pending:
@@ -294,6 +384,30 @@ class GuardedAgent:
             raise ValueError("a run that ended in text resumes from its RunBlocked (its conversation)")
         note: TResponseInputItem = {"role": "user", "content": decision.content}
         return [*blocked.input_list, note]
+
+
+def _saved_context(text: object) -> Mapping[str, Any]:
+    """The run context kept in a ``RunState.to_string()`` (``{"context": {"context": {...}}}``),
+    holding the guard's state. Raises ValueError naming what is wrong."""
+    if not isinstance(text, str):
+        raise ValueError(f"resume takes a RunBlocked or a RunState.to_string(), got {type(text).__name__}")
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"this run state is not JSON (RunState.to_string() gives JSON): {error}") from None
+    if not isinstance(state, Mapping):
+        raise ValueError(f"this run state is a JSON {type(state).__name__}, not the object RunState.to_string() gives")
+    wrapper = state.get("context")
+    if not isinstance(wrapper, Mapping):
+        raise ValueError("this run state's \"context\" is not an object (RunState.to_string() keeps the run "
+                         f"context there), got {type(wrapper).__name__}")
+    saved = wrapper.get("context")
+    if not isinstance(saved, Mapping):
+        raise ValueError("this run state's run context (\"context\".\"context\") is not a mapping, got "
+                         f"{type(saved).__name__}; a guarded run's context is a mapping")
+    if not isinstance(saved.get(STATE_KEY), str):
+        raise ValueError(f"this run state holds no guard state under {STATE_KEY!r}")
+    return saved
 
 
 def guard_agent(agent: Agent[Any], *, unattended: bool = False, task: str = "", events: EventSink | None = None,

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.evals.shell_world import ANSWER, COMPLIANT_ANSWER, SCENARIOS, TASK, UNBLOCK, Behaviour, ShellWorld
+from unstuck.events import EventSink
 from unstuck.integrations.common import Blocked
 
 __all__ = [
@@ -193,7 +194,8 @@ def _not_installed(framework: str, world: ShellWorld, behaviour: Behaviour, guar
                 error=f"not installed: pip install 'unstuck[{extra}]'")
 
 
-def run_openai_agents(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200) -> PeerRun:
+def run_openai_agents(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200,
+                      events: EventSink | None = None) -> PeerRun:
     """``behaviour`` as a scripted ``agents.models.interface.Model`` driving an ``Agent`` with one
     ``run_command`` function tool: ``Runner.run`` with its defaults (``max_turns`` 10, then
     ``MaxTurnsExceeded``) or :func:`~unstuck.integrations.openai_agents.guard_agent` (a blocked
@@ -238,7 +240,7 @@ def run_openai_agents(world: ShellWorld, behaviour: Behaviour, *, guarded: bool,
     async def go() -> PeerRun:
         try:
             if guarded:
-                result = await guard_agent(agent, task=TASK).run(TASK, run_config=quiet)
+                result = await guard_agent(agent, task=TASK, events=events).run(TASK, run_config=quiet)
             else:
                 result = await Runner.run(agent, TASK, run_config=quiet)
         except Blocked as blocked:
@@ -254,7 +256,8 @@ def run_openai_agents(world: ShellWorld, behaviour: Behaviour, *, guarded: bool,
     return asyncio.run(go())
 
 
-def run_langgraph(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200) -> PeerRun:
+def run_langgraph(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200,
+                  events: EventSink | None = None) -> PeerRun:
     """``behaviour`` as langchain_core's ``GenericFakeChatModel`` (tool calls scripted) in
     ``langchain.agents.create_agent`` with one ``run_command`` tool, invoked without a config
     (LangGraph's default recursion limit, then ``GraphRecursionError``), or with
@@ -292,7 +295,7 @@ def run_langgraph(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap
         """Run a shell command line and return its output."""
         return world.shell(command)
 
-    middleware = [UnstuckMiddleware([run_command], task=TASK)] if guarded else []
+    middleware = [UnstuckMiddleware([run_command], task=TASK, events=events)] if guarded else []
     agent = create_agent(Scripted(messages=replies()), [run_command], middleware=middleware)
     try:
         start: Any = {"messages": [("user", TASK)]}  # no config: LangGraph's default recursion limit
@@ -309,7 +312,8 @@ def run_langgraph(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap
     return _finished(name, world, behaviour, guarded, len(world.commands), str(result["messages"][-1].content))
 
 
-def run_pydantic_ai(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200) -> PeerRun:
+def run_pydantic_ai(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200,
+                    events: EventSink | None = None) -> PeerRun:
     """``behaviour`` as Pydantic AI's ``FunctionModel`` in an ``Agent`` with a ``FunctionToolset``
     of one ``run_command`` tool: ``run_sync`` with the default ``UsageLimits`` (``request_limit``
     50, then ``UsageLimitExceeded``) or through
@@ -345,8 +349,8 @@ def run_pydantic_ai(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, c
     tools: FunctionToolset[Any] = FunctionToolset([run_command])
     try:
         if guarded:
-            agent: Agent[None, Any] = Agent(FunctionModel(reply), toolsets=[UnstuckToolset(tools, unattended=False,
-                                                                                               task=TASK)],
+            agent: Agent[None, Any] = Agent(FunctionModel(reply), toolsets=[UnstuckToolset(
+                tools, unattended=False, task=TASK, options={"events": events} if events is not None else {})],
                                             output_type=[str, DeferredToolRequests])
         else:
             agent = Agent(FunctionModel(reply), toolsets=[tools])
@@ -363,7 +367,8 @@ def run_pydantic_ai(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, c
     return _finished(name, world, behaviour, guarded, len(world.commands), str(result.output))
 
 
-def run_mcp(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200) -> PeerRun:
+def run_mcp(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int = 200,
+            events: EventSink | None = None) -> PeerRun:
     """``behaviour`` as a scripted client of ``mcp.ClientSession`` calling ``run_command`` on
     the real :mod:`unstuck.integrations.shell_server` over stdio (``stdio_client``), plain (the
     SDK has no loop: it never stops) or through
@@ -390,8 +395,9 @@ def run_mcp(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int 
         async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             call: Any = session.call_tool
-            if guarded:
-                call = (await guarded_session(session, task=TASK)).call_tool
+            guarded_calls = await guarded_session(session, task=TASK, events=events) if guarded else None
+            if guarded_calls is not None:
+                call = guarded_calls.call_tool
             try:
                 while (command := script.next()) is not None:
                     await call("run_command", {"command": command})
@@ -400,6 +406,9 @@ def run_mcp(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap: int 
                                 "Blocked raised to the host")
             except _CapReached:
                 return _capped(name, world, behaviour, guarded, ran(), cap)
+            finally:
+                if guarded_calls is not None:
+                    guarded_calls.end()  # the host ends the turn, as run_turn does
         return _finished(name, world, behaviour, guarded, ran(), COMPLIANT_ANSWER, "the client answered")
 
     result: PeerRun = anyio.run(go)

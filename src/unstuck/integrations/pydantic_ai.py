@@ -46,6 +46,17 @@ How each piece maps onto Pydantic AI (``pydantic_ai.toolsets.WrapperToolset``,
   process rebuilds it from the ``state`` in the deferred call's metadata, which
   :func:`answer_results` passes back (the host keeps only ``message_history`` and the
   ``DeferredToolRequests``, as Pydantic AI's docs have it for any deferred call).
+* **One call at a time**: Pydantic AI runs a model response's tool calls concurrently; the
+  guard's rules (a blocker's workaround budget, no credential hunting while a sign-in is open,
+  the latch) need each call assessed before the next one is decided. So each response is
+  declared to the guard (:meth:`unstuck.Guard.reply`, the calls of the response in
+  ``RunContext.messages``, in the model's order), every guarded tool is marked
+  ``sequential=True`` (``ToolDefinition.sequential``: Pydantic AI runs it alone, after the
+  calls emitted before it), and an ``asyncio.Lock`` per guard keeps one call's ``before`` →
+  tool → ``after`` whole. Parallelism is given up for guarded tools.
+* **Answers**: the toolset alone does not check the run's final answer; use
+  :class:`UnstuckCapability` for that (an answer given while a blocker is open raises
+  :class:`~unstuck.integrations.common.Blocked` out of ``agent.run``).
 * **Retries never stack**: the guard's ``retry`` decisions (its retry table: transient
   failures, capped backoff) are executed by the wrapper itself: it waits ``delay_s`` on the
   guard's clock and runs the same call again, inside one Pydantic AI tool call. A tool's own
@@ -58,8 +69,9 @@ How each piece maps onto Pydantic AI (``pydantic_ai.toolsets.WrapperToolset``,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +87,7 @@ from pydantic_ai.exceptions import (
     ToolFailed,
     UserError,
 )
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
@@ -103,6 +116,28 @@ class _Held:
     restored: bool = False  # the guard was rebuilt from a deferred call's saved state
     # runs a tool of the wrapped toolset for the guard's probe, while an answer is being heard
     runner: Callable[[str, dict[str, Any]], Any] | None = None
+    declared: tuple[str, ...] = ()  # the call ids of the model reply last declared to the guard
+    # one guarded call at a time: the lock of the event loop that runs the calls
+    lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def lock_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
+        """The :class:`asyncio.Lock` that serializes calls on ``loop`` (a new one for a new
+        loop: ``run_sync`` runs each run on its own)."""
+        if self.lock is None or self.lock[0] is not loop:
+            self.lock = (loop, asyncio.Lock())
+        return self.lock[1]
+
+
+def _reply_of(messages: Sequence[ModelMessage], call_id: str) -> list[ToolCall]:
+    """The tool calls of the model response that holds ``call_id``, in the model's order
+    (``RunContext.messages`` ends with the response whose calls are running); ``[]`` when
+    no response holds it."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            parts = [p for p in message.parts if isinstance(p, ToolCallPart)]
+            if any(p.tool_call_id == call_id for p in parts):
+                return [ToolCall.of(p.tool_call_id, p.tool_name, p.args_as_dict()) for p in parts]
+    return []
 
 #: The key under which the escalation and the guard's state sit in a deferred call's metadata
 #: (``DeferredToolRequests.metadata[call id][METADATA_KEY]``) and the answer in
@@ -200,9 +235,13 @@ class UnstuckToolset(WrapperToolset[Any]):
         return self._held.guard
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The wrapped toolset's tools, each marked ``sequential=True`` (Pydantic AI's
+        ``ToolDefinition.sequential``: a barrier that runs alone, after the calls the model
+        emitted before it), so the guard sees one call at a time in the model's order."""
         tools = await self.wrapped.get_tools(ctx)
         self._ensure_guard(tools)
-        return tools
+        return {name: dataclasses.replace(tool, tool_def=dataclasses.replace(tool.tool_def, sequential=True))
+                for name, tool in tools.items()}
 
     def _ensure_guard(self, tools: Mapping[str, ToolsetTool[Any]], state: str | None = None) -> Guard:
         held = self._held
@@ -246,13 +285,23 @@ class UnstuckToolset(WrapperToolset[Any]):
         ``CallDeferred``, ``ApprovalRequired``, ``Skip*``, ``UserError`` and
         ``AgentRunError`` (Pydantic AI's control flow) pass through unassessed.
         """
-        call_id = ctx.tool_call_id or f"{name}-{len(self._held.asked)}"
+        async with self._held.lock_for(asyncio.get_running_loop()):
+            return await self._call(name, tool_args, ctx, tool)
+
+    async def _call(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
+        held = self._held
+        call_id = ctx.tool_call_id or f"{name}-{len(held.asked)}"
         call = ToolCall.of(call_id, name, tool_args)
         if ctx.tool_call_approved:
             answered = _unstuck_metadata(ctx.tool_call_metadata)
-            if answered is not None or call_id in self._held.asked:
+            if answered is not None or call_id in held.asked:
                 return await self._answered(call, answered or {}, ctx, tool)
         guard = self._ensure_guard({name: tool})
+        if call_id not in held.declared:  # the first call of a model reply: declare the reply
+            calls = _reply_of(ctx.messages, call_id)
+            if calls and len({c.id for c in calls}) == len(calls):
+                guard.reply(calls)
+                held.declared = tuple(c.id for c in calls)
         decision = await guard.abefore(call)
         raised: ModelRetry | ToolFailed | None = None
         retried = False
