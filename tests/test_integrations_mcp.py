@@ -481,11 +481,11 @@ def test_a_huge_tool_output_is_cut_to_the_default_limit_before_the_model_sees_it
 # -- the documentation's example -----------------------------------------------------------------
 
 
-def test_the_docs_example_runs() -> None:
+def test_the_docs_example_runs_as_copied_and_is_blocked_then_goes_on() -> None:
     text = (ROOT / "docs" / "frameworks" / "mcp.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 1
-    with GhWorld() as world:
-        namespace: dict[str, Any] = {"world": world, "SHELL_SERVER": str(SHELL_SERVER), "python": sys.executable}
-        exec(compile(blocks[0], "docs/frameworks/mcp.md", "exec"), namespace)
-    assert UNBLOCK in namespace["question"] and ANSWER in namespace["answer"]
+    namespace: dict[str, Any] = {"__name__": "docs_example"}  # nothing injected: the block as it stands
+    exec(compile(blocks[0], "docs/frameworks/mcp.md", "exec"), namespace)
+    assert UNBLOCK in namespace["question"]  # set only where Blocked was caught
+    assert ANSWER in namespace["answer"]  # after sign-in and "I've done it" the task's command goes through

@@ -350,13 +350,13 @@ def test_the_guards_retry_runs_inside_one_pydantic_ai_tool_call() -> None:
     assert clock.now() > 0  # it waited the guard's backoff on the guard's clock, not Pydantic AI's retry
 
 
-def test_the_docs_example_runs() -> None:
-    text = DOC.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+def test_the_docs_example_runs_as_copied_and_is_blocked_then_finishes() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
     assert len(blocks) == 1
-    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    namespace: dict[str, Any] = {"__name__": "docs_example"}  # nothing injected: the block as it stands
     exec(compile(blocks[0], str(DOC), "exec"), namespace)
-    assert namespace["blocked_first"] and ANSWER in namespace["final"]
+    assert UNBLOCK in namespace["question"]  # escalation_of(...) of the first run: it was blocked
+    assert ANSWER in str(namespace["result"].output)  # "I've done it" resumed the run to the end
 
 
 #: The adversarial script: the task's command and four credential/auth probes in ONE response,
