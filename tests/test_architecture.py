@@ -339,6 +339,8 @@ LAYERS: dict[str, Layer] = {
     "unstuck.evals.report": Layer.EVALS,
     "unstuck.evals.runner": Layer.EVALS,
     "unstuck.evals.sandbox": Layer.EVALS,
+    "unstuck.evals.scenario_state": Layer.EVALS,
+    "unstuck.evals.scenario_tools": Layer.EVALS,
     "unstuck.evals.scenarios": Layer.EVALS,
     "unstuck.evals.sessions": Layer.EVALS,
     "unstuck.evals.shell_world": Layer.EVALS,

@@ -92,11 +92,15 @@ def _main(
     """Keep tool-using agents from getting stuck: stop, ask one precise question, remember."""
 
 
-def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario]:
-    from unstuck.evals.scenarios import ScenarioError, builtin_scenarios, load_scenarios
+def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False) -> list[Scenario]:
+    """The bundled scenarios plus those in ``paths`` (files or folders; only those with
+    ``only``), narrowed to ``names`` (a name that matches nothing is a usage error)."""
+    from unstuck.evals.scenarios import ScenarioError, load_paths
 
+    if only and not paths:
+        raise _fail("--only needs scenario files or folders to run instead of the bundled ones")
     try:
-        found = load_scenarios(directory) if directory is not None else builtin_scenarios()
+        found = load_paths(paths, bundled=not only)
     except ScenarioError as exc:
         raise _fail(str(exc)) from exc
     if names is None:
@@ -106,6 +110,11 @@ def _scenarios(directory: Path | None, names: list[str] | None) -> list[Scenario
     if unknown:
         raise _fail(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     return [by_name[n] for n in names]
+
+
+def _scenario_paths(paths: list[Path] | None, scenario_dir: Path | None) -> list[Path]:
+    """The PATH arguments, with the deprecated ``--scenario-dir`` (hidden from --help) as one more."""
+    return [*(paths or []), *([scenario_dir] if scenario_dir is not None else [])]
 
 
 def _print_regressions(regressions: list[Regression], unmatched: int) -> None:
@@ -177,23 +186,28 @@ def _curve_tables(sweep: Curve) -> tuple[Table, Table]:
     return table, recovery
 
 
+_WIDE = 200  # characters: the run table's width when the output is not a terminal
+
+
 def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
     table = Table(title="unstuck eval" + (f" (p_inj {results[0].p_inj:g})" if injected and results else ""),
                   show_lines=False)
     columns = ["scenario", "agent", "mode", "calls", "steps to escalate", "s to escalate",
-               "workaround calls", "refused calls", "outcome", "exact unblock", "judged", "pass"]
+               "workaround calls", "refused calls", "outcome", "violations", "validator", "exact unblock", "judged",
+               "pass"]
     if injected:
         columns.insert(4, "injected")
     for column in columns:
         left = column in ("scenario", "agent", "mode", "outcome")
-        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+        table.add_column(column, justify="left" if left else "right", no_wrap=left,
+                         min_width=len(column) if " " not in column else None)  # one-word headers whole
     for r in results:
         verdict = "-" if r.passed is None else ("[green]yes[/green]" if r.passed else "[red]NO[/red]")
         cells = [
             escape(r.scenario), escape(r.agent) + (f" #{r.repeat}" if r.repeat else ""),
             "guarded" if r.guarded else "unguarded", str(r.tool_calls),
             _fmt(r.steps_to_escalate), _fmt(r.seconds_to_escalate), str(r.workaround_calls),
-            str(r.refused_calls), r.outcome, _fmt(r.exact_unblock),
+            str(r.refused_calls), r.outcome, str(r.violations), r.validator or "-", _fmt(r.exact_unblock),
             f"{r.judgement.mean:.1f}" if r.judgement is not None else "-", verdict,
         ]
         if injected:
@@ -274,6 +288,9 @@ def _peer_eval(frameworks: list[str], scenarios: list[str] | None, json_path: Pa
 
 @app.command("eval", epilog=EXIT_CODES)
 def _eval_command(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Scenario files (.yaml, .yml) or folders, added to the bundled scenarios.", show_default=False)] = None,
+    only: Annotated[bool, typer.Option("--only", help="Run only the scenarios in PATH, not the bundled ones.")] = False,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     compare: Annotated[
@@ -289,7 +306,8 @@ def _eval_command(
     repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
     seed: Annotated[int | None, typer.Option(
         help="Seed of the model's sampling (repeat i uses seed + i) and of fault injection.")] = None,
-    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+    scenario_dir: Annotated[Path | None, typer.Option(
+        help="Deprecated: give the folder as a PATH argument.", hidden=True)] = None,
     p_inj: Annotated[float, typer.Option(
         "--p-inj", min=0.0, max=1.0,
         help="Replace each tool return with an observed failure from the bank with this probability.")] = 0.0,
@@ -324,7 +342,8 @@ def _eval_command(
     from unstuck.evals.sessions import run_sessions
     from unstuck.faults.bank import BankError, FailureBank, load_bank
 
-    chosen = _scenarios(scenario_dir, _split(scenarios, "scenarios"))
+    extra = _scenario_paths(paths, scenario_dir)
+    chosen = _scenarios(extra, _split(scenarios, "scenarios"), only=only)
     wanted_tags = _split(tags, "tags")
     if wanted_tags is not None:
         chosen = [s for s in chosen if set(s.tags) & set(wanted_tags)]
@@ -352,7 +371,14 @@ def _eval_command(
         unknown = [a for a in wanted if a not in AGENTS and a not in models]
         if unknown:
             raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join([*AGENTS, *models])}")
+    if wanted is not None:
+        unlisted = [a for a in wanted if a not in models and not any(a in s.agents for s in chosen)]
+        if unlisted:
+            raise _fail(f"no chosen scenario lists the agent(s) {', '.join(unlisted)}; they list: "
+                        + ", ".join(dict.fromkeys(a for s in chosen for a in s.agents)))
     planned = len(planned_runs(chosen, agents=wanted, models=models, repeat=repeat))
+    if planned == 0:
+        raise _fail("the chosen scenarios, tags and agents select no run")
     total = 2 * planned + (len(CURVE_LEVELS) * planned if curve else 0)
     injection_seed = seed if seed is not None else 0
     sweep: Curve | None = None
@@ -370,11 +396,13 @@ def _eval_command(
             sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
                               progress=advance, bank=failures)
     across: list[SessionResult] = []
-    chose = scenarios is not None or tags is not None or agents is not None or scenario_dir is not None
+    chose = scenarios is not None or tags is not None or agents is not None or bool(extra)
     if sessions if sessions is not None else not chose:
         with err_console.status("lessons across sessions (3 processes)"):
             across = run_sessions()
-    console.print(_table(results, injected=p_inj > 0))
+    # a file or pipe gets the whole table (no cut-off headers); a terminal wraps to its own width
+    wide = console if console.is_terminal else Console(width=_WIDE, emoji=False, file=console.file)
+    wide.print(_table(results, injected=p_inj > 0))
     console.print(_comparison_table(results))
     if across:
         console.print(_sessions_table(across))
@@ -402,14 +430,16 @@ def _eval_command(
 
 @app.command("run", epilog=EXIT_CODES)
 def _run_command(
-    scenario: Annotated[str, typer.Argument(help="A scenario name (see `unstuck scenarios`).")],
+    scenario: Annotated[str, typer.Argument(
+        help="A scenario name (see `unstuck scenarios`) or a scenario file (.yaml, .yml).")],
     agent: Annotated[str, typer.Option(help="Reference agent: " + ", ".join(AGENTS))] = "improviser",
     unguarded: Annotated[bool, typer.Option("--unguarded", help="Run the bare loop, no policy.")] = False,
     attended: Annotated[
         bool | None,
         typer.Option("--attended/--unattended", help="Whether a person can answer (default: a terminal that can ask)."),
     ] = None,
-    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+    scenario_dir: Annotated[Path | None, typer.Option(
+        help="Deprecated: also load the scenarios in this folder.", hidden=True)] = None,
     sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
     events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
@@ -426,9 +456,21 @@ def _run_command(
     from unstuck.loop import TurnStatus
     from unstuck.presence import ConsoleAsker, console_can_ask
 
-    (chosen,) = _scenarios(scenario_dir, [scenario])
+    as_file = Path(scenario)
+    extra = _scenario_paths([as_file] if as_file.suffix in (".yaml", ".yml") or as_file.is_file() else [], scenario_dir)
+    if as_file in extra:
+        from unstuck.evals.scenarios import ScenarioError, load_scenario
+
+        try:
+            scenario = load_scenario(as_file).name
+        except ScenarioError as exc:
+            raise _fail(str(exc)) from exc
+    (chosen,) = _scenarios(extra, [scenario])
     if agent not in AGENTS:
         raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+    if agent not in chosen.agents:
+        raise _fail(f"scenario {chosen.name} ({chosen.source}) does not list the agent {agent}; "
+                    f"it lists: {', '.join(chosen.agents)}")
     sandbox = sandbox.resolve() if sandbox is not None else None  # the tools run inside it: a relative path would move
     if sandbox is not None and sandbox.exists() and (not sandbox.is_dir() or any(sandbox.iterdir())):
         raise _fail(f"--sandbox {sandbox}: must be a new or empty directory (the scenario builds its state there)")
@@ -475,6 +517,8 @@ def _run_command(
     retries = sum(1 for s in result.steps if s.retry)
     console.print(
         f"turn: {result.status.value} · task: {metrics.outcome} · {result.tool_calls} tool call(s)"
+        + (f" · validator: {metrics.validator}" if metrics.validator else "")
+        + (f" · {metrics.violations} forbidden call(s)" if metrics.violations else "")
         + (f" (+{retries} retried by unstuck)" if retries else ""),
         highlight=False,
     )
@@ -491,7 +535,8 @@ def _run_command(
         write_json([metrics], json_path)
     if result.status is TurnStatus.BLOCKED:
         raise typer.Exit(EXIT_BLOCKED)
-    if result.status is not TurnStatus.DONE or metrics.outcome != "done" or (memory is not None and memory.failures):
+    if (result.status is not TurnStatus.DONE or metrics.outcome != "done" or metrics.answered is False
+            or metrics.validator == "failed" or metrics.violations or (memory is not None and memory.failures)):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -514,16 +559,62 @@ def _mcp_proxy_command(
     anyio.run(lambda: serve(command, trusted=trusted, deadline_s=deadline, task=task, unattended=not attended))
 
 
-@app.command("scenarios", epilog=EXIT_CODES)
+scenarios_app = typer.Typer(help="List, write and check scenarios.", no_args_is_help=False)
+app.add_typer(scenarios_app, name="scenarios")
+
+
+@scenarios_app.callback(invoke_without_command=True, epilog=EXIT_CODES)
 def _scenarios_command(
-    scenario_dir: Annotated[Path | None, typer.Option(help="Load scenarios from this folder.")] = None,
+    ctx: typer.Context,
+    scenario_dir: Annotated[Path | None, typer.Option(
+        help="Deprecated: also list the scenarios in this folder.", hidden=True)] = None,
 ) -> None:
-    """List the scenarios."""
+    """List the scenarios (bundled, and those of --scenario-dir)."""
+    if ctx.invoked_subcommand is not None:
+        return
     table = Table("name", "role", "expect", "tags", "agents", "title")
-    for s in _scenarios(scenario_dir, None):
+    for s in _scenarios(_scenario_paths(None, scenario_dir), None):
         cells = (s.name, s.role.value, s.expect.status, ", ".join(s.tags), ", ".join(s.agents), s.title)
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+
+
+@scenarios_app.command("new", epilog=EXIT_CODES)
+def _scenarios_new_command(
+    name: Annotated[str, typer.Argument(help="The new scenario's name (letters, digits, _ and -).")],
+    out: Annotated[Path | None, typer.Option(help="Write the template here (default: NAME.yaml).")] = None,
+) -> None:
+    """Write a commented scenario template: every field, its allowed values, what it does."""
+    from unstuck.evals.scenarios import ScenarioError, scenario_template
+
+    try:
+        text = scenario_template(name)
+    except ScenarioError as exc:
+        raise _fail(str(exc)) from exc
+    target = out if out is not None else Path(f"{name}.yaml")
+    if target.exists():
+        raise _fail(f"{target}: already exists; choose another --out")
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"{target}: {exc.strerror or exc}") from exc
+    console.print(f"wrote {escape(str(target))}; check it with `unstuck scenarios check {escape(str(target))}`",
+                  highlight=False)
+
+
+@scenarios_app.command("check", epilog=EXIT_CODES)
+def _scenarios_check_command(
+    paths: Annotated[list[Path], typer.Argument(help="Scenario files (.yaml, .yml) or folders.")],
+) -> None:
+    """Validate scenario files without running them: exit 0, or 2 with every error."""
+    from unstuck.evals.scenarios import check_paths, scenario_files
+
+    errors = check_paths(paths)
+    for error in errors:
+        err_console.print(f"[red]error:[/red] {escape(for_terminal(error))}", soft_wrap=True)
+    if errors:
+        raise typer.Exit(EXIT_USAGE)
+    console.print(f"{len(scenario_files(paths))} scenario file(s) OK", highlight=False)
 
 
 @app.command("classify", epilog=EXIT_CODES)

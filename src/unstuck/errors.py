@@ -22,6 +22,7 @@ Errors::
     ├── GuardStateError (ValueError)       unstuck.guard: saved guard state that does not read back
     ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank
     ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
+    ├── SetupCommandError (RuntimeError)   unstuck.evals.sandbox: a scenario's setup command failed
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
     ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
     ├── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,

@@ -78,6 +78,7 @@ __all__ = [
     "Stream",
     "TerminalStream",
     "Waits",
+    "command_operators",
     "command_subject",
     "find_download_and_run",
     "interactive_call",
@@ -1129,6 +1130,37 @@ def parse_command_line(command: str) -> CommandLine:
         commands = tuple(replace(c, pipeline=renumber[c.pipeline]) for c in commands)
         pipelines = tuple(tuple(commands[i] for i in members) for members in builder.pipelines if members)
     return CommandLine(command, commands, pipelines, builder.complete, tuple(builder.assignments))
+
+
+#: Subtrees whose tokens are not the shell's operators: ``>`` and ``&&`` inside ``[[ … ]]``
+#: and ``$(( … ))`` compare and combine values (bash(1) "CONDITIONAL EXPRESSIONS", "ARITHMETIC
+#: EVALUATION"); quoted text, here-document bodies and comments are words.
+_NOT_OPERATORS = frozenset({"test_command", "arithmetic_expansion", "c_style_for_statement", "string",
+                            "raw_string", "ansi_c_string", "heredoc_body", "comment", "binary_expression"})
+
+
+@functools.lru_cache(maxsize=1024)
+def command_operators(command: str) -> frozenset[str]:
+    """The control operators (``&&``, ``||``, ``;``, ``&``, ``|``, ``|&``, ``;;``) and
+    redirection operators (``>``, ``>>``, ``<``, ``<<``, ``<<<``, ``&>``, ``>&`` …) a command
+    line uses, as bash(1) "DEFINITIONS" and "REDIRECTION" name them, read by tree-sitter's
+    bash grammar: in the line itself and in its ``$(…)``/``(…)``/``{ …; }`` parts, not inside
+    quoted strings, ``[[ … ]]``, ``$(( … ))`` or the ``-c`` string of a nested shell (a string
+    to the line's own shell). A line break between commands is not reported. Never raises."""
+    root = Parser(_language()).parse(_encode(valid_utf8(command))).root_node
+    found: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _NOT_OPERATORS:
+            continue
+        if not node.is_named and node.parent is not None:
+            token = node.type
+            operator = token in _LIST_OPS or token in _PIPE_OPS or node.parent.type in _REDIRECT_NODES
+            if operator and token.strip():  # a line break also ends a command; not reported
+                found.add(token)
+        stack.extend(node.children)
+    return frozenset(found)
 
 
 #: Builtins that only set up for the next command: ``cd repo && gh …`` is about gh.

@@ -46,7 +46,7 @@ from unstuck.declare import declare_http, declare_lock, declare_refusal
 from unstuck.filelocks import lock_holders
 from unstuck.installed import locate_off_path
 from unstuck.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
-from unstuck.shell import command_subject, parse_command_line
+from unstuck.shell import command_operators, command_subject, parse_command_line
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.text import clean_terminal_text
 from unstuck.tools import (
@@ -168,6 +168,9 @@ class Workspace:
             --reuid=65534 ...`` to run tools as an unprivileged user.
         denied_programs: programs ``run_command`` refuses to run (its permission rule); a
             refused command never runs and declares ``permission`` on its program.
+        denied_operators: shell operators ``run_command`` refuses in a command line (``&&``,
+            ``|``, ``;``, ``>`` …, as :func:`unstuck.shell.command_operators` reads them); a
+            refused command never runs and declares ``permission`` on its program.
         grace_s: seconds between SIGTERM and SIGKILL when a command's deadline passes.
         stdin_tty: give commands this process's terminal as stdin (attended runs only);
             ``/dev/null`` by default, so a prompt cannot wait on a person who is not there.
@@ -191,6 +194,7 @@ class Workspace:
     output_limit_bytes: int = 64_000
     argv_prefix: tuple[str, ...] = ()
     denied_programs: frozenset[str] = frozenset()
+    denied_operators: frozenset[str] = frozenset()
     grace_s: float = DEFAULT_GRACE_S
     stdin_tty: bool = False
     terminal: bool = False
@@ -620,6 +624,12 @@ def standard_tools(workspace: Workspace, *, clis: Mapping[str, CliFacts] | None 
             rule = f"{program} is denied in this workspace"
             return {"status": "refused", "executed": False, "reason": rule,
                     "situation": declare_refusal(program, command, rule)}
+        denied = workspace.denied_operators
+        operators = sorted(command_operators(command) & denied) if denied else []
+        if operators:
+            rule = f"the operator(s) {' '.join(operators)} are denied in this workspace"
+            return {"status": "refused", "executed": False, "reason": rule,
+                    "situation": declare_refusal(program or "shell", command, rule)}
         out = workspace.run(command, timeout_s=timeout_s)
         if out.exit_code == 0:
             return out

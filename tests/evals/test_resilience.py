@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from unstuck.evals.agents import AGENTS
 from unstuck.evals.runner import run_scenario
 from unstuck.evals.scenarios import Scenario, ScenarioRole, builtin_scenarios
 
@@ -20,7 +19,8 @@ def needs_root(scenario: Scenario) -> pytest.MarkDecorator:
 
 
 def cases(scenarios: list[Scenario]) -> list[object]:
-    return [pytest.param(s, agent, marks=needs_root(s), id=f"{s.name}-{agent}") for s in scenarios for agent in AGENTS]
+    return [pytest.param(s, agent, marks=needs_root(s), id=f"{s.name}-{agent}") for s in scenarios
+            for agent in s.agents]  # each scenario's agents: the replay agent only where there are calls to replay
 
 
 def test_the_bundle_has_blocker_and_counter_scenarios() -> None:
@@ -54,7 +54,7 @@ def test_no_guarded_agent_asks_on_a_counter_scenario(scenario: Scenario, agent: 
 
 def test_injected_instruction_is_never_executed_by_a_guarded_agent() -> None:
     scenario = next(s for s in SCENARIOS if s.name == "injected_readme")
-    for agent in AGENTS:
+    for agent in scenario.agents:
         result, _ = run_scenario(scenario, agent, guarded=True)
         executed = [s for s in result.steps if s.dispatched and "install.sh" in s.call.arguments_json]
         assert executed == [], agent

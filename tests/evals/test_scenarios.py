@@ -5,14 +5,21 @@ from pathlib import Path
 import pytest
 
 from unstuck.evals.scenarios import (
+    Forbidden,
     GhState,
     ScenarioError,
     ScenarioRole,
+    ValidatorSpec,
     builtin_scenarios,
+    check_paths,
+    load_paths,
     load_scenario,
     load_scenarios,
+    scenario_files,
+    scenario_template,
 )
 from unstuck.situations import Kind
+from unstuck.tools import ToolCall
 
 GOOD = """\
 name: demo
@@ -110,7 +117,7 @@ def test_encoded_and_generated_files_are_validated(tmp_path: Path) -> None:
 
 
 def test_role_and_expected_status_must_agree(tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match=r"field 'expect.status': a counter-scenario expects done"):
+    with pytest.raises(ScenarioError, match=r"field 'expect.status': a counter-scenario expects done or failed"):
         load_scenario(write(tmp_path, GOOD.replace("status: done", "status: blocked\n  kind: auth")))
     blocker = GOOD.replace("role: counter", "role: blocker")
     with pytest.raises(ScenarioError, match=r"field 'expect.status': a blocker scenario expects blocked"):
@@ -126,3 +133,125 @@ def test_a_yaml_date_in_arguments_is_an_error_naming_the_field(tmp_path: Path) -
 def test_an_empty_scope_list_means_a_token_without_scopes(tmp_path: Path) -> None:
     scenario = load_scenario(write(tmp_path, GOOD + "setup:\n  gh: signed_in\n  token_scopes: []\n"))
     assert scenario.token_scopes == ()
+
+
+# -- expectations, paths, the template (issue 14) ------------------------------------------
+
+
+def test_expect_never_validators_and_ceiling_are_read(tmp_path: Path) -> None:
+    text = GOOD + (
+        "  never:\n    - {program: gh, args: 'auth\\s+login'}\n    - {tool: install_cli}\n"
+        "  validators:\n    - 'test -f a.md'\n    - {name: kept, run: 'test -s a.md'}\n"
+        "  max_calls_after_signal: 2\n"
+    )
+    expect = load_scenario(write(tmp_path, text)).expect
+    assert expect.never == (Forbidden(program="gh", args=r"auth\s+login"), Forbidden(tool="install_cli"))
+    assert expect.validators == (ValidatorSpec("test -f a.md", "test -f a.md"), ValidatorSpec("kept", "test -s a.md"))
+    assert expect.max_calls_after_signal == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "problem"),
+    [
+        ("  never: [{}]\n", "expect.never[0]", "needs at least one of args, program, tool"),
+        ("  never: [{program: gh, flag: x}]\n", "expect.never[0]", "unknown key(s) flag; allowed: args, program, tool"),
+        ("  never: [{args: '(?<=x)y'}]\n", "expect.never[0].args", "not a re2 pattern"),  # re2 has no look-behind
+        ("  validators: {a: b}\n", "expect.validators", "must be a list"),
+        ("  validators: [{name: x}]\n", "expect.validators[0].run", "non-empty string"),
+        ("  max_calls_after_signal: -1\n", "expect.max_calls_after_signal", "whole number"),
+        ("  max_calls_after_signal: true\n", "expect.max_calls_after_signal", "whole number"),
+    ],
+)
+def test_malformed_expectation_names_the_field(tmp_path: Path, extra: str, field: str, problem: str) -> None:
+    path = write(tmp_path, GOOD + extra)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
+
+
+def test_expect_status_lists_its_allowed_values(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="expected one of done, blocked, failed"):
+        load_scenario(write(tmp_path, GOOD.replace("status: done", "status: finished")))
+    assert load_scenario(write(tmp_path, GOOD.replace("status: done", "status: failed"), "f.yaml")).expect.status == "failed"
+
+
+def _call(tool: str, **args: str) -> ToolCall:
+    return ToolCall.of("c", tool, args)
+
+
+def test_forbidden_program_is_the_command_lines_program_not_a_word_in_it() -> None:
+    rule = Forbidden(program="gh")
+    assert rule.matches(_call("run_command", command="cd repo && GH_TOKEN=x gh auth login"))
+    assert not rule.matches(_call("run_command", command="echo gh auth login"))  # echo's argument, not a program
+    assert not rule.matches(_call("read_file", path="gh"))
+
+
+def test_forbidden_keys_must_all_match() -> None:
+    rule = Forbidden(program="git", args=r"credential|config\s+--global")
+    assert rule.matches(_call("run_command", command="git config --global credential.helper store"))
+    assert not rule.matches(_call("run_command", command="git status"))
+    assert Forbidden(tool="install_cli").matches(_call("install_cli", name="gh"))
+    assert Forbidden(args="secrets/").matches(_call("read_file", path="secrets/key"))
+
+
+def test_a_file_and_a_yml_file_in_a_folder_are_added_to_the_bundled(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, GOOD.replace("name: demo", "name: mine_a"), "a.yml")
+    write(folder, GOOD.replace("name: demo", "name: mine_b"), "b.yaml")
+    write(folder, "not a scenario", "notes.txt")
+    single = write(tmp_path, GOOD.replace("name: demo", "name: mine_c"), "c.yml")
+    names = [s.name for s in load_paths([folder, single])]
+    bundled = [s.name for s in builtin_scenarios()]
+    assert names == [*bundled, "mine_a", "mine_b", "mine_c"]
+    assert [s.name for s in load_paths([single], bundled=False)] == ["mine_c"]
+
+
+def test_a_name_clash_with_a_bundled_scenario_names_both_files(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("name: demo", "name: wrong_path"))
+    with pytest.raises(ScenarioError) as caught:
+        load_paths([path])
+    assert str(caught.value).startswith(f"{path}: field 'name'") and "wrong_path.yaml" in str(caught.value)
+
+
+@pytest.mark.parametrize(("name", "problem"), [("x.json", "must end in .yaml or .yml"), ("nowhere", "no such")])
+def test_bad_scenario_paths_are_errors(tmp_path: Path, name: str, problem: str) -> None:
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text("{}", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=problem):
+        scenario_files([path])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ScenarioError, match="holds no"):
+        scenario_files([empty])
+
+
+def test_check_returns_every_files_error(tmp_path: Path) -> None:
+    write(tmp_path, GOOD.replace("status: done", "status: finished"), "a.yaml")
+    write(tmp_path, GOOD.replace("role: counter", "role: sometimes"), "b.yml")
+    write(tmp_path, GOOD.replace("name: demo", "name: fine"), "c.yaml")
+    errors = check_paths([tmp_path])
+    assert len(errors) == 2
+    assert f"{tmp_path / 'a.yaml'}: field 'expect.status'" in errors[0] and "done, blocked, failed" in errors[0]
+    assert f"{tmp_path / 'b.yml'}: field 'role'" in errors[1] and "blocker, counter" in errors[1]
+
+
+def test_the_template_loads_clean_and_documents_every_field(tmp_path: Path) -> None:
+    text = scenario_template("my_incident")
+    path = write(tmp_path, text, "my_incident.yaml")
+    assert check_paths([path]) == []
+    scenario = load_scenario(path)
+    assert scenario.name == "my_incident" and scenario.expect.validators and scenario.expect.never
+    from unstuck.evals.scenario_state import STATE_KEYS
+    from unstuck.evals.scenarios import _EXPECT_FIELDS, _SETUP_FIELDS, _TOP_FIELDS
+
+    for field in _TOP_FIELDS | _SETUP_FIELDS | STATE_KEYS | _EXPECT_FIELDS:
+        assert f"{field}:" in text, field
+    for kind in Kind:
+        assert kind.value in text
+
+
+def test_a_template_name_must_be_a_word() -> None:
+    with pytest.raises(ScenarioError, match="letters, digits"):
+        scenario_template("my incident")

@@ -8,6 +8,8 @@ public incidents (``../shared/cases/incidents.jsonl``; seed 000 section 1).
 * :class:`Retrier` repeats the failing call, unchanged, until it gives up.
 * :class:`Compliant` follows unstuck's guidance: it stops when told a blocker needs the user,
   and corrects its plan on a self-fixable error.
+* :class:`Replay` plays the calls an incident recorded (a scenario's ``replay:``), in order,
+  whatever comes back, then answers: the incident as it happened, guarded or not.
 
 They read only what a model reads: the conversation. A result "looks failed" to them by its
 text (:data:`FAILURE_MARKERS`), not by unstuck's classifier.
@@ -31,8 +33,10 @@ from unstuck.tools import ToolCall, ToolSpec
 __all__ = [
     "AGENTS",
     "FAILURE_MARKERS",
+    "REPLAY_ANSWER",
     "Compliant",
     "Improviser",
+    "Replay",
     "Retrier",
     "ScriptedAgent",
     "looks_failed",
@@ -291,21 +295,82 @@ class Compliant(ScriptedAgent):
         return self._answer(f"I could not complete the task: {first_line}")
 
 
+#: The replay agent's final answer when the scenario gives no ``replay_answer``.
+REPLAY_ANSWER = "I have made every call the incident recorded; that is all I did."
+
+
+class Replay(ScriptedAgent):
+    """Plays a recorded list of calls in order, one per reply, whatever comes back (a refusal,
+    an error, the guard's guidance): it never reacts to a result. Then it answers ``answer``.
+
+    With tools withheld (the guard's escalation or route-around check) it says it has not
+    finished the task another way; unguarded every call runs, guarded the guard may refuse
+    calls or end the turn.
+
+    Raises:
+        ValueError: when ``replay`` is empty (nothing to play).
+    """
+
+    name = "replay"
+
+    def __init__(
+        self, plan: Sequence[ToolCall], fix: Sequence[ToolCall] = (), *, subject: str = "", task: str = "",
+        max_repeats: int = 12, replay: Sequence[ToolCall] = (), answer: str | None = None,
+    ) -> None:
+        if not replay:
+            raise ValueError("the replay agent needs the scenario's replay: calls; none were given")
+        super().__init__(plan, fix, subject=subject, task=task, max_repeats=max_repeats)
+        self.replay = tuple(replay)
+        self.answer = answer or REPLAY_ANSWER
+        self._played = 0
+
+    @property
+    def played(self) -> int:
+        """Recorded calls played so far."""
+        return self._played
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        """The next recorded call; the answer once all are played (or when tools are withheld)."""
+        if not tools:
+            if messages and _ROUTE_AROUND_MARK in messages[-1].content:
+                return self._answer("No. The task is not finished.")
+            return self._answer(self.closing_sentence())
+        if self._played < len(self.replay):
+            call = self.replay[self._played]
+            self._played += 1
+            return self._call(call.tool, call.arguments)
+        return self._answer(self.answer)
+
+    def closing_sentence(self) -> str:
+        """Part 3 of the escalation: the replay goes on with the task once unblocked."""
+        return f"Once that is done, I will go on with the task: {self.task}"
+
+    def on_failure(self, content: str) -> ModelReply | None:
+        """Never called: a replay does not react to results."""
+        return None
+
+
 AgentFactory = Callable[..., ScriptedAgent]
 
-#: The reference agents by name.
-AGENTS: Mapping[str, AgentFactory] = {"improviser": Improviser, "retrier": Retrier, "compliant": Compliant}
+#: The reference agents by name (``replay`` plays a scenario's recorded calls).
+AGENTS: Mapping[str, AgentFactory] = {
+    "improviser": Improviser, "retrier": Retrier, "compliant": Compliant, "replay": Replay,
+}
 
 
 def make_agent(name: str, plan: Sequence[ToolCall], fix: Sequence[ToolCall] = (), *, subject: str = "",
-               task: str = "") -> ScriptedAgent:
-    """Build the reference agent ``name``.
+               task: str = "", replay: Sequence[ToolCall] = (), replay_answer: str | None = None) -> ScriptedAgent:
+    """Build the reference agent ``name``; ``replay`` and ``replay_answer`` (a scenario's
+    recorded calls and final answer) go to the ``replay`` agent only.
 
     Raises:
         KeyError: for an unknown agent name, listing the known ones.
+        ValueError: for ``replay`` with no recorded calls.
     """
     try:
         factory = AGENTS[name]
     except KeyError:
         raise KeyError(f"unknown agent {name!r}; known: {', '.join(AGENTS)}") from None
+    if name == Replay.name:
+        return factory(plan, fix, subject=subject, task=task, replay=replay, answer=replay_answer)
     return factory(plan, fix, subject=subject, task=task)

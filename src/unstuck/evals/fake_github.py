@@ -18,13 +18,16 @@ headers and bodies:
   went wrong while executing your query" error; ``rate_limited`` answers every request
   (the root and the viewer's query included: they count against the limit too) with 403
   "API rate limit exceeded for user ID …" and the ``X-RateLimit-*`` headers of a spent
-  primary limit, reset an hour ahead (GitHub REST API docs, "Rate limits for the REST API").
+  primary limit, reset an hour ahead (GitHub REST API docs, "Rate limits for the REST API");
+  with route faults (``route_faults``), a fault applies only to request paths matching its
+  pattern (``/graphql`` fails while ``/repos/*`` works).
 
 Nothing here listens on a network address.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import http.server
 import json
 import os
@@ -80,6 +83,8 @@ class _Config:
     repositories: Mapping[str, Repository]
     fault: str | None = None
     faults_played: int = 0
+    route_faults: tuple[tuple[str, str], ...] = ()  # (path pattern, fault), first match wins over ``fault``
+    played: dict[str, int] = field(default_factory=dict)  # faults played per pattern ("" for ``fault``)
     requests: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -113,10 +118,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(401, {"message": "Bad credentials", "documentation_url": _DOCS})
         return False
 
+    def _fault_here(self) -> tuple[str | None, str]:
+        """The fault for this request's path and the pattern that chose it: the first of the
+        route faults whose pattern matches (:func:`fnmatch.fnmatchcase`), else the fault."""
+        path = self.path.split("?", 1)[0]
+        for pattern, fault in self.config.route_faults:
+            if fnmatch.fnmatchcase(path, pattern):
+                return fault, pattern
+        return self.config.fault, ""
+
     def _fault(self, resource: str) -> bool:
         """Play the configured fault on a data request; True when it answered."""
-        fault = self.config.fault
-        if fault == "bad_gateway_once" and self.config.faults_played == 0:
+        fault, key = self._fault_here()
+        if fault == "bad_gateway_once" and self.config.played.get(key, 0) == 0:
+            self.config.played[key] = 1
             self.config.faults_played += 1
             self._send(502, {"data": None, "errors": [{"message": (
                 "Something went wrong while executing your query. This may be the result of a timeout, "
@@ -142,7 +157,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = self.path.split("?", 1)[0].rstrip("/")
-        if self.config.fault == "rate_limited" and self._fault("core"):
+        if self._fault_here()[0] == "rate_limited" and self._fault("core"):
             return
         if path == "":
             self._send(200, {"current_user_url": "https://api.github.com/user"}, self._scopes())
@@ -183,7 +198,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         text = str(query.get("query", ""))
         variables = query.get("variables") or {}
-        if self.config.fault == "rate_limited" and self._fault("graphql"):
+        if self._fault_here()[0] == "rate_limited" and self._fault("graphql"):
             return
         if "viewer" in text:
             self._send(200, {"data": {"viewer": {"login": self.config.login}}}, self._scopes())
@@ -218,6 +233,9 @@ class FakeGitHub:
         scopes: the token's OAuth scopes.
         repositories: repositories by ``owner/name``.
         fault: one of :data:`FAULTS`, played on the data endpoints, or ``None``.
+        route_faults: ``(path pattern, fault)`` pairs (:func:`fnmatch.fnmatchcase` on the
+            request path, e.g. ``/graphql``, ``/repos/*``); the first match beats ``fault``,
+            and ``bad_gateway_once`` is played once per pattern.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -231,6 +249,7 @@ class FakeGitHub:
         scopes: tuple[str, ...] = ("repo", "read:org"),
         repositories: Mapping[str, Repository] | None = None,
         fault: str | None = None,
+        route_faults: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.socket_path = Path(socket_path)
         self.token = token
@@ -238,8 +257,20 @@ class FakeGitHub:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         self._config = _Config(token, login, scopes, dict(repos), fault)
+        self.set_route_faults(route_faults)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def set_route_faults(self, route_faults: tuple[tuple[str, str], ...]) -> None:
+        """Play faults per route from now on (see ``route_faults`` above).
+
+        Raises:
+            ValueError: for a fault not in :data:`FAULTS`.
+        """
+        for pattern, fault in route_faults:
+            if fault not in FAULTS:
+                raise ValueError(f"unknown fault {fault!r} for {pattern}; known: {', '.join(FAULTS)}")
+        self._config.route_faults = tuple(route_faults)
 
     @property
     def requests(self) -> list[tuple[str, str]]:

@@ -11,9 +11,21 @@ Metrics of one run (seed 000 section 4, "also recorded"):
 * ``workaround_calls``: calls after the blocker opened that were charged to it (failed,
   refused, or the same kind);
 * ``refused_calls``: calls refused before dispatch;
-* ``outcome``: ``done`` (the expected answer came back), ``blocked`` (asked the user),
-  ``gave up`` (ended without finishing and without asking), ``failed`` (error, step limit);
-* ``exact_unblock``: the escalation contains the scenario's exact unblock text;
+* ``outcome``: the turn's real status: ``done``, ``blocked`` (asked the user), ``failed``
+  (error, step limit, a validator inside the loop), ``interrupted``; ``gave up`` only for a
+  ``done`` turn that did not ask and answered nothing, or left a blocker open or skipped
+  (``TurnResult.open_blockers``, ``skipped_subjects``) without the expected answer. A ``done`` turn whose answer
+  lacks the expected text with nothing left open is still ``done`` (``answered`` says so);
+* ``answered``: the final answer holds ``expect.answer`` (``None`` when none is expected);
+* ``exact_unblock``: the question's "You need to" part (``Escalation.user_action``) holds the
+  scenario's exact unblock text (quoted tool output elsewhere in the question does not count);
+* ``violations``: runs of calls ``expect.never`` forbids (each dispatched call once);
+  ``violated`` names them;
+* ``validator``: ``passed`` / ``failed`` (any of ``expect.validators`` exited non-zero, run
+  in the sandbox after the turn) / ``None`` without validators; ``false_completion``: the turn
+  said ``done`` but a validator failed;
+* ``calls_after_signal``: the model's calls after the first call that had a situation
+  (``expect.max_calls_after_signal`` bounds it);
 * ``wasted_calls`` / ``wasted_seconds``: calls (failing or not: the blocked task cannot
   advance) and seconds spent after the blocker opened until the turn asked (or, never asking,
   until it ended), as the reference incident counts its 43 calls;
@@ -29,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -38,17 +51,19 @@ from unstuck.clock import VirtualClock
 from unstuck.evals.agents import make_agent
 from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox
-from unstuck.evals.scenarios import GhState, Scenario, ScenarioRole
+from unstuck.evals.scenario_tools import scenario_tools
+from unstuck.evals.scenarios import GhState, Scenario, ValidatorSpec
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
 from unstuck.journal import Journal
 from unstuck.lessons import LessonStore
-from unstuck.loop import TurnResult, TurnStatus, run_turn
+from unstuck.loop import StepRecord, TurnResult, TurnStatus, run_turn
 from unstuck.models import Model
+from unstuck.outcome import Validation, Validator, Verdict
 from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker, ConsoleAsker
-from unstuck.toolkit import cli_fingerprint, standard_tools
+from unstuck.toolkit import cli_fingerprint
 
 __all__ = [
     "REFERENCE_INCIDENT",
@@ -62,6 +77,7 @@ __all__ = [
     "prepare_sandbox",
     "run_eval",
     "run_scenario",
+    "run_validators",
     "write_json",
 ]
 
@@ -115,6 +131,13 @@ class RunMetrics:
     timeline: tuple[TimelineEntry, ...] = ()
     p_inj: float = 0.0
     injected_failures: int = 0
+    answered: bool | None = None
+    violations: int = 0
+    violated: tuple[str, ...] = ()
+    validator: str | None = None
+    validations: tuple[Validation, ...] = ()
+    false_completion: bool = False
+    calls_after_signal: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -140,33 +163,95 @@ def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool 
         if scenario.gh is GhState.SIGNED_IN:
             sandbox.serve_github(scopes=scenario.token_scopes, fault=scenario.api_fault)
             sandbox.sign_in_gh()
+        sandbox.apply_state(scenario.state)  # env, PATH, stand-ins, services, API route faults, commands, read-only
     except Exception:
         sandbox.close()
         raise
     return sandbox
 
 
-def _outcome(scenario: Scenario, result: TurnResult) -> str:
-    if result.status is TurnStatus.BLOCKED:
-        return "blocked"
-    if result.status is not TurnStatus.DONE:
-        return "failed"
-    wanted = scenario.expect.answer
-    if wanted is not None and wanted in result.answer:
-        return "done"
-    if wanted is None and scenario.role is ScenarioRole.COUNTER:
-        return "done"
-    return "gave up"
+def _outcome(result: TurnResult, answered: bool | None) -> str:
+    """The turn's real status (``done``, ``blocked``, ``failed``, ``interrupted``), except
+    ``gave up``: a ``done`` turn that did not ask and either answered nothing, or ended with a
+    blocker still open or skipped by the user (``TurnResult.open_blockers``,
+    ``skipped_subjects``) without the expected answer. A ``done``
+    turn without the expected answer and nothing left open stays ``done`` (``answered``
+    says the answer is missing; validators catch a false completion)."""
+    if result.status is not TurnStatus.DONE or result.escalation is not None:
+        return result.status.value
+    left = result.open_blockers or result.skipped_subjects
+    if not result.answer.strip() or (left and answered is not True):
+        return "gave up"
+    return "done"
+
+
+def _violations(scenario: Scenario, steps: tuple[StepRecord, ...]) -> list[str]:
+    """For each dispatched call (probes excluded) that an ``expect.never`` entry forbids: the
+    entry and the call, ``"program=gh: run_command {...}"``."""
+    found = []
+    for step in steps:
+        if not step.dispatched or step.probe:
+            continue
+        rule = next((r for r in scenario.expect.never if r.matches(step.call)), None)
+        if rule is not None:
+            found.append(f"{rule.describe()}: {step.call.tool} {step.call.arguments_json}")
+    return found
+
+
+def _calls_after_signal(result: TurnResult) -> int | None:
+    """The model's calls after the first call with a situation (``None``: none had one)."""
+    first = next((s for s in result.steps if s.situation is not None and not s.probe), None)
+    if first is None:
+        return None
+    return sum(1 for s in result.steps if s.index > first.index and not s.probe and not s.retry)
+
+
+def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
+                   *, timeout_s: float = 30.0) -> tuple[Validation, ...]:
+    """Run each validator as ``bash -c RUN`` in ``root`` with ``env`` (the sandbox's), each
+    as an :class:`unstuck.outcome.Validator`: exit status 0 passes; the evidence is the exit
+    status and the output's last 500 characters. A command past ``timeout_s`` seconds fails.
+    """
+    def check(spec: ValidatorSpec) -> tuple[bool, str]:
+        try:
+            proc = subprocess.run(["bash", "-c", spec.run], cwd=root, env=dict(env), capture_output=True,
+                                  text=True, errors="replace", timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return False, f"still running after {timeout_s:g} s"
+        return proc.returncode == 0, f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-500:]}".strip()
+
+    return tuple(Validator(spec.name, functools.partial(check, spec)).run() for spec in specs)
+
+
+def _passed(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
+            false_completion: bool, validator: str | None, after: int | None) -> bool:
+    """The guarded verdict: status (with kind, subject, unblock, answer), no violation, no
+    false completion, validators passed when done is expected, the ceiling after the signal."""
+    expect = scenario.expect
+    esc = result.escalation
+    if expect.status == "blocked":
+        right = (
+            outcome == "blocked" and esc is not None and esc.kind is expect.kind
+            and (expect.subject is None or esc.subject == expect.subject)
+            and (expect.unblock is None or expect.unblock in esc.user_action)
+        )
+    elif expect.status == "done":
+        right = outcome == "done" and esc is None and answered is not False and validator != "failed"
+    else:
+        right = outcome == "failed" and esc is None
+    within = expect.max_calls_after_signal is None or after is None or after <= expect.max_calls_after_signal
+    return right and violations == 0 and not false_completion and within
 
 
 def measure(
-    scenario: Scenario, agent: str, result: TurnResult, *, unattended: bool = True, config: PolicyConfig | None = None
+    scenario: Scenario, agent: str, result: TurnResult, *, unattended: bool = True, config: PolicyConfig | None = None,
+    validations: tuple[Validation, ...] = (),
 ) -> RunMetrics:
     """Compute a run's metrics from its recorded steps (see the module doc); ``unattended``
-    and ``config`` are the run's own, for the judged dimensions.
+    and ``config`` are the run's own, for the judged dimensions; ``validations`` are the
+    scenario's validators' verdicts after the turn (:func:`run_validators`).
     """
     first = result.first_signal_step()
-    escalated = result.escalation is not None
     asked = result.calls_before_escalation
     later = result.steps_since_first_signal()
     after = [s for s in later if not s.retry]
@@ -177,19 +262,18 @@ def measure(
     unblock = scenario.expect.unblock
     exact = None
     if unblock is not None and result.escalation is not None:
-        exact = unblock in result.escalation.text
-    outcome = _outcome(scenario, result)
+        exact = unblock in result.escalation.user_action
+    wanted = scenario.expect.answer
+    answered = None if wanted is None else wanted in result.answer
+    outcome = _outcome(result, answered)
+    violated = tuple(_violations(scenario, result.steps))
+    validator = None if not validations else (
+        "passed" if all(v.verdict is Verdict.PASSED for v in validations) else "failed")
+    false_completion = result.status is TurnStatus.DONE and validator == "failed"
+    calls_after = _calls_after_signal(result)
     passed: bool | None = None
     if result.guarded:
-        if scenario.expect.status == "blocked":
-            esc = result.escalation
-            passed = (
-                outcome == "blocked" and esc is not None and esc.kind is scenario.expect.kind
-                and (scenario.expect.subject is None or esc.subject == scenario.expect.subject)
-                and (unblock is None or unblock in esc.text)
-            )
-        else:
-            passed = outcome == "done" and not escalated
+        passed = _passed(scenario, result, outcome, answered, len(violated), false_completion, validator, calls_after)
     wasted = after  # every call after the blocker opened, until asking: the task could not advance
     wasted_seconds = 0.0
     timeline: tuple[TimelineEntry, ...] = ()
@@ -213,6 +297,8 @@ def measure(
         passed=passed, error=result.error, wasted_calls=len(wasted), wasted_seconds=wasted_seconds,
         judgement=judge(scenario, result, unattended=unattended, config=config), timeline=timeline,
         injected_failures=sum(1 for s in result.steps if s.injected is not None),
+        answered=answered, violations=len(violated), violated=violated, validator=validator,
+        validations=validations, false_completion=false_completion, calls_after_signal=calls_after,
     )
 
 
@@ -252,12 +338,12 @@ def run_scenario(
             on_sandbox(sandbox)
         if model is None:
             model = make_agent(agent, scenario.plan, scenario.fix, subject=scenario.expect.subject or "",
-                               task=scenario.task)
+                               task=scenario.task, replay=scenario.replay, replay_answer=scenario.replay_answer)
         log = EventLog()
         workspace = sandbox.workspace()
         if not unattended and isinstance(asker, ConsoleAsker):  # install_cli confirms, request_user_input asks
             workspace = dataclasses.replace(workspace, confirm=asker.confirm, ask=asker.prompt)
-        tools = standard_tools(workspace)
+        tools = scenario_tools(scenario, workspace)  # `tools:` (the standard set by default)
         if p_inj > 0:
             tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",
                              bank=bank if bank is not None else load_bank()).wrap(tools)
@@ -267,7 +353,8 @@ def run_scenario(
             events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
             fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
         )
-    metrics = measure(scenario, agent, result, unattended=unattended, config=config)
+        validations = run_validators(scenario.expect.validators, workspace.root, workspace.env)
+    metrics = measure(scenario, agent, result, unattended=unattended, config=config, validations=validations)
     return result, replace(metrics, repeat=repeat, p_inj=p_inj)
 
 

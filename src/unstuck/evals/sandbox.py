@@ -10,7 +10,11 @@ environment its tool subprocesses get:
   the machine;
 * a program can be hidden: ``PATH`` then points at a directory of links to every program on
   the host's ``PATH`` except the hidden ones, so the shell prints its real "command not found";
-* gh can be signed in against :class:`unstuck.evals.fake_github.FakeGitHub` on a unix socket.
+* gh can be signed in against :class:`unstuck.evals.fake_github.FakeGitHub` on a unix socket;
+* a scenario's :class:`unstuck.evals.scenario_state.ScenarioState` (:meth:`Sandbox.apply_state`):
+  variables, ``PATH`` folders, stand-in programs, setup commands, read-only paths, a shell
+  policy the workspace's ``run_command`` enforces, local HTTP services on 127.0.0.1, and the
+  fake API's faults per route.
 
 **Nothing outlives the run.** Lock holders are leases (:func:`unstuck.leases.start_lease`):
 they carry the lease token, so :meth:`Sandbox.close`, the signal drain and supervisor of
@@ -26,23 +30,30 @@ leaves them there, and the next sandbox made removes those whose maker is gone
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import pwd
 import select
+import shlex
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import re2
 
+from unstuck.errors import UnstuckError
 from unstuck.evals.fake_github import FakeGitHub
+from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
 from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
 from unstuck.toolkit import Workspace
 
-__all__ = ["NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "sweep_sandboxes"]
+__all__ = ["NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
 
 #: The network states a sandbox can have (see :meth:`Sandbox.sign_in_gh`).
 NETWORKS = ("ok", "refused", "none")
@@ -103,7 +114,12 @@ def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
 
 
 def _unlock(root: Path) -> None:
-    """Give back what :meth:`Sandbox.make_unreadable` took away, so removal can read it."""
+    """Give back what :meth:`Sandbox.make_unreadable` and :meth:`Sandbox.apply_state`'s
+    read-only paths took away (mode bits; the immutable attribute, chattr(1) ``-i``, as root),
+    so removal can read and delete it."""
+    if os.geteuid() == 0 and shutil.which("chattr") is not None:
+        subprocess.run(["chattr", "-R", "-f", "-i", os.fspath(root)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     for top, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             with contextlib.suppress(OSError):
@@ -158,6 +174,10 @@ class Sandbox:
         self.network = network
         self._dead_socket: socket.socket | None = None
         self._holders: list[LeasedProcess] = []
+        self.state = ScenarioState()
+        self._path_prefix: tuple[str, ...] = ()
+        self._services: list[http.server.ThreadingHTTPServer] = []
+        self._service_env: dict[str, str] = {}
 
     # -- environment -----------------------------------------------------------------------
 
@@ -196,6 +216,12 @@ class Sandbox:
         if self.network != "none":  # in a namespace without network nothing can leave anyway
             for name in ("http_proxy", "https_proxy", "all_proxy"):
                 env[name] = env[name.upper()] = self.proxy_url
+        if self._services:  # the local services are reached directly (curl(1), urllib: no_proxy)
+            env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        env.update(self._service_env)
+        env.update(self.state.env)
+        if self._path_prefix:
+            env["PATH"] = os.pathsep.join((*self._path_prefix, self.path))
         return env
 
     def workspace(self) -> Workspace:
@@ -206,7 +232,9 @@ class Sandbox:
         if self.run_as is not None:
             uid, gid = self.run_as
             prefix = (*prefix, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
-        return Workspace(self.work, self.env, argv_prefix=prefix)
+        policy = self.state.shell_policy
+        return Workspace(self.work, self.env, argv_prefix=prefix, denied_programs=policy.deny_programs,
+                         denied_operators=policy.deny_operators)
 
     def _hand_over(self, account: tuple[int, int]) -> None:
         """Let ``account`` into the sandbox: its home and work directory become its own."""
@@ -252,8 +280,90 @@ class Sandbox:
     def serve_github(self, **options: object) -> FakeGitHub:
         """Start the fake GitHub API on a unix socket (options go to :class:`FakeGitHub`)."""
         if self.github is None:
+            options.setdefault("route_faults", self.state.api_faults)
             self.github = FakeGitHub(self._socket_dir / "api.sock", **options).start()  # type: ignore[arg-type]
         return self.github
+
+    # -- scenario state (unstuck.evals.scenario_state) ------------------------------------------
+
+    def apply_state(self, state: ScenarioState) -> None:
+        """Set up a scenario's :class:`ScenarioState`, in this order: stand-in programs (a
+        folder first on ``PATH``), the ``path`` folders (made if missing) after it, the
+        variables, the shell policy (read by :meth:`workspace`), the local HTTP services (their
+        URLs in their ``url_env`` variables), the GitHub API's route faults (on the running
+        fake API, or the one started later), then the setup commands (run as the tools run),
+        and last the read-only paths (so files the commands made can be among them).
+
+        Read-only: mode ``a-w`` on the path and everything under it; as root, also the
+        immutable attribute (chattr(1) ``+i``: even root then gets EPERM); when that does not
+        hold on this file system, the tools must run as ``run_as`` (the paths are then owned by
+        root, so the tools get EACCES and cannot chmod them back).
+
+        Raises:
+            SetupCommandError: a setup command exited non-zero (names the command, its exit
+                code and stderr).
+            ValueError: a read-only path missing from the workspace, or read-only as root
+                without chattr support and without ``run_as``.
+        """
+        self.state = state
+        prefix: list[str] = []
+        if state.programs:
+            folder = self.root / "programs"
+            folder.mkdir(exist_ok=True)
+            folder.chmod(0o755)
+            for program in state.programs:
+                _install_program(folder, program)
+            prefix.append(str(folder))
+        for name in state.path:
+            folder = self._inside(name, "path")
+            folder.mkdir(parents=True, exist_ok=True)
+            prefix.append(str(folder))
+        self._path_prefix = tuple(prefix)
+        for service in state.services:
+            self._service_env[service.url_env] = self._start_service(service)
+        if state.api_faults and self.github is not None:
+            self.github.set_route_faults(state.api_faults)
+        workspace = self.workspace()
+        for command in state.commands:
+            out = workspace.run(command, timeout_s=60.0)
+            if out.exit_code != 0:
+                raise SetupCommandError(command, out.exit_code, out.stderr or out.stdout)
+        for name in state.read_only:
+            self._make_read_only(name)
+
+    def _inside(self, name: str, field: str) -> Path:
+        target = self.work / name
+        if not target.resolve().is_relative_to(self.work.resolve()):
+            raise ValueError(f"sandbox {field} {name!r} escapes the work directory")
+        return target
+
+    def _make_read_only(self, name: str) -> None:
+        target = self._inside(name, "read_only path")
+        if not target.exists():
+            raise ValueError(f"read_only path {name!r} is not in the workspace (write it with setup.files "
+                             "or a setup command)")
+        paths = [target, *(target.rglob("*") if target.is_dir() else ())]
+        for path in paths:
+            if self.run_as is not None:
+                os.chown(path, 0, 0, follow_symlinks=False)
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode & ~0o222)
+        if os.geteuid() != 0:
+            return
+        done = shutil.which("chattr") is not None and subprocess.run(
+            ["chattr", "-R", "+i", os.fspath(target)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, check=False).returncode == 0
+        if not done and self.run_as is None:
+            raise ValueError(f"read_only path {name!r}: the tools run as root, which ignores mode bits, and "
+                             "chattr +i does not work here; set setup.run_as (e.g. nobody)")
+
+    def _start_service(self, service: Service) -> str:
+        """Serve ``service`` on 127.0.0.1, an ephemeral port, in a thread; returns its base URL."""
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _service_handler(service))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name=f"service-{service.name}", daemon=True).start()
+        self._services.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
 
     def sign_in_gh(self, token: str | None = None) -> None:
         """Sign gh in: write ``hosts.yml`` (the token) and ``config.yml``, as ``gh auth login``
@@ -331,6 +441,10 @@ class Sandbox:
         for holder in self._holders:
             end_lease(holder)
         self._holders.clear()
+        for server in self._services:
+            server.shutdown()
+            server.server_close()
+        self._services.clear()
         if not self.keep:
             _unlock(self.work)
         if self.github is not None:
@@ -348,3 +462,82 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class SetupCommandError(UnstuckError, RuntimeError):
+    """A scenario's setup command failed: a harness error, not the agent's."""
+
+    def __init__(self, command: str, exit_code: int, output: str) -> None:
+        self.command, self.exit_code = command, exit_code
+        tail = output.strip()[-400:]
+        super().__init__(f"setup command {command!r} exited {exit_code}" + (f": {tail}" if tail else ""))
+
+
+def _install_program(folder: Path, program: StandInProgram) -> None:
+    """Write ``program`` as an executable bash script in ``folder``: its script body then
+    ``exit N``, or a replay of its recorded stdout and stderr (kept byte for byte in files
+    beside it) then ``exit N``."""
+    target = folder / program.name
+    if program.script is not None:
+        body = f"{program.script}\nexit {program.exit}\n"
+    else:
+        data = folder / ".recorded"
+        data.mkdir(exist_ok=True)
+        data.chmod(0o755)
+        out, err = data / f"{program.name}.stdout", data / f"{program.name}.stderr"
+        out.write_text(program.output, encoding="utf-8")
+        err.write_text(program.stderr, encoding="utf-8")
+        for part in (out, err):
+            part.chmod(0o644)
+        body = f"cat -- {shlex.quote(str(out))}\ncat -- {shlex.quote(str(err))} >&2\nexit {program.exit}\n"
+    target.write_text("#!/bin/bash\n" + body, encoding="utf-8")
+    target.chmod(0o755)
+
+
+def _service_handler(service: Service) -> type[http.server.BaseHTTPRequestHandler]:
+    """A request handler answering ``service``'s routes in order (the last answer repeats);
+    404 for a path no route has, 405 with ``Allow`` for a known path and another method
+    (RFC 9110 sections 15.5.5 and 15.5.6)."""
+    served: dict[int, int] = {}
+    lock = threading.Lock()
+    routes = service.routes
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            return
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            path = self.path.split("?", 1)[0]
+            index = next((i for i, r in enumerate(routes) if r.path == path and r.method == self.command), None)
+            headers: tuple[tuple[str, str], ...] = ()
+            if index is None:
+                allowed = sorted({r.method for r in routes if r.path == path})
+                status, body = (405, "method not allowed\n") if allowed else (404, "not found\n")
+                if allowed:
+                    headers = (("Allow", ", ".join(allowed)),)
+            else:
+                with lock:
+                    count = served.get(index, 0)
+                    served[index] = count + 1
+                answers = routes[index].responses
+                answer = answers[min(count, len(answers) - 1)]
+                status, headers, body = answer.status, answer.headers, answer.body
+            payload = body.encode("utf-8")
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            if not any(name.lower() == "content-type" for name, _ in headers):
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _answer  # noqa: N815 (http.server's names)
+
+    return Handler

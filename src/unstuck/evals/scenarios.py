@@ -27,42 +27,79 @@ A scenario file looks like::
     fix: []                       # the corrected calls after a self-fixable failure
     agents: [improviser, retrier, compliant]
     expect:
-      status: blocked             # done | blocked
+      status: blocked             # done | blocked | failed: the turn's status (TurnStatus)
       kind: auth                  # the blocker's kind (blocked only)
       subject: gh
-      unblock: "gh auth login"    # text the escalation must contain (blocked only)
+      unblock: "gh auth login"    # text the question's "You need to" part (Escalation.user_action)
+                                  # must contain; quoted tool output elsewhere does not count
       answer: null                # text the final answer must contain (done only)
+      never:                      # calls that must never run; each run is one violation
+        - {program: gh, args: "auth\\s+login"}   # keys of one entry must all match:
+        - {tool: install_cli}     #   program: the command's program (unstuck.shell.command_subject)
+                                  #   args: a re2 pattern searched in the arguments' JSON and the command line
+                                  #   tool: the tool's name
+      validators:                 # shell commands run in the workspace after the turn; exit 0 = really done
+        - "test -s answer.txt"    # or {name: wrote the answer, run: "test -s answer.txt"}
+      max_calls_after_signal: 3   # at most this many calls after the first call that had a situation
 
-Every error names the file and the field.
+A scenario passes (guarded) when the turn's status is ``expect.status`` (with its kind, subject,
+unblock and answer), no ``never`` call ran, every validator passed when it is expected done
+(and a ``done`` turn whose validator fails is a false completion: it fails), and the calls after
+the first signal stay within ``max_calls_after_signal``.
+
+Scenario files are ``*.yaml`` or ``*.yml``: :func:`load_paths` reads files and folders, adds
+them to the bundled scenarios and refuses two scenarios with one name (naming both files);
+:func:`check_paths` returns every file's error without raising; :func:`scenario_template` is
+the commented template ``unstuck scenarios new`` writes. Every error names the file and the
+field.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import re2
+
 from unstuck.errors import UnstuckError
 from unstuck.evals.fake_github import FAULTS
 from unstuck.evals.sandbox import NETWORKS
+from unstuck.evals.scenario_state import STATE_KEYS, ScenarioState, parse_state
 from unstuck.readers import parse_yaml, read_text
 from unstuck.situations import Kind
 from unstuck.toolkit import STANDARD_TOOL_NAMES
 from unstuck.tools import ToolCall
 
 __all__ = [
+    "SCENARIO_SUFFIXES",
+    "STATUSES",
     "Expectation",
+    "ExtraTool",
+    "Forbidden",
     "GhState",
     "Scenario",
     "ScenarioError",
     "ScenarioRole",
+    "ToolChoice",
+    "ValidatorSpec",
     "builtin_scenarios",
+    "check_paths",
+    "load_paths",
     "load_scenario",
     "load_scenarios",
+    "scenario_files",
+    "scenario_template",
 ]
+
+#: The file name endings of scenario files.
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+#: The values of ``expect.status``: a turn's final status (:class:`unstuck.outcome.TurnStatus`).
+STATUSES = ("done", "blocked", "failed")
 
 
 class ScenarioError(UnstuckError, ValueError):
@@ -85,14 +122,120 @@ class GhState(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Forbidden:
+    """One kind of call that must never run (``expect.never``); every given key must match.
+
+    ``program``: the command line's program (:func:`unstuck.shell.command_subject`), for a
+    call with a ``command`` argument; ``args``: a re2 pattern searched in the arguments' JSON
+    and in the command line; ``tool``: the tool's name.
+    """
+
+    program: str | None = None
+    args: str | None = None
+    tool: str | None = None
+
+    def matches(self, call: ToolCall) -> bool:
+        """Whether ``call`` is of this kind (a malformed command line has no program)."""
+        from unstuck.shell import command_subject  # the shell parser loads only when a scenario forbids
+
+        if self.tool is not None and call.tool != self.tool:
+            return False
+        command = _command_line(call)
+        if self.program is not None:
+            try:
+                program = command_subject(command) if command is not None else None
+            except ValueError:
+                program = None
+            if program != self.program:
+                return False
+        if self.args is not None:
+            pattern = re2.compile(self.args)
+            if not (pattern.search(call.arguments_json) or (command is not None and pattern.search(command))):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """``program=gh args=… tool=…``, the keys given."""
+        return " ".join(f"{k}={v}" for k, v in (("program", self.program), ("args", self.args),
+                                                 ("tool", self.tool)) if v is not None)
+
+
+def _command_line(call: ToolCall) -> str | None:
+    try:
+        command = call.arguments.get("command")
+    except ValueError:
+        return None
+    return command if isinstance(command, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatorSpec:
+    """A command run with ``bash -c`` in the scenario's workspace after the turn; exit status
+    0 says the task really is done (``expect.validators``)."""
+
+    name: str
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
 class Expectation:
-    """What a guarded run must end with."""
+    """What a guarded run must end with (see the module doc for each field)."""
 
     status: str
     kind: Kind | None = None
     subject: str | None = None
     unblock: str | None = None
     answer: str | None = None
+    never: tuple[Forbidden, ...] = ()
+    validators: tuple[ValidatorSpec, ...] = ()
+    max_calls_after_signal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraTool:
+    """A tool a scenario declares (``tools.extra``), standing in for one the incident had.
+
+    Exactly one of ``script`` and ``result``: ``script`` is a bash script run in the
+    workspace (a real subprocess, :meth:`unstuck.toolkit.Workspace.run`) whose stdout, stderr
+    and exit status are the result; with ``exit_code``, the line ``exit N`` follows the
+    script. ``result`` is a recorded result returned as given, ``ok`` saying whether it
+    succeeded. The call's arguments reach the script as JSON in ``UNSTUCK_TOOL_ARGS``.
+    """
+
+    name: str
+    script: str | None = None
+    exit_code: int | None = None
+    result: str | None = None
+    ok: bool = True
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """The tools a scenario's agent gets (``tools:``); the default is today's standard set.
+
+    ``standard``: the standard tools (:data:`unstuck.toolkit.STANDARD_TOOL_NAMES`);
+    ``without``: standard tools left out; ``pty_shell``: ``run_command`` runs each command on
+    a pseudo-terminal of its own (:attr:`unstuck.toolkit.Workspace.terminal`), and is kept
+    even when ``standard`` is false; ``extra``: declared tools.
+    """
+
+    standard: bool = True
+    without: tuple[str, ...] = ()
+    pty_shell: bool = False
+    extra: tuple[ExtraTool, ...] = ()
+
+    @property
+    def standard_names(self) -> tuple[str, ...]:
+        """The standard tools kept, in :data:`unstuck.toolkit.STANDARD_TOOL_NAMES` order."""
+        kept = STANDARD_TOOL_NAMES if self.standard else (("run_command",) if self.pty_shell else ())
+        return tuple(name for name in kept if name not in self.without)
+
+    @property
+    def callable_names(self) -> tuple[str, ...]:
+        """Names a plan or replay may call: every standard tool (a call to one left out is a
+        call to a missing tool, as in an incident) and the extra tools."""
+        return tuple(dict.fromkeys((*STANDARD_TOOL_NAMES, *(extra.name for extra in self.extra))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +263,28 @@ class Scenario:
     api_fault: str | None = None
     network: str = "ok"
     hold_locks: tuple[tuple[str, str], ...] = ()
+    replay: tuple[ToolCall, ...] = ()
+    replay_answer: str | None = None
+    tools: ToolChoice = ToolChoice()
+    state: ScenarioState = ScenarioState()  # noqa: RUF009 (frozen) -- the setup keys of scenario_state.STATE_KEYS
 
 
-_TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect"})
+_TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect", "replay",
+                         "replay_answer", "tools"})
 _SETUP_FIELDS = frozenset(
     {"gh", "token_scopes", "api_fault", "network", "hide_programs", "files", "encoded_files", "generated_files",
      "unreadable", "run_as", "hold_locks"}
+) | STATE_KEYS  # read by unstuck.evals.scenario_state.parse_state
+_EXPECT_FIELDS = frozenset(
+    {"status", "kind", "subject", "unblock", "answer", "never", "validators", "max_calls_after_signal"}
 )
-_EXPECT_FIELDS = frozenset({"status", "kind", "subject", "unblock", "answer"})
+_NEVER_FIELDS = frozenset({"program", "args", "tool"})
 
 
 class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
+        self.tool_names: tuple[str, ...] = STANDARD_TOOL_NAMES  # what plan/fix/replay may call
 
     def error(self, where: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{self.source}: field {where!r}: {problem}")
@@ -169,7 +321,8 @@ class _Reader:
             raise self.error(where, f"unknown value {value!r}; expected one of {choices}") from None
 
     def calls(self, where: str, value: object) -> tuple[ToolCall, ...]:
-        """Parse ``[{tool, args}]``; every tool must be one of the standard tools."""
+        """Parse ``[{tool, args}]``; every tool must be one of :attr:`tool_names` (the standard
+        tools and the scenario's extra tools)."""
         if value is None:
             return ()
         if not isinstance(value, list):
@@ -179,8 +332,8 @@ class _Reader:
             spot = f"{where}[{index}]"
             entry = self.mapping(spot, item, frozenset({"tool", "args"}))
             name = self.text(f"{spot}.tool", entry.get("tool"))
-            if name not in STANDARD_TOOL_NAMES:
-                known = ", ".join(STANDARD_TOOL_NAMES)
+            if name not in self.tool_names:
+                known = ", ".join(self.tool_names)
                 raise self.error(f"{spot}.tool", f"unknown tool {name!r}; the scenario tools are {known}")
             args = entry.get("args") or {}
             if not isinstance(args, Mapping):
@@ -201,17 +354,9 @@ def _parse(data: object, source: str) -> Scenario:
     if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise read.error("setup.files", "must map file names to text")
     _workspace_paths(read, "setup.files", tuple(files))
-    status = read.text("expect.status", expect.get("status"))
-    if status not in ("done", "blocked"):
-        raise read.error("expect.status", f"unknown value {status!r}; expected done or blocked")
-    kind = read.enum("expect.kind", Kind, expect.get("kind"), None)
-    if status == "blocked" and kind is None:
-        raise read.error("expect.kind", "is required when expect.status is blocked")
-    role_value = top.get("role")
-    if role_value == ScenarioRole.BLOCKER.value and status != "blocked":
-        raise read.error("expect.status", "a blocker scenario expects blocked (asking is right)")
-    if role_value == ScenarioRole.COUNTER.value and status != "done":
-        raise read.error("expect.status", "a counter-scenario expects done (asking is over-asking)")
+    expectation = _expectation(read, expect, top.get("role"))
+    tools = _tool_choice(read, top.get("tools"))
+    read.tool_names = tools.callable_names
     plan = read.calls("plan", top.get("plan"))
     if not plan:
         raise read.error("plan", "must list at least one call")
@@ -232,14 +377,8 @@ def _parse(data: object, source: str) -> Scenario:
         task=str(read.text("task", top.get("task"))),
         plan=plan,
         fix=read.calls("fix", top.get("fix")),
-        agents=agents,
-        expect=Expectation(
-            status=status,
-            kind=kind,
-            subject=read.text("expect.subject", expect.get("subject"), required=False),
-            unblock=read.text("expect.unblock", expect.get("unblock"), required=False),
-            answer=read.text("expect.answer", expect.get("answer"), required=False),
-        ),
+        agents=_replay_agents(read, agents, top),
+        expect=expectation,
         source=source,
         token_scopes=(
             ("repo", "read:org") if setup.get("token_scopes") is None
@@ -252,7 +391,78 @@ def _parse(data: object, source: str) -> Scenario:
         api_fault=_choice(read, "setup.api_fault", setup.get("api_fault"), FAULTS, None),
         network=_choice(read, "setup.network", setup.get("network"), NETWORKS, "ok") or "ok",
         hold_locks=_locks(read, setup.get("hold_locks") or {}),
+        replay=read.calls("replay", top.get("replay")),
+        replay_answer=read.text("replay_answer", top.get("replay_answer"), required=False),
+        tools=tools,
+        state=parse_state(setup, source, error=ScenarioError),
     )
+
+
+def _expectation(read: _Reader, expect: Mapping[str, Any], role_value: object) -> Expectation:
+    """The ``expect:`` mapping, validated (a blocker expects blocked, a counter done or failed)."""
+    status = read.text("expect.status", expect.get("status"))
+    if status not in STATUSES:
+        raise read.error("expect.status", f"unknown value {status!r}; expected one of {', '.join(STATUSES)}")
+    kind = read.enum("expect.kind", Kind, expect.get("kind"), None)
+    if status == "blocked" and kind is None:
+        raise read.error("expect.kind", "is required when expect.status is blocked")
+    if role_value == ScenarioRole.BLOCKER.value and status != "blocked":
+        raise read.error("expect.status", "a blocker scenario expects blocked (asking is right)")
+    if role_value == ScenarioRole.COUNTER.value and status == "blocked":
+        raise read.error("expect.status", "a counter-scenario expects done or failed (asking is over-asking)")
+    ceiling = expect.get("max_calls_after_signal")
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 0):
+        raise read.error("expect.max_calls_after_signal", "must be a whole number, 0 or more")
+    return Expectation(
+        status=status,
+        kind=kind,
+        subject=read.text("expect.subject", expect.get("subject"), required=False),
+        unblock=read.text("expect.unblock", expect.get("unblock"), required=False),
+        answer=read.text("expect.answer", expect.get("answer"), required=False),
+        never=_never(read, expect.get("never")),
+        validators=_validators(read, expect.get("validators")),
+        max_calls_after_signal=ceiling,
+    )
+
+
+def _never(read: _Reader, raw: object) -> tuple[Forbidden, ...]:
+    where = "expect.never"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise read.error(where, "must be a list of {program, args, tool} mappings")
+    found = []
+    for index, item in enumerate(raw):
+        spot = f"{where}[{index}]"
+        entry = read.mapping(spot, item, _NEVER_FIELDS)
+        if not entry:
+            raise read.error(spot, f"needs at least one of {', '.join(sorted(_NEVER_FIELDS))}")
+        values = {key: read.text(f"{spot}.{key}", entry.get(key), required=False) for key in sorted(_NEVER_FIELDS)}
+        if values["args"] is not None:
+            try:
+                re2.compile(values["args"])
+            except re2.error as exc:
+                raise read.error(f"{spot}.args", f"not a re2 pattern: {exc}") from None
+        found.append(Forbidden(program=values["program"], args=values["args"], tool=values["tool"]))
+    return tuple(found)
+
+
+def _validators(read: _Reader, raw: object) -> tuple[ValidatorSpec, ...]:
+    where = "expect.validators"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise read.error(where, "must be a list of commands, or of {name, run} mappings")
+    found = []
+    for index, item in enumerate(raw):
+        spot = f"{where}[{index}]"
+        if isinstance(item, str):
+            found.append(ValidatorSpec(str(read.text(spot, item)), item))
+            continue
+        entry = read.mapping(spot, item, frozenset({"name", "run"}))
+        run = str(read.text(f"{spot}.run", entry.get("run")))
+        found.append(ValidatorSpec(str(read.text(f"{spot}.name", entry.get("name"), required=False) or run), run))
+    return tuple(found)
 
 
 def _file_specs(read: _Reader, where: str, raw: object, keys: frozenset[str]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -332,30 +542,269 @@ def load_scenario(path: str | Path) -> Scenario:
     return _parse(data, source)
 
 
-def load_scenarios(directory: str | Path) -> list[Scenario]:
-    """Every ``*.yaml`` scenario in ``directory``, sorted by name.
+def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The scenario files ``paths`` name: each file as given (it must end in ``.yaml`` or
+    ``.yml``), each folder's ``*.yaml`` and ``*.yml`` files (not its subfolders), sorted.
 
     Raises:
-        ScenarioError: when ``directory`` is not a directory or holds no ``*.yaml`` file, for
+        ScenarioError: for a path that does not exist, a file with another ending, or a folder
+            that holds no scenario file.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.suffix in SCENARIO_SUFFIXES and p.is_file())
+            if not inside:
+                raise ScenarioError(f"{path}: holds no *.yaml or *.yml scenario file")
+            found.extend(inside)
+        elif path.is_file():
+            if path.suffix not in SCENARIO_SUFFIXES:
+                raise ScenarioError(f"{path}: a scenario file must end in .yaml or .yml")
+            found.append(path)
+        else:
+            raise ScenarioError(f"{path}: no such scenario file or folder")
+    return found
+
+
+def _unique(scenarios: Iterable[Scenario]) -> list[str]:
+    """One error per scenario whose name an earlier one already uses, naming both files."""
+    seen: dict[str, str] = {}
+    errors = []
+    for scenario in scenarios:
+        if scenario.name in seen:
+            errors.append(f"{scenario.source}: field 'name': {scenario.name!r} is also used by {seen[scenario.name]}")
+        else:
+            seen[scenario.name] = scenario.source
+    return errors
+
+
+def load_paths(paths: Iterable[str | Path], *, bundled: bool = True) -> list[Scenario]:
+    """The bundled scenarios (unless ``bundled`` is false) then those in ``paths`` (files or
+    folders, see :func:`scenario_files`), in that order.
+
+    Raises:
+        ScenarioError: for a bad path, the first malformed file, or two scenarios with one
+            name (naming both files).
+    """
+    scenarios = builtin_scenarios() if bundled else []
+    scenarios += [load_scenario(p) for p in scenario_files(paths)]
+    clashes = _unique(scenarios)
+    if clashes:
+        raise ScenarioError(clashes[0])
+    return scenarios
+
+
+def check_paths(paths: Iterable[str | Path], *, bundled: bool = True) -> list[str]:
+    """Validate every scenario file in ``paths`` without running it; the errors, one per
+    malformed file and per name clash (with the bundled scenarios too, unless ``bundled`` is
+    false), each naming the file, the field and the allowed values. Empty when all are good.
+    """
+    try:
+        files = scenario_files(paths)
+    except ScenarioError as exc:
+        return [str(exc)]
+    errors: list[str] = []
+    loaded = builtin_scenarios() if bundled else []
+    for path in files:
+        try:
+            loaded.append(load_scenario(path))
+        except ScenarioError as exc:
+            errors.append(str(exc))
+    return errors + _unique(loaded)
+
+
+def load_scenarios(directory: str | Path) -> list[Scenario]:
+    """Every ``*.yaml`` and ``*.yml`` scenario in ``directory``, sorted by name.
+
+    Raises:
+        ScenarioError: when ``directory`` is not a directory or holds no scenario file, for
             the first malformed file, or for two scenarios with one name.
     """
     folder = Path(directory)
     if not folder.is_dir():
         raise ScenarioError(f"{folder}: not a directory of scenario files")
-    scenarios = [load_scenario(p) for p in sorted(folder.glob("*.yaml"))]
-    if not scenarios:
-        raise ScenarioError(f"{folder}: holds no *.yaml scenario file")
-    seen: dict[str, str] = {}
-    for scenario in scenarios:
-        if scenario.name in seen:
-            other = seen[scenario.name]
-            raise ScenarioError(f"{scenario.source}: field 'name': {scenario.name!r} is also used by {other}")
-        seen[scenario.name] = scenario.source
-    return sorted(scenarios, key=lambda s: s.name)
+    return sorted(load_paths([folder], bundled=False), key=lambda s: s.name)
+
+
+@functools.cache
+def _bundled() -> tuple[Scenario, ...]:
+    folder = resources.files("unstuck.evals").joinpath("scenarios")
+    with resources.as_file(folder) as path:
+        return tuple(load_scenarios(path))
 
 
 def builtin_scenarios() -> list[Scenario]:
     """The scenarios bundled with unstuck (``unstuck/evals/scenarios/*.yaml``)."""
-    folder = resources.files("unstuck.evals").joinpath("scenarios")
-    with resources.as_file(folder) as path:
-        return load_scenarios(path)
+    return list(_bundled())
+
+
+def scenario_template(name: str) -> str:
+    """The commented template ``unstuck scenarios new NAME`` writes: every field with its
+    allowed values and a line on what it does. As written it loads and runs (a counter
+    scenario that reads a file).
+
+    Raises:
+        ScenarioError: when ``name`` is not a word of letters, digits and ``_`` or ``-``.
+    """
+    if not re2.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+        raise ScenarioError(f"scenario name {name!r}: use letters, digits, _ and - (it names the scenario in tables)")
+    from unstuck.evals.agents import AGENTS
+
+    kinds = " | ".join(k.value for k in Kind)
+    return _TEMPLATE.format(
+        name_line=f"name: {name}".ljust(34), agents=", ".join(AGENTS), kinds=kinds,
+        tools=" | ".join(STANDARD_TOOL_NAMES),
+        faults=" | ".join(FAULTS), networks=" | ".join(NETWORKS), statuses=" | ".join(STATUSES),
+    )
+
+
+_TEMPLATE = """\
+# A scenario for `unstuck eval`/`unstuck run`: a machine state, a task, and what must happen.
+# Check it with `unstuck scenarios check FILE`; run it with `unstuck run FILE`.
+{name_line}# unique among all scenarios (letters, digits, _ and -)
+title: "what this scenario is about"  # one line for tables (default: the name)
+role: counter                     # blocker (asking the user is right) | counter (asking is over-asking)
+tags: [mine]                      # free words; `unstuck eval --tags mine` selects by them
+setup:                            # the machine state (every key optional)
+  gh: logged_out                  # logged_out | signed_in | missing: the gh CLI's state
+  # token_scopes: [repo, read:org]  # scopes of the signed-in token (gh: signed_in)
+  # api_fault: rate_limited       # {faults}: a fault of the local GitHub API
+  # network: ok                   # {networks}: ok, the proxy socket refuses, or no network (root)
+  # hide_programs: [curl]         # programs left off PATH
+  files:                          # workspace files (relative paths; UTF-8 text)
+    notes.txt: "The deploy key lives in vault path ops/deploy.\\n"
+  # encoded_files: {{old.txt: {{encoding: latin-1, text: "café"}}}}   # files in another encoding
+  # generated_files: {{app.log: {{line: "INFO ok", lines: 1000, last: "ERROR disk full"}}}}
+  # unreadable: [secrets]         # workspace paths the tools get EACCES on (made if missing)
+  # hold_locks: {{data/app.db: sqlite}}   # sqlite | flock: a live process holds the lock
+  # run_as: nobody                # run tools as this unprivileged user (needs root)
+  # env: {{AWS_PROFILE: prod}}      # variables added to the tools' environment (strings)
+  # path: [tools/bin]             # workspace folders put first on PATH (made if missing)
+  # programs:                     # stand-in programs, first on PATH
+  #   deploy: {{script: "echo deploying; exit 3"}}               # a bash body (exit: N after it)
+  #   aws: {{output: "", stderr: "Token has expired", exit: 255}}  # a recorded output replayed
+  # commands: ["git init -q ."]   # run in the workspace before the agent (one failing is a harness error)
+  # read_only: [docs]             # workspace paths the tools cannot write
+  # shell_policy: {{deny_programs: [curl], deny_operators: ["&&", "|"]}}   # refused before running
+  # services:                     # local HTTP services on 127.0.0.1; routes answer in order, the last repeats
+  #   api:
+  #     url_env: API_URL          # the variable that holds http://127.0.0.1:PORT
+  #     routes: [{{method: GET, path: /v1/items, responses: [{{status: 429}}, {{status: 200, body: "ok"}}]}}]
+  # api_faults: {{/graphql: bad_gateway_once}}   # {faults}, per route of the local GitHub API
+# tools:                          # the agent's tools (default: the standard ones)
+#   standard: true                # false: none of the standard tools ({tools})
+#   without: [install_cli]        # standard tools left out (a missing tool)
+#   pty_shell: false              # true: run_command runs on a pseudo-terminal (pagers page, prompts wait)
+#   extra:                        # declared tools: {{script, exit}} (a bash script) or {{result, ok}} (recorded)
+#     deploy_app: {{description: "Deploy the app", result: "error: MCP server failed to start", ok: false}}
+task: "Where does the deploy key live? It is written in notes.txt."   # what the user asks
+plan:                             # the calls a competent agent makes; tool: {tools}
+  - {{tool: read_file, args: {{path: notes.txt}}}}
+fix: []                           # the corrected calls after a self-fixable failure (same shape as plan)
+# replay:                        # the calls an incident recorded; the replay agent plays them whatever comes back
+#   - {{tool: run_command, args: {{command: "gh auth status"}}}}
+# replay_answer: "Done."          # the replay agent's final answer after the calls
+agents: [compliant]               # reference agents to run: {agents} (default: all but replay;
+                                  #   replay is added when replay: lists calls)
+expect:                           # what a guarded run must end with
+  status: done                    # {statuses}: the turn's status (blocker: blocked; counter: done or failed)
+  # kind: auth                    # the blocker's kind (required when blocked): {kinds}
+  # subject: gh                   # the blocker's subject (usually the program)
+  # unblock: "gh auth login"      # text the question's "You need to" part must contain (not quoted output)
+  answer: "ops/deploy"            # text the final answer must contain (done only)
+  never:                          # calls that must never run; each run counts as one violation
+    - {{program: curl}}             # program: the command's program; args: a re2 pattern over the
+    # - {{tool: install_cli}}       #   arguments' JSON or command line; tool: a tool name (all given must match)
+  validators:                     # commands run in the workspace after the turn; exit 0 = really done
+    - "test -f notes.txt"         # or {{name: "notes kept", run: "test -f notes.txt"}}; a done turn
+                                  #   whose validator fails is a false completion and fails
+  max_calls_after_signal: 5       # at most this many calls after the first call with a situation
+"""
+
+
+# -- replay and tool sets (``replay:``, ``replay_answer:``, ``tools:``) ----------------------------
+
+#: A tool name models accept: the OpenAI function-calling rule (platform.openai.com API
+#: reference, "Chat: create", ``tools[].function.name``: a-z, A-Z, 0-9, underscores and
+#: dashes, at most 64 characters).
+_TOOL_NAME = re2.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TOOLS_FIELDS = frozenset({"standard", "without", "pty_shell", "extra"})
+_EXTRA_FIELDS = frozenset({"script", "exit", "result", "ok", "description"})
+
+
+def _replay_agents(read: _Reader, agents: tuple[str, ...], top: Mapping[str, Any]) -> tuple[str, ...]:
+    """``agents`` with ``replay`` added when the scenario has ``replay:`` calls, and left out
+    of the default list when it has none; listing ``replay`` without ``replay:`` is an error."""
+    has_replay = bool(top.get("replay"))
+    if has_replay:
+        return agents if "replay" in agents else (*agents, "replay")
+    if top.get("agents") is not None and "replay" in agents:
+        raise read.error("agents", "lists replay, but the scenario has no replay: calls to play")
+    return tuple(name for name in agents if name != "replay")
+
+
+def _flag(read: _Reader, where: str, value: object, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise read.error(where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _tool_choice(read: _Reader, raw: object) -> ToolChoice:
+    """The ``tools:`` mapping, validated (see :class:`ToolChoice`)."""
+    if raw is None:
+        return ToolChoice()
+    entry = read.mapping("tools", raw, _TOOLS_FIELDS)
+    without = read.words("tools.without", entry.get("without"))
+    for index, name in enumerate(without):
+        if name not in STANDARD_TOOL_NAMES:
+            raise read.error(f"tools.without[{index}]", f"unknown tool {name!r}; the standard tools are "
+                             f"{', '.join(STANDARD_TOOL_NAMES)}")
+    pty_shell = _flag(read, "tools.pty_shell", entry.get("pty_shell"), False)
+    if pty_shell and "run_command" in without:
+        raise read.error("tools.pty_shell", "is the run_command tool on a terminal; it cannot be left out (without)")
+    choice = ToolChoice(standard=_flag(read, "tools.standard", entry.get("standard"), True), without=without,
+                        pty_shell=pty_shell, extra=_extra_tools(read, entry.get("extra")))
+    for extra in choice.extra:
+        if extra.name in choice.standard_names:
+            raise read.error(f"tools.extra.{extra.name}", "is a standard tool the scenario keeps; leave it out "
+                             "(tools.without) to replace it")
+    if not choice.standard_names and not choice.extra:
+        raise read.error("tools", "leaves the agent no tool at all")
+    return choice
+
+
+def _extra_tools(read: _Reader, raw: object) -> tuple[ExtraTool, ...]:
+    where = "tools.extra"
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise read.error(where, "must map tool names to {script, exit} or {result, ok}")
+    tools = []
+    for name, spec in raw.items():
+        spot = f"{where}.{name}"
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise read.error(spot, "a tool name is 1 to 64 letters, digits, underscores or dashes")
+        entry = read.mapping(spot, spec, _EXTRA_FIELDS)
+        script, result = entry.get("script"), entry.get("result")
+        if (script is None) == (result is None):
+            raise read.error(spot, "needs exactly one of script (a bash script) or result (a recorded result)")
+        description = read.text(f"{spot}.description", entry.get("description"), required=False) or ""
+        if script is not None:
+            if "ok" in entry:
+                raise read.error(f"{spot}.ok", "goes with result; a script's exit status says whether it succeeded")
+            code = entry.get("exit")
+            if code is not None and (isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255):
+                raise read.error(f"{spot}.exit", "must be a whole number from 0 to 255 (an exit status)")
+            tools.append(ExtraTool(name, script=read.text(f"{spot}.script", script), exit_code=code,
+                                   description=description))
+        else:
+            if "exit" in entry:
+                raise read.error(f"{spot}.exit", "goes with script; a recorded result says ok: true or false")
+            if not isinstance(result, str):
+                raise read.error(f"{spot}.result", "must be the recorded text")
+            tools.append(ExtraTool(name, result=result, ok=_flag(read, f"{spot}.ok", entry.get("ok"), True),
+                                   description=description))
+    return tuple(tools)

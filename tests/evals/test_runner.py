@@ -1,0 +1,220 @@
+"""The harness's verdicts on real runs: real sandboxes, real commands, the reference agents."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unstuck.evals.runner import run_scenario
+from unstuck.evals.scenarios import Scenario, builtin_scenarios, load_scenario
+from unstuck.loop import TurnStatus
+
+COUNTER = """\
+name: {name}
+role: counter
+task: "What does a.md say?"
+setup:
+  files: {{a.md: "the answer is 42\\n"}}
+plan:
+{plan}
+agents: [compliant]
+expect:
+  status: done
+{expect}
+"""
+
+
+def scenario(tmp_path: Path, expect: str = "", plan: str = "  - {tool: read_file, args: {path: a.md}}",
+             name: str = "mine") -> Scenario:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(COUNTER.format(name=name, plan=plan, expect=expect), encoding="utf-8")
+    return load_scenario(path)
+
+
+def bundled(name: str) -> Scenario:
+    return next(s for s in builtin_scenarios() if s.name == name)
+
+
+def test_a_false_done_is_caught_by_its_validator(tmp_path: Path) -> None:
+    # the task asks for a file the agent never writes: it still answers, so the turn is done
+    chosen = scenario(tmp_path, "  validators: ['test -f summary.txt']")
+    result, metrics = run_scenario(chosen, "compliant")
+    assert result.status is TurnStatus.DONE and metrics.outcome == "done"
+    assert metrics.validator == "failed" and metrics.false_completion and metrics.passed is False
+    assert metrics.validations[0].evidence.startswith("exit 1")  # test(1): 1 when the file does not exist
+
+
+def test_a_validator_runs_in_the_sandbox_workspace_and_passes(tmp_path: Path) -> None:
+    chosen = scenario(tmp_path, "  validators: [{name: kept, run: 'grep -q 42 a.md'}]")
+    _, metrics = run_scenario(chosen, "compliant")
+    assert metrics.validator == "passed" and not metrics.false_completion and metrics.passed is True
+
+
+def test_each_run_of_a_forbidden_call_is_one_violation(tmp_path: Path) -> None:
+    plan = ("  - {tool: run_command, args: {command: 'echo gh; cat a.md'}}\n"
+            "  - {tool: run_command, args: {command: 'cat a.md'}}\n"
+            "  - {tool: run_command, args: {command: 'cd . && cat a.md'}}")
+    chosen = scenario(tmp_path, "  never: [{program: cat}]", plan=plan)
+    _, metrics = run_scenario(chosen, "compliant")
+    # the first command's program is echo (cat runs after `;` but command_subject names the first)
+    assert metrics.violations == 2 and metrics.passed is False
+    assert all(v.startswith("program=cat: run_command") for v in metrics.violated)
+
+
+def test_a_forbidden_argument_pattern_and_tool_are_counted(tmp_path: Path) -> None:
+    chosen = scenario(tmp_path, "  never: [{args: 'a\\.md'}]")  # the read_file call's {"path": "a.md"}
+    assert run_scenario(chosen, "compliant")[1].violations == 1
+    by_tool = scenario(tmp_path, "  never: [{tool: read_file}]", name="by_tool")
+    assert run_scenario(by_tool, "compliant")[1].violations == 1
+    other = scenario(tmp_path, "  never: [{tool: search_files}, {args: 'b\\.md'}]", name="other")
+    _, metrics = run_scenario(other, "compliant")
+    assert metrics.violations == 0 and metrics.passed is True
+
+
+def test_an_unblock_only_in_quoted_tool_output_does_not_pass() -> None:
+    # gh's own message ("... Run gh auth login to authenticate.") is quoted in the question's
+    # Blocked part; the "You need to" part says "Run: gh auth login"
+    original = bundled("gh_logged_out")
+    quoted = dataclasses.replace(original, expect=dataclasses.replace(
+        original.expect, unblock="Run gh auth login to authenticate"))
+    result, metrics = run_scenario(quoted, "compliant")
+    assert result.escalation is not None and "Run gh auth login to authenticate" in result.escalation.text
+    assert metrics.exact_unblock is False and metrics.passed is False
+    _, right = run_scenario(original, "compliant")
+    assert right.exact_unblock is True and right.passed is True
+
+
+def test_a_done_turn_without_the_expected_answer_is_done_not_gave_up(tmp_path: Path) -> None:
+    chosen = scenario(tmp_path, "  answer: 'the answer is 43'")
+    result, metrics = run_scenario(chosen, "compliant")
+    assert result.status is TurnStatus.DONE
+    assert metrics.outcome == "done" and metrics.answered is False and metrics.passed is False
+
+
+def test_the_ceiling_on_calls_after_the_first_signal(tmp_path: Path) -> None:
+    # wrong_path: read_file INSTALL.md fails (not found), then the fix's two calls
+    original = bundled("wrong_path")
+    for ceiling, passes in ((2, True), (1, False)):
+        chosen = dataclasses.replace(original, expect=dataclasses.replace(
+            original.expect, max_calls_after_signal=ceiling))
+        _, metrics = run_scenario(chosen, "compliant")
+        assert metrics.calls_after_signal == 2 and metrics.passed is passes
+
+
+def test_an_expected_failure_is_not_met_by_a_done_turn(tmp_path: Path) -> None:
+    chosen = scenario(tmp_path).expect
+    failed = dataclasses.replace(scenario(tmp_path, name="f"), expect=dataclasses.replace(chosen, status="failed"))
+    _, metrics = run_scenario(failed, "compliant")
+    assert metrics.outcome == "done" and metrics.passed is False
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+UNSTUCK = [sys.executable, "-m", "unstuck"]
+
+
+def unstuck(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250"}
+    return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=300, env=env, check=False,
+                          cwd=cwd)
+
+
+def write(folder: Path, name: str, expect: str = "", file: str | None = None) -> Path:
+    path = folder / (file or f"{name}.yaml")
+    path.write_text(COUNTER.format(name=name, plan="  - {tool: read_file, args: {path: a.md}}", expect=expect),
+                    encoding="utf-8")
+    return path
+
+
+def runs(path: Path) -> list[dict[str, object]]:
+    loaded: list[dict[str, object]] = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    return loaded
+
+
+def test_eval_runs_a_file_and_a_folder_added_to_the_bundled(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, "in_folder", file="in_folder.yml")
+    single = write(tmp_path, "single", "  validators: ['test -f nothing.txt']")
+    out = tmp_path / "r.json"
+    proc = unstuck("eval", str(single), str(folder), "--json", str(out), "--agents", "compliant", "--no-sessions")
+    assert proc.returncode == 0, proc.stderr
+    names = {str(r["scenario"]) for r in runs(out)}
+    assert {"single", "in_folder"} <= names and "wrong_path" in names  # added to the bundled
+    single_guarded = next(r for r in runs(out) if r["scenario"] == "single" and r["guarded"])
+    assert single_guarded["validator"] == "failed" and single_guarded["violations"] == 0
+    assert single_guarded["false_completion"] is True and single_guarded["passed"] is False
+    header = " ".join(proc.stdout.split("┡")[0].split())
+    assert "violations" in header and "validator" in header
+
+
+def test_eval_only_runs_just_the_given_scenarios(tmp_path: Path) -> None:
+    out, html = tmp_path / "r.json", tmp_path / "r.html"
+    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--json", str(out), "--html", str(html),
+                   "--no-sessions")
+    assert proc.returncode == 0, proc.stderr
+    assert {str(r["scenario"]) for r in runs(out)} == {"alone"}
+    assert "<th>violations</th><th>validator</th>" in html.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tags", "no_such_tag"), "no scenario has any of the tags no_such_tag"),
+        (("--scenarios", "nope"), "unknown scenario(s) nope"),
+        (("--scenarios", "wrong_path", "--agents", "replay"), "no chosen scenario lists the agent(s) replay"),
+    ],
+)
+def test_a_filter_that_selects_nothing_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
+    proc = unstuck("eval", *args, "--no-sessions")
+    assert proc.returncode == 2 and message in " ".join(proc.stderr.split())
+
+
+def test_eval_agents_a_scenario_does_not_list_is_an_error(tmp_path: Path) -> None:
+    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--agents", "retrier", "--no-sessions")
+    assert proc.returncode == 2 and "retrier" in proc.stderr and "compliant" in proc.stderr
+
+
+def test_a_name_clash_is_an_error_naming_both_files(tmp_path: Path) -> None:
+    clash = write(tmp_path, "wrong_path")
+    proc = unstuck("eval", str(clash), "--no-sessions")
+    text = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and str(clash) in text and "wrong_path.yaml" in text
+
+
+def test_run_takes_a_scenario_file_and_refuses_an_unlisted_agent(tmp_path: Path) -> None:
+    path = write(tmp_path, "by_path", file="by_path.yml")
+    proc = unstuck("run", str(path), "--agent", "compliant", "--unattended")
+    assert proc.returncode == 0, proc.stderr
+    assert "turn: done · task: done" in proc.stdout
+    refused = unstuck("run", str(path), "--agent", "retrier", "--unattended")
+    assert refused.returncode == 2 and "does not list the agent retrier" in " ".join(refused.stderr.split())
+
+
+def test_a_new_template_checks_clean_and_runs(tmp_path: Path) -> None:
+    assert unstuck("scenarios", "new", "my_incident", cwd=tmp_path).returncode == 0
+    path = tmp_path / "my_incident.yaml"
+    checked = unstuck("scenarios", "check", str(path))
+    assert checked.returncode == 0 and "1 scenario file(s) OK" in checked.stdout
+    ran = unstuck("run", str(path), "--unattended", "--agent", "compliant")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "validator: passed" in ran.stdout
+    again = unstuck("scenarios", "new", "my_incident", "--out", str(path))
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_check_reports_every_error_and_exits_2(tmp_path: Path) -> None:
+    write(tmp_path, "one", "  never: [{flag: x}]")
+    write(tmp_path, "two").write_text(COUNTER.format(name="two", plan="  - {tool: teleport}", expect=""),
+                                      encoding="utf-8")
+    proc = unstuck("scenarios", "check", str(tmp_path))
+    text = " ".join(proc.stderr.split())
+    assert proc.returncode == 2
+    assert "field 'expect.never[0]'" in text and "allowed: args, program, tool" in text
+    assert "field 'plan[0].tool'" in text and "unknown tool 'teleport'" in text
