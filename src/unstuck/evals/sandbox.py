@@ -130,6 +130,16 @@ def _host_path() -> str:
     return os.environ.get("PATH", os.defpath)
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A scenario's local service: a client that hangs up mid-request (curl after its answer,
+    a killed tool) is the client's business, never a traceback on the terminal."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return None
+
+
 class Sandbox:
     """One scenario's machine state. Use as a context manager; :meth:`close` removes it.
 
@@ -359,7 +369,7 @@ class Sandbox:
 
     def _start_service(self, service: Service) -> str:
         """Serve ``service`` on 127.0.0.1, an ephemeral port, in a thread; returns its base URL."""
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _service_handler(service))
+        server = _QuietServer(("127.0.0.1", 0), _service_handler(service))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, name=f"service-{service.name}", daemon=True).start()
         self._services.append(server)

@@ -567,11 +567,21 @@ def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return Path(first).resolve() == Path(second).resolve()
+    except OSError:
+        return first == second
+
+
 def _unique(scenarios: Iterable[Scenario]) -> list[str]:
-    """One error per scenario whose name an earlier one already uses, naming both files."""
+    """One error per scenario whose name an earlier one from ANOTHER file already uses, naming
+    both files (a bundled file named again by its path is the same scenario, not a clash)."""
     seen: dict[str, str] = {}
     errors = []
     for scenario in scenarios:
+        if scenario.name in seen and _same_file(scenario.source, seen[scenario.name]):
+            continue
         if scenario.name in seen:
             errors.append(f"{scenario.source}: field 'name': {scenario.name!r} is also used by {seen[scenario.name]}")
         else:
@@ -588,7 +598,8 @@ def load_paths(paths: Iterable[str | Path], *, bundled: bool = True) -> list[Sce
             name (naming both files).
     """
     scenarios = builtin_scenarios() if bundled else []
-    scenarios += [load_scenario(p) for p in scenario_files(paths)]
+    known = {Path(s.source).resolve() for s in scenarios}
+    scenarios += [load_scenario(p) for p in scenario_files(paths) if Path(p).resolve() not in known]
     clashes = _unique(scenarios)
     if clashes:
         raise ScenarioError(clashes[0])
