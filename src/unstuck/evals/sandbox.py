@@ -220,6 +220,10 @@ class Sandbox:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_RETRIES": "0",
             "PIP_TIMEOUT": "3",
+            # npm (npx) retries a refused proxy for a minute (npm config: fetch-retries 2,
+            # fetch-retry-maxtimeout 60000 ms); the sandbox has no network, as pip's settings say
+            "npm_config_fetch_retries": "0",
+            "npm_config_fetch_timeout": "3000",
             "NO_PROXY": "",
             "no_proxy": "",
         }
