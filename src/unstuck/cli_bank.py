@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from unstuck.cli_exit import STORE_EXIT_CODES
+from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
 
 if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
@@ -38,7 +38,7 @@ def _load(path: Path | None) -> FailureBank:
         return load_bank(path)
     except (BankError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 @bank_app.command("harvest", epilog=STORE_EXIT_CODES)
@@ -81,7 +81,7 @@ def _harvest(
         err_console.print(f"skipped {escape(recipe_id)}: {escape(reason)}")
     if not forms:
         err_console.print("[red]error:[/red] no recipe produced a form, and no cases were given; nothing written")
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     FailureBank(forms).write(out)
     from_cases = len(forms) - len(report.forms)
     console.print(f"wrote {len(forms)} forms to {escape(str(out))} ({len(report.forms)} harvested here, "
@@ -90,7 +90,7 @@ def _harvest(
 
 def _usage(message: str) -> NoReturn:
     err_console.print(f"[red]error:[/red] {escape(message)}")
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _matches(recipe: Recipe, wanted: str) -> bool:
@@ -111,7 +111,7 @@ def _list(
     if family is not None:
         if family not in {f.value for f in Family}:
             err_console.print(f"[red]error:[/red] unknown family {escape(family)!r}; known: {', '.join(Family)}")
-            raise typer.Exit(2)
+            raise typer.Exit(EXIT_USAGE)
         forms = [f for f in forms if f.family.value == family]
     if tool is not None:
         forms = [f for f in forms if tool in f.tools]

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli_exit import STORE_EXIT_CODES
+from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.readers import ReadError, parse_json
 from unstuck.text import for_terminal
 
@@ -43,12 +43,12 @@ def _open(path: Path, *, readonly: bool = True) -> Journal:
 
     if not path.exists():
         err_console.print(f"[red]error:[/red] no journal at {_shown(str(path))}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     try:
         return Journal(path, readonly=readonly)
     except JournalError as exc:
         err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _arguments(text: str) -> object:
@@ -63,7 +63,7 @@ def _arguments(text: str) -> object:
 
 def _damaged(path: Path, exc: Exception) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {_shown(str(path))} is damaged: {_shown(str(exc))}")
-    return typer.Exit(2)
+    return typer.Exit(EXIT_USAGE)
 
 
 @journal_app.command("list", epilog=STORE_EXIT_CODES)
@@ -103,7 +103,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
             header = j.turn(turn)
         except JournalError as exc:
             err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_USAGE) from None
         try:
             steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
         except (JournalError, ValueError) as exc:
@@ -163,20 +163,20 @@ def _resume(
     both = set(committed or []) & set(absent or [])
     if both:
         err_console.print(f"[red]error:[/red] {_shown(', '.join(sorted(both)))} cannot be both committed and absent")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     with _open(journal, readonly=False) as j:
         try:
             header = j.turn(turn)
         except JournalError as exc:
             err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_USAGE) from None
         open_intents = {i.effect_ref: i for i in j.intents(turn) if i.state is not IntentState.COMMITTED}
         for ref in [*(committed or []), *(absent or [])]:
             if ref not in open_intents:
                 known = ", ".join(open_intents) or "none"
                 err_console.print(f"[red]error:[/red] {_shown(ref)} is not an unsettled intent of {turn}; "
                                   f"unsettled: {_shown(known)}")
-                raise typer.Exit(2)
+                raise typer.Exit(EXIT_USAGE)
         if header.status in ("done", "blocked", "failed") and not open_intents:
             console.print(f"turn {turn} ended {header.status}; it has no unsettled effect intent, nothing to resume")
             return
@@ -185,7 +185,7 @@ def _resume(
             j.settle(turn, committed=committed, absent=absent, force=force)
         except JournalError as exc:
             err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_USAGE) from None
         left = [i for i in j.intents(turn) if i.state is not IntentState.COMMITTED]
     console.print(f"turn {turn} ({header.status}): {len(committed or [])} marked committed, "
                   f"{len(absent or [])} marked absent")

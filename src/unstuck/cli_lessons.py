@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli_exit import STORE_EXIT_CODES
+from unstuck.cli_exit import EXIT_OK, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
 from unstuck.text import for_terminal
 
@@ -41,15 +41,15 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 def _open(path: Path | None, *, readonly: bool = True) -> LessonStore:
     if path is None and readonly and not default_store_path().exists():
         console.print(f"no lessons yet (no store at {_shown(str(default_store_path()))})", highlight=False)
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     if not (path or default_store_path()).exists():  # a read, or forgetting: never make a store for it
         err_console.print(f"[red]error:[/red] no lesson store at {_shown(str(path or default_store_path()))}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     try:
         return LessonStore(path, readonly=readonly)
     except (LessonStoreError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
@@ -58,7 +58,7 @@ def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
         return action(store)
     except (LessonStoreError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {_shown(str(store.path))} is damaged: {_shown(str(exc))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _when(epoch_s: float | None) -> str:
@@ -103,7 +103,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, m
         lesson = _read(s, lambda x: x.get(lesson_id))
     if lesson is None:
         err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     data = lesson.to_dict()
     if as_json:
         typer.echo(json.dumps(data, indent=2))
@@ -120,7 +120,7 @@ def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1,
     with _open(store, readonly=False) as s:
         if _read(s, lambda x: x.get(lesson_id)) is None:
             err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
-            raise typer.Exit(2)
+            raise typer.Exit(EXIT_USAGE)
         closed = s.invalidate(lesson_id, "forgotten by the user")
     console.print(f"lesson {lesson_id} " + ("closed" if closed else "was already closed"))
 

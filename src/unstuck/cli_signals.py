@@ -26,7 +26,7 @@ from unstuck.catalogues import (
     load_message_rows,
     translations_jsonl,
 )
-from unstuck.cli_exit import STORE_EXIT_CODES
+from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 
 __all__ = ["default_translations_path", "signals_app"]
 
@@ -53,7 +53,7 @@ def default_translations_path() -> Path:
 
 def _usage(message: str) -> NoReturn:
     err_console.print(f"[red]error:[/red] {escape(message)}")
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USAGE)
 
 
 @signals_app.command("harvest", epilog=STORE_EXIT_CODES)
@@ -85,7 +85,7 @@ def _harvest(
                 task, advance=1, description=lang.name))
         except ValueError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(EXIT_FAILED) from None
     target.write_text(translations_jsonl(found), encoding="utf-8")
     per_message = Counter((t.domain, t.msgid) for t in found)
     langs = {t.lang for t in found}

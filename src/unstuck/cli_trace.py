@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli_exit import STORE_EXIT_CODES
+from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
@@ -45,7 +45,7 @@ def _show(
         recorded, bad = read_events(path)
     except OSError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(path))}: {escape(exc.strerror or str(exc))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     turns: dict[str, list[Event]] = {}
     for item in recorded:
         if turn is None or item.turn_id == turn:
@@ -64,4 +64,4 @@ def _show(
         err_console.print(f"[yellow]skipped {len(bad)} line(s) of {where} that are not events: {shown}[/yellow]")
     if not turns:
         err_console.print(f"[red]error:[/red] no events in {escape(str(path))}" + (f" for turn {turn}" if turn else ""))
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
