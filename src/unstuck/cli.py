@@ -216,6 +216,20 @@ def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
     return table
 
 
+def _print_as_stated(results: list[RunMetrics]) -> None:
+    """One line on the unguarded runs whose scenario states their outcome (``unguarded:``),
+    and one per run that is not as stated."""
+    stated = [r for r in results if r.as_stated is not None]
+    if not stated:
+        return
+    met = sum(1 for r in stated if r.as_stated)
+    console.print(f"unguarded runs as their scenarios state (status, least calls): {met} of {len(stated)}")
+    for r in stated:
+        if not r.as_stated:
+            console.print(f"  [yellow]not as stated[/yellow]: {escape(r.scenario)} · {escape(r.agent)}: "
+                          f"{r.status} after {r.tool_calls} calls")
+
+
 def _comparison_table(results: list[RunMetrics]) -> Table:
     from unstuck.evals.runner import REFERENCE_INCIDENT, compare_modes
 
@@ -404,6 +418,7 @@ def _eval_command(
     wide = console if console.is_terminal else Console(width=_WIDE, emoji=False, file=console.file)
     wide.print(_table(results, injected=p_inj > 0))
     console.print(_comparison_table(results))
+    _print_as_stated(results)
     if across:
         console.print(_sessions_table(across))
     if sweep is not None:

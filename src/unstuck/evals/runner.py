@@ -26,6 +26,9 @@ Metrics of one run (seed 000 section 4, "also recorded"):
   said ``done`` but a validator failed;
 * ``calls_after_signal``: the model's calls after the first call that had a situation
   (``expect.max_calls_after_signal`` bounds it);
+* ``as_stated``: for an unguarded run of an agent the scenario's ``unguarded:`` names, whether
+  the turn's status is the stated one after at least the stated number of calls
+  (:class:`unstuck.evals.scenarios.UnguardedExpectation`); ``None`` otherwise;
 * ``wasted_calls`` / ``wasted_seconds``: calls (failing or not: the blocked task cannot
   advance) and seconds spent after the blocker opened until the turn asked (or, never asking,
   until it ended), as the reference incident counts its 43 calls;
@@ -78,6 +81,7 @@ __all__ = [
     "run_eval",
     "run_scenario",
     "run_validators",
+    "scenario_validators",
     "write_json",
 ]
 
@@ -138,6 +142,7 @@ class RunMetrics:
     validations: tuple[Validation, ...] = ()
     false_completion: bool = False
     calls_after_signal: int | None = None
+    as_stated: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -206,11 +211,13 @@ def _calls_after_signal(result: TurnResult) -> int | None:
     return sum(1 for s in result.steps if s.index > first.index and not s.probe and not s.retry)
 
 
-def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
-                   *, timeout_s: float = 30.0) -> tuple[Validation, ...]:
-    """Run each validator as ``bash -c RUN`` in ``root`` with ``env`` (the sandbox's), each
-    as an :class:`unstuck.outcome.Validator`: exit status 0 passes; the evidence is the exit
-    status and the output's last 500 characters. A command past ``timeout_s`` seconds fails.
+def scenario_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
+                        *, timeout_s: float = 30.0) -> tuple[Validator, ...]:
+    """Each ``expect.validators`` command as an :class:`unstuck.outcome.Validator` that runs
+    ``bash -c RUN`` in ``root`` with ``env`` (the sandbox's): exit status 0 passes; the
+    evidence is the exit status and the output's last 500 characters. A command past
+    ``timeout_s`` seconds fails. The guarded turn checks them before it may be ``done``
+    (``run_turn(validators=…)``), as a user's guard would; the unguarded turn does not.
     """
     def check(spec: ValidatorSpec) -> tuple[bool, str]:
         try:
@@ -220,7 +227,13 @@ def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[st
             return False, f"still running after {timeout_s:g} s"
         return proc.returncode == 0, f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-500:]}".strip()
 
-    return tuple(Validator(spec.name, functools.partial(check, spec)).run() for spec in specs)
+    return tuple(Validator(spec.name, functools.partial(check, spec)) for spec in specs)
+
+
+def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
+                   *, timeout_s: float = 30.0) -> tuple[Validation, ...]:
+    """Run each validator (:func:`scenario_validators`) once after the turn: the verdicts."""
+    return tuple(v.run() for v in scenario_validators(specs, root, env, timeout_s=timeout_s))
 
 
 def _passed(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
@@ -272,8 +285,11 @@ def measure(
     false_completion = result.status is TurnStatus.DONE and validator == "failed"
     calls_after = _calls_after_signal(result)
     passed: bool | None = None
+    as_stated: bool | None = None
     if result.guarded:
         passed = _passed(scenario, result, outcome, answered, len(violated), false_completion, validator, calls_after)
+    elif (stated := scenario.unguarded_for(agent)) is not None:
+        as_stated = stated.met_by(result.status.value, result.tool_calls)
     wasted = after  # every call after the blocker opened, until asking: the task could not advance
     wasted_seconds = 0.0
     timeline: tuple[TimelineEntry, ...] = ()
@@ -299,6 +315,7 @@ def measure(
         injected_failures=sum(1 for s in result.steps if s.injected is not None),
         answered=answered, violations=len(violated), violated=violated, validator=validator,
         validations=validations, false_completion=false_completion, calls_after_signal=calls_after,
+        as_stated=as_stated,
     )
 
 
@@ -352,6 +369,7 @@ def run_scenario(
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
             fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
+            validators=scenario_validators(scenario.expect.validators, workspace.root, workspace.env) if guarded else (),
         )
         validations = run_validators(scenario.expect.validators, workspace.root, workspace.env)
     metrics = measure(scenario, agent, result, unattended=unattended, config=config, validations=validations)

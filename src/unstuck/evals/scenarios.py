@@ -41,11 +41,15 @@ A scenario file looks like::
       validators:                 # shell commands run in the workspace after the turn; exit 0 = really done
         - "test -s answer.txt"    # or {name: wrote the answer, run: "test -s answer.txt"}
       max_calls_after_signal: 3   # at most this many calls after the first call that had a situation
+    unguarded:                    # what happens WITHOUT unstuck, as the incident did, per agent
+      improviser: {status: done, min_calls: 10}   # its turn's status and the least number of calls
 
 A scenario passes (guarded) when the turn's status is ``expect.status`` (with its kind, subject,
 unblock and answer), no ``never`` call ran, every validator passed when it is expected done
 (and a ``done`` turn whose validator fails is a false completion: it fails), and the calls after
-the first signal stay within ``max_calls_after_signal``.
+the first signal stay within ``max_calls_after_signal``. An unguarded run of an agent that
+``unguarded`` names is *as stated* when its turn's status is the stated one and it made at
+least ``min_calls`` tool calls (:attr:`UnguardedExpectation.met_by`).
 
 Scenario files are ``*.yaml`` or ``*.yml``: :func:`load_paths` reads files and folders, adds
 them to the bundled scenarios and refuses two scenarios with one name (naming both files);
@@ -86,6 +90,7 @@ __all__ = [
     "ScenarioError",
     "ScenarioRole",
     "ToolChoice",
+    "UnguardedExpectation",
     "ValidatorSpec",
     "builtin_scenarios",
     "check_paths",
@@ -192,6 +197,21 @@ class Expectation:
 
 
 @dataclass(frozen=True, slots=True)
+class UnguardedExpectation:
+    """What one agent's run WITHOUT unstuck ends with (``unguarded: {AGENT: {status, min_calls}}``):
+    the turn's status (one of :data:`STATUSES`) and the least number of tool calls it makes,
+    as the incident the scenario states."""
+
+    agent: str
+    status: str
+    min_calls: int
+
+    def met_by(self, status: str, tool_calls: int) -> bool:
+        """Whether a run whose turn ended ``status`` after ``tool_calls`` calls is as stated."""
+        return status == self.status and tool_calls >= self.min_calls
+
+
+@dataclass(frozen=True, slots=True)
 class ExtraTool:
     """A tool a scenario declares (``tools.extra``), standing in for one the incident had.
 
@@ -267,10 +287,15 @@ class Scenario:
     replay_answer: str | None = None
     tools: ToolChoice = ToolChoice()
     state: ScenarioState = ScenarioState()  # noqa: RUF009 (frozen) -- the setup keys of scenario_state.STATE_KEYS
+    unguarded: tuple[UnguardedExpectation, ...] = ()
+
+    def unguarded_for(self, agent: str) -> UnguardedExpectation | None:
+        """The stated unguarded outcome of ``agent``, if the scenario states one."""
+        return next((u for u in self.unguarded if u.agent == agent), None)
 
 
 _TOP_FIELDS = frozenset({"name", "title", "role", "tags", "setup", "task", "plan", "fix", "agents", "expect", "replay",
-                         "replay_answer", "tools"})
+                         "replay_answer", "tools", "unguarded"})
 _SETUP_FIELDS = frozenset(
     {"gh", "token_scopes", "api_fault", "network", "hide_programs", "files", "encoded_files", "generated_files",
      "unreadable", "run_as", "hold_locks"}
@@ -366,6 +391,7 @@ def _parse(data: object, source: str) -> Scenario:
     for index, name in enumerate(agents):
         if name not in AGENTS:
             raise read.error(f"agents[{index}]", f"unknown agent {name!r}; known: {', '.join(AGENTS)}")
+    agents = _replay_agents(read, agents, top)
     return Scenario(
         name=str(read.text("name", top.get("name"))),
         title=str(read.text("title", top.get("title"), required=False) or top.get("name")),
@@ -377,7 +403,7 @@ def _parse(data: object, source: str) -> Scenario:
         task=str(read.text("task", top.get("task"))),
         plan=plan,
         fix=read.calls("fix", top.get("fix")),
-        agents=_replay_agents(read, agents, top),
+        agents=agents,
         expect=expectation,
         source=source,
         token_scopes=(
@@ -395,7 +421,31 @@ def _parse(data: object, source: str) -> Scenario:
         replay_answer=read.text("replay_answer", top.get("replay_answer"), required=False),
         tools=tools,
         state=parse_state(setup, source, error=ScenarioError),
+        unguarded=_unguarded(read, top.get("unguarded"), agents),
     )
+
+
+def _unguarded(read: _Reader, raw: object, agents: tuple[str, ...]) -> tuple[UnguardedExpectation, ...]:
+    """``unguarded: {AGENT: {status, min_calls}}``; each agent must be one the scenario runs."""
+    where = "unguarded"
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise read.error(where, "must map agent names to {status, min_calls}")
+    found = []
+    for agent, spec in raw.items():
+        spot = f"{where}.{agent}"
+        if agent not in agents:
+            raise read.error(spot, f"the scenario does not run the agent {agent!r}; it runs {', '.join(agents)}")
+        entry = read.mapping(spot, spec, frozenset({"status", "min_calls"}))
+        status = read.text(f"{spot}.status", entry.get("status"))
+        if status not in STATUSES:
+            raise read.error(f"{spot}.status", f"unknown value {status!r}; expected one of {', '.join(STATUSES)}")
+        least = entry.get("min_calls")
+        if isinstance(least, bool) or not isinstance(least, int) or least < 0:
+            raise read.error(f"{spot}.min_calls", "must be a whole number, 0 or more (the least number of tool calls)")
+        found.append(UnguardedExpectation(str(agent), str(status), least))
+    return tuple(found)
 
 
 def _expectation(read: _Reader, expect: Mapping[str, Any], role_value: object) -> Expectation:
@@ -731,6 +781,8 @@ expect:                           # what a guarded run must end with
     - "test -f notes.txt"         # or {{name: "notes kept", run: "test -f notes.txt"}}; a done turn
                                   #   whose validator fails is a false completion and fails
   max_calls_after_signal: 5       # at most this many calls after the first call with a situation
+# unguarded:                      # what happens WITHOUT unstuck (as in your incident), per listed agent
+#   compliant: {{status: done, min_calls: 1}}   # its turn's status ({statuses}) and the least number of calls
 """
 
 
