@@ -432,7 +432,7 @@ def _eval_command(
         console.print(f"report written to {escape(str(html_path))}")
     if baseline is not None:
         _print_regressions(*find_regressions(baseline, results))
-    errors = [r for r in results if r.error is not None]
+    errors = [r for r in results if r.harness_error]
     broken = [s for s in across if s.error is not None and s.status == "failed"]
     for s in broken:
         where = f"session {s.session} ({s.scenario}): {s.error}"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -48,8 +51,52 @@ def test_unguarded_improviser_wastes_at_least_ten_calls(scenario: Scenario) -> N
 @pytest.mark.parametrize(("scenario", "agent"), cases(COUNTERS))
 def test_no_guarded_agent_asks_on_a_counter_scenario(scenario: Scenario, agent: str) -> None:
     result, metrics = run_scenario(scenario, agent, guarded=True)
-    assert result.escalation is None and metrics.outcome == "done", metrics
+    # done, or failed where the scenario states a false completion the guard's validators catch
+    assert result.escalation is None and metrics.outcome == scenario.expect.status and metrics.passed, metrics
     assert metrics.judgement is not None and metrics.judgement.did_not_over_ask == 10
+
+
+# -- incident scenarios (issue 14): each cites a row of ../shared/cases and states both outcomes ----
+
+INCIDENTS = [s for s in SCENARIOS if "incident" in s.tags]
+CASES_DIR = Path(__file__).resolve().parents[3] / "shared" / "cases"
+_ROW_ID = re.compile(r"\b([ic]\d{3})\b")
+
+
+def _case_ids() -> set[str]:
+    ids = set()
+    for path in CASES_DIR.glob("*.jsonl"):
+        ids |= {json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    return ids
+
+
+def test_at_least_ten_incident_scenarios_are_bundled() -> None:
+    # issue 14: "at least ten more" incident scenarios; the bundle had none tagged incident before
+    assert len(INCIDENTS) >= 10, [s.name for s in INCIDENTS]
+
+
+@pytest.mark.skipif(not CASES_DIR.is_dir(), reason=f"{CASES_DIR} is not beside this checkout")
+@pytest.mark.parametrize("scenario", INCIDENTS, ids=lambda s: s.name)
+def test_each_incident_scenario_cites_rows_of_the_shared_cases(scenario: Scenario) -> None:
+    text = Path(scenario.source).read_text(encoding="utf-8")
+    cited = set(_ROW_ID.findall(text))
+    assert cited, f"{scenario.source} cites no row of shared/cases"
+    assert cited <= _case_ids(), f"{scenario.source} cites rows that do not exist: {cited - _case_ids()}"
+
+
+@pytest.mark.parametrize("scenario", INCIDENTS, ids=lambda s: s.name)
+def test_each_incident_scenario_states_every_agents_unguarded_outcome(scenario: Scenario) -> None:
+    assert {u.agent for u in scenario.unguarded} == set(scenario.agents)
+
+
+@pytest.mark.parametrize(("scenario", "agent"), cases(INCIDENTS))
+def test_an_incident_scenario_passes_guarded_and_is_as_stated_unguarded(scenario: Scenario, agent: str) -> None:
+    _, guarded = run_scenario(scenario, agent, guarded=True)
+    assert guarded.passed, guarded
+    _, bare = run_scenario(scenario, agent, guarded=False)
+    stated = scenario.unguarded_for(agent)
+    assert stated is not None and bare.as_stated, (stated, bare.status, bare.tool_calls)
+    assert bare.status == stated.status and bare.tool_calls >= stated.min_calls
 
 
 def test_injected_instruction_is_never_executed_by_a_guarded_agent() -> None:

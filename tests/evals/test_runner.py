@@ -41,13 +41,39 @@ def bundled(name: str) -> Scenario:
     return next(s for s in builtin_scenarios() if s.name == name)
 
 
-def test_a_false_done_is_caught_by_its_validator(tmp_path: Path) -> None:
-    # the task asks for a file the agent never writes: it still answers, so the turn is done
+def test_a_false_done_unguarded_is_caught_by_its_validator(tmp_path: Path) -> None:
+    # the task asks for a file the agent never writes: it still answers, so the bare turn is done
     chosen = scenario(tmp_path, "  validators: ['test -f summary.txt']")
-    result, metrics = run_scenario(chosen, "compliant")
+    result, metrics = run_scenario(chosen, "compliant", guarded=False)
     assert result.status is TurnStatus.DONE and metrics.outcome == "done"
-    assert metrics.validator == "failed" and metrics.false_completion and metrics.passed is False
+    assert metrics.validator == "failed" and metrics.false_completion
     assert metrics.validations[0].evidence.startswith("exit 1")  # test(1): 1 when the file does not exist
+
+
+def test_the_guarded_turn_checks_the_validators_so_a_false_done_is_failed(tmp_path: Path) -> None:
+    chosen = scenario(tmp_path, "  validators: ['test -f summary.txt']")
+    result, metrics = run_scenario(chosen, "compliant", guarded=True)
+    assert result.status is TurnStatus.FAILED and metrics.outcome == "failed"
+    assert [v.name for v in result.validations] == ["test -f summary.txt"]
+    assert metrics.validator == "failed" and not metrics.false_completion
+    assert metrics.passed is False  # expected done: a failed turn does not meet it
+    expected_failed = dataclasses.replace(chosen, expect=dataclasses.replace(chosen.expect, status="failed"))
+    _, metrics = run_scenario(expected_failed, "compliant", guarded=True)
+    assert metrics.passed is True  # a scenario that states the false done: the guard turns it into failed
+
+
+def test_an_unguarded_run_is_as_stated_by_status_and_least_calls(tmp_path: Path) -> None:
+    # the compliant agent reads a.md once and answers: done after 1 call
+    for stated, expected in (("{status: done, min_calls: 1}", True), ("{status: done, min_calls: 2}", False),
+                             ("{status: failed, min_calls: 0}", False)):
+        path = tmp_path / "stated.yaml"
+        path.write_text(COUNTER.format(name="stated", plan="  - {tool: read_file, args: {path: a.md}}", expect="")
+                        + f"unguarded:\n  compliant: {stated}\n", encoding="utf-8")
+        chosen = load_scenario(path)
+        _, bare = run_scenario(chosen, "compliant", guarded=False)
+        _, guarded = run_scenario(chosen, "compliant", guarded=True)
+        assert bare.tool_calls == 1 and bare.as_stated is expected, stated
+        assert guarded.as_stated is None  # the guarded run is judged by expect:, not by unguarded:
 
 
 def test_a_validator_runs_in_the_sandbox_workspace_and_passes(tmp_path: Path) -> None:
@@ -149,9 +175,22 @@ def test_eval_runs_a_file_and_a_folder_added_to_the_bundled(tmp_path: Path) -> N
     assert {"single", "in_folder"} <= names and "wrong_path" in names  # added to the bundled
     single_guarded = next(r for r in runs(out) if r["scenario"] == "single" and r["guarded"])
     assert single_guarded["validator"] == "failed" and single_guarded["violations"] == 0
-    assert single_guarded["false_completion"] is True and single_guarded["passed"] is False
+    assert single_guarded["outcome"] == "failed" and single_guarded["passed"] is False  # the guard checked it
+    assert single_guarded["harness_error"] is False  # a failed turn is a result, not a harness error
+    single_bare = next(r for r in runs(out) if r["scenario"] == "single" and not r["guarded"])
+    assert single_bare["false_completion"] is True and single_bare["outcome"] == "done"
     header = " ".join(proc.stdout.split("┡")[0].split())
     assert "violations" in header and "validator" in header
+
+
+def test_a_setup_command_that_fails_is_a_harness_error_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(COUNTER.format(name="broken", plan="  - {tool: read_file, args: {path: a.md}}", expect="")
+                    .replace("setup:\n", "setup:\n  commands: ['exit 3']\n"), encoding="utf-8")
+    out = tmp_path / "r.json"
+    proc = unstuck("eval", str(path), "--only", "--json", str(out), "--no-sessions")
+    assert proc.returncode == 1 and "harness error in broken · compliant" in proc.stderr
+    assert all(r["harness_error"] is True and r["outcome"] == "failed" for r in runs(out))
 
 
 def test_eval_only_runs_just_the_given_scenarios(tmp_path: Path) -> None:

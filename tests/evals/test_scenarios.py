@@ -9,6 +9,7 @@ from unstuck.evals.scenarios import (
     GhState,
     ScenarioError,
     ScenarioRole,
+    UnguardedExpectation,
     ValidatorSpec,
     builtin_scenarios,
     check_paths,
@@ -235,6 +236,39 @@ def test_check_returns_every_files_error(tmp_path: Path) -> None:
     assert len(errors) == 2
     assert f"{tmp_path / 'a.yaml'}: field 'expect.status'" in errors[0] and "done, blocked, failed" in errors[0]
     assert f"{tmp_path / 'b.yml'}: field 'role'" in errors[1] and "blocker, counter" in errors[1]
+
+
+def test_unguarded_states_each_agents_status_and_least_calls(tmp_path: Path) -> None:
+    text = GOOD.replace("expect:", "agents: [improviser, compliant]\nexpect:") + (
+        "unguarded:\n  improviser: {status: done, min_calls: 13}\n  compliant: {status: failed, min_calls: 0}\n")
+    scenario = load_scenario(write(tmp_path, text))
+    assert scenario.unguarded == (UnguardedExpectation("improviser", "done", 13),
+                                  UnguardedExpectation("compliant", "failed", 0))
+    stated = scenario.unguarded_for("improviser")
+    assert stated is not None and scenario.unguarded_for("retrier") is None
+    assert stated.met_by("done", 13) and stated.met_by("done", 40)
+    assert not stated.met_by("done", 12) and not stated.met_by("blocked", 13)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "problem"),
+    [
+        ("unguarded: [improviser]\n", "unguarded", "must map agent names to {status, min_calls}"),
+        ("unguarded: {retrier: {status: done, min_calls: 1}}\n", "unguarded.retrier",
+         "does not run the agent 'retrier'; it runs compliant"),
+        ("unguarded: {compliant: {status: gave_up, min_calls: 1}}\n", "unguarded.compliant.status",
+         "expected one of done, blocked, failed"),
+        ("unguarded: {compliant: {status: done}}\n", "unguarded.compliant.min_calls", "whole number"),
+        ("unguarded: {compliant: {status: done, min_calls: -2}}\n", "unguarded.compliant.min_calls", "whole number"),
+        ("unguarded: {compliant: {status: done, min_calls: 1, calls: 3}}\n", "unguarded.compliant",
+         "unknown key(s) calls; allowed: min_calls, status"),
+    ],
+)
+def test_malformed_unguarded_names_the_field(tmp_path: Path, extra: str, field: str, problem: str) -> None:
+    path = write(tmp_path, GOOD.replace("expect:", "agents: [compliant]\nexpect:") + extra)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
 
 
 def test_the_template_loads_clean_and_documents_every_field(tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ Metrics of one run (seed 000 section 4, "also recorded"):
   said ``done`` but a validator failed;
 * ``calls_after_signal``: the model's calls after the first call that had a situation
   (``expect.max_calls_after_signal`` bounds it);
+* ``error``: the turn's own error (a validator that failed, the step limit) or, with
+  ``harness_error`` true, what the harness raised building or running it (the run did not happen);
 * ``as_stated``: for an unguarded run of an agent the scenario's ``unguarded:`` names, whether
   the turn's status is the stated one after at least the stated number of calls
   (:class:`unstuck.evals.scenarios.UnguardedExpectation`); ``None`` otherwise;
@@ -143,6 +145,7 @@ class RunMetrics:
     false_completion: bool = False
     calls_after_signal: int | None = None
     as_stated: bool | None = None
+    harness_error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -361,6 +364,7 @@ def run_scenario(
         if not unattended and isinstance(asker, ConsoleAsker):  # install_cli confirms, request_user_input asks
             workspace = dataclasses.replace(workspace, confirm=asker.confirm, ask=asker.prompt)
         tools = scenario_tools(scenario, workspace)  # `tools:` (the standard set by default)
+        checks = scenario_validators(scenario.expect.validators, workspace.root, workspace.env)
         if p_inj > 0:
             tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",
                              bank=bank if bank is not None else load_bank()).wrap(tools)
@@ -369,9 +373,9 @@ def run_scenario(
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
             fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
-            validators=scenario_validators(scenario.expect.validators, workspace.root, workspace.env) if guarded else (),
+            validators=checks if guarded else (),  # the guard checks them before done; a bare loop does not
         )
-        validations = run_validators(scenario.expect.validators, workspace.root, workspace.env)
+        validations = tuple(check.run() for check in checks)
     metrics = measure(scenario, agent, result, unattended=unattended, config=config, validations=validations)
     return result, replace(metrics, repeat=repeat, p_inj=p_inj)
 
@@ -431,7 +435,7 @@ def run_eval(
                 metrics = RunMetrics(
                     scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
                     0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}", repeat=index,
-                    p_inj=p_inj,
+                    p_inj=p_inj, harness_error=True,
                 )
             results.append(metrics)
             if progress is not None:
