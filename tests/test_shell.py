@@ -422,6 +422,7 @@ ROW_CASES: list[tuple[str, bool, str, bool]] = [
     ("cp -i a.txt b.txt", True, "cp a.txt b.txt", True),
     ("npm init", True, "npm init -y", True),
     ("git merge feature", True, "git merge --no-edit feature", True),
+    ("git rebase --continue", True, "GIT_EDITOR=true git rebase --continue", True),
     ("find . -name '*.tmp' -ok rm {} \\;", True, "find . -name '*.tmp' -exec rm {} \\;", True),
     ("xargs -p -a old-files.txt rm", True, "xargs -a old-files.txt rm", True),
 ]

@@ -85,3 +85,18 @@ def test_every_table_row_names_its_source() -> None:
 def test_any_text_gets_a_fix_and_never_raises(program: str, command: str | None) -> None:
     fix = non_interactive_fix(program, command)
     assert fix.command and fix.source and fix.why
+
+
+def test_an_editor_git_opens_on_a_continued_rebase_is_avoided_with_git_editor_true() -> None:
+    # git sequencer.c commit_staged_changes(): --continue commits the resolution with the editor;
+    # git-var(1): GIT_EDITOR comes before core.editor, so only the variable is sure to win
+    fix = non_interactive_fix("vi", "git add README.md && git rebase --continue")
+    assert fix.command == "export GIT_EDITOR=true; git add README.md && git rebase --continue"
+    assert fix.source.startswith("git sequencer.c")
+
+
+def test_pnpms_purge_prompt_is_avoided_with_its_confirm_modules_purge_setting() -> None:
+    # pnpm pkg-manager/core/src/install/validateModules.ts: no prompt when confirmModulesPurge is false
+    fix = non_interactive_fix("pnpm", "pnpm install")
+    assert fix.command == "pnpm install, with --config.confirmModulesPurge=false"
+    assert "validateModules.ts" in fix.source

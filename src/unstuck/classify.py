@@ -169,6 +169,8 @@ def _line_around(text: str, start: int, end: int) -> str:
         start += 1
     first = text.rfind("\n", 0, start) + 1
     last = text.find("\n", end)
+    if end - first > _DETAIL_CHARS:  # a long line (a JSON document on one line): the excerpt holds the match
+        first = max(first, (start + end - _DETAIL_CHARS) // 2)
     line = text[first : last if last != -1 else len(text)].strip()
     return line[:_DETAIL_CHARS]
 

@@ -89,6 +89,10 @@ FIXES: tuple[WaitingRow, ...] = (
                source="dnf(8) -y, --assumeyes"),
     WaitingRow(frozenset({"npx", "npm"}), FixShape.OPTION, "--yes", "npx asks before it installs a package",
                source="npm-exec(1) --yes: no prompt before installing packages"),
+    WaitingRow(frozenset({"pnpm"}), FixShape.OPTION, "--config.confirmModulesPurge=false",
+               "pnpm asks before it removes and reinstalls the modules directories",
+               source="pnpm pkg-manager/core/src/install/validateModules.ts: no confirm prompt when "
+                      "confirmModulesPurge is false"),
     WaitingRow(frozenset({"sudo"}), FixShape.OPTION, "-n", "sudo asks for a password",
                source="sudo(8) -n, --non-interactive: never prompt"),
     WaitingRow(frozenset({"ssh", "scp", "sftp"}), FixShape.OPTION, "-o BatchMode=yes",

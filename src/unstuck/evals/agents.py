@@ -47,6 +47,7 @@ __all__ = [
 FAILURE_MARKERS = (
     '"status": "error"', "(exit code ", "Error:", "error:", "Not executed", "HTTP 4", "HTTP 5",
     "Traceback", "No tool named", "fatal:", "[unstuck: output truncated",
+    '"status": "refused"',  # a shell tool's refusal under its own rule (unstuck.toolkit run_command)
 )
 _BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
 _WAIT_MARK = "waiting may fix"  # unstuck's guidance for a transient failure
