@@ -129,6 +129,25 @@ def test_unknown_tool_is_an_invalid_args_result_and_the_turn_goes_on() -> None:
     assert "No tool named 'teleport'" in result.steps[0].content
 
 
+def test_a_tool_the_task_names_but_the_tool_set_lacks_is_a_not_installed_blocker() -> None:
+    # incident i037: the instructed MCP tool was absent because its server failed to start
+    task = "Post the comment with mcp_github_add_issue_comment."
+    model = PlaybackModel([("mcp_github_add_issue_comment", {"body": "x"})])
+    result = run_turn(task, model=model, tools=FakeCli().tools(), unattended=True)
+    situation = result.steps[0].situation
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+    assert situation.subject == "mcp_github_add_issue_comment" and not situation.retryable
+    assert result.steps[0].opened == ("mcp_github_add_issue_comment",)  # a blocker: the workaround budget applies
+    assert "No tool named 'mcp_github_add_issue_comment'" in result.steps[0].content
+
+
+def test_a_tool_name_that_is_only_part_of_a_word_in_the_task_is_still_an_invention() -> None:
+    model = PlaybackModel([("comment", {}), "done anyway"])
+    result = run_turn("Post the comment_draft as is.", model=model, tools=FakeCli().tools(), unattended=True)
+    assert result.steps[0].situation is not None and result.steps[0].situation.kind is Kind.INVALID_ARGS
+    assert result.steps[0].opened == ()
+
+
 def test_step_limit_fails_the_turn() -> None:
     model = PlaybackModel([("shell", {"command": "echo hi"})] * 10)
     result = run_turn("t", model=model, tools=FakeCli().tools(), unattended=True, max_steps=3)

@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import re2
+
 from unstuck import policy, prompts
 from unstuck.classify import explain_result
 from unstuck.clock import Clock, RealClock
@@ -78,6 +80,27 @@ REPLY_WAIT_S = 30.0
 #: framework reports for a tool the guard does not know, a hand-off say, is assessed as given).
 _NO_SUCH_TOOL = object()
 _UNKNOWN_TOOL = "UnknownTool"
+#: A word of a task: a tool name's characters (OpenAI function names: letters, digits, ``_``, ``-``).
+_TASK_WORD = re2.compile(r"[A-Za-z0-9_-]+")
+
+
+def _absent_tool(name: str, task: str) -> Situation:
+    """The situation of a call to a tool the tool set lacks.
+
+    A tool the task itself names (``"post the comment with mcp_github_add_issue_comment"``) is
+    one the user's setup should provide but does not: ``not_installed``, a blocker on that
+    tool, so the workaround budget applies (incident i037 in ``shared/cases``: a GitHub MCP
+    server failed to start, its tools were simply absent, and the agent improvised with a
+    scraped credential). A tool nobody named is the model's own invention: ``invalid_args``,
+    self-fixable (the unknown-tool limit of :class:`unstuck.policy.PolicyConfig` stops a
+    model that keeps inventing).
+    """
+    if name in _TASK_WORD.findall(task):
+        return Situation(Kind.NOT_INSTALLED, name, detail=f"the task names the tool {name!r}, but this session has "
+                         "no tool by that name (a tool server that failed to start leaves its tools out)")
+    return Situation(Kind.INVALID_ARGS, name, detail=f"unknown tool {name!r}")
+
+
 #: What the model gets for a write it asks for again after a resume reported it made already.
 _HELD_WRITE_REFUSAL = ("Not executed: this exact {tool} call already took effect before an interruption "
                        "(effect {ref}); unstuck does not make the same effect twice. If it must happen again, "
@@ -616,8 +639,7 @@ class Guard:
         if spec is None and raw is _NO_SUCH_TOOL:
             known = ", ".join(self.tools) or "none"
             return ToolResult(call.tool, False, f"No tool named {call.tool!r}. Available tools: {known}.",
-                              error_type=_UNKNOWN_TOOL,
-                              declared=Situation(Kind.INVALID_ARGS, call.tool, detail=f"unknown tool {call.tool!r}"))
+                              error_type=_UNKNOWN_TOOL, declared=_absent_tool(call.tool, self.task))
         return normalize_result(call.tool, raw, document=spec is not None and spec.document_output)
 
     def _subject(self, call: ToolCall, spec: ToolSpec | None) -> str:

@@ -271,6 +271,30 @@ def test_malformed_unguarded_names_the_field(tmp_path: Path, extra: str, field: 
     assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
 
 
+def test_an_absent_tool_may_be_called_by_the_plan_but_is_not_in_the_tool_set(tmp_path: Path) -> None:
+    text = GOOD.replace("plan:\n  - {tool: read_file, args: {path: a.md}}",
+                        "tools: {absent: [mcp_jira_create]}\nplan:\n  - {tool: mcp_jira_create, args: {title: x}}")
+    scenario = load_scenario(write(tmp_path, text))
+    assert scenario.tools.absent == ("mcp_jira_create",) and scenario.plan[0].tool == "mcp_jira_create"
+    assert "mcp_jira_create" in scenario.tools.callable_names
+    assert "mcp_jira_create" not in scenario.tools.standard_names
+
+
+@pytest.mark.parametrize(
+    ("tools", "field", "problem"),
+    [
+        ("{absent: [read_file]}", "tools.absent[0]", "'read_file' is a tool the agent gets"),
+        ("{absent: ['no spaces']}", "tools.absent[0]", "1 to 64 letters"),
+        ("{absent: [deploy], extra: {deploy: {result: ok}}}", "tools.absent[0]", "'deploy' is a tool the agent gets"),
+    ],
+)
+def test_a_malformed_absent_tool_names_the_field(tmp_path: Path, tools: str, field: str, problem: str) -> None:
+    path = write(tmp_path, GOOD.replace("plan:", f"tools: {tools}\nplan:"))
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
+
+
 def test_the_template_loads_clean_and_documents_every_field(tmp_path: Path) -> None:
     text = scenario_template("my_incident")
     path = write(tmp_path, text, "my_incident.yaml")

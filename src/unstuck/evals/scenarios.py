@@ -237,13 +237,16 @@ class ToolChoice:
     ``standard``: the standard tools (:data:`unstuck.toolkit.STANDARD_TOOL_NAMES`);
     ``without``: standard tools left out; ``pty_shell``: ``run_command`` runs each command on
     a pseudo-terminal of its own (:attr:`unstuck.toolkit.Workspace.terminal`), and is kept
-    even when ``standard`` is false; ``extra``: declared tools.
+    even when ``standard`` is false; ``extra``: declared tools; ``absent``: tools the agent
+    does not get but a plan or replay may call, as an incident's agent called a tool whose
+    server failed to start (the loop answers "No tool named ...").
     """
 
     standard: bool = True
     without: tuple[str, ...] = ()
     pty_shell: bool = False
     extra: tuple[ExtraTool, ...] = ()
+    absent: tuple[str, ...] = ()
 
     @property
     def standard_names(self) -> tuple[str, ...]:
@@ -255,7 +258,7 @@ class ToolChoice:
     def callable_names(self) -> tuple[str, ...]:
         """Names a plan or replay may call: every standard tool (a call to one left out is a
         call to a missing tool, as in an incident) and the extra tools."""
-        return tuple(dict.fromkeys((*STANDARD_TOOL_NAMES, *(extra.name for extra in self.extra))))
+        return tuple(dict.fromkeys((*STANDARD_TOOL_NAMES, *(extra.name for extra in self.extra), *self.absent)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -759,6 +762,7 @@ setup:                            # the machine state (every key optional)
 #   pty_shell: false              # true: run_command runs on a pseudo-terminal (pagers page, prompts wait)
 #   extra:                        # declared tools: {{script, exit}} (a bash script) or {{result, ok}} (recorded)
 #     deploy_app: {{description: "Deploy the app", result: "error: MCP server failed to start", ok: false}}
+#   absent: [mcp_jira_create]     # tools the agent lacks that a plan or replay may still call
 task: "Where does the deploy key live? It is written in notes.txt."   # what the user asks
 plan:                             # the calls a competent agent makes; tool: {tools}
   - {{tool: read_file, args: {{path: notes.txt}}}}
@@ -792,7 +796,7 @@ expect:                           # what a guarded run must end with
 #: reference, "Chat: create", ``tools[].function.name``: a-z, A-Z, 0-9, underscores and
 #: dashes, at most 64 characters).
 _TOOL_NAME = re2.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_TOOLS_FIELDS = frozenset({"standard", "without", "pty_shell", "extra"})
+_TOOLS_FIELDS = frozenset({"standard", "without", "pty_shell", "extra", "absent"})
 _EXTRA_FIELDS = frozenset({"script", "exit", "result", "ok", "description"})
 
 
@@ -828,8 +832,16 @@ def _tool_choice(read: _Reader, raw: object) -> ToolChoice:
     pty_shell = _flag(read, "tools.pty_shell", entry.get("pty_shell"), False)
     if pty_shell and "run_command" in without:
         raise read.error("tools.pty_shell", "is the run_command tool on a terminal; it cannot be left out (without)")
+    absent = read.words("tools.absent", entry.get("absent"))
+    for index, name in enumerate(absent):
+        if not _TOOL_NAME.match(name):
+            raise read.error(f"tools.absent[{index}]", "a tool name is 1 to 64 letters, digits, underscores or dashes")
     choice = ToolChoice(standard=_flag(read, "tools.standard", entry.get("standard"), True), without=without,
-                        pty_shell=pty_shell, extra=_extra_tools(read, entry.get("extra")))
+                        pty_shell=pty_shell, extra=_extra_tools(read, entry.get("extra")), absent=absent)
+    for index, name in enumerate(absent):
+        if name in choice.standard_names or name in {extra.name for extra in choice.extra}:
+            raise read.error(f"tools.absent[{index}]", f"{name!r} is a tool the agent gets; an absent tool is one "
+                             "it does not (leave a standard tool out with tools.without)")
     for extra in choice.extra:
         if extra.name in choice.standard_names:
             raise read.error(f"tools.extra.{extra.name}", "is a standard tool the scenario keeps; leave it out "
