@@ -347,6 +347,11 @@ LAYERS: dict[str, Layer] = {
     "unstuck.faults": Layer.EVALS,
     "unstuck.faults.bank": Layer.EVALS,
     "unstuck.faults.injector": Layer.EVALS,
+    "unstuck.mining": Layer.EVALS,
+    "unstuck.mining.environment": Layer.EVALS,
+    "unstuck.mining.trace": Layer.EVALS,
+    "unstuck.mining.rules": Layer.EVALS,
+    "unstuck.mining.envs": Layer.EVALS,
     # the command line
     "unstuck.integrations": Layer.INTEGRATIONS,
     "unstuck.integrations.common": Layer.INTEGRATIONS,

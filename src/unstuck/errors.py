@@ -25,6 +25,8 @@ Errors::
     ├── SetupCommandError (RuntimeError)   unstuck.evals.sandbox: a scenario's setup command failed
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
     ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
+    ├── MiningError (ValueError)           unstuck.mining: an unknown environment, task or rule,
+    │                                      a malformed environment record, a bad mining option
     ├── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
     │                                      not UTF-8, not JSON/YAML or nested too deeply
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that

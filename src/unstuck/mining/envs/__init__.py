@@ -1,0 +1,1 @@
+"""The shipped mining environments, by name (:data:`ENVIRONMENTS`)."""
