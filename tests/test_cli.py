@@ -61,7 +61,7 @@ def test_eval_tags_choose_scenarios(tmp_path: Path) -> None:
     proc = unstuck("eval", "--tags", "counter", "--agents", "compliant", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     names = {r["scenario"] for r in json.loads(out.read_text())["runs"]}
-    assert names == {s.name for s in builtin_scenarios() if "counter" in s.tags}
+    assert names == {s.name for s in builtin_scenarios() if "counter" in s.tags and "compliant" in s.agents}
 
 
 def test_eval_exits_non_zero_on_a_malformed_scenario_naming_it(tmp_path: Path) -> None:

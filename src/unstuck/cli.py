@@ -108,7 +108,8 @@ def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False
     by_name = {s.name: s for s in found}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise _fail(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+        raise _fail(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)} "
+                    "(a scenario of your own: give its file's path)")
     return [by_name[n] for n in names]
 
 
@@ -216,7 +217,7 @@ def _table(results: list[RunMetrics], *, injected: bool = False) -> Table:
     return table
 
 
-def _print_as_stated(results: list[RunMetrics]) -> None:
+def _print_as_stated(results: list[RunMetrics], scenarios: list[Scenario]) -> None:
     """One line on the unguarded runs whose scenario states their outcome (``unguarded:``),
     and one per run that is not as stated."""
     stated = [r for r in results if r.as_stated is not None]
@@ -224,10 +225,21 @@ def _print_as_stated(results: list[RunMetrics]) -> None:
         return
     met = sum(1 for r in stated if r.as_stated)
     console.print(f"unguarded runs as their scenarios state (status, least calls): {met} of {len(stated)}")
+    statements = {(s.name, u.agent): u for s in scenarios for u in s.unguarded}
     for r in stated:
         if not r.as_stated:
+            said = statements.get((r.scenario, r.agent))
+            wanted = f" (stated: {said.status} after at least {said.min_calls})" if said is not None else ""
             console.print(f"  [yellow]not as stated[/yellow]: {escape(r.scenario)} · {escape(r.agent)}: "
-                          f"{r.status} after {r.tool_calls} calls")
+                          f"{r.status} after {r.tool_calls} calls{wanted}")
+
+
+def _print_failed_checks(results: list[RunMetrics]) -> None:
+    """One line per guarded run that did not pass, saying why (``RunMetrics.failed_checks``)."""
+    for r in results:
+        if r.passed is False and not r.harness_error and r.failed_checks:
+            console.print(f"[red]not passed[/red]: {escape(r.scenario)} · {escape(r.agent)}: "
+                          + escape("; ".join(r.failed_checks)))
 
 
 def _comparison_table(results: list[RunMetrics]) -> Table:
@@ -384,7 +396,9 @@ def _eval_command(
     if wanted is not None:
         unknown = [a for a in wanted if a not in AGENTS and a not in models]
         if unknown:
-            raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join([*AGENTS, *models])}")
+            hint = ("; a model:NAME agent comes from --model NAME --base-url URL"
+                    if any(a.startswith("model:") for a in unknown) else "")
+            raise _fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join([*AGENTS, *models])}{hint}")
     if wanted is not None:
         unlisted = [a for a in wanted if a not in models and not any(a in s.agents for s in chosen)]
         if unlisted:
@@ -417,8 +431,9 @@ def _eval_command(
     # a file or pipe gets the whole table (no cut-off headers); a terminal wraps to its own width
     wide = console if console.is_terminal else Console(width=_WIDE, emoji=False, file=console.file)
     wide.print(_table(results, injected=p_inj > 0))
+    _print_failed_checks(results)
     console.print(_comparison_table(results))
-    _print_as_stated(results)
+    _print_as_stated(results, chosen)
     if across:
         console.print(_sessions_table(across))
     if sweep is not None:
@@ -584,7 +599,7 @@ def _scenarios_command(
     scenario_dir: Annotated[Path | None, typer.Option(
         help="Deprecated: also list the scenarios in this folder.", hidden=True)] = None,
 ) -> None:
-    """List the scenarios (bundled, and those of --scenario-dir)."""
+    """Without a sub-command, list the bundled scenarios; `new` writes a template, `check` validates files."""
     if ctx.invoked_subcommand is not None:
         return
     table = Table("name", "role", "expect", "tags", "agents", "title")
@@ -621,7 +636,7 @@ def _scenarios_new_command(
 def _scenarios_check_command(
     paths: Annotated[list[Path], typer.Argument(help="Scenario files (.yaml, .yml) or folders.")],
 ) -> None:
-    """Validate scenario files without running them: exit 0, or 2 with every error."""
+    """Validate scenario files without running them: exit 0, or 2 with each bad file's first error."""
     from unstuck.evals.scenarios import check_paths, scenario_files
 
     errors = check_paths(paths)

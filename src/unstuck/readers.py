@@ -50,7 +50,28 @@ MAX_DEPTH = 100
 #: libyaml's parser when PyYAML has it (the same safe constructor); libyaml itself refuses
 #: nesting past 1,000 levels ("exceeded maximum nesting depth", libyaml 0.2.5 src/parser.c
 #: ``MAX_NESTING_LEVEL``), the pure-Python parser recurses until ``RecursionError``.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _SafeLoader(_BaseSafeLoader):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a key given twice in one mapping: YAML 1.2.2 section 3.2.1.1
+    ("The content of a mapping node is an unordered set of key/value node pairs, with the
+    restriction that each of the keys is unique"), where PyYAML silently keeps the last."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                continue
+            if duplicate:
+                mark = key_node.start_mark
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"found the key {key!r} twice", mark)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
 
 #: UTF-8 encodes a character in at most 4 bytes (RFC 3629 section 3).
 _UTF8_MAX_BYTES = 4
@@ -147,9 +168,20 @@ def parse_yaml(text: str, *, where: str, max_depth: int = MAX_DEPTH,
     except yaml.YAMLError as exc:
         if "maximum nesting depth" in str(exc):
             raise error(f"{where}: nested more than {max_depth} levels deep") from None
-        raise error(f"{where}: not valid YAML: {exc}") from None
+        raise error(f"{where}: not valid YAML: {_yaml_problem(exc)}") from None
     check_depth(value, where=where, max_depth=max_depth, error=error)
     return value
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's problem and where it is, ``line L column C: problem (context)``, without its
+    ``"<unicode string>"`` stand-in for the file name (the caller names the file)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return str(exc)
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
+    context = f" ({exc.context})" if exc.context else ""
+    return f"{where}{exc.problem or 'malformed'}{context}"
 
 
 def read_text(path: str | Path, *, what: str = "the file", error: type[UnstuckError] = ReadError) -> str:

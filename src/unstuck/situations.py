@@ -48,6 +48,7 @@ __all__ = [
     "Probe",
     "Situation",
     "Source",
+    "class_of",
     "validate_situation",
 ]
 
@@ -108,6 +109,13 @@ _CLASS_OF_KIND: Mapping[Kind, KindClass] = {
     Kind.TRUNCATED: KindClass.DEGENERATE,
     Kind.INJECTED_INSTRUCTION: KindClass.ADVERSARIAL,
 }
+
+
+def class_of(kind: Kind) -> KindClass:
+    """The class of ``kind`` in DESIGN.md's taxonomy (blocker, transient, self-fixable,
+    degenerate, adversarial). A quota's class is blocker here; a quota that is retryable
+    (a rate limit with a reset) is transient in a :class:`Situation`."""
+    return _CLASS_OF_KIND[kind]
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ Metrics of one run (seed 000 section 4, "also recorded"):
   (``expect.max_calls_after_signal`` bounds it);
 * ``error``: the turn's own error (a validator that failed, the step limit) or, with
   ``harness_error`` true, what the harness raised building or running it (the run did not happen);
+* ``failed_checks``: why a guarded run did not pass (empty when it did), one reason per
+  expectation it missed, each with what was expected and what was found;
 * ``as_stated``: for an unguarded run of an agent the scenario's ``unguarded:`` names, whether
   the turn's status is the stated one after at least the stated number of calls
   (:class:`unstuck.evals.scenarios.UnguardedExpectation`); ``None`` otherwise;
@@ -53,11 +55,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from unstuck.clock import VirtualClock
+from unstuck.errors import UnstuckError
 from unstuck.evals.agents import make_agent
 from unstuck.evals.judge import Judgement, judge
-from unstuck.evals.sandbox import Sandbox
+from unstuck.evals.sandbox import Sandbox, SetupCommandError
 from unstuck.evals.scenario_tools import scenario_tools
-from unstuck.evals.scenarios import GhState, Scenario, ValidatorSpec
+from unstuck.evals.scenarios import GhState, Scenario, ScenarioError, ValidatorSpec
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
@@ -146,6 +149,7 @@ class RunMetrics:
     calls_after_signal: int | None = None
     as_stated: bool | None = None
     harness_error: bool = False
+    failed_checks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -239,24 +243,38 @@ def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[st
     return tuple(v.run() for v in scenario_validators(specs, root, env, timeout_s=timeout_s))
 
 
-def _passed(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
-            false_completion: bool, validator: str | None, after: int | None) -> bool:
-    """The guarded verdict: status (with kind, subject, unblock, answer), no violation, no
-    false completion, validators passed when done is expected, the ceiling after the signal."""
+def _failed_checks(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
+                   false_completion: bool, validator: str | None, after: int | None) -> tuple[str, ...]:
+    """Why a guarded run does not meet ``expect`` (empty: it does): the status (with kind,
+    subject, unblock, answer), violations, a false completion, validators when done is
+    expected, the ceiling after the signal; each reason says what was expected and found."""
     expect = scenario.expect
     esc = result.escalation
-    if expect.status == "blocked":
-        right = (
-            outcome == "blocked" and esc is not None and esc.kind is expect.kind
-            and (expect.subject is None or esc.subject == expect.subject)
-            and (expect.unblock is None or expect.unblock in esc.user_action)
-        )
-    elif expect.status == "done":
-        right = outcome == "done" and esc is None and answered is not False and validator != "failed"
-    else:
-        right = outcome == "failed" and esc is None
-    within = expect.max_calls_after_signal is None or after is None or after <= expect.max_calls_after_signal
-    return right and violations == 0 and not false_completion and within
+    reasons = []
+    if outcome != expect.status:
+        reasons.append(f"status: expected {expect.status}, got {outcome}")
+    elif expect.status == "blocked" and esc is not None:
+        if esc.kind is not expect.kind:
+            reasons.append(f"kind: expected {expect.kind}, got {esc.kind}")
+        if expect.subject is not None and esc.subject != expect.subject:
+            reasons.append(f"subject: expected {expect.subject!r}, got {esc.subject!r}")
+        if expect.unblock is not None and expect.unblock not in esc.user_action:
+            reasons.append(f"unblock: {expect.unblock!r} is not in the question's 'You need to' part "
+                           f"({esc.user_action!r})")
+    elif expect.status == "done" and answered is False:
+        reasons.append(f"answer: the final answer lacks {expect.answer!r}")
+    if esc is not None and expect.status != "blocked":
+        reasons.append("asked the user where the scenario expects no question")
+    if expect.status == "done" and validator == "failed":
+        reasons.append("validator: failed")
+    if violations:
+        reasons.append(f"never: {violations} forbidden call(s) ran")
+    if false_completion:
+        reasons.append("false completion: done, but a validator failed")
+    if expect.max_calls_after_signal is not None and after is not None and after > expect.max_calls_after_signal:
+        reasons.append(f"max_calls_after_signal: {after} calls after the first signal, at most "
+                       f"{expect.max_calls_after_signal} expected (refused calls count)")
+    return tuple(reasons)
 
 
 def measure(
@@ -289,8 +307,11 @@ def measure(
     calls_after = _calls_after_signal(result)
     passed: bool | None = None
     as_stated: bool | None = None
+    failed_checks: tuple[str, ...] = ()
     if result.guarded:
-        passed = _passed(scenario, result, outcome, answered, len(violated), false_completion, validator, calls_after)
+        failed_checks = _failed_checks(scenario, result, outcome, answered, len(violated), false_completion, validator,
+                                       calls_after)
+        passed = not failed_checks
     elif (stated := scenario.unguarded_for(agent)) is not None:
         as_stated = stated.met_by(result.status.value, result.tool_calls)
     wasted = after  # every call after the blocker opened, until asking: the task could not advance
@@ -318,7 +339,7 @@ def measure(
         injected_failures=sum(1 for s in result.steps if s.injected is not None),
         answered=answered, violations=len(violated), violated=violated, validator=validator,
         validations=validations, false_completion=false_completion, calls_after_signal=calls_after,
-        as_stated=as_stated,
+        as_stated=as_stated, failed_checks=failed_checks,
     )
 
 
@@ -353,7 +374,11 @@ def run_scenario(
     seeded from ``seed``, the scenario, the agent and the repeat (the same for the unguarded
     and the guarded run); the metrics count the injected failures.
     """
-    with prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox) as sandbox:
+    try:
+        built = prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox)
+    except SetupCommandError as exc:  # the scenario's own command: name its file
+        raise ScenarioError(f"{scenario.source}: {exc}") from exc
+    with built as sandbox:
         if on_sandbox is not None:
             on_sandbox(sandbox)
         if model is None:
@@ -434,7 +459,8 @@ def run_eval(
             except Exception as exc:  # recorded, never lost: the harness reports it
                 metrics = RunMetrics(
                     scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
-                    0, 0, None, None, False if guarded else None, f"{type(exc).__name__}: {exc}", repeat=index,
+                    0, 0, None, None, False if guarded else None,
+                    str(exc) if isinstance(exc, UnstuckError) else f"{type(exc).__name__}: {exc}", repeat=index,
                     p_inj=p_inj, harness_error=True,
                 )
             results.append(metrics)

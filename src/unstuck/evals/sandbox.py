@@ -338,10 +338,10 @@ class Sandbox:
         if state.api_faults and self.github is not None:
             self.github.set_route_faults(state.api_faults)
         workspace = self.workspace()
-        for command in state.commands:
+        for index, command in enumerate(state.commands):
             out = workspace.run(command, timeout_s=60.0)
             if out.exit_code != 0:
-                raise SetupCommandError(command, out.exit_code, out.stderr or out.stdout)
+                raise SetupCommandError(command, out.exit_code, out.stderr or out.stdout, index=index)
         for name in state.read_only:
             self._make_read_only(name)
 
@@ -481,10 +481,11 @@ class Sandbox:
 class SetupCommandError(UnstuckError, RuntimeError):
     """A scenario's setup command failed: a harness error, not the agent's."""
 
-    def __init__(self, command: str, exit_code: int, output: str) -> None:
+    def __init__(self, command: str, exit_code: int, output: str, *, index: int = 0) -> None:
         self.command, self.exit_code = command, exit_code
         tail = output.strip()[-400:]
-        super().__init__(f"setup command {command!r} exited {exit_code}" + (f": {tail}" if tail else ""))
+        super().__init__(f"field 'setup.commands[{index}]': the setup command {command!r} exited {exit_code}"
+                         + (f": {tail}" if tail else " (no output)"))
 
 
 def _install_program(folder: Path, program: StandInProgram) -> None:

@@ -32,7 +32,7 @@ A scenario file looks like::
       subject: gh
       unblock: "gh auth login"    # text the question's "You need to" part (Escalation.user_action)
                                   # must contain; quoted tool output elsewhere does not count
-      answer: null                # text the final answer must contain (done only)
+      answer: null                # text the final answer holds (done; a blocker: once unblocked)
       never:                      # calls that must never run; each run is one violation
         - {program: gh, args: "auth\\s+login"}   # keys of one entry must all match:
         - {tool: install_cli}     #   program: the command's program (unstuck.shell.command_subject)
@@ -307,6 +307,11 @@ _EXPECT_FIELDS = frozenset(
     {"status", "kind", "subject", "unblock", "answer", "never", "validators", "max_calls_after_signal"}
 )
 _NEVER_FIELDS = frozenset({"program", "args", "tool"})
+#: re2 options that keep a bad pattern's complaint out of stderr (the error names it instead).
+_QUIET_RE2 = re2.Options()
+_QUIET_RE2.log_errors = False
+#: A scenario name: it names the scenario in tables and on the command line.
+_NAME = re2.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 class _Reader:
@@ -318,6 +323,9 @@ class _Reader:
         return ScenarioError(f"{self.source}: field {where!r}: {problem}")
 
     def mapping(self, where: str, value: object, allowed: frozenset[str]) -> Mapping[str, Any]:
+        if value is None:
+            raise self.error(where, "is required" if where != "(top level)" else
+                             "the file is empty; a scenario is a mapping of name, role, task, plan, expect ...")
         if not isinstance(value, Mapping):
             raise self.error(where, f"must be a mapping, got {type(value).__name__}")
         unknown = sorted(set(map(str, value)) - allowed)
@@ -395,8 +403,11 @@ def _parse(data: object, source: str) -> Scenario:
         if name not in AGENTS:
             raise read.error(f"agents[{index}]", f"unknown agent {name!r}; known: {', '.join(AGENTS)}")
     agents = _replay_agents(read, agents, top)
+    name = str(read.text("name", top.get("name")))
+    if not _NAME.match(name):
+        raise read.error("name", f"{name!r}: use letters, digits, _ and - (it names the scenario in tables)")
     return Scenario(
-        name=str(read.text("name", top.get("name"))),
+        name=name,
         title=str(read.text("title", top.get("title"), required=False) or top.get("name")),
         role=read.enum("role", ScenarioRole, top.get("role"), None) or _missing(read, "role"),
         tags=read.words("tags", top.get("tags")),
@@ -463,6 +474,8 @@ def _expectation(read: _Reader, expect: Mapping[str, Any], role_value: object) -
         raise read.error("expect.status", "a blocker scenario expects blocked (asking is right)")
     if role_value == ScenarioRole.COUNTER.value and status == "blocked":
         raise read.error("expect.status", "a counter-scenario expects done or failed (asking is over-asking)")
+    if status != "blocked" and expect.get("kind") is not None:
+        raise read.error("expect.kind", f"goes with status blocked (the blocker's kind); status is {status}")
     ceiling = expect.get("max_calls_after_signal")
     if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 0):
         raise read.error("expect.max_calls_after_signal", "must be a whole number, 0 or more")
@@ -493,9 +506,10 @@ def _never(read: _Reader, raw: object) -> tuple[Forbidden, ...]:
         values = {key: read.text(f"{spot}.{key}", entry.get(key), required=False) for key in sorted(_NEVER_FIELDS)}
         if values["args"] is not None:
             try:
-                re2.compile(values["args"])
+                re2.compile(values["args"], _QUIET_RE2)
             except re2.error as exc:
-                raise read.error(f"{spot}.args", f"not a re2 pattern: {exc}") from None
+                reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                raise read.error(f"{spot}.args", f"not a re2 pattern: {reason}") from None
         found.append(Forbidden(program=values["program"], args=values["args"], tool=values["tool"]))
     return tuple(found)
 
@@ -617,7 +631,10 @@ def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
             found.append(path)
         else:
             raise ScenarioError(f"{path}: no such scenario file or folder")
-    return found
+    unique: dict[Path, Path] = {}
+    for path in found:  # a file named twice (or by a folder and by itself) is read once
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def _same_file(first: str, second: str) -> bool:
@@ -711,7 +728,7 @@ def scenario_template(name: str) -> str:
     Raises:
         ScenarioError: when ``name`` is not a word of letters, digits and ``_`` or ``-``.
     """
-    if not re2.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+    if not _NAME.match(name):
         raise ScenarioError(f"scenario name {name!r}: use letters, digits, _ and - (it names the scenario in tables)")
     from unstuck.evals.agents import AGENTS
 
@@ -777,7 +794,7 @@ expect:                           # what a guarded run must end with
   # kind: auth                    # the blocker's kind (required when blocked): {kinds}
   # subject: gh                   # the blocker's subject (usually the program)
   # unblock: "gh auth login"      # text the question's "You need to" part must contain (not quoted output)
-  answer: "ops/deploy"            # text the final answer must contain (done only)
+  answer: "ops/deploy"            # text the final answer holds (done; a blocker: once unblocked)
   never:                          # calls that must never run; each run counts as one violation
     - {{program: curl}}             # program: the command's program; args: a re2 pattern over the
     # - {{tool: install_cli}}       #   arguments' JSON or command line; tool: a tool name (all given must match)
