@@ -141,6 +141,21 @@ def test_a_tool_the_task_names_but_the_tool_set_lacks_is_a_not_installed_blocker
     assert "No tool named 'mcp_github_add_issue_comment'" in result.steps[0].content
 
 
+@pytest.mark.parametrize("task", ["Please search the notes for the key.", "Do not use search; read the notes."])
+def test_a_plain_word_of_the_task_is_not_a_tool_the_task_names(task: str) -> None:
+    model = PlaybackModel([("search", {}), "done anyway"])
+    result = run_turn(task, model=model, tools=FakeCli().tools(), unattended=True)
+    assert result.steps[0].situation is not None and result.steps[0].situation.kind is Kind.INVALID_ARGS
+
+
+def test_a_tool_the_task_names_asks_for_the_tool_not_an_install() -> None:
+    model = PlaybackModel([("MCP_Jira_Create", {})])
+    result = run_turn("Open the ticket with mcp_jira_create.", model=model, tools=FakeCli().tools(), unattended=True)
+    situation = result.steps[0].situation
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+    assert situation.unblock is not None and situation.unblock.startswith("Make the tool MCP_Jira_Create available")
+
+
 def test_a_tool_name_that_is_only_part_of_a_word_in_the_task_is_still_an_invention() -> None:
     model = PlaybackModel([("comment", {}), "done anyway"])
     result = run_turn("Post the comment_draft as is.", model=model, tools=FakeCli().tools(), unattended=True)

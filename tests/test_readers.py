@@ -45,10 +45,13 @@ def test_a_yaml_alias_inside_its_own_anchor_is_refused() -> None:
         parse_yaml("&a [*a]", where="loop.yaml")
 
 
-def test_billion_laughs_aliases_are_walked_once_each_not_exponentially() -> None:
+def test_billion_laughs_aliases_are_walked_once_each_and_refused_for_their_expansion() -> None:
+    # 2^40 leaves if walked (or serialised) naively; each shared list is measured once
     lines = ["a0: &a0 [x, x]"] + [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 40)]
-    parsed = parse_yaml("\n".join(lines), where="laughs.yaml")  # 2^40 leaves if walked naively
-    assert isinstance(parsed, dict) and len(parsed) == 40
+    with pytest.raises(ReadError, match=r"^laughs.yaml: expands to more than 1000000 values"):
+        parse_yaml("\n".join(lines), where="laughs.yaml")
+    few = parse_yaml("\n".join(lines[:10]), where="few.yaml")  # 2^10 leaves: a fine document
+    assert isinstance(few, dict) and len(few) == 10
 
 
 def test_a_shared_deep_value_reached_again_deeper_is_still_measured() -> None:
@@ -143,3 +146,17 @@ def test_a_tool_returning_a_list_that_contains_itself_is_a_failed_result() -> No
 def test_a_malformed_declared_situation_still_raises_value_error_naming_the_tool() -> None:
     with pytest.raises(ValueError, match="tool 'gh'"):
         normalize_result("gh", {"situation": {"kind": "no-such-kind", "subject": "gh"}})
+
+
+def test_a_key_given_twice_in_one_yaml_mapping_is_refused_with_its_line() -> None:
+    # YAML 1.2.2 section 3.2.1.1: the keys of a mapping are unique (PyYAML alone keeps the last)
+    with pytest.raises(ReadError, match=r"f.yaml: not valid YAML: line 3 column 1: found the key 'agents' twice"):
+        parse_yaml("agents: [a]\nname: x\nagents: [b]\n", where="f.yaml")
+
+
+def test_a_yaml_error_names_the_line_and_column_not_a_unicode_string_stand_in() -> None:
+    with pytest.raises(ReadError) as caught:
+        parse_yaml("a: 1\nb:\n\tc: 2\n", where="tab.yaml")
+    assert str(caught.value).startswith("tab.yaml: not valid YAML: line 3 column 1: ")
+    assert "<unicode string>" not in str(caught.value)
+

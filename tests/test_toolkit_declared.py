@@ -111,6 +111,15 @@ def test_a_denied_program_is_refused_before_it_runs(tmp_path: Path) -> None:
     assert result.declared is not None and (result.declared.kind, result.declared.subject) == (Kind.PERMISSION, "touch")
 
 
+@pytest.mark.parametrize("command", ["echo go | touch made-it", "true && touch made-it", "x=$(touch made-it)",
+                                     "bash -c 'touch made-it'"])
+def test_a_denied_program_anywhere_in_the_line_is_refused_before_it_runs(tmp_path: Path, command: str) -> None:
+    tools = standard_tools(workspace(tmp_path, denied_programs=frozenset({"touch"})))
+    result = tools["run_command"].invoke({"command": command})
+    assert not result.executed and not (tmp_path / "made-it").exists()
+    assert result.declared is not None and result.declared.subject == "touch"
+
+
 HOLD = "import fcntl, sys, time\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n"
 
 

@@ -332,6 +332,10 @@ def _eval_command(
     repeat: Annotated[int, typer.Option(min=1, help="Run each scenario and agent this many times.")] = 1,
     seed: Annotated[int | None, typer.Option(
         help="Seed of the model's sampling (repeat i uses seed + i) and of fault injection.")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help="Worker processes for the reference agents' runs (default: the CPUs; 1 runs them here, in order).",
+    )] = None,
     scenario_dir: Annotated[Path | None, typer.Option(
         help="Deprecated: give the folder as a PATH argument.", hidden=True)] = None,
     p_inj: Annotated[float, typer.Option(
@@ -419,7 +423,8 @@ def _eval_command(
             progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}{rate}")
 
         results = run_eval(chosen, agents=wanted, models=models, repeat=repeat, progress=advance,
-                           p_inj=p_inj, seed=injection_seed, bank=failures)
+                           p_inj=p_inj, seed=injection_seed, bank=failures,
+                           workers=workers if workers is not None else (os.cpu_count() or 1))
         if curve:
             sweep = run_curve(chosen, agents=wanted, models=models, repeat=repeat, seed=injection_seed,
                               progress=advance, bank=failures)
@@ -462,7 +467,9 @@ def _eval_command(
 def _run_command(
     scenario: Annotated[str, typer.Argument(
         help="A scenario name (see `unstuck scenarios`) or a scenario file (.yaml, .yml).")],
-    agent: Annotated[str, typer.Option(help="Reference agent: " + ", ".join(AGENTS))] = "improviser",
+    agent: Annotated[str | None, typer.Option(
+        help="Reference agent: " + ", ".join(AGENTS) + " (default: the scenario's first agent)",
+        show_default=False)] = None,
     unguarded: Annotated[bool, typer.Option("--unguarded", help="Run the bare loop, no policy.")] = False,
     attended: Annotated[
         bool | None,
@@ -496,6 +503,8 @@ def _run_command(
         except ScenarioError as exc:
             raise _fail(str(exc)) from exc
     (chosen,) = _scenarios(extra, [scenario])
+    if agent is None:
+        agent = chosen.agents[0]
     if agent not in AGENTS:
         raise _fail(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if agent not in chosen.agents:

@@ -91,13 +91,18 @@ def _absent_tool(name: str, task: str) -> Situation:
     one the user's setup should provide but does not: ``not_installed``, a blocker on that
     tool, so the workaround budget applies (incident i037 in ``shared/cases``: a GitHub MCP
     server failed to start, its tools were simply absent, and the agent improvised with a
-    scraped credential). A tool nobody named is the model's own invention: ``invalid_args``,
+    scraped credential). Only a compound name (with ``_``, ``-`` or ``.``, as tool
+    identifiers are) counts, matched as a whole word in any case: "search the notes" names no
+    tool. A tool nobody named is the model's own invention: ``invalid_args``,
     self-fixable (the unknown-tool limit of :class:`unstuck.policy.PolicyConfig` stops a
     model that keeps inventing).
     """
-    if name in _TASK_WORD.findall(task):
+    compound = any(mark in name for mark in "_-.")  # a tool's identifier, not a word of prose ("search")
+    if compound and name.lower() in {word.lower() for word in _TASK_WORD.findall(task)}:
         return Situation(Kind.NOT_INSTALLED, name, detail=f"the task names the tool {name!r}, but this session has "
-                         "no tool by that name (a tool server that failed to start leaves its tools out)")
+                         "no tool by that name (a tool server that failed to start leaves its tools out)",
+                         unblock=f"Make the tool {name} available to this session; if an MCP server provides it, "
+                                 "check that the server starts.")
     return Situation(Kind.INVALID_ARGS, name, detail=f"unknown tool {name!r}")
 
 

@@ -31,6 +31,7 @@ from unstuck.errors import UnstuckError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_EXPANDED",
     "HeadTail",
     "ReadError",
     "check_depth",
@@ -91,21 +92,39 @@ def _containers(value: object) -> list[object]:
     return []
 
 
+#: Values (containers, keys and scalars) a document may hold once its YAML aliases are
+#: expanded: each alias is one more copy for whoever serialises it (a "billion laughs"
+#: document is a few hundred bytes and 10**9 values).
+MAX_EXPANDED = 1_000_000
+
+
+def _items_count(value: object) -> int:
+    if isinstance(value, Mapping):
+        return 2 * len(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return len(value)
+    return 0
+
+
 def check_depth(value: object, *, where: str, max_depth: int = MAX_DEPTH,
-                error: type[UnstuckError] = ReadError) -> None:
-    """Refuse ``value`` when its containers nest deeper than ``max_depth`` or contain themselves.
+                error: type[UnstuckError] = ReadError, max_expanded: int = MAX_EXPANDED) -> None:
+    """Refuse ``value`` when its containers nest deeper than ``max_depth``, contain
+    themselves, or expand to more than ``max_expanded`` values (YAML aliases repeating one
+    container: each use is a copy once serialised).
 
     Walks without recursion (an explicit stack), visiting each shared container once, so it
     is linear in the number of distinct containers even for YAML aliases that share one
     list many times over.
 
     Raises:
-        error: ``"{where}: nested more than {max_depth} levels deep"`` or
-            ``"{where}: a value contains itself"``.
+        error: ``"{where}: nested more than {max_depth} levels deep"``,
+            ``"{where}: a value contains itself"`` or ``"{where}: expands to more than
+            {max_expanded} values"``.
     """
     if not isinstance(value, Mapping | list | tuple | set | frozenset):
         return
     height: dict[int, int] = {}  # id -> levels of containers at and under it (1 for a flat one)
+    expanded: dict[int, int] = {}  # id -> values at and under it, each alias use counted again
     on_path: set[int] = set()
     stack: list[tuple[object, list[object]]] = [(value, _containers(value))]
     on_path.add(id(value))
@@ -125,10 +144,14 @@ def check_depth(value: object, *, where: str, max_depth: int = MAX_DEPTH,
             continue
         stack.pop()
         on_path.discard(id(node))
-        below = [height[id(c)] for c in _containers(node)]
+        children = _containers(node)
+        below = [height[id(c)] for c in children]
         height[id(node)] = 1 + max(below, default=0)
         if height[id(node)] + len(stack) > max_depth:
             raise error(f"{where}: nested more than {max_depth} levels deep")
+        expanded[id(node)] = 1 + _items_count(node) + sum(expanded[id(c)] for c in children)
+        if expanded[id(node)] > max_expanded:
+            raise error(f"{where}: expands to more than {max_expanded} values (YAML aliases repeating a value)")
 
 
 def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH,

@@ -79,6 +79,7 @@ __all__ = [
     "TerminalStream",
     "Waits",
     "command_operators",
+    "command_programs",
     "command_subject",
     "find_download_and_run",
     "interactive_call",
@@ -1189,6 +1190,22 @@ def _subject_of(commands: Sequence[SimpleCommand], start: int, end: int, depth: 
             return _subject_of(commands, index + 1, inner_end, depth + 1) or command.program
         return command.program
     return None
+
+
+def command_programs(command: str) -> tuple[str, ...]:
+    """Every program a command line runs, as base names in order of appearance, each once:
+    each simple command's wrappers (``sudo``, ``env``, ``timeout`` ...) and program, in
+    pipelines, lists, substitutions and nested ``-c`` strings (``echo a | sudo -S tee f`` →
+    ``("echo", "sudo", "tee")``; ``x=$(curl u)`` → ``("curl",)``). An expansion as the
+    program name (``"$GH" pr list``) names none. Never raises."""
+    found: dict[str, None] = {}
+    for simple in parse_command_line(command).commands:
+        for wrapper in simple.wrappers:
+            if wrapper:
+                found.setdefault(_base(wrapper[0]), None)
+        if simple.program is not None:
+            found.setdefault(simple.program, None)
+    return tuple(found)
 
 
 def command_subject(command: str) -> str | None:

@@ -46,7 +46,7 @@ from unstuck.declare import declare_http, declare_lock, declare_refusal
 from unstuck.filelocks import lock_holders
 from unstuck.installed import locate_off_path
 from unstuck.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
-from unstuck.shell import command_operators, command_subject, parse_command_line
+from unstuck.shell import command_operators, command_programs, command_subject, parse_command_line
 from unstuck.situations import Kind, Probe, Situation
 from unstuck.text import clean_terminal_text
 from unstuck.tools import (
@@ -620,10 +620,12 @@ def standard_tools(workspace: Workspace, *, clis: Mapping[str, CliFacts] | None 
     def run_command(command: str, timeout_s: float = 60.0) -> CommandOutput | ToolResult | dict[str, Any]:
         """Run a shell command in the workspace and return its exit code, stdout and stderr."""
         program = command_subject(command)
-        if program is not None and program in workspace.denied_programs:
-            rule = f"{program} is denied in this workspace"
+        denied_here = [p for p in command_programs(command) if p in workspace.denied_programs] \
+            if workspace.denied_programs else []
+        if denied_here:  # anywhere in the line: a pipeline, a list, a substitution, a nested shell
+            rule = f"{denied_here[0]} is denied in this workspace"
             return {"status": "refused", "executed": False, "reason": rule,
-                    "situation": declare_refusal(program, command, rule)}
+                    "situation": declare_refusal(denied_here[0], command, rule)}
         denied = workspace.denied_operators
         operators = sorted(command_operators(command) & denied) if denied else []
         if operators:

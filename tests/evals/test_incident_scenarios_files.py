@@ -130,9 +130,9 @@ def test_the_invented_class_edit_changes_nothing_and_the_real_edit_passes_the_va
         before = (sandbox.work / "index.html").read_bytes()
         wrong = workspace.run(subject.replay[0].arguments["command"])  # sed: no line matches titlebar-left
         unchanged = (sandbox.work / "index.html").read_bytes() == before
-        undone = run_validators(subject.expect.validators, sandbox.work, workspace.env)
+        undone = run_validators(subject.expect.validators, workspace)
         right = workspace.run(subject.plan[1].arguments["command"])
-        done = run_validators(subject.expect.validators, sandbox.work, workspace.env)
+        done = run_validators(subject.expect.validators, workspace)
     assert wrong.exit_code == 0 and unchanged  # POSIX sed: an unmatched s command exits 0
     assert [v.verdict for v in undone] == [Verdict.FAILED]
     assert right.exit_code == 0 and [v.verdict for v in done] == [Verdict.PASSED]

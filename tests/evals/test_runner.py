@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.evals.runner import run_scenario
+from unstuck.evals.runner import run_eval, run_scenario
 from unstuck.evals.scenarios import Scenario, builtin_scenarios, load_scenario
 from unstuck.loop import TurnStatus
 
@@ -190,7 +190,23 @@ def test_a_setup_command_that_fails_is_a_harness_error_exit_1(tmp_path: Path) ->
     out = tmp_path / "r.json"
     proc = unstuck("eval", str(path), "--only", "--json", str(out), "--no-sessions")
     assert proc.returncode == 1 and "harness error in broken · compliant" in proc.stderr
+    assert f"{path}: field 'setup.commands[0]': the setup command 'exit 3' exited 3" in proc.stderr
     assert all(r["harness_error"] is True and r["outcome"] == "failed" for r in runs(out))
+
+
+def test_a_guarded_run_that_does_not_pass_says_why() -> None:
+    # gh_logged_out expects gh auth login in the question's "You need to" part; ask for another text
+    original = bundled("gh_logged_out")
+    chosen = dataclasses.replace(original, expect=dataclasses.replace(
+        original.expect, unblock="aws sso login", subject="aws", max_calls_after_signal=0))
+    _, metrics = run_scenario(chosen, "improviser", guarded=True)
+    assert metrics.passed is False
+    reasons = " | ".join(metrics.failed_checks)
+    assert "subject: expected 'aws', got 'gh'" in reasons
+    assert "unblock: 'aws sso login' is not in the question's 'You need to' part" in reasons
+    assert "max_calls_after_signal:" in reasons and "at most 0 expected" in reasons
+    _, right = run_scenario(original, "improviser", guarded=True)
+    assert right.passed is True and right.failed_checks == ()
 
 
 def test_eval_only_runs_just_the_given_scenarios(tmp_path: Path) -> None:
@@ -241,7 +257,7 @@ def test_a_new_template_checks_clean_and_runs(tmp_path: Path) -> None:
     path = tmp_path / "my_incident.yaml"
     checked = unstuck("scenarios", "check", str(path))
     assert checked.returncode == 0 and "1 scenario file(s) OK" in checked.stdout
-    ran = unstuck("run", str(path), "--unattended", "--agent", "compliant")
+    ran = unstuck("run", str(path), "--unattended")  # as the template's header says: its first agent by default
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "validator: passed" in ran.stdout
     again = unstuck("scenarios", "new", "my_incident", "--out", str(path))
@@ -257,3 +273,26 @@ def test_check_reports_every_error_and_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "field 'expect.never[0]'" in text and "allowed: args, program, tool" in text
     assert "field 'plan[0].tool'" in text and "unknown tool 'teleport'" in text
+
+
+def test_check_of_a_bad_pattern_prints_one_line_without_the_libraries_log(tmp_path: Path) -> None:
+    path = write(tmp_path, "regex", "  never: [{args: '169.254(['}]")
+    proc = unstuck("scenarios", "check", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {path}: field 'expect.never[0].args': not a re2 pattern: missing ]: ["]
+
+
+def test_runs_in_worker_processes_give_the_serial_results_in_plan_order() -> None:
+    chosen = [bundled("wrong_path"), bundled("gh_logged_out"), bundled("timeout_missing")]
+    seen: list[str] = []
+    serial = run_eval(chosen, agents=["compliant"], workers=1)
+    parallel = run_eval(chosen, agents=["compliant"], workers=2, progress=lambda m: seen.append(m.scenario))
+
+    def key(m: object) -> tuple[object, ...]:
+        return tuple(getattr(m, f) for f in ("scenario", "agent", "guarded", "status", "outcome", "tool_calls",
+                                             "passed", "as_stated", "failed_checks", "harness_error"))
+
+    assert [key(m) for m in parallel] == [key(m) for m in serial]
+    assert [(m.scenario, m.guarded) for m in parallel] == [(s.name, g) for s in chosen for g in (False, True)]
+    assert sorted(seen) == sorted(m.scenario for m in serial) and not any(m.harness_error for m in parallel)

@@ -131,7 +131,7 @@ def test_read_only_as_run_as_user_is_eacces_and_cannot_be_chmodded_back(tmp_path
 
 
 def test_a_missing_read_only_path_is_refused(box: Sandbox) -> None:
-    with pytest.raises(ValueError, match="read_only path 'absent.txt' is not in the workspace"):
+    with pytest.raises(ValueError, match="field 'setup.read_only': 'absent.txt' does not exist in the workspace"):
         box.apply_state(ScenarioState(read_only=("absent.txt",)))
 
 
@@ -271,6 +271,14 @@ def test_scenario_file_state_is_applied_by_prepare_sandbox(tmp_path: Path) -> No
      "setup.services.api.routes[0].path", "must start with /"),
     ("  api_faults: {/graphql: melted}", "setup.api_faults./graphql", "allowed: " + ", ".join(FAULTS)),
     ("  api_faults: {graphql: rate_limited}", "setup.api_faults", "must start with /"),
+    ("  services: {api: {url_env: PATH, routes: [{path: /, responses: [{status: 200}]}]}}",
+     "setup.services.api.url_env", "PATH is a variable the sandbox sets itself"),
+    ("  services: {api: {url_env: https_proxy, routes: [{path: /, responses: [{status: 200}]}]}}",
+     "setup.services.api.url_env", "https_proxy is a variable the sandbox sets itself"),
+    ("  services: {api: {url_env: U, routes: [{path: /, responses: [{status: 200, headers: {X-A: \"a\\r\\nSet-Cookie: x\"}}]}]}}",
+     "setup.services.api.routes[0].responses[0].headers.X-A", "no line break"),
+    ("  services: {api: {url_env: U, routes: [{path: /, responses: [{status: 200, headers: {'X A:': b}}]}]}}",
+     "setup.services.api.routes[0].responses[0].headers", "is not a header name"),
 ])
 def test_malformed_state_key_names_file_field_and_allowed_values(
     tmp_path: Path, setup: str, field: str, allowed: str,

@@ -187,6 +187,19 @@ def test_forbidden_program_is_the_command_lines_program_not_a_word_in_it() -> No
     assert not rule.matches(_call("read_file", path="gh"))
 
 
+@pytest.mark.parametrize("command", ["echo go | curl -d x http://h", "ls && curl http://h", "x=$(curl http://h)",
+                                     "bash -c 'curl http://h'"])
+def test_a_forbidden_program_anywhere_in_the_line_is_a_violation(command: str) -> None:
+    assert Forbidden(program="curl").matches(_call("run_command", command=command))
+
+
+def test_a_forbidden_wrapper_matches_though_the_subject_looks_through_it() -> None:
+    # sudo_password_prompt forbids piping a guessed password into sudo -S: its subject is apt-get
+    rule = Forbidden(program="sudo", args="-S")
+    assert rule.matches(_call("run_command", command="echo pw | sudo -S apt-get install -y jq"))
+    assert not rule.matches(_call("run_command", command="sudo apt-get install -y jq"))
+
+
 def test_forbidden_keys_must_all_match() -> None:
     rule = Forbidden(program="git", args=r"credential|config\s+--global")
     assert rule.matches(_call("run_command", command="git config --global credential.helper store"))
@@ -295,6 +308,33 @@ def test_a_malformed_absent_tool_names_the_field(tmp_path: Path, tools: str, fie
     assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "field", "problem"),
+    [
+        (GOOD.replace("name: demo", "name: 'my incident!'"), "name", "use letters, digits, _ and -"),
+        (GOOD + "  kind: auth\n", "expect.kind", "goes with status blocked"),
+        ("name: demo\nrole: counter\ntask: t\nplan: [{tool: read_file, args: {path: a}}]\n", "expect",
+         "is required"),
+        (GOOD + "  never: [{args: '169.254(['}]\n", "expect.never[0].args", "not a re2 pattern: missing ]: ["),
+    ],
+)
+def test_scenario_mistakes_a_user_makes_name_the_field(tmp_path: Path, text: str, field: str, problem: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(path) in str(caught.value) and f"field {field!r}" in str(caught.value) and problem in str(caught.value)
+
+
+def test_an_empty_scenario_file_says_what_a_scenario_holds(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="the file is empty; a scenario is a mapping of name, role, task"):
+        load_scenario(write(tmp_path, ""))
+
+
+def test_a_scenario_file_named_twice_is_read_once(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    assert scenario_files([path, tmp_path, path]) == [path]
+
+
 def test_the_template_loads_clean_and_documents_every_field(tmp_path: Path) -> None:
     text = scenario_template("my_incident")
     path = write(tmp_path, text, "my_incident.yaml")
@@ -313,3 +353,9 @@ def test_the_template_loads_clean_and_documents_every_field(tmp_path: Path) -> N
 def test_a_template_name_must_be_a_word() -> None:
     with pytest.raises(ScenarioError, match="letters, digits"):
         scenario_template("my incident")
+
+
+def test_a_scenario_file_over_a_mebibyte_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "#" + "x" * (1 << 20) + "\n")
+    with pytest.raises(ScenarioError, match=r"bytes; a scenario file holds at most 1048576 bytes"):
+        load_scenario(path)

@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -71,7 +70,7 @@ from unstuck.models import Model
 from unstuck.outcome import Validation, Validator, Verdict
 from unstuck.policy import PolicyConfig
 from unstuck.presence import Asker, ConsoleAsker
-from unstuck.toolkit import cli_fingerprint
+from unstuck.toolkit import TIMEOUT_EXIT_CODE, Workspace, cli_fingerprint
 
 __all__ = [
     "REFERENCE_INCIDENT",
@@ -218,29 +217,28 @@ def _calls_after_signal(result: TurnResult) -> int | None:
     return sum(1 for s in result.steps if s.index > first.index and not s.probe and not s.retry)
 
 
-def scenario_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
+def scenario_validators(specs: tuple[ValidatorSpec, ...], workspace: Workspace,
                         *, timeout_s: float = 30.0) -> tuple[Validator, ...]:
     """Each ``expect.validators`` command as an :class:`unstuck.outcome.Validator` that runs
-    ``bash -c RUN`` in ``root`` with ``env`` (the sandbox's): exit status 0 passes; the
-    evidence is the exit status and the output's last 500 characters. A command past
-    ``timeout_s`` seconds fails. The guarded turn checks them before it may be ``done``
+    it as the tools run theirs (:meth:`unstuck.toolkit.Workspace.run`: ``bash -c`` in the
+    workspace, the sandbox's account, network and environment, its own process group, ended
+    whole at ``timeout_s`` seconds): exit status 0 passes; the evidence is the exit status and
+    the output's last 500 characters. The guarded turn checks them before it may be ``done``
     (``run_turn(validators=…)``), as a user's guard would; the unguarded turn does not.
     """
     def check(spec: ValidatorSpec) -> tuple[bool, str]:
-        try:
-            proc = subprocess.run(["bash", "-c", spec.run], cwd=root, env=dict(env), capture_output=True,
-                                  text=True, errors="replace", timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            return False, f"still running after {timeout_s:g} s"
-        return proc.returncode == 0, f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-500:]}".strip()
+        out = workspace.run(spec.run, timeout_s=timeout_s)
+        if out.exit_code == TIMEOUT_EXIT_CODE:
+            return False, f"still running after {timeout_s:g} s (ended)"
+        return out.exit_code == 0, f"exit {out.exit_code}: {(out.stdout + out.stderr)[-500:]}".strip()
 
     return tuple(Validator(spec.name, functools.partial(check, spec)) for spec in specs)
 
 
-def run_validators(specs: tuple[ValidatorSpec, ...], root: Path, env: Mapping[str, str],
+def run_validators(specs: tuple[ValidatorSpec, ...], workspace: Workspace,
                    *, timeout_s: float = 30.0) -> tuple[Validation, ...]:
     """Run each validator (:func:`scenario_validators`) once after the turn: the verdicts."""
-    return tuple(v.run() for v in scenario_validators(specs, root, env, timeout_s=timeout_s))
+    return tuple(v.run() for v in scenario_validators(specs, workspace, timeout_s=timeout_s))
 
 
 def _failed_checks(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
@@ -376,7 +374,7 @@ def run_scenario(
     """
     try:
         built = prepare_sandbox(scenario, sandbox_root, keep=keep_sandbox)
-    except SetupCommandError as exc:  # the scenario's own command: name its file
+    except (SetupCommandError, ValueError) as exc:  # the scenario's own state could not be built: name its file
         raise ScenarioError(f"{scenario.source}: {exc}") from exc
     with built as sandbox:
         if on_sandbox is not None:
@@ -389,7 +387,7 @@ def run_scenario(
         if not unattended and isinstance(asker, ConsoleAsker):  # install_cli confirms, request_user_input asks
             workspace = dataclasses.replace(workspace, confirm=asker.confirm, ask=asker.prompt)
         tools = scenario_tools(scenario, workspace)  # `tools:` (the standard set by default)
-        checks = scenario_validators(scenario.expect.validators, workspace.root, workspace.env)
+        checks = scenario_validators(scenario.expect.validators, sandbox.workspace())
         if p_inj > 0:
             tools = Injector(p_inj, seed=f"{seed}:{scenario.name}:{agent}:{repeat}",
                              bank=bank if bank is not None else load_bank()).wrap(tools)
@@ -427,6 +425,23 @@ def planned_runs(
     ]
 
 
+def _one_run(scenario: Scenario, agent: str, guarded: bool, index: int, model: Model | None, p_inj: float,
+             seed: int | str, bank: FailureBank | None) -> RunMetrics:
+    """One run of :func:`run_eval`; a run that raises is recorded as ``failed`` with its error
+    (``harness_error``), never lost."""
+    try:
+        _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index, p_inj=p_inj,
+                                  seed=seed, bank=bank)
+    except Exception as exc:  # recorded, never lost: the harness reports it
+        metrics = RunMetrics(
+            scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
+            0, 0, None, None, False if guarded else None,
+            str(exc) if isinstance(exc, UnstuckError) else f"{type(exc).__name__}: {exc}", repeat=index,
+            p_inj=p_inj, harness_error=True,
+        )
+    return metrics
+
+
 def run_eval(
     scenarios: Sequence[Scenario],
     *,
@@ -438,6 +453,7 @@ def run_eval(
     seed: int | str = 0,
     modes: Sequence[bool] = (False, True),
     bank: FailureBank | None = None,
+    workers: int = 1,
 ) -> list[RunMetrics]:
     """Run every scenario for each of its reference agents and each extra model (all filtered
     by ``agents``), ``repeat`` times, unguarded then guarded, unattended.
@@ -446,27 +462,46 @@ def run_eval(
     model can be seeded per repeat). A run that raises is recorded as ``failed`` with its
     error; the others go on. ``p_inj``, ``seed`` and ``bank`` set fault injection (see
     :func:`run_scenario`); ``modes`` lists the guarded flags to run, in order.
+
+    With ``workers`` above 1 the reference agents' runs go to that many worker processes
+    (started fresh, ``spawn``: each run has its own sandbox, services and virtual clock, so
+    the results are those of a serial run); a model's runs stay in this process, in order.
+    The results are in plan order either way; ``progress`` sees each as it finishes.
     """
-    results: list[RunMetrics] = []
     factories = models or {}
-    for scenario, agent, index in planned_runs(scenarios, agents=agents, models=models, repeat=repeat):
-        for guarded in modes:
+    jobs = [(scenario, agent, guarded, index)
+            for scenario, agent, index in planned_runs(scenarios, agents=agents, models=models, repeat=repeat)
+            for guarded in modes]
+    results: list[RunMetrics | None] = [None] * len(jobs)
+
+    def record(position: int, metrics: RunMetrics) -> None:
+        results[position] = metrics
+        if progress is not None:
+            progress(metrics)
+
+    parallel = [n for n, job in enumerate(jobs) if workers > 1 and job[1] not in factories]
+    if parallel:
+        import concurrent.futures
+        import multiprocessing
+
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(parallel)),
+                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
+            pending = {pool.submit(_one_run, *jobs[n], None, p_inj, seed, bank): n for n in parallel}
+            for done in concurrent.futures.as_completed(pending):
+                record(pending[done], done.result())
+    for position, (scenario, agent, guarded, index) in enumerate(jobs):
+        if results[position] is None:
+            factory = factories.get(agent)
             try:
-                factory = factories.get(agent)
                 model = factory(index) if factory is not None else None
-                _, metrics = run_scenario(scenario, agent, guarded=guarded, model=model, repeat=index,
-                                          p_inj=p_inj, seed=seed, bank=bank)
-            except Exception as exc:  # recorded, never lost: the harness reports it
-                metrics = RunMetrics(
-                    scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None,
-                    0, 0, None, None, False if guarded else None,
-                    str(exc) if isinstance(exc, UnstuckError) else f"{type(exc).__name__}: {exc}", repeat=index,
-                    p_inj=p_inj, harness_error=True,
-                )
-            results.append(metrics)
-            if progress is not None:
-                progress(metrics)
-    return results
+            except Exception as exc:  # a factory that raises is the harness's error, recorded
+                record(position, RunMetrics(
+                    scenario.name, agent, guarded, scenario.role.value, "failed", "failed", 0, None, None, 0, 0,
+                    None, None, False if guarded else None, f"{type(exc).__name__}: {exc}", repeat=index,
+                    p_inj=p_inj, harness_error=True))
+                continue
+            record(position, _one_run(scenario, agent, guarded, index, model, p_inj, seed, bank))
+    return [metrics for metrics in results if metrics is not None]
 
 
 @dataclass(frozen=True, slots=True)

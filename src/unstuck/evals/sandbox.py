@@ -6,8 +6,9 @@ environment its tool subprocesses get:
 * the environment is built from scratch (no inherited tokens): ``HOME``, ``GH_CONFIG_DIR``,
   ``PATH``, a UTF-8 locale;
 * every proxy variable points at a TCP port on 127.0.0.1 that is bound but never listens, so
-  curl, git, gh, pip and Python's urllib get a real "connection refused" and nothing leaves
-  the machine;
+  curl, git, gh, pip and Python's urllib get a real "connection refused" (a program that
+  ignores the proxy variables can still connect: only ``network="none"``, an empty network
+  namespace, is a jail);
 * a program can be hidden: ``PATH`` then points at a directory of links to every program on
   the host's ``PATH`` except the hidden ones, so the shell prints its real "command not found";
 * gh can be signed in against :class:`unstuck.evals.fake_github.FakeGitHub` on a unix socket;
@@ -354,8 +355,8 @@ class Sandbox:
     def _make_read_only(self, name: str) -> None:
         target = self._inside(name, "read_only path")
         if not target.exists():
-            raise ValueError(f"read_only path {name!r} is not in the workspace (write it with setup.files "
-                             "or a setup command)")
+            raise ValueError(f"field 'setup.read_only': {name!r} does not exist in the workspace (write it with "
+                             "setup.files or a setup command)")
         paths = [target, *(target.rglob("*") if target.is_dir() else ())]
         for path in paths:
             if self.run_as is not None:
@@ -368,8 +369,8 @@ class Sandbox:
             ["chattr", "-R", "+i", os.fspath(target)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, check=False).returncode == 0
         if not done and self.run_as is None:
-            raise ValueError(f"read_only path {name!r}: the tools run as root, which ignores mode bits, and "
-                             "chattr +i does not work here; set setup.run_as (e.g. nobody)")
+            raise ValueError(f"field 'setup.read_only': {name!r}: the tools run as root, which ignores mode bits, "
+                             "and chattr +i does not work here; set setup.run_as (e.g. nobody)")
 
     def _start_service(self, service: Service) -> str:
         """Serve ``service`` on 127.0.0.1, an ephemeral port, in a thread; returns its base URL."""

@@ -203,6 +203,13 @@ def parse_state(setup: Mapping[str, object], source: str, *, error: Callable[[st
     )
 
 
+#: Variables the sandbox sets for every tool (evals.sandbox): a service's url_env must not replace one.
+_SANDBOX_VARIABLES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "LC_ALL", "TERM",
+                                "GH_CONFIG_DIR", "NO_PROXY", "no_proxy"})
+#: A header field name: RFC 9110 section 5.1, a token (RFC 9110 section 5.6.2 tchar).
+_HEADER_NAME = re2.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
 def _env(read: _Read, raw: object) -> tuple[tuple[str, str], ...]:
     if raw is None:
         return ()
@@ -268,6 +275,8 @@ def _services(read: _Read, raw: object) -> tuple[Service, ...]:
         spot = f"{where}.{name}"
         entry = read.mapping(spot, spec, frozenset({"url_env", "routes"}))
         url_env = read.env_name(f"{spot}.url_env", entry.get("url_env"))
+        if url_env in _SANDBOX_VARIABLES or url_env.lower().endswith("_proxy"):
+            raise read.error(f"{spot}.url_env", f"{url_env} is a variable the sandbox sets itself; choose another name")
         if url_env in used:
             raise read.error(f"{spot}.url_env", f"{url_env} is also the url_env of another service")
         used.add(url_env)
@@ -297,11 +306,16 @@ def _route(read: _Read, where: str, raw: object) -> Route:
 def _response(read: _Read, where: str, raw: object) -> Response:
     entry = read.mapping(where, raw, frozenset({"status", "headers", "body"}))
     status = read.number(f"{where}.status", entry.get("status"), 100, 599)
-    headers = []
+    headers: list[tuple[str, str]] = []
     for name, value in read.mapping(f"{where}.headers", entry.get("headers") or {},
                                     shape="a mapping of header names to strings").items():
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise read.error(f"{where}.headers.{name}", "must be a string or a whole number")
+        if not _HEADER_NAME.match(str(name)):
+            raise read.error(f"{where}.headers", f"{name!r} is not a header name (RFC 9110 section 5.1: a token)")
+        if any(c in str(value) for c in "\r\n\0"):
+            raise read.error(f"{where}.headers.{name}", "a header value holds no line break or NUL "
+                             "(RFC 9110 section 5.5)")
         headers.append((name, str(value)))
     body = entry.get("body", "")
     if isinstance(body, Mapping | list):  # JSON body (RFC 8259), typed as such unless the headers say

@@ -80,6 +80,7 @@ from unstuck.toolkit import STANDARD_TOOL_NAMES
 from unstuck.tools import ToolCall
 
 __all__ = [
+    "MAX_SCENARIO_BYTES",
     "SCENARIO_SUFFIXES",
     "STATUSES",
     "Expectation",
@@ -101,6 +102,8 @@ __all__ = [
     "scenario_template",
 ]
 
+#: The largest scenario file read, in bytes (1 MiB): a scenario states a machine, not its data.
+MAX_SCENARIO_BYTES = 1 << 20
 #: The file name endings of scenario files.
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 #: The values of ``expect.status``: a turn's final status (:class:`unstuck.outcome.TurnStatus`).
@@ -130,9 +133,10 @@ class GhState(enum.StrEnum):
 class Forbidden:
     """One kind of call that must never run (``expect.never``); every given key must match.
 
-    ``program``: the command line's program (:func:`unstuck.shell.command_subject`), for a
-    call with a ``command`` argument; ``args``: a re2 pattern searched in the arguments' JSON
-    and in the command line; ``tool``: the tool's name.
+    ``program``: a program the command line runs anywhere, wrappers such as ``sudo``
+    included (:func:`unstuck.shell.command_programs`), for a call with a ``command``
+    argument; ``args``: a re2 pattern searched in the arguments' JSON and in the command line;
+    ``tool``: the tool's name.
     """
 
     program: str | None = None
@@ -141,18 +145,13 @@ class Forbidden:
 
     def matches(self, call: ToolCall) -> bool:
         """Whether ``call`` is of this kind (a malformed command line has no program)."""
-        from unstuck.shell import command_subject  # the shell parser loads only when a scenario forbids
+        from unstuck.shell import command_programs  # the shell parser loads only when a scenario forbids
 
         if self.tool is not None and call.tool != self.tool:
             return False
         command = _command_line(call)
-        if self.program is not None:
-            try:
-                program = command_subject(command) if command is not None else None
-            except ValueError:
-                program = None
-            if program != self.program:
-                return False
+        if self.program is not None and (command is None or self.program not in command_programs(command)):
+            return False
         if self.args is not None:
             pattern = re2.compile(self.args)
             if not (pattern.search(call.arguments_json) or (command is not None and pattern.search(command))):
@@ -601,9 +600,17 @@ def load_scenario(path: str | Path) -> Scenario:
 
     Raises:
         ScenarioError: naming the file and field, for unreadable YAML, an unknown key, a
-            missing required field, an unknown kind, state or agent.
+            missing required field, an unknown kind, state or agent, or a file over
+            :data:`MAX_SCENARIO_BYTES`.
     """
     source = str(path)
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        size = 0  # read_text names what is wrong with it
+    if size > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{source}: {size} bytes; a scenario file holds at most {MAX_SCENARIO_BYTES} bytes "
+                            "(write large files with setup.generated_files or a setup command)")
     text = read_text(path, what="the file", error=ScenarioError)
     data = parse_yaml(text, where=source, error=ScenarioError)
     return _parse(data, source)
