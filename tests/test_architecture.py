@@ -361,6 +361,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.mining.contrast": Layer.EVALS,
     "unstuck.mining.envs.issue_tracker": Layer.EVALS,
     "unstuck.mining.extract": Layer.EVALS,
+    "unstuck.mining.mine": Layer.EVALS,
     # the command line
     "unstuck.integrations": Layer.INTEGRATIONS,
     "unstuck.integrations.common": Layer.INTEGRATIONS,
@@ -376,6 +377,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.cli_exit": Layer.CLI,
     "unstuck.cli_journal": Layer.CLI,
     "unstuck.cli_lessons": Layer.CLI,
+    "unstuck.cli_mining": Layer.CLI,
     "unstuck.cli_signals": Layer.CLI,
     "unstuck.cli_trace": Layer.CLI,
     "unstuck.__main__": Layer.CLI,

@@ -25,6 +25,7 @@ from unstuck.cli_bank import bank_app
 from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
+from unstuck.cli_mining import mine_command, rules_app
 from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.errors import UnstuckError
@@ -55,6 +56,8 @@ app = typer.Typer(
 app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
 app.add_typer(lessons_app, name="lessons")
+app.add_typer(rules_app, name="rules")
+app.command("mine", epilog=EXIT_CODES)(mine_command)
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)

@@ -151,6 +151,37 @@ def _mentions(text: str, value: str) -> bool:
     return False
 
 
+def _same_field(key: str, argument: str) -> bool:
+    """Whether a result's field ``key`` names what the argument ``argument`` does: the same
+    name, a bare ``id``/``number``/``name``, or one the other's name ends with
+    (``comment_id`` and ``id``, ``issue_number`` and ``number``)."""
+    return key == argument or key in _IDENTIFIER_KEYS or argument.endswith(key) or key.endswith(argument)
+
+
+def _shows_identifier(text: str, argument: str, value: str) -> bool:
+    """Whether ``text`` shows ``value`` as the identifier ``argument``: in a JSON result, as
+    the value of a field that names that kind of identifier (a version ``1`` or a count ``1``
+    is not comment ``1``); in plain text (a task's words, a command's output), as a whole
+    token."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _mentions(text, value)
+    stack: list[object] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(inner, Mapping | list):
+                    stack.append(inner)
+                elif not isinstance(inner, bool) and inner is not None and str(inner) == value and _same_field(
+                        str(key), argument):
+                    return True
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _kind(step: TraceStep) -> Kind | None:
     try:
         return Kind(step.kind) if step.kind is not None else None
@@ -284,7 +315,7 @@ class DeterministicAnalyzer:
                     f"{call.tool} ({_arguments(call)}) was repeated unchanged after it failed with "
                     f"{repeated.step.kind or 'a failure'}, beyond what the retry table allows."))
             for argument, value in self._identifier_args(call):
-                if not any(_mentions(text, value) for text in seen):
+                if not any(_shows_identifier(text, argument, value) for text in seen):
                     return self._error(BadPattern.UNVERIFIED_IDENTIFIER, now.step.index, (
                         f"{call.tool} was called with {argument}={value!r}, a value that neither an "
                         f"earlier successful result nor the task showed."))

@@ -27,6 +27,7 @@ from unstuck.mining.environment import BusinessObject, MiningError
 from unstuck.mining.trace import BadPattern
 
 __all__ = [
+    "RECORDS_ENV",
     "RECORD_SCHEMA",
     "ActionKind",
     "BadPatternCount",
@@ -36,7 +37,9 @@ __all__ = [
     "RuleAction",
     "RuleEffect",
     "Trigger",
+    "default_records_dir",
     "load_record",
+    "record_path",
     "rules_prompt",
     "save_record",
 ]
@@ -172,6 +175,25 @@ class EnvironmentRecord:
         """This record with ``updated`` in place of the rule of the same id."""
         self.rule(updated.id)
         return replace(self, rules=tuple(updated if rule.id == updated.id else rule for rule in self.rules))
+
+
+#: The variable that moves the folder of environment records.
+RECORDS_ENV = "UNSTUCK_RECORDS_DIR"
+
+
+def default_records_dir() -> Path:
+    """Where environment records live: ``UNSTUCK_RECORDS_DIR`` when set, else
+    ``environments`` in the user data directory (``platformdirs.user_data_path("unstuck")``)."""
+    import platformdirs
+
+    chosen = os.environ.get(RECORDS_ENV)
+    return Path(chosen) if chosen else platformdirs.user_data_path("unstuck") / "environments"
+
+
+def record_path(environment: str, folder: Path | None = None) -> Path:
+    """The record file of ``environment``: ``ENV.json`` in ``folder`` (default
+    :func:`default_records_dir`)."""
+    return (folder if folder is not None else default_records_dir()) / f"{environment}.json"
 
 
 def rules_prompt(rules: Sequence[Rule], environment: str) -> str:
