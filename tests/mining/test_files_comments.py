@@ -70,7 +70,7 @@ def _play(session: Session, task: Task, *, careful: bool = True, tools: Toolset 
 def _play_careless_blocker(session: Session, task: Task) -> None:
     """What an agent that works around a blocker does: it tries the edit, then leaves the
     change as a comment, and never asks."""
-    doc_id = task.steps[0].call.arguments["doc_id"]
+    doc_id = next(s.call.arguments["doc_id"] for s in task.steps if "doc_id" in s.call.arguments)
     read = json.loads(_call(session.tools, "read_document", doc_id=doc_id).content)
     refused = _call(session.tools, "write_document", doc_id=doc_id, text=read["text"] + "edited\n",
                     base_version=read["version"])
