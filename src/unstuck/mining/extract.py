@@ -28,6 +28,7 @@ sentence names the environment's own tools and business objects.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -95,6 +96,11 @@ def _transient(kind: str | None) -> bool:
         return kind is not None and class_of(Kind(kind)) is KindClass.TRANSIENT
     except ValueError:
         return False
+
+
+def _same_call(one: TraceStep, other: TraceStep) -> bool:
+    """The same tool with the same arguments (a call's id differs on every call)."""
+    return (one.call.tool, one.call.arguments_json) == (other.call.tool, other.call.arguments_json)
 
 
 def _first(steps: Iterable[TraceStep], tool: str) -> TraceStep | None:
@@ -165,7 +171,10 @@ def candidate_of(pair: PairView, effects: Mapping[str, Effect]) -> Candidate | N
             return Candidate(pattern, Trigger(Moment.BEFORE_ANSWER, found[0]), RuleAction(ActionKind.READ_BACK,
                                                                                           found[1]))
         return None
-    failed = previous if at is None or pattern is not BadPattern.REPEATED_FAILED_CALL else at
+    failed = previous
+    if pattern is BadPattern.REPEATED_FAILED_CALL and at is not None:
+        # the earlier identical call that failed (the repeat itself may have succeeded): its kind
+        failed = next((s for s in reversed(steps[: pair.first_error_turn]) if not s.ok and _same_call(s, at)), at)
     if pattern is BadPattern.WORKED_AROUND_BLOCKER and previous is not None:
         blocked = next((s for s in reversed(steps[: pair.first_error_turn]) if not s.ok), None)
         if blocked is not None and _first(pair.success.steps, ASK_TOOL) is not None:
@@ -173,12 +182,16 @@ def candidate_of(pair: PairView, effects: Mapping[str, Effect]) -> Candidate | N
                              RuleAction(ActionKind.ASK, ASK_TOOL))
         return None
     if pattern is BadPattern.REPEATED_FAILED_CALL and failed is not None:
+        succeeded = pair.success.steps
+        if not any(s.call.tool == failed.call.tool and not s.ok and not _same_call(s, after)
+                   for s, after in itertools.pairwise(succeeded)):
+            return None  # the success never changed its call after the tool failed
         return Candidate(pattern, Trigger(Moment.AFTER_RESULT, failed.call.tool, kind=_failed_kind(failed)),
                          RuleAction(ActionKind.CHANGE_CALL))
     if pattern is BadPattern.GAVE_UP and previous is not None and not previous.ok and _transient(previous.kind):
         tool = previous.call.tool
         retried = any(s.call.tool == tool and not s.ok and _transient(s.kind) and any(
-            t.call == s.call for t in pair.success.steps[s.index + 1:]) for s in pair.success.steps)
+            _same_call(t, s) for t in pair.success.steps[s.index + 1:]) for s in pair.success.steps)
         if retried:
             return Candidate(pattern, Trigger(Moment.AFTER_RESULT, tool, kind=previous.kind),
                              RuleAction(ActionKind.RETRY))

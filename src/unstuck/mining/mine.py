@@ -252,11 +252,14 @@ def mine_environment(
     as ``ENV.json`` when rules were mined (a run with too few contributing tasks writes none).
 
     Raises:
-        MiningError: for ``p_inj`` outside [0, 1], ``pair_cap`` or ``seeds`` below 1, an
+        MiningError: for ``p_inj`` or a report level outside [0, 1], ``pair_cap`` or ``seeds`` below 1, an
             unknown backend, or an environment with fewer than 6 tasks.
     """
-    if not 0.0 <= p_inj <= 1.0 or any(not 0.0 <= level <= 1.0 for level in report_levels):
+    if not 0.0 <= p_inj <= 1.0:
         raise MiningError(f"p_inj {p_inj!r}: an injection rate is from 0 to 1")
+    if any(not 0.0 <= level <= 1.0 for level in report_levels):
+        raise MiningError(f"report level {next(lv for lv in report_levels if not 0.0 <= lv <= 1.0)!r}: "
+                          "an injection rate is from 0 to 1")
     if pair_cap < 1 or seeds < 1:
         raise MiningError(f"pair_cap {pair_cap} and seeds {seeds}: each must be 1 or more")
     if len(environment.tasks) < 6:

@@ -1,0 +1,165 @@
+"""``unstuck mine`` and ``unstuck rules`` as real ``python -m unstuck`` processes: bad names
+exit 2 naming what exists, rules are listed, shown as JSON, disabled and enabled in the record
+file, and a corrupt record is refused naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unstuck.mining.environment import ASK_TOOL, BusinessObject
+from unstuck.mining.envs import environment_names
+from unstuck.mining.rules import (
+    ActionKind,
+    EnvironmentRecord,
+    Moment,
+    Rule,
+    RuleAction,
+    RuleEffect,
+    Trigger,
+    load_record,
+    record_path,
+    save_record,
+)
+from unstuck.mining.trace import BadPattern
+
+UNSTUCK = [sys.executable, "-m", "unstuck"]
+ENV = "files_comments"
+LOOK_UP = Rule("r1", BadPattern.UNVERIFIED_IDENTIFIER, Trigger(Moment.BEFORE_CALL, "add_comment", argument="doc_id"),
+               RuleAction(ActionKind.LOOK_UP, "list_documents"),
+               "When you are about to call add_comment with a doc_id that no earlier result showed, call "
+               "list_documents first.", support=5, effect=RuleEffect(fixed=3, broke=0, runs=28))
+ASK = Rule("r2", BadPattern.WORKED_AROUND_BLOCKER, Trigger(Moment.AFTER_RESULT, "share_document", kind="auth"),
+           RuleAction(ActionKind.ASK, ASK_TOOL), "When share_document fails with auth, ask the user.", support=2)
+RECORD = EnvironmentRecord(ENV, 1, "Documents with comments.", (BusinessObject("document", "doc_id", "a document"),),
+                           ("list_documents", "add_comment", "share_document", ASK_TOOL), rules=(LOOK_UP, ASK))
+
+
+def unstuck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("UNSTUCK_RECORDS_DIR", None)
+    return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> Path:
+    folder = tmp_path / "records"
+    save_record(RECORD, record_path(ENV, folder))
+    return folder
+
+
+def row(listing: str, rule_id: str) -> list[str]:
+    """The cells of the table row of ``rule_id`` (its first line)."""
+    for line in listing.splitlines():
+        cells = [cell.strip() for cell in line.strip("│┃| ").split("│")]
+        if len(cells) > 2 and cells[1] == rule_id:
+            return cells
+    raise AssertionError(f"no row for {rule_id} in:\n{listing}")
+
+
+def test_mine_of_an_unknown_environment_exits_2_naming_the_environments(tmp_path: Path) -> None:
+    proc = unstuck("mine", "no_such_env", "--records", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "no_such_env" in proc.stderr
+    assert all(name in proc.stderr for name in environment_names())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mine_with_an_unknown_backend_exits_2(tmp_path: Path) -> None:
+    proc = unstuck("mine", ENV, "--backend", "spark", "--records", str(tmp_path))
+    assert proc.returncode == 2 and "spark" in proc.stderr
+
+
+def test_rules_list_of_an_empty_folder_says_there_are_no_rules(tmp_path: Path) -> None:
+    proc = unstuck("rules", "list", "--records", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "no rules yet" in proc.stdout
+
+
+def test_rules_list_shows_every_rule_with_whether_it_is_enabled_and_its_effect(records: Path) -> None:
+    proc = unstuck("rules", "list", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr
+    look_up, ask = row(proc.stdout, "r1"), row(proc.stdout, "r2")
+    assert look_up[0] == ENV and look_up[2] == "yes" and look_up[-3:] == ["5", "3", "0"]
+    assert ask[2] == "yes" and ask[-3:] == ["2", "-", "-"]  # no effect measured yet
+
+
+def test_rules_show_prints_the_rule_as_json_with_its_trigger_and_action(records: Path) -> None:
+    proc = unstuck("rules", "show", ENV, "r1", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["trigger"] == {"moment": "before_call", "tool": "add_comment", "kind": None, "argument": "doc_id"}
+    assert shown["action"] == {"kind": "look_up", "tool": "list_documents"}
+    assert (shown["id"], shown["support"], shown["enabled"]) == ("r1", 5, True)
+    assert shown["effect"] == {"fixed": 3, "broke": 0, "runs": 28}
+
+
+def test_rules_disable_turns_a_rule_off_in_the_record_and_enable_turns_it_back_on(records: Path) -> None:
+    path = record_path(ENV, records)
+    before = path.read_text(encoding="utf-8")
+    proc = unstuck("rules", "disable", ENV, "r1", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr
+    assert "disabled" in proc.stdout
+    assert path.read_text(encoding="utf-8") != before
+    assert load_record(path).rule("r1").enabled is False
+    assert load_record(path).rule("r2").enabled is True  # the other rule is untouched
+    assert row(unstuck("rules", "list", "--records", str(records)).stdout, "r1")[2] == "no"
+    proc = unstuck("rules", "enable", ENV, "r1", "--records", str(records))
+    assert proc.returncode == 0, proc.stderr
+    assert load_record(path) == RECORD
+    assert row(unstuck("rules", "list", ENV, "--records", str(records)).stdout, "r1")[2] == "yes"
+
+
+def test_rules_show_of_an_unknown_rule_exits_2_listing_the_ids(records: Path) -> None:
+    proc = unstuck("rules", "show", ENV, "r9", "--records", str(records))
+    assert proc.returncode == 2
+    assert "r9" in proc.stderr and "r1, r2" in proc.stderr
+
+
+def test_rules_disable_of_an_unknown_rule_exits_2_and_leaves_the_record(records: Path) -> None:
+    path = record_path(ENV, records)
+    before = path.read_bytes()
+    proc = unstuck("rules", "disable", ENV, "r9", "--records", str(records))
+    assert proc.returncode == 2 and "r1, r2" in proc.stderr
+    assert path.read_bytes() == before
+
+
+def test_rules_of_an_environment_without_a_record_exit_2(tmp_path: Path) -> None:
+    proc = unstuck("rules", "show", "issue_tracker", "r1", "--records", str(tmp_path))
+    assert proc.returncode == 2
+    assert "no record for 'issue_tracker'" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", ENV, "r1"], ["disable", ENV, "r1"]])
+def test_a_corrupt_record_file_exits_2_naming_the_file(tmp_path: Path, command: list[str]) -> None:
+    path = record_path(ENV, tmp_path)
+    path.write_text('{"schema": 1, "environment": "files_comm', encoding="utf-8")
+    proc = unstuck("rules", *command, "--records", str(tmp_path))
+    assert proc.returncode == 2
+    assert str(path) in proc.stderr and "not JSON" in proc.stderr
+
+
+@pytest.mark.slow
+def test_mine_files_comments_writes_the_report_as_json(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    folder = tmp_path / "records"
+    proc = unstuck("mine", ENV, "--seeds", "1", "--workers", "2", "--records", str(folder), "--json", str(report),
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text(encoding="utf-8"))
+    labels = data["labels"]
+    agreed, disagreed, errors = labels["agreed"], labels["disagreed"], labels["analyzer_errors"]
+    # agreement over the rollouts both labelled; discards (disagreed and errors) over all of them
+    assert labels["agreement_rate"] == pytest.approx(agreed / (agreed + disagreed))
+    assert labels["discard_rate"] == pytest.approx((disagreed + errors) / (agreed + disagreed + errors))
+    assert [level["p_inj"] for level in data["levels"]] == [0.0, 0.1, 0.3]
+    assert all({"success_without_rules", "success_with_rules", "runs"} <= set(level) for level in data["levels"])
+    assert data["rules"] and all({"fixed", "broke", "kept"} <= set(rule) for rule in data["rules"])
+    assert all(rule["kept"] == (rule["fixed"] > rule["broke"]) for rule in data["rules"])
+    assert data["record"] == str(record_path(ENV, folder))
+    assert "record written to" in proc.stdout
