@@ -167,7 +167,7 @@ class NotesEnvironment:
     name = "toy_notes"
     version = 1
     description = "A notes workspace: notes with opaque ids, titles, bodies and labels; a publisher."
-    objects = (BusinessObject("note", "note_id", "a note with a title, a body of lines and labels"),)
+    objects: tuple[BusinessObject, ...] = (BusinessObject("note", "note_id", "a note with a title, a body of lines and labels"),)
     tasks = TASKS
 
     @property
