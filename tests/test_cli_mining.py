@@ -46,6 +46,10 @@ def unstuck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
+def write_record(folder: Path) -> None:
+    save_record(RECORD, record_path(ENV, folder))
+
+
 @pytest.fixture
 def records(tmp_path: Path) -> Path:
     folder = tmp_path / "records"
@@ -135,13 +139,38 @@ def test_rules_of_an_environment_without_a_record_exit_2(tmp_path: Path) -> None
     assert "no record for 'issue_tracker'" in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", ENV, "r1"], ["disable", ENV, "r1"]])
+@pytest.mark.parametrize("command", [["list", ENV], ["show", ENV, "r1"], ["disable", ENV, "r1"]])
 def test_a_corrupt_record_file_exits_2_naming_the_file(tmp_path: Path, command: list[str]) -> None:
     path = record_path(ENV, tmp_path)
     path.write_text('{"schema": 1, "environment": "files_comm', encoding="utf-8")
     proc = unstuck("rules", *command, "--records", str(tmp_path))
     assert proc.returncode == 2
     assert str(path) in proc.stderr and "not JSON" in proc.stderr
+
+
+def test_listing_every_record_skips_a_damaged_one_naming_it_and_shows_the_others(tmp_path: Path) -> None:
+    write_record(tmp_path)
+    damaged = tmp_path / "other.json"
+    damaged.write_text("{", encoding="utf-8")
+    proc = unstuck("rules", "list", "--records", str(tmp_path))
+    assert proc.returncode == 0 and f"skipped: {damaged}" in " ".join(proc.stderr.split())
+    assert "r1" in proc.stdout and "r2" in proc.stdout
+
+
+def test_a_record_under_another_environments_name_is_refused(tmp_path: Path) -> None:
+    write_record(tmp_path)
+    record_path(ENV, tmp_path).rename(record_path("issue_tracker", tmp_path))
+    proc = unstuck("rules", "show", "issue_tracker", "r1", "--records", str(tmp_path))
+    assert proc.returncode == 2 and f"holds the record of {ENV!r}, not 'issue_tracker'" in proc.stderr
+
+
+def test_rules_prompt_prints_the_enabled_rules_for_a_models_system_prompt(tmp_path: Path) -> None:
+    write_record(tmp_path)
+    assert unstuck("rules", "disable", ENV, "r2", "--records", str(tmp_path)).returncode == 0
+    proc = unstuck("rules", "prompt", ENV, "--records", str(tmp_path))
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(f"Recovery rules learned in the {ENV} environment:")
+    assert LOOK_UP.text in " ".join(proc.stdout.split()) and ASK.text not in " ".join(proc.stdout.split())
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.cli_bank import bank_app
-from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE
+from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, MINE_EXIT_CODES
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_mining import mine_command, rules_app
@@ -57,7 +57,7 @@ app.add_typer(bank_app, name="bank")
 app.add_typer(journal_app, name="journal")
 app.add_typer(lessons_app, name="lessons")
 app.add_typer(rules_app, name="rules")
-app.command("mine", epilog=EXIT_CODES)(mine_command)
+app.command("mine", epilog=MINE_EXIT_CODES)(mine_command)
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)

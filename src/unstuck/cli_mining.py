@@ -83,6 +83,8 @@ def mine_command(
     except MiningError as exc:
         raise _fail(str(exc)) from exc
     folder = records if records is not None else default_records_dir()
+    if folder.exists() and not folder.is_dir():
+        raise _fail(f"--records {folder}: not a folder (records are written there as ENV.json)")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         bars: dict[str, object] = {}
@@ -98,14 +100,16 @@ def mine_command(
                                       progress=tick)
         except MiningError as exc:
             raise _fail(str(exc)) from exc
-    _print_report(report)
+    from unstuck.mining.rules import record_path
+
+    _print_report(report, record_path(environment, folder))
     if json_path is not None:
         json_path.write_text(json.dumps(report_to_dict(report), indent=2, ensure_ascii=False) + "\n",
                              encoding="utf-8")
         console.print(f"report written to {_shown(str(json_path))}", highlight=False)
 
 
-def _print_report(report: object) -> None:
+def _print_report(report: object, old_record: Path | None = None) -> None:
     from unstuck.mining.mine import MiningReport
 
     assert isinstance(report, MiningReport)
@@ -136,24 +140,41 @@ def _print_report(report: object) -> None:
     if report.record_path:
         console.print(f"record written to {_shown(report.record_path)} ({len(report.kept_rules)} rule(s) kept)",
                       highlight=False)
-    elif report.contrast.enough:
-        console.print("no rule was kept: none fixed more held-out rollouts than it broke; no record written",
-                      highlight=False)
     else:
-        console.print("no rules written", highlight=False)
+        if report.stopped:
+            console.print(f"stopped: {_shown(report.stopped)}", highlight=False)
+        elif report.contrast.enough:
+            console.print("no rule was kept: none fixed more held-out rollouts than it broke; no record written",
+                          highlight=False)
+        else:
+            console.print("no rules written", highlight=False)
+        if old_record is not None and old_record.exists():
+            console.print(f"the record of an earlier run stays in force: {_shown(str(old_record))}", highlight=False)
+    if report.kept_disabled:
+        console.print(f"kept disabled as you left them: {', '.join(report.kept_disabled)}", highlight=False)
 
 
 def _load(environment: str, records: Path | None) -> tuple[Path, object]:
     from unstuck.mining.environment import MiningError
+    from unstuck.mining.envs import environment_names
     from unstuck.mining.rules import load_record, record_path
 
-    path = record_path(environment, records)
-    if not path.exists():
-        raise _fail(f"no record for {environment!r} at {path}; run `unstuck mine {environment}` first")
     try:
-        return path, load_record(path)
+        path = record_path(environment, records)
     except MiningError as exc:
         raise _fail(str(exc)) from exc
+    if not path.exists():
+        if environment not in environment_names():
+            raise _fail(f"no record for {environment!r} at {path}, and no such environment; the environments are "
+                        f"{', '.join(environment_names())}")
+        raise _fail(f"no record for {environment!r} at {path}; run `unstuck mine {environment}` first")
+    try:
+        record = load_record(path)
+    except MiningError as exc:
+        raise _fail(str(exc)) from exc
+    if record.environment != environment:
+        raise _fail(f"{path} holds the record of {record.environment!r}, not {environment!r}")
+    return path, record
 
 
 @rules_app.command("list")
@@ -163,19 +184,25 @@ def _rules_list(
 ) -> None:
     """List the rules of every environment record (or of one)."""
     from unstuck.mining.environment import MiningError
-    from unstuck.mining.rules import default_records_dir, load_record
+    from unstuck.mining.rules import EnvironmentRecord, default_records_dir, load_record
 
     folder = records if records is not None else default_records_dir()
-    paths = [folder / f"{environment}.json"] if environment else sorted(folder.glob("*.json"))
+    if folder.exists() and not folder.is_dir():
+        raise _fail(f"--records {folder}: not a folder")
+    if environment:
+        _, one = _load(environment, records)
+        records_found = [one]
+    else:
+        records_found = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                records_found.append(load_record(path))
+            except MiningError as exc:  # one foreign or damaged file does not hide the others
+                err_console.print(f"[yellow]skipped:[/yellow] {_shown(str(exc))}")
     table = Table("environment", "rule", "enabled", "when P, do A", "support", "fixed", "broke")
     shown = 0
-    for path in paths:
-        if not path.exists():
-            raise _fail(f"no record for {environment!r} at {path}; run `unstuck mine {environment}` first")
-        try:
-            record = load_record(path)
-        except MiningError as exc:
-            raise _fail(str(exc)) from exc
+    for record in records_found:
+        assert isinstance(record, EnvironmentRecord)
         for rule in record.rules:
             effect = rule.effect
             table.add_row(record.environment, rule.id, "yes" if rule.enabled else "no", _shown(rule.text),
@@ -242,3 +269,21 @@ def _rules_enable(
 ) -> None:
     """Give a disabled rule to agents again."""
     _set_enabled(environment, rule_id, records, True)
+
+
+@rules_app.command("prompt")
+def _rules_prompt(
+    environment: Annotated[str, typer.Argument(help="The environment.")],
+    records: RecordsOption = None,
+) -> None:
+    """Print the enabled rules as the prompt section a model agent gets (paste it into your
+    agent's system prompt for that environment); nothing when no rule is enabled."""
+    from unstuck.mining.rules import EnvironmentRecord, rules_prompt
+
+    _, record = _load(environment, records)
+    assert isinstance(record, EnvironmentRecord)
+    text = rules_prompt(record.enabled_rules(), record.environment)
+    if text:
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+    else:
+        err_console.print(f"{environment}: no rule is enabled")

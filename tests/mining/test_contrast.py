@@ -102,7 +102,7 @@ def test_fewer_than_five_contributing_tasks_is_not_enough_and_says_how_many() ->
     tasks = [f"task-{i}" for i in range(MIN_CONTRAST_TASKS - 2)]
     found = contrast_pairs([label for t in tasks for label in (success(t), failure(t))], pair_cap=2)
     assert len(found.tasks) == 3 and not found.enough
-    assert f"3 tasks contributed 3 contrast pairs in notes; at least {MIN_CONTRAST_TASKS} are needed" in found.message
+    assert f"3 tasks contributed 3 contrast pairs in notes; at least {MIN_CONTRAST_TASKS} tasks are needed" in found.message
     assert "no rules" in found.message
 
 

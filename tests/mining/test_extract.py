@@ -5,6 +5,7 @@ nothing different gives none; a candidate becomes a rule only when pairs recur."
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from tests.mining.hand_traces import (
@@ -22,7 +23,7 @@ from tests.mining.hand_traces import (
 )
 
 from unstuck.mining.environment import ASK_TOOL, BusinessObject
-from unstuck.mining.extract import MIN_SUPPORT, Candidate, PairView, candidate_of, extract_rules, rule_text
+from unstuck.mining.extract import MIN_SUPPORT, Candidate, PairView, candidate_of, extract_rules, rule_id, rule_text
 from unstuck.mining.rules import ActionKind, Moment, RuleAction, Trigger
 from unstuck.mining.trace import BadPattern, Trace
 
@@ -203,7 +204,8 @@ def test_a_candidate_needs_min_support_pairs_to_become_a_rule() -> None:
     assert MIN_SUPPORT == 2
     assert extract_rules([look_up_pair()], effects=EFFECTS, objects=(NOTE,)) == ()
     (rule,) = extract_rules([look_up_pair(seed="0"), look_up_pair(seed="1")], effects=EFFECTS, objects=(NOTE,))
-    assert (rule.id, rule.support, rule.enabled, rule.effect) == ("r1", 2, True, None)
+    assert (rule.id, rule.support, rule.enabled, rule.effect) == (rule_id(Candidate(
+        rule.pattern, rule.trigger, rule.action)), 2, True, None)
     assert (rule.pattern, rule.trigger, rule.action) == (
         BadPattern.UNVERIFIED_IDENTIFIER, Trigger(Moment.BEFORE_CALL, "add_comment", argument="note_id"),
         RuleAction(ActionKind.LOOK_UP, "list_notes"))
@@ -217,12 +219,15 @@ def test_pairs_that_propose_nothing_count_toward_no_rule() -> None:
     assert extract_rules([nothing, nothing, nothing], effects=EFFECTS, objects=(NOTE,)) == ()
 
 
-def test_rule_ids_count_from_r1_in_order_of_support() -> None:
+def test_rules_come_in_order_of_support_each_with_a_stable_id() -> None:
     pairs = [unchecked_pair(seed="0"), unchecked_pair(seed="1"),
              look_up_pair(seed="0"), look_up_pair(seed="1"), look_up_pair(seed="2")]
     rules = extract_rules(pairs, effects=EFFECTS, objects=(NOTE,))
-    assert [(r.id, r.action.kind, r.support) for r in rules] == [
-        ("r1", ActionKind.LOOK_UP, 3), ("r2", ActionKind.READ_BACK, 2)]
+    assert [(r.action.kind, r.support) for r in rules] == [(ActionKind.LOOK_UP, 3), (ActionKind.READ_BACK, 2)]
+    # the id depends on the rule alone: mined again from other pairs, it is the same id
+    again = extract_rules(pairs[2:] + pairs[:1] * 2, effects=EFFECTS, objects=(NOTE,))
+    assert {r.id for r in again} == {r.id for r in rules} and all(re.fullmatch(r"r[0-9a-f]{6}", r.id) for r in rules)
+    assert len({r.id for r in rules}) == len(rules)
 
 
 def test_rule_text_names_the_tools_and_the_business_object() -> None:
@@ -255,5 +260,4 @@ def test_the_same_pairs_in_any_order_give_the_same_rules() -> None:
     forward = extract_rules(pairs, effects=EFFECTS, objects=(NOTE,))
     assert forward == extract_rules(pairs[::-1], effects=EFFECTS, objects=(NOTE,))
     # equal support: in trigger order (the same tool here, then the action's kind)
-    assert [(r.id, r.action.kind, r.support) for r in forward] == [
-        ("r1", ActionKind.LOOK_UP, 2), ("r2", ActionKind.READ_BACK, 2)]
+    assert [(r.action.kind, r.support) for r in forward] == [(ActionKind.LOOK_UP, 2), (ActionKind.READ_BACK, 2)]

@@ -23,7 +23,8 @@ from unstuck.tools import Effect, ToolResult, Toolset
 
 ENV = make_environment()
 TASKS = {task.id: task for task in ENV.tasks}
-WRITE_TASKS = [t for t in ENV.tasks if any(s.effect is Effect.WRITE and s.call.tool != ASK_TOOL for s in t.steps)]
+WRITE_TASKS = [t for t in ENV.tasks if not t.blocker and any(s.effect is Effect.WRITE and s.call.tool != ASK_TOOL
+                                                                for s in t.steps)]
 COMMENT_ADDING = [t for t in ENV.tasks if any(s.call.tool == "add_comment" for s in t.steps)]
 
 
@@ -56,6 +57,10 @@ def _play(session: Session, task: Task, *, careful: bool = True, tools: Toolset 
     for step in task.steps:
         arguments = _arguments(session, step, careful)
         result = tools[step.call.tool].invoke(arguments)
+        if task.blocker and not result.ok and careful and result.declared is None and "Permission denied" in \
+                result.content:  # a blocker task: the right play asks, naming the document
+            _call(session.tools, ASK_TOOL, question=f"I cannot edit {arguments.get('doc_id')}: {result.content[:80]}")
+            return "Blocked: I asked the user."
         if not result.ok and step.effect is Effect.WRITE:
             if read_back and step.read_back is not None:
                 shown = _call(session.tools, step.read_back.tool, **step.read_back.arguments)

@@ -154,7 +154,7 @@ def test_mining_the_toy_environment_reports_too_few_contributing_tasks_and_write
     assert len(report.mining_tasks) <= 4  # 6 tasks: every third is held out
     assert report.rollouts == len(report.mining_tasks) * len(default_pool())
     assert len(report.contrast.tasks) < MIN_CONTRAST_TASKS and not report.contrast.enough
-    assert report.contrast.message.endswith(f"at least {MIN_CONTRAST_TASKS} are needed, so no rules are mined")
+    assert report.contrast.message.endswith(f"at least {MIN_CONTRAST_TASKS} tasks are needed, so no rules are mined")
     assert (report.rules, report.levels, report.record_path, report.kept_rules) == ((), (), None, ())
     assert list(tmp_path.iterdir()) == []
     assert stages == {"eligibility", "rollouts"}  # no interventions without rules

@@ -91,6 +91,10 @@ def careful_play(session: PackageCliSession, task: Task) -> None:
             result = call(session, tool_call)
         if step.read_back is not None and result.ok:
             assert step.read_back_holds in call(session, step.read_back).content
+        if not result.ok and task.blocker:  # the blocker stays: the right play asks, quoting what failed
+            program = str(tool_call.arguments.get("command", tool_call.tool)).split()[0]
+            call(session, ToolCall.of("ask", ASK_TOOL, {"question": f"{program} is blocked: {result.content[:200]}"}))
+            return
 
 
 def careless_play(session: PackageCliSession, task: Task) -> None:

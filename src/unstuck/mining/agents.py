@@ -32,6 +32,7 @@ import re2
 from unstuck.classify import explain_result
 from unstuck.mining.environment import ASK_TOOL, MiningError, Step, Task
 from unstuck.mining.rules import ActionKind, Moment, Rule, rules_prompt
+from unstuck.mining.trace import shows_identifier
 from unstuck.models import Message, Model, ModelReply, OpenAIChatModel, Role
 from unstuck.retry import waitable
 from unstuck.situations import Kind, KindClass, Situation, validate_situation
@@ -249,10 +250,12 @@ class _Trace:
         self.calls.append((call, seen))
         return seen
 
-    def shown(self, value: Any) -> bool:
-        """Whether ``value`` appeared in an earlier result the agent read."""
+    def shown(self, argument: str, value: Any) -> bool:
+        """Whether an earlier successful result showed ``value`` as the identifier
+        ``argument`` (:func:`unstuck.mining.trace.shows_identifier`: a field of that name in a
+        JSON result, a whole token in text), as the analyzer judges it."""
         text = value if isinstance(value, str) else json.dumps(value)
-        return any(text in seen.content for _, seen in self.calls if not seen.failed)
+        return any(shows_identifier(seen.content, argument, text) for _, seen in self.calls if not seen.failed)
 
 
 @dataclass
@@ -420,11 +423,19 @@ class ScriptedMiner:
                 worked_around = True  # repeat it once unchanged, then skip it
                 seen = yield from trace.call(name, arguments)
                 continue
+            if seen.transient and self.behaviour.asks and seen.situation is not None and (
+                    repeats >= TRANSIENT_REPEATS or rewrites > TRANSIENT_REPEATS):
+                # waiting did not fix it: a transient failure that outlasts its retries is a blocker
+                # (DESIGN.md, "The situation taxonomy"), so an agent that asks, asks
+                yield from trace.call(ASK_TOOL, {"question": _question(self.task, name, seen)})
+                return _Outcome.ASKED, arguments, seen
             return _Outcome.FAILED, arguments, seen
 
     def _after_result(self, seen: Seen, tool: str, *, readable: bool) -> _Next:
-        """What to do after a failed result: a matching rule's action first, then the
-        behaviour's."""
+        """What to do after a failed result: asking about a blocker when the agent asks (a
+        rule never talks it out of that), then a matching rule's action, then the behaviour's."""
+        if seen.blocker and self.behaviour.asks:
+            return _Next.ASK
         for rule in self.rules:
             trigger = rule.trigger
             if trigger.moment is Moment.AFTER_RESULT and trigger.tool == tool and trigger.kind in (None, seen.kind):
@@ -474,7 +485,7 @@ class ScriptedMiner:
                     or action.kind is not ActionKind.LOOK_UP or action.tool not in (None, lookup.call.tool)):
                 continue
             names = (trigger.argument,) if trigger.argument else tuple(name for name, _ in step.guess)
-            if any(name in arguments and not trace.shown(arguments[name]) for name in names):
+            if any(name in arguments and not trace.shown(name, arguments[name]) for name in names):
                 return True
         return False
 

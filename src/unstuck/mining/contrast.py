@@ -73,7 +73,7 @@ class ContrastSet:
                   f"contrast pair{'' if len(self.pairs) == 1 else 's'}{where}"
         if self.enough:
             return counted
-        return f"{counted}; at least {MIN_CONTRAST_TASKS} are needed, so no rules are mined"
+        return f"{counted}; at least {MIN_CONTRAST_TASKS} tasks are needed, so no rules are mined"
 
 
 def _rollout_key(label: JointLabel) -> tuple[str, str]:

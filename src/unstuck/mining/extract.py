@@ -40,7 +40,7 @@ from unstuck.mining.trace import BadPattern, Trace, TraceStep
 from unstuck.situations import Kind, KindClass, class_of
 from unstuck.tools import Effect
 
-__all__ = ["MIN_SUPPORT", "Candidate", "PairView", "candidate_of", "extract_rules", "rule_text"]
+__all__ = ["MIN_SUPPORT", "Candidate", "PairView", "candidate_of", "extract_rules", "rule_id", "rule_text"]
 
 #: Pairs that must give the same trigger and action before it is a rule ("recurring").
 MIN_SUPPORT = 2
@@ -107,7 +107,7 @@ def _first(steps: Iterable[TraceStep], tool: str) -> TraceStep | None:
     return next((s for s in steps if s.call.tool == tool), None)
 
 
-def _look_up(pair: PairView, step: TraceStep) -> Candidate | None:
+def _look_up(pair: PairView, step: TraceStep, effects: Mapping[str, Effect]) -> Candidate | None:
     done = next((s for s in pair.success.steps if s.call.tool == step.call.tool and s.ok), None)
     if done is None:
         return None
@@ -116,7 +116,9 @@ def _look_up(pair: PairView, step: TraceStep) -> Candidate | None:
         if argument in wrong and wrong[argument] == right[argument]:
             continue
         value = str(right[argument])
-        source = next((s for s in pair.success.steps[: done.index] if s.ok and value in _values(s.content)), None)
+        source = next((s for s in pair.success.steps[: done.index]  # a read: a look-up writes nothing
+                       if s.ok and effects.get(s.call.tool, Effect.READ) is Effect.READ and s.call.tool != ASK_TOOL
+                       and value in _values(s.content)), None)
         if source is not None and source.call.tool != step.call.tool:
             return Candidate(pair.pattern, Trigger(Moment.BEFORE_CALL, step.call.tool, argument=argument),
                              RuleAction(ActionKind.LOOK_UP, source.call.tool))
@@ -157,7 +159,7 @@ def candidate_of(pair: PairView, effects: Mapping[str, Effect]) -> Candidate | N
     previous = steps[pair.first_error_turn - 1] if 0 < pair.first_error_turn <= len(steps) else None
     pattern = pair.pattern
     if pattern is BadPattern.UNVERIFIED_IDENTIFIER and at is not None:
-        return _look_up(pair, at)
+        return _look_up(pair, at, effects)
     if pattern is BadPattern.UNCHECKED_WRITE:
         write = next((s for s in reversed(steps[: pair.first_error_turn + 1])
                       if effects.get(s.call.tool) is Effect.WRITE and not s.ok), None)
@@ -228,14 +230,25 @@ def rule_text(candidate: Candidate, objects: Sequence[BusinessObject]) -> str:
 def extract_rules(pairs: Sequence[PairView], *, effects: Mapping[str, Effect], objects: Sequence[BusinessObject],
                   min_support: int = MIN_SUPPORT) -> tuple[Rule, ...]:
     """The rules the pairs support: each distinct (pattern, trigger, action) proposed by at
-    least ``min_support`` pairs, most supported first (ties in trigger order), with ids
-    ``r1``, ``r2`` ... in that order."""
+    least ``min_support`` pairs, most supported first (ties in trigger order), each with its
+    stable :func:`rule_id`."""
     counted = Counter(c for pair in pairs if (c := candidate_of(pair, effects)) is not None)
     ranked = sorted((item for item in counted.items() if item[1] >= min_support),
                     key=lambda item: (-item[1], item[0].trigger.tool, item[0].action.kind.value,
                                       item[0].trigger.argument or "", item[0].trigger.kind or ""))
     return tuple(
-        Rule(id=f"r{index}", pattern=candidate.pattern, trigger=candidate.trigger, action=candidate.action,
+        Rule(id=rule_id(candidate), pattern=candidate.pattern, trigger=candidate.trigger, action=candidate.action,
              text=rule_text(candidate, objects), support=support)
-        for index, (candidate, support) in enumerate(ranked, start=1)
+        for candidate, support in ranked
     )
+
+
+def rule_id(candidate: Candidate) -> str:
+    """A rule's id: ``r`` and six hex digits of a SHA-256 of its pattern, trigger and action,
+    so the same rule mined again keeps its id (and a user's ``unstuck rules disable`` sticks)."""
+    import hashlib
+
+    trigger, action = candidate.trigger, candidate.action
+    key = "|".join((candidate.pattern.value, trigger.moment.value, trigger.tool, trigger.kind or "",
+                    trigger.argument or "", action.kind.value, action.tool or ""))
+    return "r" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:6]

@@ -45,10 +45,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import re2
+
 from unstuck.classify import classify_result
 from unstuck.faults.bank import FailureBank
 from unstuck.mining.environment import ASK_TOOL, BusinessObject, MiningError, Snapshot, Task, Verification
-from unstuck.mining.trace import BadPattern, Trace, TraceStep
+from unstuck.mining.trace import IDENTIFIER_KEYS, BadPattern, Trace, TraceStep, shows_identifier
 from unstuck.models import Message, Model, ModelError, Role
 from unstuck.retry import RETRY_RULES, next_retry
 from unstuck.situations import Kind, KindClass, Situation, Source, class_of
@@ -75,6 +77,10 @@ SHOWN_CHARS = 600
 #: The turn statuses the rules read (``unstuck.outcome.TurnStatus`` values).
 _BLOCKED = "blocked"
 _DONE = "done"
+#: An answer that says the task was not done ("I could not complete the task: ...", "I was
+#: unable to finish"): a turn that ends so gave up, though its status is ``done``.
+_GAVE_UP_WORDS = re2.compile(r"(?i)\b(could not|couldn't|cannot|can't|unable to|was not able to|wasn't able to)\s+"
+                             r"(complete|finish|do|continue|carry out)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +119,7 @@ class RolloutAnalyzer(Protocol):
 
 # -- what a trace shows ---------------------------------------------------------------------
 
-_IDENTIFIER_KEYS = frozenset({"id", "number", "name"})
+_IDENTIFIER_KEYS = IDENTIFIER_KEYS
 _IDENTIFIER_SUFFIXES = ("_id", "_number", "_name")
 
 
@@ -133,53 +139,6 @@ def identifier_arguments(call: ToolCall, identifiers: frozenset[str] | None) -> 
                 continue
             found.append((key, str(item)))
     return found
-
-
-def _word_char(text: str, at: int) -> bool:
-    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
-
-
-def _mentions(text: str, value: str) -> bool:
-    """``value`` occurs in ``text`` as a whole token (not inside a longer word or number)."""
-    start = text.find(value)
-    while start >= 0:
-        end = start + len(value)
-        if not (_word_char(text, start - 1) and _word_char(value, 0)) and not (
-                _word_char(text, end) and _word_char(value, len(value) - 1)):
-            return True
-        start = text.find(value, start + 1)
-    return False
-
-
-def _same_field(key: str, argument: str) -> bool:
-    """Whether a result's field ``key`` names what the argument ``argument`` does: the same
-    name, a bare ``id``/``number``/``name``, or one the other's name ends with
-    (``comment_id`` and ``id``, ``issue_number`` and ``number``)."""
-    return key == argument or key in _IDENTIFIER_KEYS or argument.endswith(key) or key.endswith(argument)
-
-
-def _shows_identifier(text: str, argument: str, value: str) -> bool:
-    """Whether ``text`` shows ``value`` as the identifier ``argument``: in a JSON result, as
-    the value of a field that names that kind of identifier (a version ``1`` or a count ``1``
-    is not comment ``1``); in plain text (a task's words, a command's output), as a whole
-    token."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return _mentions(text, value)
-    stack: list[object] = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            for key, inner in item.items():
-                if isinstance(inner, Mapping | list):
-                    stack.append(inner)
-                elif not isinstance(inner, bool) and inner is not None and str(inner) == value and _same_field(
-                        str(key), argument):
-                    return True
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def _kind(step: TraceStep) -> Kind | None:
@@ -254,12 +213,14 @@ class DeterministicAnalyzer:
         return identifier_arguments(call, self._identifiers)
 
     def _shows(self, read: _Shown, write: _Shown) -> bool:
-        """``read`` reads back ``write``: it succeeded, is not a write, and every identifier it
-        names is one of the write's argument values."""
+        """``read`` reads back ``write``: it succeeded, is not a write, and names no other
+        object of a kind the write names (an identifier argument of the same name with another
+        value). A read of the object's container (the comments of the document, after deleting
+        one comment) counts."""
         if read.write or read.failed or read.step.call.tool == ASK_TOOL:
             return False
-        values = {str(v) for v in write.step.call.arguments.values() if not isinstance(v, (dict, list))}
-        return all(value in values for _, value in self._identifier_args(read.step.call))
+        written = dict(self._identifier_args(write.step.call))
+        return all(written.get(argument, value) == value for argument, value in self._identifier_args(read.step.call))
 
     def _holds(self, write: ToolCall, content: str) -> bool:
         """A read-back's ``content`` shows ``write``: it holds each text argument of the write
@@ -315,7 +276,7 @@ class DeterministicAnalyzer:
                     f"{call.tool} ({_arguments(call)}) was repeated unchanged after it failed with "
                     f"{repeated.step.kind or 'a failure'}, beyond what the retry table allows."))
             for argument, value in self._identifier_args(call):
-                if not any(_shows_identifier(text, argument, value) for text in seen):
+                if not any(shows_identifier(text, argument, value) for text in seen):
                     return self._error(BadPattern.UNVERIFIED_IDENTIFIER, now.step.index, (
                         f"{call.tool} was called with {argument}={value!r}, a value that neither an "
                         f"earlier successful result nor the task showed."))
@@ -378,8 +339,14 @@ class DeterministicAnalyzer:
         last = shown[-1] if shown else None
         asked_after_blocker = any(
             shown[at].blocker and shown[at + 1].step.call.tool == ASK_TOOL for at in range(len(shown) - 1))
+        if trace.status == _DONE and _GAVE_UP_WORDS.search(trace.answer) and not asked_after_blocker:
+            where = f"after {last.step.call.tool} ({_arguments(last.step.call)})" if last is not None else ""
+            return self._error(BadPattern.GAVE_UP, turn, f"The answer says the task could not be done {where}.".replace(
+                " .", "."))
         if trace.status == _DONE:
-            if not any(not s.failed and s.step.call.tool != ASK_TOOL for s in shown) and not asked_after_blocker:
+            informative = [s for s in shown if s.step.call.tool != ASK_TOOL and (
+                not s.failed or s.step.kind == Kind.EXECUTION_ERROR.value)]  # a program that ran and reported
+            if not informative and not asked_after_blocker:
                 return self._error(BadPattern.FALSE_FINAL_ANSWER, turn, (
                     "The answer claims the task done, but no call in the trace succeeded."))
             if last is not None and last.blocker:

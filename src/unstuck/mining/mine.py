@@ -15,7 +15,9 @@
 5. **Rules** from recurring patterns across pairs (:mod:`unstuck.mining.extract`).
 6. **Interventions**: the held-out tasks (every third task, :func:`split_tasks`), the same
    pool and seeds, with no rule and with each rule alone: a rule is kept only if it fixes more
-   rollouts than it breaks. Then all kept rules against none at each ``report_levels`` rate.
+   rollouts than it breaks. Then all kept rules against none at each ``report_levels`` rate,
+   on other seeds (:data:`LEVEL_SEED_OFFSET`), so the table is not measured on the runs that
+   chose the rules.
 7. The **environment record** (:class:`unstuck.mining.rules.EnvironmentRecord`) with the kept
    rules, the observed bad patterns and the run's measures, saved as a data file.
 """
@@ -42,6 +44,7 @@ from unstuck.mining.trace import Trace
 from unstuck.tools import Effect
 
 __all__ = [
+    "LEVEL_SEED_OFFSET",
     "RECOVERY_P_INJ",
     "RECOVERY_SEEDS",
     "REPORT_LEVELS",
@@ -49,6 +52,7 @@ __all__ = [
     "LevelResult",
     "MiningReport",
     "RuleResult",
+    "check_models",
     "mine_environment",
     "report_to_dict",
     "split_tasks",
@@ -62,6 +66,9 @@ RECOVERY_SEEDS = tuple(range(8))
 RECOVERY_P_INJ = 0.3
 #: The injection rates the report sets mined rules against none at (seed 003 sweeps 0 to 0.3).
 REPORT_LEVELS = (0.0, 0.1, 0.3)
+#: The report's levels run on seeds from here (rules are kept on seeds 0 to N-1), so the
+#: with/without table is not measured on the runs that chose the rules.
+LEVEL_SEED_OFFSET = 1000
 #: The profile whose clean and perturbed runs decide eligibility (every habit).
 _CAREFUL = "careful"
 #: Progress: (stage, done, total).
@@ -134,6 +141,9 @@ class MiningReport:
     levels: tuple[LevelResult, ...] = ()
     record_path: str | None = None
     bad_patterns: tuple[BadPatternCount, ...] = field(default=())
+    stopped: str | None = None
+    pool: tuple[str, ...] = ()
+    kept_disabled: tuple[str, ...] = ()
 
     @property
     def kept_rules(self) -> tuple[Rule, ...]:
@@ -161,8 +171,11 @@ def tool_effects(environment: Environment) -> dict[str, Effect]:
 
 
 def verify_trace(environment: Environment, task: Task, trace: Trace) -> Verification:
-    """The task's verifier on the rollout's final state, restored into a fresh session (so a
-    rollout run in another process or on another machine is verified the same way)."""
+    """The task's verifier on the rollout's end: the verdict taken in the live session
+    (:attr:`Trace.verdict`), else the final state restored into a fresh session (a state
+    made by hand, a trace from elsewhere)."""
+    if trace.verdict is not None:
+        return trace.verdict
     with tempfile.TemporaryDirectory(prefix="unstuck-verify-") as folder:
         session = environment.open(task, Path(folder))
         try:
@@ -201,6 +214,25 @@ def _eligibility(environment: Environment, p_inj: float, max_turns: int, run: Ca
             f"no perturbed run (p_inj {rate:g}, {len(RECOVERY_SEEDS)} seeds) recovered from an injected failure")
         found.append(Eligibility(task.id, clean, recovered, evidence))
     return tuple(found)
+
+
+def check_models(models: Sequence[ModelSpec], *, timeout_s: float = 20.0) -> None:
+    """Ask each model for one short reply before any rollout: a model that cannot answer
+    would otherwise join the pool as an agent that fails every task, and its failures would
+    become contrast pairs and change the rules.
+
+    Raises:
+        MiningError: naming the model, its server and the client's error.
+    """
+    from unstuck.models import Message, ModelError, OpenAIChatModel, Role
+
+    for spec in models:
+        client = OpenAIChatModel(spec.name, base_url=spec.base_url, timeout_s=timeout_s, max_retries=0)
+        try:
+            client.complete([Message(Role.USER, "Reply with the word OK.")], [])
+        except ModelError as exc:
+            where = spec.base_url or "the OpenAI client's default server (OPENAI_BASE_URL)"
+            raise MiningError(f"--model {spec.name} at {where}: no reply ({exc}); mining did not start") from exc
 
 
 def _pool(models: Sequence[ModelSpec]) -> list[str | ModelSpec]:
@@ -266,6 +298,9 @@ def mine_environment(
         raise MiningError(f"environment {environment.name!r} has {len(environment.tasks)} tasks; mining needs "
                           "at least 6 (pairs from 5 tasks and held-out tasks beside them)")
     del bank  # the rollouts load the bundled bank in their own process
+    if records is not None and records.exists() and not records.is_dir():
+        raise MiningError(f"--records {records}: not a folder (records are written there as ENV.json)")
+    check_models(models)
     tick = progress or (lambda stage, done, total: None)
 
     def run(stage: str) -> Callable[[list[RolloutSpec]], list[Trace]]:
@@ -278,6 +313,11 @@ def mine_environment(
     eligibility = _eligibility(environment, p_inj, max_turns, run("eligibility"))
     entered = {e.task for e in eligibility if e.eligible}
     mining, held = split_tasks([task for task in environment.tasks if task.id in entered])
+    if not held:
+        empty = ContrastSet(environment.name, (), (), ())
+        return MiningReport(environment.name, p_inj, pair_cap, eligibility, tuple(t.id for t in mining), (), 0,
+                            LabelStats(), empty, stopped=f"{len(entered)} task(s) eligible: none is left to hold "
+                            "out, so no rule could be tested; no rollouts were made")
     pool = _pool(models)
     traces = run("rollouts")(_specs(environment, mining, pool, seeds, p_inj, max_turns))
     chosen = analyzer if analyzer is not None else DeterministicAnalyzer.for_objects(environment.objects,
@@ -290,8 +330,10 @@ def mine_environment(
                   for label in labeled if not label.correct and label.pattern is not None)
     patterns = tuple(BadPatternCount(pattern, tool, count) for (pattern, tool), count in sorted(
         bad.items(), key=lambda item: (-item[1], item[0][0].value, item[0][1])))
+    pool_names = tuple(a.name if isinstance(a, ModelSpec) else a for a in pool)
     report = MiningReport(environment.name, p_inj, pair_cap, eligibility, tuple(t.id for t in mining),
-                          tuple(t.id for t in held), len(traces), stats, contrast, bad_patterns=patterns)
+                          tuple(t.id for t in held), len(traces), stats, contrast, bad_patterns=patterns,
+                          pool=pool_names)
     if not contrast.enough:
         return report
     views = [PairView(p.task, p.success, p.failure, p.pattern, p.first_error_turn) for p in contrast.pairs]
@@ -310,20 +352,30 @@ def mine_environment(
         results.append(RuleResult(replace(rule, effect=effect, enabled=effect.kept), effect))
     kept = tuple(r.rule for r in results if r.kept)
     levels = []
-    for level in report_levels:
-        specs = _specs(environment, held, pool, seeds, level, max_turns)
+    for level in report_levels:  # other seeds than the ones rules were kept on: not in-sample
+        specs = [replace(spec, seed=LEVEL_SEED_OFFSET + int(spec.seed))
+                 for spec in _specs(environment, held, pool, seeds, level, max_turns)]
         without = _success(environment, intervene(specs))
         with_rules = _success(environment, intervene([replace(s, rules=kept) for s in specs])) if kept else without
         levels.append(LevelResult(level, len(specs), sum(without), sum(with_rules)))
     report = replace(report, rules=tuple(results), levels=tuple(levels))
     if records is not None and kept:
-        from unstuck.mining.rules import record_path, save_record
+        from unstuck.mining.rules import load_record, record_path, save_record
 
         path = record_path(environment.name, records)
+        disabled: set[str] = set()
+        if path.exists():  # a rule the user disabled stays disabled when it is mined again
+            try:
+                disabled = {rule.id for rule in load_record(path).rules if not rule.enabled}
+            except MiningError:
+                disabled = set()  # an unreadable old record is replaced
+        kept = tuple(replace(rule, enabled=rule.id not in disabled) for rule in kept)
+        report = replace(report, kept_disabled=tuple(sorted(disabled & {rule.id for rule in kept})))
         save_record(EnvironmentRecord(
             environment=environment.name, version=environment.version, description=environment.description,
             objects=environment.objects, tools=tuple(environment.tool_names), bad_patterns=patterns, rules=kept,
-            stats=(("p_inj", p_inj), ("pair_cap", float(pair_cap)), ("rollouts", float(len(traces))),
+            stats=(("p_inj", p_inj), ("pair_cap", float(pair_cap)), ("seeds", float(seeds)),
+                   ("rollouts", float(len(traces))), ("models", float(len(models))),
                    ("agreement_rate", stats.agreement_rate), ("discard_rate", stats.discard_rate),
                    ("contrast_pairs", float(len(contrast.pairs))), ("contributing_tasks", float(len(contrast.tasks)))),
         ), path)
@@ -347,9 +399,15 @@ def report_to_dict(report: MiningReport) -> dict[str, Any]:
                      "message": report.contrast.message},
         "bad_patterns": [{"pattern": b.pattern.value, "tool": b.tool, "count": b.count} for b in report.bad_patterns],
         "rules": [{"id": r.rule.id, "text": r.rule.text, "pattern": r.rule.pattern.value, "support": r.rule.support,
+                   "trigger": {"moment": r.rule.trigger.moment.value, "tool": r.rule.trigger.tool,
+                               "kind": r.rule.trigger.kind, "argument": r.rule.trigger.argument},
+                   "action": {"kind": r.rule.action.kind.value, "tool": r.rule.action.tool},
                    "fixed": r.effect.fixed, "broke": r.effect.broke, "runs": r.effect.runs, "kept": r.kept}
                   for r in report.rules],
         "levels": [{"p_inj": level.p_inj, "runs": level.runs, "success_without_rules": level.without_rate,
                     "success_with_rules": level.with_rate} for level in report.levels],
         "record": report.record_path,
+        "pool": list(report.pool),
+        "stopped": report.stopped,
+        "kept_disabled": list(report.kept_disabled),
     }

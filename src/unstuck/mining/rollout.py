@@ -142,10 +142,11 @@ def rollout(
                               f"snapshotted before a call: {snapshots.error}") from snapshots.error
         final = session.snapshot()
         steps = snapshots.pair(result.steps, final)
+        verdict = session.verify(task, result.answer)  # in the live session: its processes are state too
     finally:
         session.close()
     return Trace(environment.name, task.id, agent_name, noise_seed, p_inj, steps, result.answer, result.status.value,
-                 final)
+                 final, verdict)
 
 
 # -- specs ---------------------------------------------------------------------------------------------

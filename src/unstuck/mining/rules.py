@@ -192,7 +192,14 @@ def default_records_dir() -> Path:
 
 def record_path(environment: str, folder: Path | None = None) -> Path:
     """The record file of ``environment``: ``ENV.json`` in ``folder`` (default
-    :func:`default_records_dir`)."""
+    :func:`default_records_dir`).
+
+    Raises:
+        MiningError: for a name that is not a word of letters, digits, ``_`` and ``-`` (a
+            path such as ``../x`` would leave the folder).
+    """
+    if not environment or not all(c.isalnum() or c in "_-" for c in environment):
+        raise MiningError(f"environment name {environment!r}: use letters, digits, _ and -")
     return (folder if folder is not None else default_records_dir()) / f"{environment}.json"
 
 
@@ -207,6 +214,12 @@ def rules_prompt(rules: Sequence[Rule], environment: str) -> str:
 
 # -- the data file ---------------------------------------------------------------------------------
 
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"enabled must be true or false, got {value!r}")
+    return value
+
+
 def _rule_from(where: str, data: Mapping[str, Any]) -> Rule:
     try:
         trigger, action = data["trigger"], data["action"]
@@ -216,7 +229,7 @@ def _rule_from(where: str, data: Mapping[str, Any]) -> Rule:
             trigger=Trigger(Moment(trigger["moment"]), str(trigger["tool"]), trigger.get("kind"),
                             trigger.get("argument")),
             action=RuleAction(ActionKind(action["kind"]), action.get("tool")),
-            text=str(data["text"]), support=int(data["support"]), enabled=bool(data.get("enabled", True)),
+            text=str(data["text"]), support=int(data["support"]), enabled=_flag(data.get("enabled", True)),
             effect=None if effect is None else RuleEffect(int(effect["fixed"]), int(effect["broke"]),
                                                           int(effect["runs"])),
         )

@@ -13,12 +13,14 @@ analyzer diagnoses it and a mined rule's trigger names it.
 from __future__ import annotations
 
 import enum
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from unstuck.mining.environment import Snapshot
+from unstuck.mining.environment import Snapshot, Verification
 from unstuck.tools import ToolCall
 
-__all__ = ["BadPattern", "Trace", "TraceStep"]
+__all__ = ["IDENTIFIER_KEYS", "BadPattern", "Trace", "TraceStep", "mentions", "shows_identifier"]
 
 
 class BadPattern(enum.StrEnum):
@@ -68,7 +70,10 @@ class Trace:
     """One rollout: who attempted which task under which noise, every step, and how it ended.
 
     ``seed`` is the rollout's injection seed; ``status`` the turn's status (``done``,
-    ``blocked``, ``failed``); ``final`` the state after the last step.
+    ``blocked``, ``failed``); ``final`` the state after the last step. ``verdict`` is the
+    environment's verifier on the live session at the end (a session's processes, such as a
+    lock holder, are state a snapshot does not hold); it is the verifier's side of the joint
+    label, and an analyzer never reads it (seed 003: the two label independently).
     """
 
     environment: str
@@ -80,8 +85,60 @@ class Trace:
     answer: str
     status: str
     final: Snapshot
+    verdict: Verification | None = None
 
     @property
     def injected(self) -> int:
         """Returns replaced by an injected failure."""
         return sum(1 for step in self.steps if step.injected is not None)
+
+
+#: Field names that name an identifier of any kind.
+IDENTIFIER_KEYS = frozenset({"id", "number", "name"})
+
+
+def _word_char(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
+
+
+def mentions(text: str, value: str) -> bool:
+    """``value`` occurs in ``text`` as a whole token (not inside a longer word or number)."""
+    start = text.find(value)
+    while start >= 0:
+        end = start + len(value)
+        if not (_word_char(text, start - 1) and _word_char(value, 0)) and not (
+                _word_char(text, end) and _word_char(value, len(value) - 1)):
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
+def _same_field(key: str, argument: str) -> bool:
+    """Whether a result's field ``key`` names what the argument ``argument`` does: the same
+    name, a bare ``id``/``number``/``name``, or one the other's name ends with
+    (``comment_id`` and ``id``, ``issue_number`` and ``number``)."""
+    return key == argument or key in IDENTIFIER_KEYS or argument.endswith(key) or key.endswith(argument)
+
+
+def shows_identifier(text: str, argument: str, value: str) -> bool:
+    """Whether ``text`` shows ``value`` as the identifier ``argument``: in a JSON result, as
+    the value of a field that names that kind of identifier (a version ``1`` or a count ``1``
+    is not comment ``1``); in plain text (a task's words, a command's output), as a whole
+    token."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return mentions(text, value)
+    stack: list[object] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(inner, Mapping | list):
+                    stack.append(inner)
+                elif not isinstance(inner, bool) and inner is not None and str(inner) == value and _same_field(
+                        str(key), argument):
+                    return True
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

@@ -205,10 +205,6 @@ def _write_step(task_id: str, n: int, doc_id: str, text: str, base_version: int,
                 lookup, Effect.WRITE, _call(task_id, n + 100, "read_document", doc_id=doc_id), holds)
 
 
-def _ask_step(task_id: str, n: int, question: str) -> Step:
-    return Step(_call(task_id, n, ASK_TOOL, question=question), effect=Effect.WRITE)
-
-
 def _text(doc_id: str) -> str:
     return _DOC_BY_ID[doc_id].text
 
@@ -278,14 +274,15 @@ def _tasks() -> tuple[tuple[Task, _Expect], ...]:
          _Expect(resolved=(266, 4410))),
         (Task("fc-13", "Update the Expense policy: the meal limit is now 60 EUR per day instead of 45 EUR.",
               (_read_step("fc-13", 1, EXPENSES, "expense-policy.md", "Expense policy"),
-               _ask_step("fc-13", 2, "I can only view the Expense policy (policies/expenses.md), so I cannot change "
-                                     "the meal limit. Could you give me edit access, or change it yourself?")),
+               _write_step("fc-13", 2, EXPENSES, _text(EXPENSES).replace("45 EUR", "60 EUR"), 1,
+                           (("doc_id", "expense-policy.md"),), _doc_lookup("fc-13", "Expense policy"), "60 EUR")),
               blocker=True),
          _Expect(blocked=EXPENSES)),
         (Task("fc-14", "In the Onboarding guide, replace the VPN hostname vpn.example.com with vpn2.example.com.",
               (_read_step("fc-14", 1, ONBOARDING, "onboarding.md", "Onboarding guide"),
-               _ask_step("fc-14", 2, "I can only comment on the Onboarding guide (handbook/onboarding.md), not edit "
-                                     "it. Could you give me edit access so I can change the VPN hostname?")),
+               _write_step("fc-14", 2, ONBOARDING, _text(ONBOARDING).replace("vpn.example.com", "vpn2.example.com"), 1,
+                           (("doc_id", "onboarding.md"),), _doc_lookup("fc-14", "Onboarding guide"),
+                           "vpn2.example.com")),
               blocker=True),
          _Expect(blocked=ONBOARDING)),
         (Task("fc-15", "On the Q3 Roadmap, who asked to move the search launch?",

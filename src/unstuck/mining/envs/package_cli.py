@@ -459,10 +459,6 @@ def _install_step(name: str, version: str, *, guess: Mapping[str, str] | None = 
                 Effect.WRITE, _call("list_packages"), f'"version": "{version}"')
 
 
-def _ask(question: str) -> Step:
-    return Step(_call(ASK_TOOL, question=question), effect=Effect.WRITE)
-
-
 @dataclass(frozen=True, slots=True)
 class _Check:
     """What a task's verifier expects: the installed packages (name -> version) at the end
@@ -522,9 +518,7 @@ def _specs() -> tuple[_Spec, ...]:
         _Spec(Task("pc-07", "Upgrade click to 8.1.8.", (_install_step("click", "8.1.8"),)),
               _Setup(lock_release_after=2), _Check({**_INSTALLED, "click": "8.1.8"})),
         _Spec(Task("pc-08", "Install pyyaml 6.0.2.",
-                   (_install_step("pyyaml", "6.0.2"),
-                    _ask(f"The package manager's lock ~/{LOCK_FILE} is held by another process and is not being "
-                         "released. Please finish or close that package manager run, then tell me to retry.")),
+                   (_install_step("pyyaml", "6.0.2"),),
                    blocker=True),
               _Setup(lock_release_after=_NEVER),
               _Check(dict(_INSTALLED), ask_names="lock", holder_alive=True)),
@@ -546,16 +540,11 @@ def _specs() -> tuple[_Spec, ...]:
                          read_back_holds='"region": "eu-west-1"'),)),
               _Setup(), _Check(dict(_INSTALLED), new_files=("config.pretty.json",), pretty_config=True)),
         _Spec(Task("pc-13", "Regenerate the Python stubs in gen/ from proto/forecast.proto with protoc.",
-                   (Step(_call("run_command", command="protoc --python_out=gen proto/forecast.proto")),
-                    _ask("protoc (the protocol buffer compiler) is not installed here, so I cannot regenerate "
-                         "gen/forecast_pb2.py. Please install protoc (e.g. the protobuf-compiler package) and "
-                         "tell me to retry.")),
+                   (Step(_call("run_command", command="protoc --python_out=gen proto/forecast.proto")),),
                    blocker=True),
               _Setup(), _Check(dict(_INSTALLED), ask_names="protoc")),
         _Spec(Task("pc-14", "Lint scripts/deploy.sh with shellcheck and tell me what it reports.",
-                   (Step(_call("run_command", command="shellcheck scripts/deploy.sh")),
-                    _ask("shellcheck is not installed here, so I cannot lint scripts/deploy.sh. Please install "
-                         "shellcheck and tell me to retry.")),
+                   (Step(_call("run_command", command="shellcheck scripts/deploy.sh")),),
                    blocker=True),
               _Setup(), _Check(dict(_INSTALLED), ask_names="shellcheck")),
     )
@@ -863,7 +852,8 @@ class PackageCliEnvironment:
         BusinessObject("package", "name", "a package in the index (name, versions, summary); installed ones are "
                                           "in packages.json and packages.lock"),
         BusinessObject("release", "version", "one version of a package in the index"),
-        BusinessObject("program", "command", "a command-line program on the session's PATH (or not installed)"),
+        BusinessObject("program", "program", "a command-line program on the session's PATH (or not installed); "
+                       "run_command's command line names it, and a command line is not an identifier"),
         BusinessObject("file", "path", "a file of the project, relative to its folder"),
     )
 
