@@ -192,3 +192,11 @@ def test_mine_files_comments_writes_the_report_as_json(tmp_path: Path) -> None:
     assert all(rule["kept"] == (rule["fixed"] > rule["broke"]) for rule in data["rules"])
     assert data["record"] == str(record_path(ENV, folder))
     assert "record written to" in proc.stdout
+
+
+def test_mine_refuses_a_records_path_that_is_a_file_before_it_runs(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "records.json"
+    not_a_folder.write_text("{}", encoding="utf-8")
+    proc = unstuck("mine", "files_comments", "--records", str(not_a_folder))
+    assert proc.returncode == 2 and f"--records {not_a_folder}: not a folder" in " ".join(proc.stderr.split())
+    assert proc.stdout == ""  # nothing ran

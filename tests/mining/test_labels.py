@@ -415,3 +415,44 @@ def test_any_trace_gets_a_label_whose_turn_has_a_pre_error_state(steps: list[S],
     assert joined is not None and joined.pre_error_state is not None
     expected = t.final if found.first_error_turn == len(t.steps) else t.steps[found.first_error_turn].before
     assert joined.pre_error_state == expected
+
+
+# -- review: what the analyzer reads, and three readings that were wrong ------------------------
+
+@pytest.mark.parametrize("make", [careful, guessed, unchecked, noisy_recovered])
+def test_the_analyzer_never_reads_the_verifiers_verdict_in_the_trace(make: object) -> None:
+    import dataclasses
+
+    assert callable(make)
+    base = make()
+    said_yes, said_no = dataclasses.replace(base, verdict=PASSED), dataclasses.replace(base, verdict=FAILED)
+    assert label(said_yes) == label(said_no) == label(base)
+
+
+def test_an_answer_that_says_it_could_not_complete_is_gave_up_though_done() -> None:
+    failed = json.dumps({"status": "error", "message": "not found"})
+    quit_early = trace([S("list_notes", {}, LISTING), S("get_note", {"note_id": "n-7f3a"}, failed, ok=False,
+                                                         kind="not_found")],
+                       status="done", answer="I could not complete the task: get_note failed.")
+    found = label(quit_early)
+    assert (found.correct, found.pattern, found.first_error_turn) == (False, BadPattern.GAVE_UP, 2)
+
+
+def test_a_program_that_ran_and_reported_a_failure_informs_the_answer() -> None:
+    report = "tests/test_a.py::test_one PASSED\nFAILED tests/test_b.py::test_two\n1 failed, 11 passed\n(exit code 1)"
+    ran = trace([S("run_tests", {}, report, ok=False, kind="execution_error")], status="done", answer="11 pass.")
+    assert label(ran).correct
+
+
+def test_reading_the_container_after_a_failed_delete_is_a_read_back() -> None:
+    # delete_comment(comment_id) failed (an injected timeout); listing the note's comments shows it gone
+    before = json.dumps({"items": [{"comment_id": "c-9", "body": "old"}]})
+    after = json.dumps({"items": []})
+    deleted = trace([
+        S("list_notes", {}, LISTING),
+        S("list_comments", {"note_id": "n-7f3a"}, before),
+        S("delete_comment", {"comment_id": "c-9"}, "timed out", ok=False, kind="timeout", injected="x"),
+        S("list_comments", {"note_id": "n-7f3a"}, after),
+    ], status="done")
+    effects = {**EFFECTS, "delete_comment": Effect.WRITE, "list_comments": Effect.READ}
+    assert ANALYZER.label(deleted, task(deleted.task), effects).correct

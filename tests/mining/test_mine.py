@@ -224,3 +224,39 @@ def test_mining_the_same_environment_twice_gives_the_same_rules_and_levels(
     assert [(r.rule, r.effect) for r in again.rules] == [(r.rule, r.effect) for r in first.rules]
     assert again.levels == first.levels
     assert load_record(tmp_path / "files_comments.json").rules == first.kept_rules
+    # a rule the user disabled keeps its id and stays disabled when the environment is mined again
+    from unstuck.mining.rules import save_record
+
+    path = tmp_path / "files_comments.json"
+    record = load_record(path)
+    chosen = record.rules[0]
+    save_record(record.with_rule(replace(chosen, enabled=False)), path)
+    third = mine_files_comments(tmp_path)
+    assert third.kept_disabled == (chosen.id,)
+    assert load_record(path).rule(chosen.id).enabled is False
+
+
+# -- models are asked once before mining (review: a dead model joined the pool silently) -----------
+
+def test_a_model_that_does_not_answer_stops_mining_before_any_rollout() -> None:
+    import socket
+
+    from unstuck.mining.agents import ModelSpec
+    from unstuck.mining.mine import check_models
+
+    with socket.socket() as closed:  # a port on loopback that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(MiningError, match=rf"--model ghost at http://127.0.0.1:{port}/v1: no reply .*mining did not"):
+        check_models([ModelSpec("ghost", base_url=f"http://127.0.0.1:{port}/v1")], timeout_s=5)
+
+
+def test_a_model_that_answers_passes_the_check() -> None:
+    from tests.chat_server import ChatServer
+
+    from unstuck.mining.agents import ModelSpec
+    from unstuck.mining.mine import check_models
+
+    with ChatServer([], closing="OK") as server:
+        check_models([ModelSpec("local", base_url=server.base_url)])
+        assert len(server.requests) == 1 and "tools" not in server.requests[0]
