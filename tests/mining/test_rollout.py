@@ -129,6 +129,18 @@ def test_a_model_spec_rollout_runs_an_openai_compatible_model(tmp_path: Path) ->
     assert trace.answer == "The urgent note is Vendor contract."
 
 
+def test_a_model_rollout_samples_with_the_rollouts_seed(tmp_path: Path) -> None:
+    server = ChatServer([{"content": "Nothing to do."}, {"content": "Nothing to do."}])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with server:
+        run_spec(replace(spec("find_urgent", ModelSpec("local-model", server.base_url)), seed=7),  # type: ignore[arg-type]
+                 tmp_path / "a")
+        run_spec(replace(spec("find_urgent", ModelSpec("local-model", server.base_url, seed=3)), seed=7),  # type: ignore[arg-type]
+                 tmp_path / "b")
+    assert [request.get("seed") for request in server.requests] == [7, 3]  # a model's own seed wins
+
+
 class _Unreadable(NotesSession):
     """A notes session whose state cannot be read (its folder is gone)."""
 

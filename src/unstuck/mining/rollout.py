@@ -237,6 +237,9 @@ def run_spec(spec: RolloutSpec, root: Path, *, bank: FailureBank | None = None) 
     """
     made = resolve_environment(spec)
     task = find_task(made, spec.task)
-    model = build_agent(spec.agent, task, spec.rules, environment=made.name)
+    agent = spec.agent
+    if isinstance(agent, ModelSpec) and agent.seed is None and isinstance(spec.seed, int):
+        agent = replace(agent, seed=spec.seed)  # the rollout's seed samples the model too
+    model = build_agent(agent, task, spec.rules, environment=made.name)
     return rollout(made, task, spec.agent_name, model, p_inj=spec.p_inj, seed=spec.seed, max_turns=spec.max_turns,
                    root=root, bank=bank)
