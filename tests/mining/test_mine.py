@@ -219,21 +219,20 @@ def test_held_out_success_is_measured_at_each_rate_and_rules_do_not_hurt_a_clean
 @pytest.mark.slow
 def test_mining_the_same_environment_twice_gives_the_same_rules_and_levels(
         files_comments: tuple[MiningReport, Path], tmp_path: Path) -> None:
-    first, _ = files_comments
+    from unstuck.mining.rules import save_record
+
+    first, records = files_comments
+    # the user disabled a kept rule in the first record; mined again, it keeps its id and stays disabled
+    record = load_record(record_path("files_comments", records))
+    chosen = record.rules[0]
+    save_record(record.with_rule(replace(chosen, enabled=False)), record_path("files_comments", tmp_path))
     again = mine_files_comments(tmp_path)
     assert [(r.rule, r.effect) for r in again.rules] == [(r.rule, r.effect) for r in first.rules]
     assert again.levels == first.levels
-    assert load_record(tmp_path / "files_comments.json").rules == first.kept_rules
-    # a rule the user disabled keeps its id and stays disabled when the environment is mined again
-    from unstuck.mining.rules import save_record
-
-    path = tmp_path / "files_comments.json"
-    record = load_record(path)
-    chosen = record.rules[0]
-    save_record(record.with_rule(replace(chosen, enabled=False)), path)
-    third = mine_files_comments(tmp_path)
-    assert third.kept_disabled == (chosen.id,)
-    assert load_record(path).rule(chosen.id).enabled is False
+    assert again.kept_disabled == (chosen.id,)
+    rewritten = load_record(record_path("files_comments", tmp_path))
+    assert rewritten.rule(chosen.id).enabled is False
+    assert [replace(r, enabled=True) for r in rewritten.rules] == list(first.kept_rules)
 
 
 # -- models are asked once before mining (review: a dead model joined the pool silently) -----------
