@@ -318,9 +318,11 @@ LAYERS: dict[str, Layer] = {
     "unstuck.events": Layer.STORES,
     "unstuck.diagnostics": Layer.STORES,
     "unstuck.sqlite_store": Layer.STORES,  # what the two stores share
+    "unstuck.stores": Layer.STORES,  # errors, redact: store URLs (sqlite/postgresql) and PostgreSQL connections
     "unstuck.otel": Layer.STORES,  # events: an observer
     "unstuck.remember": Layer.STORES,  # journal, lessons, events, policy, outcome: lessons for a turn
     "unstuck.second_opinion": Layer.STORES,  # models, sqlite_store: an adviser with a cache
+    "unstuck.report_costs": Layer.STORES,  # journal, policy, outcome: the cost of blockers across sessions
     # one call, then the loop
     "unstuck.guard": Layer.GUARD,
     "unstuck.loop": Layer.LOOP,
@@ -378,6 +380,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.cli_journal": Layer.CLI,
     "unstuck.cli_lessons": Layer.CLI,
     "unstuck.cli_mining": Layer.CLI,
+    "unstuck.cli_report": Layer.CLI,
     "unstuck.cli_signals": Layer.CLI,
     "unstuck.cli_trace": Layer.CLI,
     "unstuck.__main__": Layer.CLI,

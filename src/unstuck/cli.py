@@ -26,6 +26,7 @@ from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, 
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_mining import mine_command, rules_app
+from unstuck.cli_report import REPORT_EXIT_CODES, report_command
 from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.errors import UnstuckError
@@ -58,6 +59,7 @@ app.add_typer(journal_app, name="journal")
 app.add_typer(lessons_app, name="lessons")
 app.add_typer(rules_app, name="rules")
 app.command("mine", epilog=MINE_EXIT_CODES)(mine_command)
+app.command("report", epilog=REPORT_EXIT_CODES)(report_command)
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
 console = Console(width=None if Console().is_terminal else 150, emoji=False)

@@ -15,6 +15,10 @@ Errors::
     │                                      store file, a failed SQLite operation
     ├── OpinionCacheError (RuntimeError)   unstuck.second_opinion: an opinion cache file that
     │                                      cannot be opened as SQLite
+    ├── StoreURLError (ValueError)         unstuck.stores: a store URL or UNSTUCK_STORE value that
+    │                                      cannot be read (the bad part named, password masked)
+    ├── StoreConnectionError (RuntimeError)   unstuck.stores: a PostgreSQL store that cannot be
+    │                                      reached or refuses the login (hosts and ports named)
     ├── ModelError (RuntimeError)          unstuck.models: a model server that failed or
     │                                      answered with something that is not a reply
     ├── SignalTableError (ValueError)      unstuck.signals: a malformed signal table

@@ -1,0 +1,101 @@
+"""``unstuck report`` run as a user runs it (a real process) over journals of real turns: the
+table, JSON, the HTML page rendered by headless Chromium, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.evals.test_report import chromium_dom
+from tests.test_report_costs import CALL_S, Fleet, build_fleet
+
+UNSTUCK = [sys.executable, "-m", "unstuck"]
+
+
+def unstuck(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=120, env=env, check=False,
+                          cwd=cwd)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fleet:
+    return build_fleet(tmp_path, monkeypatch)
+
+
+def journals(fleet: Fleet) -> list[str]:
+    return [arg for path in fleet.journals for arg in ("--journal", str(path))]
+
+
+def test_the_table_shows_each_day_subject_and_kind_with_its_cost(fleet: Fleet) -> None:
+    proc = unstuck("report", *journals(fleet))
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("│") for line in proc.stdout.splitlines() if "2026-03-0" in line]
+    cells = [[c.strip() for c in row if c.strip()] for row in rows]
+    # day, subject, kind, blocked, asked, wasted steps, wasted s, lesson-stopped, steps saved, closed after, open
+    assert ["2026-03-02", "cli", "auth", "1", "1", "3", f"{3 * CALL_S:.0f}", "0", "–", "2d 1h 30m", "0"] in cells
+    assert ["2026-03-03", "cli", "auth", "1", "1", "0", "0", "1", "3", "–", "0"] in cells
+    assert ["2026-03-03", "registry", "permission", "1", "1", "4", f"{4 * CALL_S:.0f}", "0", "–", "–", "1"] in cells
+    assert "5 turns read from 2 journal(s); 3 met a blocker." in proc.stdout
+
+
+def test_json_to_standard_output_carries_the_days_and_since_filters_them(fleet: Fleet) -> None:
+    proc = unstuck("report", *journals(fleet), "--json", "-", "--since", "2026-03-03")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {d["day"] for d in data["days"]} == {"2026-03-03"} and data["since"] == "2026-03-03"
+    assert [(t["subject"], t["wasted_steps"]) for t in data["totals"]] == [("registry", 4), ("cli", 0)]
+
+
+def test_the_default_journal_is_the_one_unstuck_journal_reads(fleet: Fleet, tmp_path: Path) -> None:
+    here = tmp_path / "cwd"
+    here.mkdir()
+    (here / "unstuck-journal.db").write_bytes(fleet.journals[1].read_bytes())
+    proc = unstuck("report", "--json", "-", cwd=here)
+    assert proc.returncode == 0, proc.stderr
+    assert [d["subject"] for d in json.loads(proc.stdout)["days"]] == ["registry"]
+
+
+def test_chromium_draws_a_line_per_subject_and_a_bar_per_top_blocker(fleet: Fleet, tmp_path: Path) -> None:
+    page = tmp_path / "out" / "costs.html"
+    proc = unstuck("report", *journals(fleet), "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text(encoding="utf-8")
+    assert "<script" not in text and "http://" not in text and "https://" not in text  # self-contained
+    dom = chromium_dom(page, tmp_path)
+    lines = re.search(r'<svg id="wasted-over-time".*?</svg>', dom, re.DOTALL)
+    assert lines is not None
+    assert len(re.findall(r'<path class="series"', lines.group(0))) == 2  # cli and registry
+    assert len(re.findall(r'<circle class="point"', lines.group(0))) == 2 * 2  # two days each (2 March, 3 March)
+    assert "cli 2026-03-02: 3 wasted steps" in lines.group(0)
+    bars = re.search(r'<svg id="top-blockers".*?</svg>', dom, re.DOTALL)
+    assert bars is not None
+    labels = re.findall(r"<title>([^<]*): (\d+) steps</title>", bars.group(0))
+    assert labels == [("registry (permission)", "4"), ("cli (auth)", "3")]
+    assert len(re.findall(r'<tr class="day">', dom)) == 3
+
+
+def test_a_missing_journal_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.db"
+    proc = unstuck("report", "--journal", str(missing))
+    assert proc.returncode == 2 and str(missing) in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_a_corrupt_journal_is_a_usage_error_naming_it_and_left_untouched(tmp_path: Path) -> None:
+    corrupt = tmp_path / "notes.db"
+    corrupt.write_bytes(b"not a database, someone's notes\n" * 64)
+    before = corrupt.read_bytes()
+    proc = unstuck("report", "--journal", str(corrupt))
+    assert proc.returncode == 2 and str(corrupt) in proc.stderr.replace("\n", "")
+    assert "Traceback" not in proc.stderr + proc.stdout and corrupt.read_bytes() == before
+
+
+def test_a_since_that_is_not_a_date_is_a_usage_error(fleet: Fleet) -> None:
+    proc = unstuck("report", *journals(fleet), "--since", "last tuesday")
+    assert proc.returncode == 2 and "--since" in proc.stderr and "Traceback" not in proc.stderr
