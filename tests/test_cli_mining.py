@@ -173,27 +173,6 @@ def test_rules_prompt_prints_the_enabled_rules_for_a_models_system_prompt(tmp_pa
     assert LOOK_UP.text in " ".join(proc.stdout.split()) and ASK.text not in " ".join(proc.stdout.split())
 
 
-@pytest.mark.slow
-def test_mine_files_comments_writes_the_report_as_json(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
-    folder = tmp_path / "records"
-    proc = unstuck("mine", ENV, "--seeds", "1", "--workers", "2", "--records", str(folder), "--json", str(report),
-                   timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(report.read_text(encoding="utf-8"))
-    labels = data["labels"]
-    agreed, disagreed, errors = labels["agreed"], labels["disagreed"], labels["analyzer_errors"]
-    # agreement over the rollouts both labelled; discards (disagreed and errors) over all of them
-    assert labels["agreement_rate"] == pytest.approx(agreed / (agreed + disagreed))
-    assert labels["discard_rate"] == pytest.approx((disagreed + errors) / (agreed + disagreed + errors))
-    assert [level["p_inj"] for level in data["levels"]] == [0.0, 0.1, 0.3]
-    assert all({"success_without_rules", "success_with_rules", "runs"} <= set(level) for level in data["levels"])
-    assert data["rules"] and all({"fixed", "broke", "kept"} <= set(rule) for rule in data["rules"])
-    assert all(rule["kept"] == (rule["fixed"] > rule["broke"]) for rule in data["rules"])
-    assert data["record"] == str(record_path(ENV, folder))
-    assert "record written to" in proc.stdout
-
-
 def test_mine_refuses_a_records_path_that_is_a_file_before_it_runs(tmp_path: Path) -> None:
     not_a_folder = tmp_path / "records.json"
     not_a_folder.write_text("{}", encoding="utf-8")

@@ -217,20 +217,42 @@ def test_held_out_success_is_measured_at_each_rate_and_rules_do_not_hurt_a_clean
 
 
 @pytest.mark.slow
-def test_mining_the_same_environment_twice_gives_the_same_rules_and_levels(
+def test_the_cli_mines_the_same_rules_and_levels_and_keeps_a_disabled_rule_disabled(
         files_comments: tuple[MiningReport, Path], tmp_path: Path) -> None:
+    """`unstuck mine` in another process, same settings: the same report (determinism across
+    processes), its JSON as documented, and a rule the user disabled stays disabled."""
+    import os
+    import subprocess
+    import sys
+
+    from unstuck.mining.mine import report_to_dict
     from unstuck.mining.rules import save_record
 
     first, records = files_comments
-    # the user disabled a kept rule in the first record; mined again, it keeps its id and stays disabled
     record = load_record(record_path("files_comments", records))
     chosen = record.rules[0]
-    save_record(record.with_rule(replace(chosen, enabled=False)), record_path("files_comments", tmp_path))
-    again = mine_files_comments(tmp_path)
-    assert [(r.rule, r.effect) for r in again.rules] == [(r.rule, r.effect) for r in first.rules]
-    assert again.levels == first.levels
-    assert again.kept_disabled == (chosen.id,)
-    rewritten = load_record(record_path("files_comments", tmp_path))
+    folder = tmp_path / "records"
+    save_record(record.with_rule(replace(chosen, enabled=False)), record_path("files_comments", folder))
+    out = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k != "UNSTUCK_RECORDS_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "mine", "files_comments", "--seeds", "1", "--workers", "2",
+                           "--records", str(folder), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    expected = report_to_dict(first)
+    for key in ("eligibility", "mining_tasks", "held_out", "rollouts", "labels", "contrast", "bad_patterns", "rules",
+                "levels", "pool"):
+        assert data[key] == json.loads(json.dumps(expected[key])), key
+    labels = data["labels"]  # agreement over the rollouts both labelled; discards over all of them
+    agreed, disagreed, errors = labels["agreed"], labels["disagreed"], labels["analyzer_errors"]
+    assert labels["agreement_rate"] == pytest.approx(agreed / (agreed + disagreed))
+    assert labels["discard_rate"] == pytest.approx((disagreed + errors) / (agreed + disagreed + errors))
+    assert [level["p_inj"] for level in data["levels"]] == [0.0, 0.1, 0.3]
+    assert all(rule["kept"] == (rule["fixed"] > rule["broke"]) for rule in data["rules"])
+    assert data["record"] == str(record_path("files_comments", folder)) and "record written to" in proc.stdout
+    assert data["kept_disabled"] == [chosen.id] and f"kept disabled as you left them: {chosen.id}" in proc.stdout
+    rewritten = load_record(record_path("files_comments", folder))
     assert rewritten.rule(chosen.id).enabled is False
     assert [replace(r, enabled=True) for r in rewritten.rules] == list(first.kept_rules)
 
