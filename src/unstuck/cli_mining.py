@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,12 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.text import for_terminal
+
+if TYPE_CHECKING:  # the mining modules load only inside the commands (start-up stays small)
+    from rich.progress import TaskID
+
+    from unstuck.mining.mine import MiningReport
+    from unstuck.mining.rules import EnvironmentRecord
 
 __all__ = ["mine_command", "rules_app"]
 
@@ -87,12 +93,12 @@ def mine_command(
         raise _fail(f"--records {folder}: not a folder (records are written there as ENV.json)")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
-        bars: dict[str, object] = {}
+        bars: dict[str, TaskID] = {}
 
         def tick(stage: str, done: int, total: int) -> None:
             if stage not in bars:
                 bars[stage] = progress.add_task(f"{environment}: {stage}", total=total)
-            progress.update(bars[stage], completed=done, total=total)  # type: ignore[arg-type]
+            progress.update(bars[stage], completed=done, total=total)
 
         try:
             report = mine_environment(env, p_inj=p_inj, pair_cap=pair_cap, seeds=seeds, models=models,
@@ -109,10 +115,7 @@ def mine_command(
         console.print(f"report written to {_shown(str(json_path))}", highlight=False)
 
 
-def _print_report(report: object, old_record: Path | None = None) -> None:
-    from unstuck.mining.mine import MiningReport
-
-    assert isinstance(report, MiningReport)
+def _print_report(report: MiningReport, old_record: Path | None = None) -> None:
     entered = [e for e in report.eligibility if e.eligible]
     console.print(f"{report.environment}: {len(entered)} of {len(report.eligibility)} tasks eligible; "
                   f"{len(report.mining_tasks)} for mining, {len(report.held_out)} held out", highlight=False)
@@ -154,7 +157,7 @@ def _print_report(report: object, old_record: Path | None = None) -> None:
         console.print(f"kept disabled as you left them: {', '.join(report.kept_disabled)}", highlight=False)
 
 
-def _load(environment: str, records: Path | None) -> tuple[Path, object]:
+def _load(environment: str, records: Path | None) -> tuple[Path, EnvironmentRecord]:
     from unstuck.mining.environment import MiningError
     from unstuck.mining.envs import environment_names
     from unstuck.mining.rules import load_record, record_path
@@ -184,7 +187,7 @@ def _rules_list(
 ) -> None:
     """List the rules of every environment record (or of one)."""
     from unstuck.mining.environment import MiningError
-    from unstuck.mining.rules import EnvironmentRecord, default_records_dir, load_record
+    from unstuck.mining.rules import default_records_dir, load_record
 
     folder = records if records is not None else default_records_dir()
     if folder.exists() and not folder.is_dir():
@@ -202,7 +205,6 @@ def _rules_list(
     table = Table("environment", "rule", "enabled", "when P, do A", "support", "fixed", "broke")
     shown = 0
     for record in records_found:
-        assert isinstance(record, EnvironmentRecord)
         for rule in record.rules:
             effect = rule.effect
             table.add_row(record.environment, rule.id, "yes" if rule.enabled else "no", _shown(rule.text),
@@ -224,10 +226,8 @@ def _rules_show(
     import dataclasses
 
     from unstuck.mining.environment import MiningError
-    from unstuck.mining.rules import EnvironmentRecord
 
     _, record = _load(environment, records)
-    assert isinstance(record, EnvironmentRecord)
     try:
         rule = record.rule(rule_id)
     except MiningError as exc:
@@ -239,10 +239,9 @@ def _set_enabled(environment: str, rule_id: str, records: Path | None, enabled: 
     import dataclasses
 
     from unstuck.mining.environment import MiningError
-    from unstuck.mining.rules import EnvironmentRecord, save_record
+    from unstuck.mining.rules import save_record
 
     path, record = _load(environment, records)
-    assert isinstance(record, EnvironmentRecord)
     try:
         rule = record.rule(rule_id)
     except MiningError as exc:
@@ -278,10 +277,9 @@ def _rules_prompt(
 ) -> None:
     """Print the enabled rules as the prompt section a model agent gets (paste it into your
     agent's system prompt for that environment); nothing when no rule is enabled."""
-    from unstuck.mining.rules import EnvironmentRecord, rules_prompt
+    from unstuck.mining.rules import rules_prompt
 
     _, record = _load(environment, records)
-    assert isinstance(record, EnvironmentRecord)
     text = rules_prompt(record.enabled_rules(), record.environment)
     if text:
         console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -29,14 +29,13 @@ sentence names the environment's own tools and business objects.
 from __future__ import annotations
 
 import itertools
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from unstuck.mining.environment import ASK_TOOL, BusinessObject
 from unstuck.mining.rules import ActionKind, Moment, Rule, RuleAction, Trigger
-from unstuck.mining.trace import BadPattern, Trace, TraceStep
+from unstuck.mining.trace import BadPattern, Trace, TraceStep, shows_identifier
 from unstuck.situations import Kind, KindClass, class_of
 from unstuck.tools import Effect
 
@@ -66,25 +65,6 @@ class Candidate:
     pattern: BadPattern
     trigger: Trigger
     action: RuleAction
-
-
-def _values(content: str) -> set[str]:
-    """Every scalar in a JSON result, as text (a non-JSON result: its words)."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return set(content.split())
-    found: set[str] = set()
-    stack: list[object] = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif item is not None and not isinstance(item, bool):
-            found.add(str(item))
-    return found
 
 
 def _failed_kind(step: TraceStep) -> str | None:
@@ -118,7 +98,7 @@ def _look_up(pair: PairView, step: TraceStep, effects: Mapping[str, Effect]) -> 
         value = str(right[argument])
         source = next((s for s in pair.success.steps[: done.index]  # a read: a look-up writes nothing
                        if s.ok and effects.get(s.call.tool, Effect.READ) is Effect.READ and s.call.tool != ASK_TOOL
-                       and value in _values(s.content)), None)
+                       and shows_identifier(s.content, argument, value)), None)
         if source is not None and source.call.tool != step.call.tool:
             return Candidate(pair.pattern, Trigger(Moment.BEFORE_CALL, step.call.tool, argument=argument),
                              RuleAction(ActionKind.LOOK_UP, source.call.tool))

@@ -119,7 +119,6 @@ class RolloutAnalyzer(Protocol):
 
 # -- what a trace shows ---------------------------------------------------------------------
 
-_IDENTIFIER_KEYS = IDENTIFIER_KEYS
 _IDENTIFIER_SUFFIXES = ("_id", "_number", "_name")
 
 
@@ -131,7 +130,7 @@ def identifier_arguments(call: ToolCall, identifiers: frozenset[str] | None) -> 
     found: list[tuple[str, str]] = []
     for key, value in sorted(call.arguments.items()):
         named = key in identifiers if identifiers is not None else (
-            key in _IDENTIFIER_KEYS or key.endswith(_IDENTIFIER_SUFFIXES))
+            key in IDENTIFIER_KEYS or key.endswith(_IDENTIFIER_SUFFIXES))
         if not named:
             continue
         for item in value if isinstance(value, list) else [value]:

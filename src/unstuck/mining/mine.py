@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from unstuck.faults.bank import FailureBank, load_bank
+from unstuck.faults.bank import load_bank
 from unstuck.mining.agents import ModelSpec, default_pool
 from unstuck.mining.backends import run_rollouts
 from unstuck.mining.contrast import ContrastSet, contrast_pairs
@@ -260,10 +260,6 @@ def _label_all(environment: Environment, traces: Sequence[Trace], analyzer: Dete
     return kept, stats
 
 
-def _success(environment: Environment, traces: Sequence[Trace]) -> list[bool]:
-    return _passed(environment, traces)
-
-
 def mine_environment(
     environment: Environment,
     *,
@@ -277,7 +273,6 @@ def mine_environment(
     workers: int | None = None,
     report_levels: Sequence[float] = REPORT_LEVELS,
     records: Path | None = None,
-    bank: FailureBank | None = None,
     progress: Progress | None = None,
 ) -> MiningReport:
     """Mine ``environment`` (see the module doc) and, with ``records``, save its record there
@@ -297,7 +292,6 @@ def mine_environment(
     if len(environment.tasks) < 6:
         raise MiningError(f"environment {environment.name!r} has {len(environment.tasks)} tasks; mining needs "
                           "at least 6 (pairs from 5 tasks and held-out tasks beside them)")
-    del bank  # the rollouts load the bundled bank in their own process
     if records is not None and records.exists() and not records.is_dir():
         raise MiningError(f"--records {records}: not a folder (records are written there as ENV.json)")
     check_models(models)
@@ -342,10 +336,10 @@ def mine_environment(
         return report
     intervene = run("interventions")
     baseline_specs = _specs(environment, held, pool, seeds, p_inj, max_turns)
-    baseline = _success(environment, intervene(baseline_specs))
+    baseline = _passed(environment, intervene(baseline_specs))
     results = []
     for rule in candidates:
-        treated = _success(environment, intervene([replace(s, rules=(rule,)) for s in baseline_specs]))
+        treated = _passed(environment, intervene([replace(s, rules=(rule,)) for s in baseline_specs]))
         fixed = sum(1 for before, after in zip(baseline, treated, strict=True) if after and not before)
         broke = sum(1 for before, after in zip(baseline, treated, strict=True) if before and not after)
         effect = RuleEffect(fixed, broke, len(baseline))
@@ -355,8 +349,8 @@ def mine_environment(
     for level in report_levels:  # other seeds than the ones rules were kept on: not in-sample
         specs = [replace(spec, seed=LEVEL_SEED_OFFSET + int(spec.seed))
                  for spec in _specs(environment, held, pool, seeds, level, max_turns)]
-        without = _success(environment, intervene(specs))
-        with_rules = _success(environment, intervene([replace(s, rules=kept) for s in specs])) if kept else without
+        without = _passed(environment, intervene(specs))
+        with_rules = _passed(environment, intervene([replace(s, rules=kept) for s in specs])) if kept else without
         levels.append(LevelResult(level, len(specs), sum(without), sum(with_rules)))
     report = replace(report, rules=tuple(results), levels=tuple(levels))
     if records is not None and kept:
