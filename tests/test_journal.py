@@ -501,7 +501,7 @@ def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(t
     _journal_1(path, stamped=stamped)
     original = _rows(path)
     with Journal(path) as journal:
-        assert journal.schema == 2
+        assert journal.schema == 3
         _assert_redacted_as_written_now(journal)
         backup = journal.backup_path(1)
     assert backup == tmp_path / "j.db.schema1.bak"
@@ -509,7 +509,7 @@ def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(t
     with sqlite3.connect(backup) as old:
         assert old.execute("PRAGMA user_version").fetchone()[0] == (1 if stamped else 0)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     (args, digest), = db.execute("SELECT arguments, arguments_digest FROM steps").fetchall()
     db.close()
@@ -525,11 +525,11 @@ def test_a_journal_of_a_newer_version_is_refused_naming_both_and_left_byte_for_b
     path = tmp_path / "j.db"
     Journal(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 3")
+    db.execute("PRAGMA user_version = 4")
     db.close()
     before = path.read_bytes()
     for readonly in (False, True):
-        with pytest.raises(JournalError, match=rf"{path} is a journal of schema 3; this unstuck reads schemas 1 to 2;"
+        with pytest.raises(JournalError, match=rf"{path} is a journal of schema 4; this unstuck reads schemas 1 to 3;"
                                                r" it was left untouched"):
             Journal(path, readonly=readonly)
     assert path.read_bytes() == before

@@ -1,4 +1,5 @@
-"""The turn journal: a durable record of each turn in SQLite (WAL), with effect intents.
+"""The turn journal: a durable record of each turn (SQLite in WAL, or PostgreSQL), with
+effect intents and leases.
 
 Per turn the journal keeps the steps in order (tool, arguments and their digest, situation,
 decision), a checkpoint of the conversation after each step, the validators' verdicts and
@@ -62,25 +63,43 @@ appended there. A journal of a newer version is refused, naming the file and bot
 A read-only open never migrates and never writes: an older journal is read as it is, its
 steps, messages, receipts and turns' texts redacted as they are read (:attr:`Journal.schema` tells).
 
-Settling an intent (:meth:`Journal.settle`, a person's ``--committed``/``--absent``) takes
-the same ownership test as :meth:`Journal.claim`: it is refused while the turn's owner runs,
-so an owner that dies after the settle cannot run the effect twice.
+Engines (issue 16): the same journal lives in an SQLite file or in a PostgreSQL database a
+fleet shares, chosen by a store URL (:mod:`unstuck.stores`, :mod:`unstuck.engines`). The
+semantics are the same on both: synced and riding commits (PostgreSQL's
+``synchronous_commit``), close-don't-delete, schema versions with migrations
+(``unstuck_schema`` on PostgreSQL), the same errors.
+
+Leases (issue 16): a turn's owner is a lease, not a local pid. The turn's row holds its
+owner (host, pid, start time), a *fencing token* and an expiry by the store's clock. The
+owner renews the lease every third of ``lease_ttl`` (a background thread) and with every
+write; every write on a turn (checkpoint, intent, receipt, validation, hold, decision, end)
+runs in one transaction with a compare-and-set on the token, so a stale owner (stopped,
+cut off, then woken) whose turn was taken over writes nothing (:class:`LeaseLostError`).
+:meth:`Journal.claim` takes a turn whose lease ran out, whose owner let go, or whose owner is
+a dead process on this machine, and increments the token; a resumer on another machine
+waits for the expiry. Settling an intent (:meth:`Journal.settle`, a person's
+``--committed``/``--absent``) requires the lease the same way: it takes it (so an owner that
+wakes after the settle cannot run the effect twice) and lets it go in one transaction.
 
 Errors::
 
-    JournalError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign journal file; a
-                                                failed SQLite operation (path and operation named,
-                                                the sqlite3.Error as __cause__); unknown turn; a
-                                                file replaced during the run; a live owner
+    JournalError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign journal file or
+                                                database; a failed SQLite or PostgreSQL operation
+                                                (store and operation named, the engine's error as
+                                                __cause__); unknown turn; a file replaced during
+                                                the run; a live lease
+        LeaseLostError                          a write on a turn another owner took over
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -88,6 +107,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unstuck.engines import PostgresEngine, SQLiteEngine, StoreEngine, Transaction
 from unstuck.errors import UnstuckError
 from unstuck.leases import start_time
 from unstuck.outcome import StepRecord
@@ -105,17 +125,20 @@ from unstuck.sqlite_store import (
     open_failure,
     quick_check,
     store_errors,
-    write,
 )
+from unstuck.stores import HOST_ENV, Engine, StoreURL, parse_store_url
 from unstuck.tools import ToolCall
 
 __all__ = [
     "APPLICATION_ID",
+    "LEASE_TTL",
     "IntentState",
     "Journal",
     "JournalError",
     "JournalIntent",
     "JournalTurn",
+    "Lease",
+    "LeaseLostError",
     "arguments_digest",
     "host_identity",
     "process_alive",
@@ -126,14 +149,19 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck journal ("unsj").
 APPLICATION_ID = 0x756E736A
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
+
+#: Seconds a turn's lease lasts after each renewal; the running turn renews it every third of
+#: that, so a resumer on another machine waits at most this long after the owner stopped.
+LEASE_TTL = 30.0
 
 _SCHEMA = """
 CREATE TABLE turns (
     turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
     guarded INTEGER NOT NULL, started_at REAL NOT NULL, ended_at REAL, answer TEXT, error TEXT,
     checkpoint_step INTEGER NOT NULL DEFAULT -1, config TEXT NOT NULL DEFAULT '{}',
-    owner_pid INTEGER, owner_start INTEGER, owner_host TEXT
+    owner_pid INTEGER, owner_start INTEGER, owner_host TEXT,
+    lease_token INTEGER NOT NULL DEFAULT 0, lease_expires_at REAL
 );
 CREATE TABLE decisions (
     turn_id TEXT NOT NULL REFERENCES turns(turn_id), after_step INTEGER NOT NULL, action TEXT NOT NULL,
@@ -162,12 +190,91 @@ CREATE TABLE validations (
 );
 CREATE INDEX intents_by_turn ON intents (turn_id, step);
 """
-#: The tables of the journal's layout (versions 1 and 2 alike).
+#: The same layout on PostgreSQL: 8-byte floats and integers (PostgreSQL's ``REAL`` has 4
+#: bytes), and an identity column ``rowid`` where SQLite's implicit rowid keeps the order of
+#: decisions and validations.
+_POSTGRES_SCHEMA = (
+    """CREATE TABLE turns (
+        turn_id TEXT PRIMARY KEY, task TEXT NOT NULL, status TEXT NOT NULL, unattended INTEGER NOT NULL,
+        guarded INTEGER NOT NULL, started_at DOUBLE PRECISION NOT NULL, ended_at DOUBLE PRECISION, answer TEXT,
+        error TEXT, checkpoint_step BIGINT NOT NULL DEFAULT -1, config TEXT NOT NULL DEFAULT '{}',
+        owner_pid BIGINT, owner_start BIGINT, owner_host TEXT,
+        lease_token BIGINT NOT NULL DEFAULT 0, lease_expires_at DOUBLE PRECISION
+    )""",
+    """CREATE TABLE decisions (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id),
+        after_step BIGINT NOT NULL, action TEXT NOT NULL, subject TEXT NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        turn_id TEXT NOT NULL REFERENCES turns(turn_id), seq BIGINT NOT NULL, message TEXT NOT NULL,
+        PRIMARY KEY (turn_id, seq)
+    )""",
+    """CREATE TABLE steps (
+        turn_id TEXT NOT NULL REFERENCES turns(turn_id), idx BIGINT NOT NULL, call_id TEXT NOT NULL,
+        tool TEXT NOT NULL, arguments TEXT NOT NULL, arguments_digest TEXT NOT NULL, subject TEXT NOT NULL,
+        interactive INTEGER NOT NULL, auto_retry INTEGER NOT NULL, dispatched INTEGER NOT NULL,
+        probe INTEGER NOT NULL, retry INTEGER NOT NULL, ok INTEGER NOT NULL, situation TEXT, decision TEXT NOT NULL,
+        exempt TEXT NOT NULL, injected TEXT, content TEXT NOT NULL, started_s DOUBLE PRECISION NOT NULL,
+        duration_s DOUBLE PRECISION NOT NULL, PRIMARY KEY (turn_id, idx)
+    )""",
+    """CREATE TABLE intents (
+        effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step BIGINT NOT NULL,
+        call_id TEXT NOT NULL, reply_seq BIGINT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+        state TEXT NOT NULL, prepared_at DOUBLE PRECISION NOT NULL, settled_at DOUBLE PRECISION, receipt TEXT,
+        settled_by TEXT
+    )""",
+    """CREATE TABLE validations (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id),
+        name TEXT NOT NULL, verdict TEXT NOT NULL, evidence TEXT NOT NULL, at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX intents_by_turn ON intents (turn_id, step)",
+    "CREATE INDEX turns_by_start ON turns (started_at)",
+)
+#: The tables of the journal's layout (every version).
 _TABLES = frozenset({"turns", "decisions", "messages", "steps", "intents", "validations"})
+#: A turn header's columns, in :class:`JournalTurn`'s order.
+_TURN_COLUMNS = ("turn_id, task, status, unattended, guarded, started_at, ended_at, answer, error, checkpoint_step")
+_STEP_FIELDS = ("turn_id", "idx", "call_id", "tool", "arguments", "arguments_digest", "subject", "interactive",
+                "auto_retry", "dispatched", "probe", "retry", "ok", "situation", "decision", "exempt", "injected",
+                "content", "started_s", "duration_s")
+_STEP_COLUMNS = ", ".join(_STEP_FIELDS)
+_STEP_UPDATE = ", ".join(f"{name} = excluded.{name}" for name in _STEP_FIELDS[2:])
 
 
 class JournalError(UnstuckError, RuntimeError):
-    """A journal file that cannot be used (named in the message), or an unknown turn."""
+    """A journal that cannot be used (named in the message), or an unknown turn."""
+
+
+class LeaseLostError(JournalError):
+    """A write on a turn whose lease this process does not hold: another owner took the turn
+    over (its fencing token is newer), or the process never claimed it. Nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who may write to a turn, as the store sees it: ``owner_host`` (:func:`host_identity`)
+    and ``owner_pid`` (``None`` when nobody holds it), the fencing ``token`` (incremented by
+    every claim), ``expires_at`` and ``now`` (epoch seconds by the store's clock; ``None``:
+    no expiry, the turn ended or let go), and whether this journal object holds it."""
+
+    turn_id: str
+    owner_host: str | None
+    owner_pid: int | None
+    token: int
+    expires_at: float | None
+    now: float
+    held: bool
+
+
+def _store_url(target: Path | str | StoreURL) -> StoreURL:
+    if isinstance(target, StoreURL):
+        return target
+    if isinstance(target, Path):
+        return StoreURL(Engine.SQLITE, path=target)
+    try:
+        return parse_store_url(target)
+    except UnstuckError as exc:
+        raise JournalError(f"journal {exc}") from None
 
 
 class IntentState(enum.StrEnum):
@@ -180,14 +287,16 @@ class IntentState(enum.StrEnum):
 
 def host_identity() -> str:
     """This machine's boot and pid namespace (``/proc/sys/kernel/random/boot_id`` and the
-    inode of ``/proc/self/ns/pid``): pids mean something only where these match. Empty
-    when ``/proc`` cannot tell."""
+    inode of ``/proc/self/ns/pid``): pids mean something only where these match. Prefixed
+    with :data:`unstuck.stores.HOST_ENV` (``UNSTUCK_HOST_ID``) when that is set, so processes
+    given different host ids count as different machines. Empty when neither tells."""
+    override = os.environ.get(HOST_ENV, "").strip()
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        return ""
-    return f"{boot}/{namespace}"
+        return override
+    return f"{override}@{boot}/{namespace}" if override else f"{boot}/{namespace}"
 
 
 def process_identity(pid: int | None = None) -> tuple[int, int]:
@@ -282,125 +391,184 @@ PointHook = Callable[[str, str], None]
 
 @store_errors(JournalError)
 class Journal:
-    """An open journal file. Use as a context manager, or call :meth:`close`.
+    """An open journal: an SQLite file, or a PostgreSQL database a fleet shares. Use as a
+    context manager, or call :meth:`close`.
 
     Args:
-        path: the SQLite file (made, with its folder, when missing, unless ``readonly``).
+        path: where the journal lives: a :class:`~unstuck.stores.StoreURL`, a store URL
+            (``sqlite:///path``, ``postgresql://…``: :func:`unstuck.stores.parse_store_url`)
+            or a path of an SQLite file (made, with its folder, when missing, unless
+            ``readonly``).
         on_point: a test hook called at each crash point (see :data:`PointHook`); ``None``
             in normal use.
         readonly: open for reading only (a read-only file or mount works; nothing is made).
         sync_window: seconds a riding commit (receipt, checkpoint) may stay unsynced before
             a riding commit is synced itself; ``None`` (the default): until the next synced
             commit (the next intent, the turn's end). Must be >= 0.
+        lease_ttl: seconds a turn's lease lasts after each renewal (:data:`LEASE_TTL`); the
+            turn renews it every third of that while it runs. Must be > 0.
 
     Attributes:
-        commits: synced commits made through this object (``synchronous = FULL``).
-        riding_commits: commits made without their own sync (``synchronous = NORMAL``).
-        schema: the file's layout version (``PRAGMA user_version``; 1 for a file without
-            one): 2 once a writable open migrated it; 1 only in a read-only open, which
-            reads steps, messages and receipts redacted.
+        path: the SQLite file, ``None`` for PostgreSQL.
+        where: the journal for messages (the path, or the URL with its password masked).
+        engine: :class:`unstuck.stores.Engine` of the store.
+        commits: synced commits made through this object (``synchronous = FULL``, or
+            PostgreSQL's ``synchronous_commit`` on).
+        riding_commits: commits made without their own sync.
+        schema: the layout version (SQLite's ``PRAGMA user_version``, 1 for a file without
+            one; PostgreSQL's ``unstuck_schema`` row): 3 once a writable open migrated it;
+            older only in a read-only open of an older file, which reads steps, messages
+            and receipts redacted (version 1).
 
     Raises:
         JournalError: when the file is not SQLite, is another program's database, is
             damaged (``PRAGMA quick_check``; refused before anything is written), or is a
-            journal of a newer schema; from any public method, when SQLite fails (the file
-            damaged or removed while open, a full disk): the message names the path and the
-            method, the ``sqlite3.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`);
-            from a write, when the path no longer names the file opened ("replaced during
-            the run").
+            journal of a newer schema; when a PostgreSQL database cannot be reached, holds
+            another program's tables or a newer journal; from any public method, when the
+            engine fails (an SQLite file damaged or removed while open, a full disk, a lost
+            server): the message names the store and the method, the ``sqlite3.Error`` or
+            ``psycopg.Error`` is its ``__cause__`` (:func:`unstuck.sqlite_store.store_errors`);
+            from a write, when the SQLite path no longer names the file opened ("replaced
+            during the run"); :class:`LeaseLostError` from a write on a turn another owner
+            took over.
     """
 
-    def __init__(self, path: Path | str, *, on_point: PointHook | None = None, readonly: bool = False,
-                 sync_window: float | None = None) -> None:
+    def __init__(self, path: Path | str | StoreURL, *, on_point: PointHook | None = None, readonly: bool = False,
+                 sync_window: float | None = None, lease_ttl: float = LEASE_TTL) -> None:
         if sync_window is not None and not sync_window >= 0:
             raise ValueError(f"Journal sync_window must be None or seconds >= 0, not {sync_window!r}")
-        self.path = Path(path)
+        if not lease_ttl > 0:
+            raise ValueError(f"Journal lease_ttl must be seconds > 0, not {lease_ttl!r}")
+        url = _store_url(path)
+        self.path: Path | None = url.path
+        self.where = url.shown if url.path is None else str(url.path)
+        self.engine = url.engine
         self.on_point = on_point
         self.readonly = readonly
         self.sync_window = sync_window
+        self.lease_ttl = float(lease_ttl)
         self.commits = 0
         self.riding_commits = 0
-        self._synchronous = "FULL"
         self._unsynced_since: float | None = None  # monotonic seconds of the oldest riding commit not yet synced
-        if readonly and not self.path.is_file():
-            raise JournalError(f"no journal at {self.path}")
-        if readonly and self.path.stat().st_size == 0:
-            raise JournalError(f"{self.path} is empty, not an unstuck journal")
-        if not readonly:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._leases: dict[str, int] = {}  # turn id -> the fencing token this object holds
+        self._keeper: _LeaseKeeper | None = None
+        self._db: StoreEngine
+        if url.path is None:
+            self._open_postgres(url)
+        else:
+            self._open_sqlite(url.path)
+
+    def _open_sqlite(self, path: Path) -> None:
+        if self.readonly and not path.is_file():
+            raise JournalError(f"no journal at {path}")
+        if self.readonly and path.stat().st_size == 0:
+            raise JournalError(f"{path} is empty, not an unstuck journal")
+        if not self.readonly:
+            path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            problems = quick_check(self.path)
+            problems = quick_check(path)
         except sqlite3.Error as exc:
-            raise JournalError(open_failure(self.path, exc, "journal")) from exc
+            raise JournalError(open_failure(path, exc, "journal")) from exc
         if problems:
-            raise JournalError(f"{self.path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
+            raise JournalError(f"{path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
                                "it was left untouched")
         try:
-            self._db = connect(self.path, readonly=readonly)
+            connection = connect(path, readonly=self.readonly)
         except sqlite3.Error as exc:
-            raise JournalError(open_failure(self.path, exc, "journal")) from exc
+            raise JournalError(open_failure(path, exc, "journal")) from exc
         try:
-            self._identity = FileIdentity.of(self.path)
-            self._open()
+            self._identity = FileIdentity.of(path)
+            self._db = self._sqlite = SQLiteEngine(connection, str(path), before_commit=self._still_in_place)
+            self._open(connection, path)
         except (sqlite3.Error, OSError) as exc:
-            self._db.close()
-            raise JournalError(open_failure(self.path, exc, "journal")) from exc
+            connection.close()
+            raise JournalError(open_failure(path, exc, "journal")) from exc
         except BaseException:
-            self._db.close()
+            connection.close()
             raise
 
-    def _open(self) -> None:
-        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    def _open(self, db: sqlite3.Connection, path: Path) -> None:
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if app_id == 0 and tables == 0 and not self.readonly:
-            self._db.execute("PRAGMA journal_mode = WAL")
-            with self._write() as db:
+            db.execute("PRAGMA journal_mode = WAL")
+            with self._write() as tx:
                 # checked again inside the write lock: another process may have made it meanwhile
-                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                if tx.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                    tx.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    tx.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
-                            db.execute(statement)
-            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                            tx.execute(statement)
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         unversioned = version == 0 and app_id in (0, APPLICATION_ID) and names == _TABLES
         if app_id != APPLICATION_ID and not unversioned:
-            what = describe(self._db, app_id)
-            raise JournalError(f"{self.path} is {what}, not an unstuck journal; it was left untouched")
+            what = describe(db, app_id)
+            raise JournalError(f"{path} is {what}, not an unstuck journal; it was left untouched")
         if version > _SCHEMA_VERSION:
-            raise JournalError(f"{self.path} is a journal of schema {version}; this unstuck reads schemas 1 to "
+            raise JournalError(f"{path} is a journal of schema {version}; this unstuck reads schemas 1 to "
                                f"{_SCHEMA_VERSION}; it was left untouched")
         if version == 0 and not unversioned:
-            raise JournalError(f"{self.path} is marked as a journal but has no schema version and not the journal's "
+            raise JournalError(f"{path} is marked as a journal but has no schema version and not the journal's "
                                f"tables; it was left untouched")
         if not self.readonly:
-            migrate(self._db, self.path, _MIGRATIONS, transaction=self._write, unversioned=1,
+            migrate(db, path, _MIGRATIONS, transaction=self._sqlite.transaction, unversioned=1,
                     application_id=APPLICATION_ID)
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
-        self.schema: int = self._db.execute("PRAGMA user_version").fetchone()[0] or 1
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+        self.schema: int = db.execute("PRAGMA user_version").fetchone()[0] or 1
+
+    def _open_postgres(self, url: StoreURL) -> None:
+        try:
+            engine = PostgresEngine(url, readonly=self.readonly)
+        except UnstuckError as exc:
+            raise JournalError(f"cannot open the journal at {url.shown}: {exc}") from exc
+        self._db = engine
+        try:
+            if self.readonly:
+                found = engine.schema_version("journal")
+                if found is None:
+                    raise JournalError(f"no journal in {url.shown}")
+                if found > _SCHEMA_VERSION:
+                    raise JournalError(f"{url.shown} holds a journal of schema {found}; this unstuck reads schemas "
+                                       f"up to {_SCHEMA_VERSION}")
+                self.schema = found
+            else:
+                engine.ensure_schema("journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA, sorted(_TABLES), _MIGRATIONS)
+                self.schema = _SCHEMA_VERSION
+        except ValueError as exc:
+            engine.close()
+            raise JournalError(str(exc)) from None
+        except BaseException as exc:
+            engine.close()
+            if isinstance(exc, UnstuckError):
+                raise
+            raise JournalError(f"cannot open the journal at {url.shown}: {type(exc).__name__}: {exc}") from exc
 
     def backup_path(self, version: int) -> Path:
         """Where the copy of a version-``version`` journal is kept when it is migrated in
-        place: ``<name>.schema<version>.bak`` beside it (:func:`unstuck.sqlite_store.backup_path`)."""
+        place: ``<name>.schema<version>.bak`` beside it (:func:`unstuck.sqlite_store.backup_path`).
+
+        Raises:
+            JournalError: for a journal on PostgreSQL (migrations run in one transaction
+                there; back the database up with pg_dump first).
+        """
+        if self.path is None:
+            raise JournalError(f"{self.where} is on PostgreSQL: migrations keep no file copy")
         return backup_path(self.path, version)
 
     @contextmanager
-    def _write(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
-        """One write transaction, synced (``synchronous = FULL``) or riding on the next
-        synced commit (``NORMAL``; synced all the same when ``sync_window`` has passed)."""
+    def _write(self, *, sync: bool = True) -> Iterator[Transaction]:
+        """One write transaction, synced or riding on the next synced commit (synced all the
+        same when ``sync_window`` has passed)."""
         now = time.monotonic()
         oldest = now if self._unsynced_since is None else self._unsynced_since  # this commit counts too
         if not sync and self.sync_window is not None and now - oldest >= self.sync_window:
             sync = True
-        mode = "FULL" if sync else "NORMAL"
-        if mode != self._synchronous:  # a connection setting, read at each commit: set between transactions
-            self._db.execute(f"PRAGMA synchronous = {mode}")
-            self._synchronous = mode
-        with write(self._db, before_commit=self._still_in_place) as db:
-            yield db
+        with self._db.transaction(sync=sync) as tx:
+            yield tx
         if sync:
             self.commits += 1
             self._unsynced_since = None
@@ -418,7 +586,11 @@ class Journal:
             self.on_point(name, ref)
 
     def close(self) -> None:
-        """Close the file."""
+        """Stop renewing this object's leases (they run out after ``lease_ttl``; a turn that
+        ended let go of its lease already) and close the store."""
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         self._db.close()
 
     def __enter__(self) -> Journal:
@@ -427,148 +599,237 @@ class Journal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- leases --------------------------------------------------------------------------------
+
+    def _fence(self, tx: Transaction, turn_id: str) -> None:
+        """Inside a write transaction: require this object's lease on ``turn_id`` (its fencing
+        token still the turn's) and extend it by ``lease_ttl`` (a write is a sign of life).
+        The row is locked until the transaction ends, so a claim waits for it.
+
+        Raises:
+            LeaseLostError: another owner took the turn over (its token is newer), or this
+                object never held it.
+        """
+        token = self._leases.get(turn_id)
+        if token is not None:
+            changed = tx.execute(
+                f"UPDATE turns SET lease_expires_at = {self._db.now_sql} + ? WHERE turn_id = ? AND lease_token = ?",
+                (self.lease_ttl, turn_id, token)).rowcount
+            if changed == 1:
+                return
+        row = tx.execute("SELECT lease_token, owner_host, owner_pid FROM turns WHERE turn_id = ?",
+                         (turn_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"no turn {turn_id!r} in {self.where}")
+        if token is None:
+            raise LeaseLostError(f"turn {turn_id} is not leased to this process (lease token {row[0]}); claim it "
+                                 "first: only the lease holder writes to a turn")
+        self._leases.pop(turn_id, None)
+        raise LeaseLostError(f"turn {turn_id} was taken over (lease token {row[0]}, this process held {token}; now "
+                             f"owned by process {row[2]} on host {row[1]}): this process writes nothing more to it")
+
+    def _fence_ref(self, tx: Transaction, ref: str) -> None:
+        row = tx.execute("SELECT turn_id FROM intents WHERE effect_ref = ?", (ref,)).fetchone()
+        if row is not None:
+            self._fence(tx, str(row[0]))
+
+    def _hold_lease(self, turn_id: str, token: int) -> None:
+        self._leases[turn_id] = token
+        if self._keeper is None:
+            self._keeper = _LeaseKeeper(self)
+
+    def renew(self, turn_id: str) -> None:
+        """Extend this object's lease on ``turn_id`` by ``lease_ttl`` seconds (the turn's lease
+        keeper calls it every third of that; a write renews too).
+
+        Raises:
+            LeaseLostError: another owner took the turn over.
+        """
+        with self._db.transaction(sync=False) as tx:  # not counted: a lost renewal only ends the lease sooner
+            self._fence(tx, turn_id)
+
+    def lease(self, turn_id: str) -> Lease:
+        """The turn's current lease as the store sees it.
+
+        Raises:
+            JournalError: for an unknown turn.
+        """
+        row = self._db.one(f"SELECT owner_host, owner_pid, lease_token, lease_expires_at, {self._db.now_sql}"
+                           " FROM turns WHERE turn_id = ?", (turn_id,))
+        if row is None:
+            raise JournalError(f"no turn {turn_id!r} in {self.where}")
+        return Lease(turn_id, row[0], row[1], int(row[2]), row[3], float(row[4]), row[2] == self._leases.get(turn_id))
+
     # -- writing -----------------------------------------------------------------------------
 
     def begin_turn(self, turn_id: str, task: str, *, unattended: bool, guarded: bool, config_json: str = "{}") -> None:
-        """Record a new turn, status ``running``, owned by this process (its pid and start
-        time), with the policy's settings as JSON (a riding commit)."""
+        """Record a new turn, status ``running``, leased to this process (its host, pid and
+        start time; lease token 1, expiring ``lease_ttl`` seconds from now by the store's
+        clock and renewed while the turn runs), with the policy's settings as JSON (a riding
+        commit)."""
         pid, start = process_identity()
-        with self._write(sync=False) as db:  # rides on the first intent or the turn's end
-            db.execute(
+        with self._write(sync=False) as tx:  # rides on the first intent or the turn's end
+            tx.execute(
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
-                " owner_start, owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f" owner_start, owner_host, lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1,"
+                f" {self._db.now_sql} + ?)",
                 (turn_id, redact(clean_text(task)), "running", int(unattended), int(guarded), time.time(), config_json,
-                 pid, start, host_identity()),
+                 pid, start, host_identity(), self.lease_ttl),
             )
+        self._hold_lease(turn_id, 1)
 
     def claim(self, turn_id: str, *, force: bool = False) -> None:
-        """Take a turn over to resume it: it must not have ended, and its owner must be gone
-        (a dead process on this machine and pid namespace, or one that let go when its turn
-        ended or was held). An owner elsewhere (another container, another machine, no
-        ``/proc`` to ask) cannot be seen: it is taken as alive unless ``force``, which a
-        person uses once they know it is gone. Compare-and-set on the owner, so of two
-        processes resuming at once exactly one wins. A process may resume its own turn.
+        """Take a turn over to resume it: it must not have ended, and its lease must be free
+        (the owner let go when its turn ended or was held), run out (the owner stopped
+        renewing it: dead, stopped, or cut off, on any machine), or be held by a process known
+        to be gone (a dead process on this machine and pid namespace, a shortcut that spares
+        the wait). A live lease elsewhere is refused unless ``force``, which a person uses
+        once they know the owner is gone. The claim is a compare-and-set on the lease's
+        fencing token, which it increments: of two processes resuming at once exactly one
+        wins, and the old owner, should it wake up, can write nothing more to the turn
+        (:class:`LeaseLostError`). A process may resume its own turn.
 
         Raises:
-            JournalError: for an unknown turn, one that ended, one whose owner still runs
-                (or may), or one another process claimed first.
+            JournalError: for an unknown turn, one that ended, one whose lease is live (or
+                may be: a journal of schema 2 has no lease expiry), or one another process
+                claimed first.
         """
-        status, pid, start = self._owner_gone(turn_id, force=force, doing="resume it")
+        status, token, condition = self._lease_free(turn_id, force=force, doing="resume it")
         if status in ("done", "blocked", "failed"):
             raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
         me, my_start = process_identity()
-        with self._write() as db:
-            changed = db.execute(
-                "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = 'running', ended_at = NULL"
-                " WHERE turn_id = ? AND owner_pid IS ? AND owner_start IS ?",
-                (me, my_start, host_identity(), turn_id, pid, start),
+        with self._write() as tx:
+            changed = tx.execute(
+                "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = 'running', ended_at = NULL,"
+                f" lease_token = lease_token + 1, lease_expires_at = {self._db.now_sql} + ?"
+                f" WHERE turn_id = ? AND lease_token = ? AND {condition}",
+                (me, my_start, host_identity(), self.lease_ttl, turn_id, token),
             ).rowcount
         if changed != 1:
-            raise JournalError(f"turn {turn_id} was claimed by another process first")
+            raise JournalError(f"turn {turn_id} was claimed by another process first, or its owner renewed its lease")
+        self._hold_lease(turn_id, token + 1)
 
-    def _owner_gone(self, turn_id: str, *, force: bool, doing: str) -> tuple[str, int | None, int | None]:
-        """The turn's (status, owner pid, owner start) once its owner is known to be gone
-        (or is this process, or there is none); ``doing`` names the refused act.
+    def _lease_free(self, turn_id: str, *, force: bool, doing: str) -> tuple[str, int, str]:
+        """The turn's (status, lease token, SQL condition the compare-and-set adds) once its
+        lease may be taken; ``doing`` names the refused act.
 
         Raises:
-            JournalError: for an unknown turn, or an owner that runs (or may: another
-                machine or pid namespace, unless ``force``).
+            JournalError: for an unknown turn, or a live lease (an owner elsewhere whose
+                lease has no expiry counts as live unless ``force``).
         """
-        row = self._db.execute("SELECT status, owner_pid, owner_start, owner_host FROM turns WHERE turn_id = ?",
-                               (turn_id,)).fetchone()
+        row = self._db.one("SELECT status, owner_pid, owner_start, owner_host, lease_token, lease_expires_at,"
+                           f" {self._db.now_sql} FROM turns WHERE turn_id = ?", (turn_id,))
         if row is None:
-            raise JournalError(f"no turn {turn_id!r} in {self.path}")
-        status, pid, start, host = row
-        mine = (pid, start) == process_identity() and host == host_identity()
-        if pid is not None and not mine and not force:
-            here = host_identity()
-            if not here or host != here:
-                raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
-                                   f"which cannot be checked from here; {doing} with force once you know that process "
-                                   "is gone")
-            if process_alive(pid, start):
-                raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} once that process "
-                                   "has ended")
-        return str(status), pid, start
+            raise JournalError(f"no turn {turn_id!r} in {self.where}")
+        status, pid, start, host, token, expires, now = row
+        token = int(token)
+        here = host_identity()
+        if pid is None or force or ((pid, start) == process_identity() and host == here):
+            return str(status), token, "1 = 1"
+        if expires is not None and expires <= now:
+            return str(status), token, f"lease_expires_at <= {self._db.now_sql}"
+        local = bool(here) and host == here
+        if local and not process_alive(pid, start):
+            return str(status), token, "1 = 1"
+        if local:
+            raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} once that process "
+                               "has ended")
+        if expires is not None:
+            raise JournalError(
+                f"turn {turn_id} is leased to process {pid} in another machine or pid namespace (host {host}) for "
+                f"{expires - now:.1f} s more (it renews the lease while it runs); {doing} once the lease has run out, "
+                "or with force once you know that process is gone")
+        raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
+                           f"which cannot be checked from here, and holds no lease that runs out (a journal of "
+                           f"schema 2); {doing} with force once you know that process is gone")
 
     def settle(self, turn_id: str, *, committed: Sequence[str] = (), absent: Sequence[str] = (),
                force: bool = False) -> None:
         """A person's word on intents of ``turn_id``: the effects of ``committed`` happened
         (a receipt by ``"user"``: never repeated), those of ``absent`` did not
-        (:data:`USER_ABSENT`: a resume runs them again). Like :meth:`claim`, it requires
-        that nobody else owns the turn: it is refused while the owner's process runs (an
-        owner that died after the settle could otherwise run the effect a second time), and
-        an owner elsewhere is taken as alive unless ``force``. All refs are settled in one
-        transaction, under a compare-and-set on the owner: a resumer that claimed the turn
-        meanwhile wins and nothing is settled.
+        (:data:`USER_ABSENT`: a resume runs them again). Settling requires the turn's lease,
+        as :meth:`claim` takes it: it is refused while the owner holds a live lease (an owner
+        that went on after the settle could otherwise run the effect a second time), unless
+        ``force``. The lease is taken (its fencing token incremented, so an old owner that
+        wakes up can write nothing more) and let go in the same transaction as the refs are
+        settled: a resumer that claimed the turn meanwhile wins and nothing is settled.
 
         Raises:
-            JournalError: for an unknown turn, a live (or uncheckable) owner, a ref that is
-                in both lists, not an intent of this turn, or already committed; an owner
-                that changed meanwhile.
+            JournalError: for an unknown turn, a live lease, a ref that is in both lists, not
+                an intent of this turn, or already committed; a lease taken meanwhile.
         """
         both = sorted(set(committed) & set(absent))
         if both:
             raise JournalError(f"{', '.join(both)} cannot be both committed and absent")
-        _, pid, start = self._owner_gone(turn_id, force=force, doing="settle its intents")
+        _, token, condition = self._lease_free(turn_id, force=force, doing="settle its intents")
         receipt = json.dumps({"resolved": "committed", "by": "user"})
-        with self._write() as db:
-            owner = db.execute("SELECT owner_pid, owner_start FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
-            if owner is None or (owner[0], owner[1]) != (pid, start):
+        with self._write() as tx:
+            changed = tx.execute(
+                "UPDATE turns SET lease_token = lease_token + 1, owner_pid = NULL, owner_start = NULL,"
+                f" owner_host = NULL, lease_expires_at = NULL WHERE turn_id = ? AND lease_token = ? AND {condition}",
+                (turn_id, token)).rowcount
+            if changed != 1:
                 raise JournalError(f"turn {turn_id} was claimed by another process meanwhile; nothing was settled")
             for ref in [*committed, *absent]:
-                row = db.execute("SELECT state FROM intents WHERE effect_ref = ? AND turn_id = ?",
+                row = tx.execute("SELECT state FROM intents WHERE effect_ref = ? AND turn_id = ?",
                                  (ref, turn_id)).fetchone()
                 if row is None:
-                    raise JournalError(f"{ref} is not an effect intent of turn {turn_id} in {self.path}")
+                    raise JournalError(f"{ref} is not an effect intent of turn {turn_id} in {self.where}")
                 if row[0] == IntentState.COMMITTED.value:
                     raise JournalError(f"{ref} is already committed; it is never repeated")
             now = time.time()
             for ref in committed:
-                db.execute("UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ?"
+                tx.execute("UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ?"
                            " WHERE effect_ref = ?", (IntentState.COMMITTED.value, receipt, now, "user", ref))
             for ref in absent:
-                db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
+                tx.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
                            (IntentState.PREPARED.value, self.USER_ABSENT, ref))
+        self._leases.pop(turn_id, None)
 
     def record_decision(self, turn_id: str, after_step: int, action: str, subject: str) -> None:
         """Record a user's answer that changed the recovery state (``close`` or ``skip`` of a
-        subject) after step ``after_step``, so a resumed turn replays it."""
-        with self._write() as db:
-            db.execute("INSERT INTO decisions VALUES (?, ?, ?, ?)", (turn_id, after_step, action, subject))
+        subject) after step ``after_step``, so a resumed turn replays it (requires the lease)."""
+        with self._write() as tx:
+            self._fence(tx, turn_id)
+            tx.execute("INSERT INTO decisions (turn_id, after_step, action, subject) VALUES (?, ?, ?, ?)",
+                       (turn_id, after_step, action, subject))
 
     def decisions(self, turn_id: str) -> list[tuple[int, str, str]]:
         """A turn's recorded answers: (after_step, action, subject), in order."""
-        rows = self._db.execute("SELECT after_step, action, subject FROM decisions WHERE turn_id = ? ORDER BY rowid",
-                                (turn_id,)).fetchall()
+        rows = self._db.all("SELECT after_step, action, subject FROM decisions WHERE turn_id = ? ORDER BY rowid",
+                            (turn_id,))
         return [(r[0], r[1], r[2]) for r in rows]
 
     def config(self, turn_id: str) -> str:
         """The policy settings the turn was started with (JSON)."""
-        row = self._db.execute("SELECT config FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+        row = self._db.one("SELECT config FROM turns WHERE turn_id = ?", (turn_id,))
         return str(row[0]) if row is not None else "{}"
 
     def resume_intent(self, ref: str) -> None:
         """A prepared intent is about to run again on resume: whatever a person said of it
-        is spent (so a second crash asks again, never re-runs on an old answer)."""
-        with self._write() as db:
-            db.execute("UPDATE intents SET settled_by = NULL WHERE effect_ref = ? AND state = ?",
+        is spent (so a second crash asks again, never re-runs on an old answer). Requires
+        the lease."""
+        with self._write() as tx:
+            self._fence_ref(tx, ref)
+            tx.execute("UPDATE intents SET settled_by = NULL WHERE effect_ref = ? AND state = ?",
                        (ref, IntentState.PREPARED.value))
 
     def prepare_intent(
         self, turn_id: str, step: int, call_id: str, tool: str, arguments_json: str, *, reply_seq: int = -1
     ) -> str:
         """Write the intent of a side-effecting call and sync it, before the call; returns
-        its ``effect_ref`` (``{turn_id}:{step}``).
+        its ``effect_ref`` (``{turn_id}:{step}``). Requires the lease.
 
         Raises:
             JournalError: when that ref exists already (two effects must never share one).
+            LeaseLostError: another owner took the turn over: the call must not run.
         """
         ref = f"{turn_id}:{step}"
-        with self._write() as db:
-            if db.execute("SELECT 1 FROM intents WHERE effect_ref = ?", (ref,)).fetchone() is not None:
-                raise JournalError(f"effect intent {ref} already exists in {self.path}")
-            db.execute(
+        with self._write() as tx:
+            if tx.execute("SELECT 1 FROM intents WHERE effect_ref = ?", (ref,)).fetchone() is not None:
+                raise JournalError(f"effect intent {ref} already exists in {self.where}")
+            self._fence(tx, turn_id)
+            tx.execute(
                 "INSERT INTO intents (effect_ref, turn_id, step, call_id, reply_seq, tool, arguments, state,"
                 " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (ref, turn_id, step, clean_text(call_id), reply_seq, clean_text(tool), clean_text(arguments_json),
@@ -587,9 +848,11 @@ class Journal:
         :func:`unstuck.redact.redact`). A riding commit: visible at once and kept through a
         SIGKILL, durable through a power loss with the next synced commit; a receipt lost
         with the power leaves the intent ``prepared``, which resume asks about or holds
-        (never runs again on its own)."""
-        with self._write(sync=False) as db:
-            db.execute(
+        (never runs again on its own). Requires the lease: a stale owner's receipt is
+        refused (:class:`LeaseLostError`) and the intent stays as the new owner sees it."""
+        with self._write(sync=False) as tx:
+            self._fence_ref(tx, ref)
+            tx.execute(
                 "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
                 (IntentState.COMMITTED.value, _redacted_json(clean_text(receipt)), time.time(), settled_by, ref),
             )
@@ -601,21 +864,23 @@ class Journal:
     def mark_absent(self, ref: str, *, force: bool = False) -> None:
         """A person checked that ``ref``'s effect did not happen: back to ``prepared``, so a
         resumed turn runs the same intent (:data:`USER_ABSENT`). :meth:`settle` of its
-        turn: refused while the turn's owner runs.
+        turn: refused while the turn's lease is live.
 
         Raises:
             JournalError: for an unknown ref, and as :meth:`settle`.
         """
-        row = self._db.execute("SELECT turn_id FROM intents WHERE effect_ref = ?", (ref,)).fetchone()
+        row = self._db.one("SELECT turn_id FROM intents WHERE effect_ref = ?", (ref,))
         if row is None:
-            raise JournalError(f"no effect intent {ref!r} in {self.path}")
+            raise JournalError(f"no effect intent {ref!r} in {self.where}")
         self.settle(str(row[0]), absent=[ref], force=force)
 
     def hold(self, refs: Sequence[str], reason: str) -> None:
-        """Mark intents held (nobody could say whether they happened), with the reason."""
-        with self._write() as db:
+        """Mark intents held (nobody could say whether they happened), with the reason.
+        Requires the lease of their turns."""
+        with self._write() as tx:
             for ref in refs:
-                db.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
+                self._fence_ref(tx, ref)
+                tx.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
                            (IntentState.HELD.value, reason, ref))
 
     def checkpoint(
@@ -624,11 +889,13 @@ class Journal:
         """In one transaction (a riding commit: durable with the next synced one): new steps,
         the conversation's new messages (JSON, numbered from ``first_seq``) and the
         checkpoint mark. A resumed turn continues from the last checkpoint that reached the
-        disk. ``ref`` names the effect for the crash-point hook."""
-        with self._write(sync=False) as db:
+        disk. ``ref`` names the effect for the crash-point hook. Requires the lease."""
+        with self._write(sync=False) as tx:
+            self._fence(tx, turn_id)
             for step in steps:
-                db.execute(
-                    "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                tx.execute(
+                    f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * len(_STEP_FIELDS))})"
+                    f" ON CONFLICT (turn_id, idx) DO UPDATE SET {_STEP_UPDATE}",
                     (turn_id, step.index, clean_text(step.call.id), clean_text(step.call.tool),
                      clean_text(step.call.arguments_json), arguments_digest(clean_text(step.call.arguments_json)),
                      clean_text(step.subject), int(step.interactive),
@@ -636,34 +903,40 @@ class Journal:
                      situation_to_json(step.situation), step.decision.value, json.dumps(list(step.exempt)),
                      step.injected, clean_text(step.content[:4000]), step.started_s, step.duration_s),
                 )
-                db.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
-            db.executemany(
-                "INSERT OR REPLACE INTO messages VALUES (?, ?, ?)",
-                [(turn_id, first_seq + i, message) for i, message in enumerate(messages)],
-            )
+                tx.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
+            if messages:
+                tx.executemany(
+                    "INSERT INTO messages (turn_id, seq, message) VALUES (?, ?, ?)"
+                    " ON CONFLICT (turn_id, seq) DO UPDATE SET message = excluded.message",
+                    [(turn_id, first_seq + i, clean_text(message)) for i, message in enumerate(messages)],
+                )
         self._point("checkpoint.saved", ref)
 
     def record_validation(self, turn_id: str, name: str, verdict: str, evidence: str) -> None:
         """Record one validator's verdict (``passed``, ``failed`` or ``not required``); a
-        riding commit (the turn's end, next, is synced)."""
-        with self._write(sync=False) as db:
-            db.execute("INSERT INTO validations VALUES (?, ?, ?, ?, ?)",
-                       (turn_id, name, verdict, evidence, time.time()))
+        riding commit (the turn's end, next, is synced). Requires the lease."""
+        with self._write(sync=False) as tx:
+            self._fence(tx, turn_id)
+            tx.execute("INSERT INTO validations (turn_id, name, verdict, evidence, at) VALUES (?, ?, ?, ?, ?)",
+                       (turn_id, clean_text(name), verdict, clean_text(evidence), time.time()))
 
     def end_turn(self, turn_id: str, status: str, *, answer: str = "", error: str | None = None) -> None:
         """Record the turn's final (or, for ``interrupted``, current) status (a synced commit,
-        which makes every riding commit before it durable too)."""
-        with self._write() as db:
-            db.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
-                       " owner_start = NULL, owner_host = NULL WHERE turn_id = ?",  # the owner lets go
+        which makes every riding commit before it durable too) and let go of its lease (the
+        token stays, so a stale owner stays fenced off). Requires the lease."""
+        with self._write() as tx:
+            self._fence(tx, turn_id)
+            tx.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
+                       " owner_start = NULL, owner_host = NULL, lease_expires_at = NULL WHERE turn_id = ?",
                        (status, time.time(), redact(clean_text(answer)), redact(clean_text(error)) if error else error,
                         turn_id))
+        self._leases.pop(turn_id, None)
 
     # -- reading -----------------------------------------------------------------------------
 
     def turns(self) -> list[JournalTurn]:
         """Every turn, newest first."""
-        rows = self._db.execute("SELECT * FROM turns ORDER BY started_at DESC").fetchall()
+        rows = self._db.all(f"SELECT {_TURN_COLUMNS} FROM turns ORDER BY started_at DESC")
         return [self._turn(row) for row in rows]
 
     def turn(self, turn_id: str) -> JournalTurn:
@@ -672,14 +945,14 @@ class Journal:
         Raises:
             JournalError: for an unknown turn id (the message lists none; see :meth:`turns`).
         """
-        row = self._db.execute("SELECT * FROM turns WHERE turn_id = ?", (turn_id,)).fetchone()
+        row = self._db.one(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ?", (turn_id,))
         if row is None:
-            raise JournalError(f"no turn {turn_id!r} in {self.path}")
+            raise JournalError(f"no turn {turn_id!r} in {self.where}")
         return self._turn(row)
 
     def _turn(self, row: Sequence[Any]) -> JournalTurn:
         task, answer, error = row[1], row[7], row[8]
-        if self.schema < _SCHEMA_VERSION:  # a version-1 journal read without migrating: redacted as it is read
+        if self.schema < 2:  # a version-1 journal read without migrating: redacted as it is read
             task, answer, error = (redact(v) if isinstance(v, str) else v for v in (task, answer, error))
         return JournalTurn(row[0], task, row[2], bool(row[3]), bool(row[4]), row[5], row[6], answer, error, row[9])
 
@@ -687,12 +960,12 @@ class Journal:
         """A turn's steps in order (content as journaled: its first 4,000 characters; the
         per-step ``charged``/``opened``/``closed`` lists are not kept: folding the policy over
         the steps gives them again)."""
-        rows = self._db.execute(
+        rows = self._db.all(
             "SELECT idx, call_id, tool, arguments, subject, interactive, auto_retry, dispatched, probe, retry, ok,"
             " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
             " WHERE turn_id = ? ORDER BY idx", (turn_id,),
-        ).fetchall()
-        if self.schema < _SCHEMA_VERSION:  # a version-1 journal read without migrating: redacted as it is read
+        )
+        if self.schema < 2:  # a version-1 journal read without migrating: redacted as it is read
             rows = [(*r[:3], redact(r[3]), *r[4:11], _redacted_situation(r[11]), *r[12:15], redact(r[15]), *r[16:])
                     for r in rows]
         return [
@@ -705,26 +978,56 @@ class Journal:
 
     def intents(self, turn_id: str) -> list[JournalIntent]:
         """A turn's effect intents in step order."""
-        rows = self._db.execute(
+        rows = self._db.all(
             "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq"
             " FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
-        ).fetchall()
-        if self.schema < _SCHEMA_VERSION:
+        )
+        if self.schema < 2:
             rows = [(*r[:7], _redacted_json(r[7]), *r[8:]) for r in rows]
         return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9]) for r in rows]
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""
-        rows = self._db.execute("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,)).fetchall()
-        if self.schema < _SCHEMA_VERSION:
+        rows = self._db.all("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,))
+        if self.schema < 2:
             return [_redacted_message(r[0]) for r in rows]
         return [r[0] for r in rows]
 
     def validations(self, turn_id: str) -> list[tuple[str, str, str]]:
         """A turn's validator verdicts: (name, verdict, evidence)."""
-        rows = self._db.execute("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
-                                (turn_id,)).fetchall()
+        rows = self._db.all("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
+                            (turn_id,))
         return [(r[0], r[1], r[2]) for r in rows]
+
+
+class _LeaseKeeper:
+    """A daemon thread renewing a journal's leases every third of its ``lease_ttl`` while the
+    journal holds any; a lease found taken over is dropped (the turn's next write raises
+    :class:`LeaseLostError`). Store errors are left for the turn's own writes to report."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="unstuck-lease-keeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10.0)
+
+    def _run(self) -> None:
+        journal = self._journal
+        while not self._stop.is_set():
+            self._wake.wait(journal.lease_ttl / 3)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            for turn_id in list(journal._leases):
+                # lost (dropped by _fence), or a store error the turn's next write reports
+                with contextlib.suppress(UnstuckError, PermissionError):
+                    journal.renew(turn_id)
 
 
 # -- schema versions ---------------------------------------------------------------------------
@@ -795,7 +1098,15 @@ def _redact_2(db: sqlite3.Connection) -> None:
             db.execute("UPDATE turns SET task = ?, answer = ?, error = ? WHERE turn_id = ?", (*cleaned, turn_id))
 
 
+def _leases_3(db: sqlite3.Connection) -> None:
+    """Version 2 -> 3: leases (issue 16): each turn gets a fencing token (0) and a lease
+    expiry (``NULL``: a turn begun before leases keeps the owner test by process, and an
+    owner elsewhere needs ``force``)."""
+    db.execute("ALTER TABLE turns ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE turns ADD COLUMN lease_expires_at REAL")
+
+
 #: The layout steps, in order: step ``i`` turns version ``i + 1`` into ``i + 2``
 #: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`. A layout
 #: change is one function appended here (and :data:`_SCHEMA` and :data:`_SCHEMA_VERSION`).
-_MIGRATIONS: tuple[Migration, ...] = (_redact_2,)
+_MIGRATIONS: tuple[Migration, ...] = (_redact_2, _leases_3)

@@ -37,6 +37,7 @@ import functools
 import inspect
 import os
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -55,6 +56,7 @@ __all__ = [
     "clean_text",
     "connect",
     "describe",
+    "engine_error",
     "migrate",
     "open_failure",
     "quick_check",
@@ -183,26 +185,40 @@ def quick_check(path: Path, *, limit: int = 5) -> tuple[str, ...]:
     return () if problems == ("ok",) else problems
 
 
+def engine_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a database engine's own error: ``sqlite3.Error``, or, when psycopg
+    is loaded (a PostgreSQL store is open), ``psycopg.Error`` (a pool's ``PoolTimeout`` is
+    one)."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
+
+
 @contextmanager
-def translate_errors(error: type[Exception], path: Path, operation: str) -> Iterator[None]:
-    """Run the block; a ``sqlite3.Error`` raised in it becomes ``error`` (the store's own
-    class), whose message names ``path`` and ``operation`` and SQLite's words, with the
-    SQLite error as its ``__cause__``. Any other exception passes through unchanged.
+def translate_errors(error: type[Exception], where: Path | str, operation: str) -> Iterator[None]:
+    """Run the block; an engine's error (:func:`engine_error`: SQLite's, PostgreSQL's)
+    raised in it becomes ``error`` (the store's own class), whose message names ``where``
+    (the file, or the URL with its password masked) and ``operation`` and the engine's words,
+    with the engine's error as its ``__cause__``. Any other exception passes through unchanged.
 
     Raises:
-        error: ``"{operation} on {path} failed: {SQLite error class}: {its message}"``.
+        error: ``"{operation} on {where} failed: {engine error class}: {its message}"``.
     """
     try:
         yield
-    except sqlite3.Error as exc:
-        raise error(f"{operation} on {path} failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if not engine_error(exc):
+            raise
+        message = " ".join(str(exc).split())  # psycopg's messages run over several lines
+        raise error(f"{operation} on {where} failed: {type(exc).__name__}: {message}") from exc
 
 
 def store_errors(error: type[Exception]) -> Callable[[_Store], _Store]:
     """A class decorator for a store: every public instance method of the class (a plain
     function without a leading underscore, defined in the class body; static and class
     methods touch no connection and are left alone) runs under :func:`translate_errors` with
-    ``error``, the instance's ``path`` attribute and ``"Class.method"`` as the operation, so
+    ``error``, the instance's ``where`` (else ``path``) attribute and ``"Class.method"`` as the operation, so
     a method added later is covered too. Methods that return lazily (generators) cannot be
     covered by wrapping the call and are refused. When the instance has a ``failures`` list,
     the message of each ``error`` a public method raises is appended to it (once, however
@@ -227,7 +243,7 @@ def _translated(method: Callable[..., Any], error: type[Exception], operation: s
     @functools.wraps(method)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            with translate_errors(error, self.path, operation):
+            with translate_errors(error, getattr(self, "where", None) or self.path, operation):
                 return method(self, *args, **kwargs)
         except error as exc:
             failures = getattr(self, "failures", None)

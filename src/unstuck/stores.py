@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONNECT_TIMEOUT",
     "ENV_VAR",
+    "HOST_ENV",
     "POOL_MAX_IDLE",
     "POOL_MAX_SIZE",
     "POOL_MIN_SIZE",
@@ -68,6 +69,12 @@ __all__ = [
 
 #: The environment variable naming the store (a store URL or a plain path).
 ENV_VAR = "UNSTUCK_STORE"
+
+#: The environment variable that names the machine a process runs on, as stores record it
+#: (lease owners, the host that recorded a lesson), in place of what the system says
+#: (``/etc/machine-id``, the boot id): containers that share a kernel, or tests that play
+#: several machines, set it.
+HOST_ENV = "UNSTUCK_HOST_ID"
 
 #: Seconds libpq waits for each host to answer (libpq's ``connect_timeout``, whole seconds;
 #: it treats values below 2 as 2).

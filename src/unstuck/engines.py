@@ -1,0 +1,277 @@
+"""One interface over the two engines a store runs on: an SQLite file (the embedded default)
+or a PostgreSQL database shared by a fleet (issue 16).
+
+The journal (:mod:`unstuck.journal`) and the lesson store (:mod:`unstuck.lessons`) write
+their SQL once, with ``?`` placeholders, and run it through a :class:`StoreEngine`:
+
+* :meth:`StoreEngine.one` and :meth:`StoreEngine.all` read (each in a transaction of its
+  own on PostgreSQL, on the open connection on SQLite);
+* :meth:`StoreEngine.transaction` is one write transaction, *synced* (the commit waits until
+  it is on disk) or *riding* (committed and visible at once, made durable by the next synced
+  commit). On SQLite a riding commit is ``PRAGMA synchronous = NORMAL`` in WAL mode; on
+  PostgreSQL it is ``SET LOCAL synchronous_commit TO OFF`` (PostgreSQL documentation, 30.4
+  "Asynchronous Commit": a server crash may lose the latest such commits, never leaves the
+  database inconsistent, and a later synchronous commit flushes them first), so both engines
+  keep the journal's rule that a lost riding commit is a state a crash could leave anyway;
+* :attr:`StoreEngine.now_sql` is an SQL expression for the engine's clock in epoch seconds:
+  lease expiries are computed and compared by the database, so machines whose clocks differ
+  still agree on when a lease ran out.
+
+The SQL both stores write is the subset both engines read alike: ``?`` placeholders (turned
+into psycopg's ``%s`` here, so SQL text never holds a literal ``?`` or ``%``), ``INSERT ...
+ON CONFLICT ... DO UPDATE`` (SQLite 3.24, PostgreSQL 9.5), ``RETURNING`` (SQLite 3.35),
+``CASE`` instead of the two-argument ``min``/``max`` SQLite has and PostgreSQL lacks. A
+store's schema is written per engine (types, identity columns, full-text search differ).
+
+Schema versions on PostgreSQL live in the table ``unstuck_schema (store, version)``, one row
+per store kind (``journal``, ``lessons``), the role SQLite's ``PRAGMA user_version`` and
+``application_id`` play in a file; :meth:`PostgresEngine.ensure_schema` makes or migrates a
+store's tables under a transaction-level advisory lock (PostgreSQL documentation, 13.3.5
+"Advisory Locks"), so many workers opening one new store at once make it exactly once. A
+database that holds a store's tables but no ``unstuck_schema`` row for it is another
+program's, and is refused, never written into.
+
+Errors: a ``psycopg.Error`` raised by an engine leaves a store's public method as the
+store's own error, exactly as a ``sqlite3.Error`` does (:func:`unstuck.sqlite_store.store_errors`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from unstuck.sqlite_store import write
+from unstuck.stores import Engine, StoreURL, postgres_pool
+
+if TYPE_CHECKING:
+    import psycopg_pool
+
+__all__ = [
+    "PostgresEngine",
+    "SQLiteEngine",
+    "StoreEngine",
+    "Transaction",
+    "postgres_sql",
+]
+
+#: The table that keeps each store's schema version in a PostgreSQL database.
+SCHEMA_TABLE = "unstuck_schema"
+
+#: A transaction-level advisory lock key (``pg_advisory_xact_lock(bigint)``) per store kind:
+#: "unsj"/"unsl", the application ids their SQLite files carry.
+_ADVISORY_KEYS = {"journal": 0x756E736A, "lessons": 0x756E736C}
+
+
+class Cursor(Protocol):
+    """What a statement run in a transaction gives back (``sqlite3.Cursor``, ``psycopg.Cursor``)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Transaction(Protocol):
+    """One open write transaction: statements with ``?`` placeholders."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+class StoreEngine(Protocol):
+    """What a store needs of its database (see the module doc)."""
+
+    #: Which engine.
+    kind: Engine
+    #: The store for messages: the SQLite path, or the PostgreSQL URL with its password masked.
+    where: str
+    #: An SQL expression for the database's clock, epoch seconds as a float.
+    now_sql: str
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def transaction(self, *, sync: bool = True) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class SQLiteEngine:
+    """A store's open SQLite connection (:func:`unstuck.sqlite_store.connect`) as a
+    :class:`StoreEngine`. ``before_commit`` runs last in every write transaction (a store
+    checks there that its path still names its file). A lock serialises the connection's use
+    by the store's threads (the turn and its lease keeper), a transaction at a time."""
+
+    kind = Engine.SQLITE
+    #: ``julianday('now')`` has millisecond precision; 2440587.5 is the Julian day of 1970-01-01.
+    now_sql = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    def __init__(self, db: sqlite3.Connection, where: str, *,
+                 before_commit: Callable[[], None] | None = None) -> None:
+        self.db = db
+        self.where = where
+        self._before_commit = before_commit
+        self._synchronous = "FULL"
+        self.lock = threading.RLock()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a read, or ``None``."""
+        with self.lock:
+            row = self.db.execute(sql, tuple(params)).fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Every row of a read."""
+        with self.lock:
+            return [tuple(row) for row in self.db.execute(sql, tuple(params)).fetchall()]
+
+    @contextmanager
+    def transaction(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``), committed with ``synchronous = FULL``
+        when ``sync``, ``NORMAL`` otherwise (set between transactions: SQLite reads it at
+        each commit)."""
+        with self.lock:
+            mode = "FULL" if sync else "NORMAL"
+            if mode != self._synchronous:
+                self.db.execute(f"PRAGMA synchronous = {mode}")
+                self._synchronous = mode
+            with write(self.db, before_commit=self._before_commit) as db:
+                yield db
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.db.close()
+
+
+def postgres_sql(sql: str) -> str:
+    """``sql`` with its ``?`` placeholders as psycopg's ``%s`` (the stores' SQL never holds a
+    literal ``?`` or ``%``)."""
+    return sql.replace("?", "%s")
+
+
+class _PostgresTransaction:
+    """An open psycopg transaction taking ``?`` placeholders."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        cursor: Cursor = self._connection.execute(postgres_sql(sql), tuple(params))
+        return cursor
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._connection.cursor() as cursor:
+            cursor.executemany(postgres_sql(sql), [tuple(row) for row in rows])
+
+
+class PostgresEngine:
+    """A PostgreSQL database as a :class:`StoreEngine`, through a connection pool
+    (:func:`unstuck.stores.postgres_pool`, at most ``max_size`` connections). Reads and write
+    transactions each take a connection from the pool for their duration; a read-only engine
+    refuses :meth:`transaction` and runs its reads in read-only transactions.
+
+    Raises:
+        unstuck.stores.StoreURLError, unstuck.stores.StoreConnectionError: as
+            :func:`unstuck.stores.postgres_pool` (a server that cannot be reached is named
+            with its hosts and ports, the password masked).
+    """
+
+    kind = Engine.POSTGRESQL
+    now_sql = "extract(epoch FROM clock_timestamp())::double precision"
+
+    def __init__(self, url: StoreURL, *, readonly: bool = False, max_size: int = 4) -> None:
+        self.url = url
+        self.where = url.shown
+        self.readonly = readonly
+        self.pool: psycopg_pool.ConnectionPool = postgres_pool(url, min_size=1, max_size=max_size)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a read, or ``None``."""
+        with self.pool.connection() as connection:
+            if self.readonly:
+                connection.execute("SET TRANSACTION READ ONLY")
+            row = connection.execute(postgres_sql(sql), tuple(params)).fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Every row of a read."""
+        with self.pool.connection() as connection:
+            if self.readonly:
+                connection.execute("SET TRANSACTION READ ONLY")
+            return [tuple(row) for row in connection.execute(postgres_sql(sql), tuple(params)).fetchall()]
+
+    @contextmanager
+    def transaction(self, *, sync: bool = True) -> Iterator[_PostgresTransaction]:
+        """One write transaction on a pooled connection, committed when the block ends
+        without an exception and rolled back otherwise; a riding one (``sync`` false) sets
+        ``synchronous_commit`` off for itself only (``SET LOCAL``).
+
+        Raises:
+            PermissionError: on a read-only engine.
+        """
+        if self.readonly:
+            raise PermissionError(f"{self.where} was opened read-only")
+        with self.pool.connection() as connection, connection.transaction():
+            if not sync:
+                connection.execute("SET LOCAL synchronous_commit TO OFF")
+            yield _PostgresTransaction(connection)
+
+    def schema_version(self, store: str) -> int | None:
+        """The schema version recorded for ``store`` (``journal``, ``lessons``), or ``None``
+        when the database has none (no :data:`SCHEMA_TABLE`, or no row for it)."""
+        row = self.one("SELECT to_regclass(?) IS NOT NULL", (SCHEMA_TABLE,))
+        if row is None or not row[0]:
+            return None
+        found = self.one(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,))
+        return None if found is None else int(found[0])
+
+    def existing_tables(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` are tables in the connection's search path already."""
+        return [name for name in names if (self.one("SELECT to_regclass(?) IS NOT NULL", (name,)) or (False,))[0]]
+
+    def ensure_schema(self, store: str, version: int, statements: Sequence[str], tables: Sequence[str],
+                      migrations: Sequence[Callable[[Any], None]] = ()) -> int:
+        """Make ``store``'s tables (``statements``) and record ``version``, or migrate an
+        older one (``migrations[i]`` turns version ``i + 1`` into ``i + 2``), all in one
+        transaction under the store's advisory lock; returns the version found before (0 for
+        a new store).
+
+        Raises:
+            ValueError: the database is of a newer version of the store, or holds one of
+                ``tables`` without a schema row for ``store`` (another program's tables).
+        """
+        with self.transaction() as tx:
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (_ADVISORY_KEYS[store],))
+            tx.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (store TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+            row = tx.execute(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,)).fetchone()
+            if row is None:
+                present = [name for name in tables
+                           if tx.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]]
+                if present:
+                    raise ValueError(f"{self.where} holds table(s) {', '.join(present)} but no unstuck {store} "
+                                     f"schema; it is another program's database and was left untouched")
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(f"INSERT INTO {SCHEMA_TABLE} (store, version) VALUES (?, ?)", (store, version))
+                return 0
+            found = int(row[0])
+            if found > version:
+                raise ValueError(f"{self.where} holds an unstuck {store} of schema {found}; this unstuck reads "
+                                 f"schemas up to {version}; it was left untouched")
+            for step in migrations[found - 1:version - 1]:
+                step(tx)
+            if found != version:
+                tx.execute(f"UPDATE {SCHEMA_TABLE} SET version = ? WHERE store = ?", (version, store))
+            return found
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        self.pool.close()
