@@ -318,6 +318,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.events": Layer.STORES,
     "unstuck.diagnostics": Layer.STORES,
     "unstuck.sqlite_store": Layer.STORES,  # what the two stores share
+    "unstuck.engines": Layer.STORES,  # sqlite_store, stores: one SQL interface over SQLite and PostgreSQL
     "unstuck.stores": Layer.STORES,  # errors, redact: store URLs (sqlite/postgresql) and PostgreSQL connections
     "unstuck.otel": Layer.STORES,  # events: an observer
     "unstuck.remember": Layer.STORES,  # journal, lessons, events, policy, outcome: lessons for a turn

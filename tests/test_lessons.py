@@ -42,7 +42,7 @@ def test_a_new_store_is_marked_wal_and_holds_the_knowledge_table(tmp_path: Path)
         columns = [row[1] for row in db.execute("PRAGMA table_info(knowledge)")]
     assert columns == ["id", "domain", "tool", "subject", "kind", "fingerprint", "unblock", "probe", "content",
                        "confidence", "created_at", "last_verified_at", "invalidated_at", "superseded_by", "source",
-                       "metadata"]
+                       "metadata", "host"]
 
 
 def test_the_default_path_is_in_the_user_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,7 +288,7 @@ def test_a_schema_1_store_is_migrated_in_place_keeping_a_backup_and_every_lesson
         assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
         backup = store.backup_path(1)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
     assert backup == tmp_path / "l.db.schema1.bak"
@@ -401,7 +401,7 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         original = db.execute("SELECT * FROM knowledge").fetchall()
     assert _fts_rows_holding(path, TOKEN_TERM) == [original[0][0]]
     with LessonStore(path) as store:
-        assert store.schema == 3
+        assert store.schema == 4
         (lesson,) = store.all()
         assert lesson.content == "gh refused GH_TOKEN=***"
         assert lesson.unblock == "GH_TOKEN=*** gh auth status"
@@ -415,7 +415,7 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         assert old.execute("SELECT * FROM knowledge").fetchall() == original
     assert TOKEN in _every_text_in(backup)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         db.execute("INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')")  # raises when off
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
@@ -431,12 +431,12 @@ def test_a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_byte
     path = tmp_path / "l.db"
     LessonStore(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 4")
+    db.execute("PRAGMA user_version = 5")
     db.close()
     before = path.read_bytes()
     for readonly in (False, True):
-        with pytest.raises(LessonStoreError, match=rf"{path} is a lesson store of schema 4; this unstuck reads "
-                                                   r"schemas 1 to 3; it was left untouched"):
+        with pytest.raises(LessonStoreError, match=rf"{path} is a lesson store of schema 5; this unstuck reads "
+                                                   r"schemas 1 to 4; it was left untouched"):
             LessonStore(path, readonly=readonly)
     assert path.read_bytes() == before
     assert not [p.name for p in tmp_path.iterdir() if ".bak" in p.name]

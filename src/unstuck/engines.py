@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     import psycopg_pool
 
 __all__ = [
+    "Cursor",
     "PostgresEngine",
     "SQLiteEngine",
     "StoreEngine",

@@ -10,9 +10,12 @@ Errors::
 
     UnstuckError (Exception)
     ├── JournalError (RuntimeError)        unstuck.journal: unreadable, corrupt or foreign
-    │                                      journal file, a failed SQLite operation, unknown turn
+    │   │                                  journal file or database, a failed SQLite or
+    │   │                                  PostgreSQL operation, unknown turn, a live lease
+    │   └── LeaseLostError                 a write on a turn another owner took over
     ├── LessonStoreError (RuntimeError)    unstuck.lessons: unreadable, corrupt or foreign
-    │                                      store file, a failed SQLite operation
+    │                                      store file or database, a failed SQLite or
+    │                                      PostgreSQL operation
     ├── OpinionCacheError (RuntimeError)   unstuck.second_opinion: an opinion cache file that
     │                                      cannot be opened as SQLite
     ├── StoreURLError (ValueError)         unstuck.stores: a store URL or UNSTUCK_STORE value that

@@ -238,7 +238,9 @@ class LessonKeeper:
         current = self.fingerprint(subject)
         matching = [lesson for lesson in candidates if lesson.signature.fingerprint == current]
         for stale in candidates:
-            if stale.signature.fingerprint != current:  # gh upgraded or moved: the old lesson is closed, kept
+            # gh upgraded or moved here: the old lesson is closed, kept. Another machine's lesson
+            # (a fleet's shared store) is scoped by its fingerprint: not matched, never closed.
+            if stale.signature.fingerprint != current and stale.host in ("", self.store.host):
                 self.close(stale, f"its environment changed ({stale.signature.fingerprint!r} -> {current!r})")
         with_probe = [lesson for lesson in matching if lesson.probe is not None]
         chosen = with_probe or matching

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ __all__ = [
     "StoreURL",
     "StoreURLError",
     "connect_postgres",
+    "machine_id",
     "parse_store_url",
     "postgres_pool",
     "store_url_from_env",
@@ -187,6 +189,20 @@ def parse_store_url(text: str) -> StoreURL:
     if scheme.lower() == "sqlite" and sep:
         return _parse_sqlite(text, rest)
     return StoreURL(Engine.SQLITE, path=Path(text).expanduser())
+
+
+def machine_id() -> str:
+    """The machine this process runs on, as stores record it (the host of a lesson):
+    :data:`HOST_ENV` when set, else ``/etc/machine-id`` (machine-id(5): a machine's unique
+    id, set at installation, stable across reboots), else the host name."""
+    override = os.environ.get(HOST_ENV, "").strip()
+    if override:
+        return override
+    try:
+        found = Path("/etc/machine-id").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        found = ""
+    return found or socket.gethostname()
 
 
 def store_url_from_env(environ: Mapping[str, str] | None = None) -> StoreURL | None:
