@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # each command imports what it runs, so `unstuck classify` st
     from unstuck.evals.sessions import SessionResult
     from unstuck.events import Event
     from unstuck.signals import SignalTable
+    from unstuck.stores import StoreURL
 
 __all__ = ["app", "main"]
 
@@ -116,6 +117,29 @@ def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False
         raise _fail(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(by_name)} "
                     "(a scenario of your own: give its file's path)")
     return [by_name[n] for n in names]
+
+
+def _run_stores(journal: str | None, lessons: str | None,
+                shared: str | None) -> tuple[StoreURL | None, StoreURL | None]:
+    """The journal and lesson store of ``unstuck run``: each option given, else the shared
+    location (``--store``, else ``UNSTUCK_STORE``: :func:`unstuck.stores.store_for`), else none.
+    A bad URL is a usage error naming its option."""
+    from unstuck.stores import ENV_VAR, StoreRole, StoreURLError, parse_store_url, store_for, store_url_for
+
+    chosen: list[StoreURL | None] = []
+    for role, given, option in ((StoreRole.JOURNAL, journal, "--journal"), (StoreRole.LESSONS, lessons, "--lessons")):
+        try:
+            if given is not None:
+                chosen.append(parse_store_url(given))
+            elif shared is not None:
+                option = "--store"
+                chosen.append(store_url_for(role, parse_store_url(shared)))
+            else:
+                option = ENV_VAR
+                chosen.append(store_for(role))
+        except StoreURLError as exc:
+            raise _fail(f"{option}: {exc}") from None
+    return chosen[0], chosen[1]
 
 
 def _scenario_paths(paths: list[Path] | None, scenario_dir: Path | None) -> list[Path]:
@@ -485,10 +509,16 @@ def _run_command(
     sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
     events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
-    journal: Annotated[Path | None, typer.Option(
-        help="Record the turn in this journal (SQLite; see `unstuck journal`).")] = None,
-    lessons: Annotated[Path | None, typer.Option(
-        help="Use and update this lesson store (SQLite; see `unstuck lessons`).")] = None,
+    journal: Annotated[str | None, typer.Option(
+        metavar="URL", help="Record the turn in this journal: a file path, sqlite:///path or postgresql://… "
+                            "(see `unstuck journal`).")] = None,
+    lessons: Annotated[str | None, typer.Option(
+        metavar="URL", help="Use and update this lesson store: a file path, sqlite:///path or postgresql://… "
+                            "(see `unstuck lessons`).")] = None,
+    store: Annotated[str | None, typer.Option(
+        metavar="URL", help="Keep the journal and the lessons here unless --journal/--lessons say otherwise: a "
+                            "postgresql://… database holds both; a folder (or sqlite:///folder) holds journal.db "
+                            "and lessons.db. Default: the UNSTUCK_STORE environment variable, else neither.")] = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
     from unstuck import leases
@@ -526,20 +556,23 @@ def _run_command(
         sink = _EventsFile(events) if events is not None else None
     except OSError as exc:
         raise _fail(f"--events {events}: {exc.strerror or exc}", EXIT_FAILED) from exc
+    journal_url, lessons_url = _run_stores(journal, lessons, store)
     try:
-        store = Journal(journal) if journal is not None else None
+        journal_store = Journal(journal_url) if journal_url is not None else None
     except (JournalError, OSError) as exc:
-        raise _fail(f"--journal {journal}: {exc}", EXIT_FAILED) from exc
+        raise _fail(f"--journal {journal_url}: {exc}", EXIT_FAILED) from exc
     try:
-        memory = LessonStore(lessons) if lessons is not None else None
+        memory = LessonStore(lessons_url) if lessons_url is not None else None
     except (LessonStoreError, OSError) as exc:
-        raise _fail(f"--lessons {lessons}: {exc}", EXIT_FAILED) from exc
+        if journal_store is not None:
+            journal_store.close()
+        raise _fail(f"--lessons {lessons_url}: {exc}", EXIT_FAILED) from exc
     leases.install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
     try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,
             asker=ConsoleAsker(console) if is_attended else None, events=sink,
-            sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=store, lessons=memory,
+            sandbox_root=sandbox, keep_sandbox=sandbox is not None, journal=journal_store, lessons=memory,
         )
     except OSError as exc:
         where = (f"--events {events}: " if sink is not None and exc.filename == sink.path
@@ -550,14 +583,15 @@ def _run_command(
     finally:
         if sink is not None:
             sink.close()
-        if store is not None:
-            store.close()
+        if journal_store is not None:
+            journal_store.close()
         if memory is not None:
             memory.close()
     for failure in memory.failures if memory is not None else ():  # the turn went on without its lessons
         err_console.print(f"[red]error:[/red] --lessons: {escape(failure)}")
-    if store is not None:
-        console.print(f"journaled as turn {result.turn_id} in {escape(str(journal))}", highlight=False)
+    if journal_url is not None:
+        where = str(journal_url.path) if journal_url.path is not None else journal_url.shown
+        console.print(f"journaled as turn {result.turn_id} in {escape(where)}", highlight=False)
     retries = sum(1 for s in result.steps if s.retry)
     console.print(
         f"turn: {result.status.value} · task: {metrics.outcome} · {result.tool_calls} tool call(s)"

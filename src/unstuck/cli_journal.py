@@ -14,6 +14,7 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.readers import ReadError, parse_json
+from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the journal (and the policy it records) loads only when a journal command runs
@@ -24,7 +25,7 @@ def _shown(text: str) -> str:
     """Text for the terminal: control and escape sequences removed, rich markup escaped."""
     return escape(for_terminal(text))
 
-__all__ = ["DEFAULT_JOURNAL", "journal_app"]
+__all__ = ["DEFAULT_JOURNAL", "journal_app", "journal_url"]
 
 #: Where these commands look when ``--journal`` is not given.
 DEFAULT_JOURNAL = Path("unstuck-journal.db")
@@ -34,21 +35,37 @@ journal_app = typer.Typer(
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
-JournalOption = Annotated[Path, typer.Option("--journal", "-j", help="The journal file (SQLite).")]
+JournalOption = Annotated[str | None, typer.Option(
+    "--journal", "-j", metavar="URL", show_default=False,
+    help=f"The journal: a file path, sqlite:///path or postgresql://… (default: UNSTUCK_STORE's journal, else "
+         f"{DEFAULT_JOURNAL}).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _open(path: Path, *, readonly: bool = True) -> Journal:
+def _open(given: str | None, *, readonly: bool = True) -> Journal:
     from unstuck.journal import Journal, JournalError
 
-    if not path.exists():
-        err_console.print(f"[red]error:[/red] no journal at {_shown(str(path))}")
+    url = journal_url(given)
+    if url.path is not None and not url.path.exists():
+        err_console.print(f"[red]error:[/red] no journal at {_shown(str(url.path))}")
         raise typer.Exit(EXIT_USAGE)
     try:
-        return Journal(path, readonly=readonly)
+        return Journal(url, readonly=readonly)
     except JournalError as exc:
         err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
+
+
+def journal_url(given: str | None) -> StoreURL:
+    """The journal a command names: ``--journal`` (a path or store URL), else the journal of
+    ``UNSTUCK_STORE`` (:func:`unstuck.stores.store_for`), else :data:`DEFAULT_JOURNAL`; a bad
+    URL is a usage error naming it (exit 2)."""
+    try:
+        url = store_for(StoreRole.JOURNAL, given)
+    except StoreURLError as exc:
+        err_console.print(f"[red]error:[/red] --journal: {_shown(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    return url if url is not None else StoreURL(Engine.SQLITE, path=DEFAULT_JOURNAL)
 
 
 def _arguments(text: str) -> object:
@@ -61,13 +78,13 @@ def _arguments(text: str) -> object:
         return text
 
 
-def _damaged(path: Path, exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {_shown(str(path))} is damaged: {_shown(str(exc))}")
+def _damaged(journal: Journal, exc: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {_shown(journal.where)} is damaged: {_shown(str(exc))}")
     return typer.Exit(EXIT_USAGE)
 
 
 @journal_app.command("list", epilog=STORE_EXIT_CODES)
-def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
+def _list(journal: JournalOption = None, as_json: JsonOption = False) -> None:
     """List the journal's turns, newest first."""
     from unstuck.journal import IntentState, JournalError
 
@@ -76,7 +93,7 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
             turns = j.turns()
             rows = [(t, j.intents(t.turn_id)) for t in turns]
         except (JournalError, ValueError) as exc:
-            raise _damaged(journal, exc) from None
+            raise _damaged(j, exc) from None
     if as_json:
         typer.echo(json.dumps([
             {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
@@ -94,7 +111,7 @@ def _list(journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False)
 
 @journal_app.command("show", epilog=STORE_EXIT_CODES)
 def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck journal list`).")],
-          journal: JournalOption = DEFAULT_JOURNAL, as_json: JsonOption = False) -> None:
+          journal: JournalOption = None, as_json: JsonOption = False) -> None:
     """Show one turn: its steps, effect intents and validations."""
     from unstuck.journal import JournalError
 
@@ -107,7 +124,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         try:
             steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
         except (JournalError, ValueError) as exc:
-            raise _damaged(journal, exc) from None
+            raise _damaged(j, exc) from None
     if as_json:
         typer.echo(json.dumps({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
@@ -141,7 +158,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
 @journal_app.command("resume", epilog=STORE_EXIT_CODES)
 def _resume(
     turn: Annotated[str, typer.Argument(help="A held or crashed turn's id.")],
-    journal: JournalOption = DEFAULT_JOURNAL,
+    journal: JournalOption = None,
     committed: Annotated[list[str] | None, typer.Option(
         "--committed", help="An effect_ref whose effect you checked did happen (repeatable).")] = None,
     absent: Annotated[list[str] | None, typer.Option(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -16,6 +15,7 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_OK, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
+from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
 
 
@@ -33,20 +33,27 @@ lessons_app = typer.Typer(
 console = Console(width=None if Console().is_terminal else 150, emoji=False)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
 
-StoreOption = Annotated[Path | None, typer.Option(
-    "--store", help=f"The lesson store (SQLite); default {default_store_path()}.")]
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", metavar="URL", help=f"The lesson store: a file path, sqlite:///path or postgresql://… (default: "
+                                   f"UNSTUCK_STORE's lessons, else {default_store_path()}).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _open(path: Path | None, *, readonly: bool = True) -> LessonStore:
-    if path is None and readonly and not default_store_path().exists():
+def _open(given: str | None, *, readonly: bool = True) -> LessonStore:
+    try:
+        named = store_for(StoreRole.LESSONS, given)
+    except StoreURLError as exc:
+        err_console.print(f"[red]error:[/red] --store: {_shown(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    url = named if named is not None else StoreURL(Engine.SQLITE, path=default_store_path())
+    if named is None and readonly and not default_store_path().exists():
         console.print(f"no lessons yet (no store at {_shown(str(default_store_path()))})", highlight=False)
         raise typer.Exit(EXIT_OK)
-    if not (path or default_store_path()).exists():  # a read, or forgetting: never make a store for it
-        err_console.print(f"[red]error:[/red] no lesson store at {_shown(str(path or default_store_path()))}")
+    if url.path is not None and not url.path.exists():  # a read, or forgetting: never make a store for it
+        err_console.print(f"[red]error:[/red] no lesson store at {_shown(str(url.path))}")
         raise typer.Exit(EXIT_USAGE)
     try:
-        return LessonStore(path, readonly=readonly)
+        return LessonStore(url, readonly=readonly)
     except (LessonStoreError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -57,7 +64,7 @@ def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
     try:
         return action(store)
     except (LessonStoreError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {_shown(str(store.path))} is damaged: {_shown(str(exc))}")
+        err_console.print(f"[red]error:[/red] {_shown(store.where)} is damaged: {_shown(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
 
 

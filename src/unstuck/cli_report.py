@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli_journal import DEFAULT_JOURNAL
+from unstuck.cli_journal import DEFAULT_JOURNAL, journal_url
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the journal and the policy load only when the command runs
@@ -203,9 +202,11 @@ def _write(path: Path, text: str, what: str) -> None:
 
 
 def report_command(
-    journal: Annotated[list[Path] | None, typer.Option(
-        "--journal", "-j", metavar="PATH", help=f"A journal file (SQLite); repeat for several machines' journals. "
-                                f"Default: {DEFAULT_JOURNAL}, as `unstuck journal`.")] = None,
+    journal: Annotated[list[str] | None, typer.Option(
+        "--journal", "-j", metavar="URL", help=f"A journal: a file path, sqlite:///path or postgresql://… (a fleet's "
+                                               f"shared journal); repeat for several machines' journals. Default: "
+                                               f"UNSTUCK_STORE's journal, else {DEFAULT_JOURNAL}, as `unstuck "
+                                               f"journal`.")] = None,
     since: Annotated[str | None, typer.Option(
         metavar="DATE", help="Only turns that started on this UTC day or later (YYYY-MM-DD).")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON to this file (- for "
@@ -220,14 +221,14 @@ def report_command(
     from unstuck.report_costs import read_costs
 
     start = _since(since)
-    paths: Sequence[Path] = journal or [DEFAULT_JOURNAL]
+    urls = [journal_url(given) for given in journal] if journal else [journal_url(None)]
     opened: list[Journal] = []
     try:
-        for path in paths:
-            if not path.exists():
-                raise _fail(f"no journal at {path}", EXIT_USAGE)
+        for url in urls:
+            if url.path is not None and not url.path.exists():
+                raise _fail(f"no journal at {url.path}", EXIT_USAGE)
             try:
-                opened.append(Journal(path, readonly=True))
+                opened.append(Journal(url, readonly=True))
             except JournalError as exc:
                 raise _fail(str(exc), EXIT_USAGE) from None
         try:

@@ -126,7 +126,7 @@ from unstuck.sqlite_store import (
     quick_check,
     store_errors,
 )
-from unstuck.stores import HOST_ENV, Engine, StoreURL, parse_store_url
+from unstuck.stores import ENV_VAR, HOST_ENV, StoreRole, StoreURL, store_for
 from unstuck.tools import ToolCall
 
 __all__ = [
@@ -266,15 +266,14 @@ class Lease:
     held: bool
 
 
-def _store_url(target: Path | str | StoreURL) -> StoreURL:
-    if isinstance(target, StoreURL):
-        return target
-    if isinstance(target, Path):
-        return StoreURL(Engine.SQLITE, path=target)
+def _store_url(target: Path | str | StoreURL | None) -> StoreURL:
     try:
-        return parse_store_url(target)
+        url = store_for(StoreRole.JOURNAL, target)
     except UnstuckError as exc:
         raise JournalError(f"journal {exc}") from None
+    if url is None:
+        raise JournalError(f"no journal named: give a path or a store URL, or set {ENV_VAR}")
+    return url
 
 
 class IntentState(enum.StrEnum):
@@ -398,7 +397,8 @@ class Journal:
         path: where the journal lives: a :class:`~unstuck.stores.StoreURL`, a store URL
             (``sqlite:///path``, ``postgresql://…``: :func:`unstuck.stores.parse_store_url`)
             or a path of an SQLite file (made, with its folder, when missing, unless
-            ``readonly``).
+            ``readonly``); ``None``: the journal of ``UNSTUCK_STORE``
+            (:func:`unstuck.stores.store_for`), an error when it is unset.
         on_point: a test hook called at each crash point (see :data:`PointHook`); ``None``
             in normal use.
         readonly: open for reading only (a read-only file or mount works; nothing is made).
@@ -433,7 +433,7 @@ class Journal:
             took over.
     """
 
-    def __init__(self, path: Path | str | StoreURL, *, on_point: PointHook | None = None, readonly: bool = False,
+    def __init__(self, path: Path | str | StoreURL | None, *, on_point: PointHook | None = None, readonly: bool = False,
                  sync_window: float | None = None, lease_ttl: float = LEASE_TTL) -> None:
         if sync_window is not None and not sync_window >= 0:
             raise ValueError(f"Journal sync_window must be None or seconds >= 0, not {sync_window!r}")

@@ -76,7 +76,7 @@ from unstuck.sqlite_store import (
     quick_check,
     store_errors,
 )
-from unstuck.stores import Engine, StoreURL, machine_id, parse_store_url
+from unstuck.stores import Engine, StoreRole, StoreURL, machine_id, store_for
 from unstuck.text import for_terminal
 
 __all__ = [
@@ -238,7 +238,8 @@ class LessonStore:
     Args:
         path: where the store lives: a :class:`~unstuck.stores.StoreURL`, a store URL
             (``sqlite:///path``, ``postgresql://…``: :func:`unstuck.stores.parse_store_url`),
-            a path of an SQLite file, or ``None`` for :func:`default_store_path` (folders made).
+            a path of an SQLite file, or ``None``: the lesson store of ``UNSTUCK_STORE``
+            (:func:`unstuck.stores.store_for`), else :func:`default_store_path` (folders made).
         readonly: open for reading only (nothing is made or migrated).
 
     Attributes:
@@ -567,16 +568,11 @@ _NO_LIMIT = 2**62
 
 
 def _store_url(target: Path | str | StoreURL | None) -> StoreURL:
-    if target is None:
-        return StoreURL(Engine.SQLITE, path=default_store_path())
-    if isinstance(target, StoreURL):
-        return target
-    if isinstance(target, Path):
-        return StoreURL(Engine.SQLITE, path=target)
     try:
-        return parse_store_url(target)
+        url = store_for(StoreRole.LESSONS, target)
     except UnstuckError as exc:
         raise LessonStoreError(f"lesson store {exc}") from None
+    return url if url is not None else StoreURL(Engine.SQLITE, path=default_store_path())
 
 
 def _clean(text: str) -> str:

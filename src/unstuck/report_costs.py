@@ -308,7 +308,7 @@ def _config(journal: Journal, turn_id: str) -> policy.PolicyConfig:
         raw = json.loads(text or "{}")
         return policy.PolicyConfig.from_dict(raw if isinstance(raw, Mapping) else {})
     except ValueError as exc:
-        raise JournalError(f"turn {turn_id} in {journal.path} has unreadable policy settings: {exc}") from None
+        raise JournalError(f"turn {turn_id} in {journal.where} has unreadable policy settings: {exc}") from None
 
 
 def read_costs(journals: Iterable[Journal], *, since: datetime.date | None = None) -> CostReport:
@@ -322,7 +322,7 @@ def read_costs(journals: Iterable[Journal], *, since: datetime.date | None = Non
     entries: list[tuple[JournalTurn, list[StepRecord], TurnCost | None]] = []
     names: list[str] = []
     for journal in journals:
-        name = str(journal.path)
+        name = journal.where
         names.append(name)
         for turn in journal.turns():
             if since is not None and day_of(turn.started_at) < since:

@@ -18,8 +18,10 @@ A store URL is one of (:func:`parse_store_url`):
   handed to libpq, which reads the parameters; this module checks the structure (a port that is
   a number from 1 to 65535, ``=`` in every parameter, valid ``%`` escapes, no ``%00``).
 
-The environment variable :data:`ENV_VAR` (``UNSTUCK_STORE``) names the store when neither the
-CLI nor the library is given one: :func:`store_url_from_env`.
+The environment variable :data:`ENV_VAR` (``UNSTUCK_STORE``) names where unstuck keeps its
+stores when neither the CLI nor the library is given one (:func:`store_for`): a PostgreSQL
+database holds the journal and the lessons both; an SQLite location is a folder holding
+``journal.db`` and ``lessons.db`` (:data:`SQLITE_FILES`).
 
 A URL's password never appears in a message or a ``repr``: :attr:`StoreURL.shown` has it
 replaced by :data:`unstuck.redact.MASK`.
@@ -58,14 +60,18 @@ __all__ = [
     "POOL_MIN_SIZE",
     "POOL_OPEN_TIMEOUT",
     "POOL_TIMEOUT",
+    "SQLITE_FILES",
     "Engine",
     "StoreConnectionError",
+    "StoreRole",
     "StoreURL",
     "StoreURLError",
     "connect_postgres",
     "machine_id",
     "parse_store_url",
     "postgres_pool",
+    "store_for",
+    "store_url_for",
     "store_url_from_env",
 ]
 
@@ -203,6 +209,47 @@ def machine_id() -> str:
     except (OSError, UnicodeDecodeError):
         found = ""
     return found or socket.gethostname()
+
+
+class StoreRole(enum.StrEnum):
+    """Which of unstuck's stores a URL is for."""
+
+    JOURNAL = "journal"
+    LESSONS = "lessons"
+
+
+#: The file of each store in the folder that a shared SQLite location names (``--store``,
+#: :data:`ENV_VAR`): one SQLite file holds one store.
+SQLITE_FILES = {StoreRole.JOURNAL: "journal.db", StoreRole.LESSONS: "lessons.db"}
+
+
+def store_url_for(role: StoreRole, shared: StoreURL) -> StoreURL:
+    """The ``role`` store within a shared store location: a PostgreSQL database holds both
+    stores (their tables do not overlap); an SQLite location is a folder holding one file per
+    store (:data:`SQLITE_FILES`)."""
+    if shared.engine is Engine.POSTGRESQL:
+        return shared
+    assert shared.path is not None
+    return StoreURL(Engine.SQLITE, path=shared.path / SQLITE_FILES[role])
+
+
+def store_for(role: StoreRole, given: str | Path | StoreURL | None = None, *,
+              environ: Mapping[str, str] | None = None) -> StoreURL | None:
+    """Where the ``role`` store is: ``given`` (a CLI option or a library argument: a URL, a
+    path or a :class:`StoreURL`) when there is one, else :data:`ENV_VAR` read as a shared
+    location (:func:`store_url_for`), else ``None`` (the caller's default).
+
+    Raises:
+        StoreURLError: ``given`` or the variable is not a store URL (the variable is named).
+    """
+    if isinstance(given, StoreURL):
+        return given
+    if isinstance(given, Path):
+        return StoreURL(Engine.SQLITE, path=given)
+    if given is not None:
+        return parse_store_url(given)
+    shared = store_url_from_env(environ)
+    return None if shared is None else store_url_for(role, shared)
 
 
 def store_url_from_env(environ: Mapping[str, str] | None = None) -> StoreURL | None:
