@@ -11,6 +11,9 @@ import pytest
 from unstuck.models import Message, ModelError, ModelReply
 from unstuck.tools import ToolCall, ToolSpec
 
+#: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py).
+pytest_plugins = ["pg_fixtures"]
+
 
 class PlaybackModel:
     """Plays back a list of replies; records every request (messages and tools offered).

@@ -451,6 +451,7 @@ class Journal:
         self.riding_commits = 0
         self._unsynced_since: float | None = None  # monotonic seconds of the oldest riding commit not yet synced
         self._leases: dict[str, int] = {}  # turn id -> the fencing token this object holds
+        self._lost: dict[str, int] = {}  # turn id -> the token this object held when another owner took the turn
         self._keeper: _LeaseKeeper | None = None
         self._db: StoreEngine
         if url.path is None:
@@ -621,10 +622,12 @@ class Journal:
                          (turn_id,)).fetchone()
         if row is None:
             raise JournalError(f"no turn {turn_id!r} in {self.where}")
+        token = token if token is not None else self._lost.get(turn_id)
         if token is None:
             raise LeaseLostError(f"turn {turn_id} is not leased to this process (lease token {row[0]}); claim it "
                                  "first: only the lease holder writes to a turn")
         self._leases.pop(turn_id, None)
+        self._lost[turn_id] = token
         raise LeaseLostError(f"turn {turn_id} was taken over (lease token {row[0]}, this process held {token}; now "
                              f"owned by process {row[2]} on host {row[1]}): this process writes nothing more to it")
 
@@ -635,6 +638,7 @@ class Journal:
 
     def _hold_lease(self, turn_id: str, token: int) -> None:
         self._leases[turn_id] = token
+        self._lost.pop(turn_id, None)
         if self._keeper is None:
             self._keeper = _LeaseKeeper(self)
 
