@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from conftest import PlaybackModel
+from pg_fixtures import StoreTarget
 from unstuck.clock import VirtualClock
 from unstuck.events import EventLog
 from unstuck.lessons import LessonStore
 from unstuck.loop import run_turn
 from unstuck.outcome import TurnStatus
 from unstuck.prompts import KNOWN_BLOCKERS_HEADING
+from unstuck.stores import HOST_ENV
 from unstuck.tools import Effect, Toolset, tool
 
 
@@ -471,3 +473,48 @@ def test_a_lesson_row_never_holds_a_control_or_escape_sequence(tmp_path: Path) -
         lesson = store.record(Situation(Kind.AUTH, "cli", unblock="cli auth login\x1b[8m --hidden\x1b[0m\r\n"),
                               tool="check", fingerprint="", content="a\x1b]52;c;eA==\x07b\u202ec", source="escalated")
     assert lesson.unblock == "cli auth login --hidden " and lesson.content == "abc"  # a CR LF is one line break
+
+
+# -- a fleet's shared store (issue 16): lessons cross machines by fingerprint -------------------
+
+
+def _machine(monkeypatch: pytest.MonkeyPatch, url: str, name: str) -> LessonStore:
+    """The lesson store as the machine ``name`` opens it (its lessons name it as their host)."""
+    monkeypatch.setenv(HOST_ENV, name)
+    return LessonStore(url)
+
+
+def test_a_lesson_stored_on_one_machine_is_cited_on_another_with_the_same_fingerprint_after_its_probe(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli_a, cli_b = Cli(), Cli()  # the same build of the CLI on both machines
+    with _machine(monkeypatch, store_target.url, "machine-a") as store_a:
+        first, _ = session(cli_a, store_a, list(IMPROVISING))
+        (lesson,) = store_a.active()
+    assert first.status is TurnStatus.BLOCKED and lesson.host == "machine-a"
+    with _machine(monkeypatch, store_target.url, "machine-b") as store_b:
+        second, log = session(cli_b, store_b, list(IMPROVISING))
+    assert [e.get("lesson") for e in log.named("lesson.applied")] == [lesson.id]
+    assert second.status is TurnStatus.BLOCKED and second.tool_calls <= 2 and all(s.probe for s in second.steps)
+    assert second.escalation is not None and f"lesson {lesson.id}" in second.escalation.text
+
+
+def test_another_machines_lesson_under_another_fingerprint_is_neither_used_nor_closed(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _machine(monkeypatch, store_target.url, "machine-a") as store_a:
+        session(Cli(), store_a, list(IMPROVISING))
+        (lesson,) = store_a.active()
+    other = Cli()
+    other.version = "2.0"  # machine b runs another build: its runner is not blocked by machine a's lesson
+    other.signed_in = True
+    with _machine(monkeypatch, store_target.url, "machine-b") as store_b:
+        result, log = session(other, store_b, [("run", {"command": "cli repo list"}), "listed"])
+        assert result.status is TurnStatus.DONE and log.named("lesson.applied") == [] and log.named("lesson.shown") == []
+        assert [x.id for x in store_b.active()] == [lesson.id]  # machine a's lesson stays open for machine a
+    upgraded = Cli()
+    upgraded.version = "2.0"  # machine a itself upgraded: its own lesson is closed, as on one machine
+    upgraded.signed_in = True
+    with _machine(monkeypatch, store_target.url, "machine-a") as store_a:
+        session(upgraded, store_a, [("run", {"command": "cli repo list"}), "listed"])
+        closed = store_a.get(lesson.id)
+    assert closed is not None and closed.invalidated_at is not None
+    assert "environment changed" in str(closed.metadata.get("invalidated_because"))

@@ -13,7 +13,7 @@ import pytest
 from unstuck.classify import classify_result
 from unstuck.evals.sandbox import Sandbox
 from unstuck.situations import Kind, Probe
-from unstuck.toolkit import KNOWN_CLIS, CliFacts, Workspace, command_subject, standard_tools
+from unstuck.toolkit import KNOWN_CLIS, CliFacts, Workspace, cli_fingerprint, command_subject, standard_tools
 from unstuck.tools import Effect
 
 
@@ -500,3 +500,31 @@ def test_request_user_input_with_nobody_attending_declares_an_interactive_permis
     assert not result.ok and result.declared is not None
     assert (result.declared.kind, result.declared.interactive) == (Kind.PERMISSION, True)
     assert "nobody is attending" in result.declared.detail
+
+
+def _stand_in_gh(tmp_path: Path) -> Path:
+    """A program named gh that prints gh's --version line (cli/cli: "gh version X (date)")."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    gh.write_text("#!/bin/sh\necho 'gh version 2.23.0 (2023-02-14)'\n")
+    gh.chmod(0o755)
+    return bin_dir
+
+
+def test_the_fingerprint_of_gh_names_the_github_host_it_talks_to(tmp_path: Path) -> None:
+    bin_dir = _stand_in_gh(tmp_path)
+    path = f"{bin_dir}:/usr/bin:/bin"
+    default = cli_fingerprint(Workspace(tmp_path, env={"PATH": path}), "gh")
+    enterprise = cli_fingerprint(Workspace(tmp_path, env={"PATH": path, "GH_HOST": "ghe.example.com"}), "gh")
+    # gh help environment: GH_HOST names the GitHub host; github.com when unset
+    assert default == f"{bin_dir / 'gh'}|gh version 2.23.0 (2023-02-14)|host=github.com"
+    assert enterprise == f"{bin_dir / 'gh'}|gh version 2.23.0 (2023-02-14)|host=ghe.example.com"
+
+
+def test_a_cli_without_a_service_host_is_fingerprinted_by_path_and_version_alone(tmp_path: Path) -> None:
+    bin_dir = _stand_in_gh(tmp_path)
+    (bin_dir / "gh").rename(bin_dir / "tool")
+    found = cli_fingerprint(Workspace(tmp_path, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "GH_HOST": "x"}), "tool")
+    assert found == f"{bin_dir / 'tool'}|gh version 2.23.0 (2023-02-14)"
+    assert cli_fingerprint(Workspace(tmp_path, env={"PATH": str(bin_dir)}), "absent") == "absent: not on PATH"

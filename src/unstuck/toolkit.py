@@ -113,6 +113,11 @@ class CliFacts:
             read says (network, unavailable, timeout, a rate limit) rather than as a sign-in
             problem.
         scope_fix: the command that adds missing scopes; ``{scopes}`` is filled in.
+        host_variables: environment variables that name the host of the service the CLI
+            talks to, first set wins; ``default_host`` when none is set. Part of the CLI's
+            fingerprint, so a lesson about one service host (a GitHub Enterprise server) is
+            not taken for another (github.com).
+        default_host: the service host when no ``host_variables`` is set.
     """
 
     name: str
@@ -129,6 +134,8 @@ class CliFacts:
     sign_in_flow: str | None = None
     install_source: str | None = None
     install_prompts: bool = False
+    host_variables: tuple[str, ...] = ()
+    default_host: str | None = None
 
 
 #: Known CLIs. gh: ``gh auth status`` exits non-zero when not signed in and prints
@@ -152,6 +159,10 @@ KNOWN_CLIS: Mapping[str, CliFacts] = {
         missing_scope_pattern=r"missing required scopes? '([^']+)'",
         scope_fix="gh auth refresh -h github.com -s {scopes}",
         reachability_args=("api", "--silent", "/"),
+        # gh help environment: "GH_HOST: specify the GitHub hostname for commands where a hostname
+        # has not been provided"; github.com otherwise
+        host_variables=("GH_HOST",),
+        default_host="github.com",
     ),
 }
 
@@ -332,12 +343,16 @@ def _cli_probe(name: str) -> Probe:
     return Probe.of("check_cli_setup", {"name": name})
 
 
-def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10.0) -> str:
-    """The environment fingerprint of a CLI, for lessons: its resolved binary path and the
-    first line of its ``--version`` (``/usr/bin/gh|gh version 2.23.0 (2023-02-14)``);
-    ``"{program}: not on PATH"`` when it is not installed. A subject that is not a program
-    (a path, a host) has the fingerprint ``""``. gh upgraded or moved gives another
-    fingerprint, so an old lesson no longer matches."""
+def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10.0,
+                    clis: Mapping[str, CliFacts] = KNOWN_CLIS) -> str:
+    """The environment fingerprint of a CLI, for lessons: its resolved binary path, the
+    first line of its ``--version`` and, for a CLI whose facts name the host of its service
+    (:attr:`CliFacts.host_variables`), that host as the workspace's environment sets it
+    (``/usr/bin/gh|gh version 2.23.0 (2023-02-14)|host=github.com``); ``"{program}: not on
+    PATH"`` when it is not installed. A subject that is not a program (a path, a host) has
+    the fingerprint ``""``. gh upgraded or moved, or pointed at another server, gives another
+    fingerprint, so an old lesson no longer matches; machines of a fleet with the same build
+    and service host share one (:mod:`unstuck.remember`)."""
     if not program or "/" in program or not re.fullmatch(r"[\w.+-]+", program):
         return ""
     path = workspace.which(program)
@@ -346,7 +361,12 @@ def cli_fingerprint(workspace: Workspace, program: str, *, timeout_s: float = 10
     resolved = os.path.realpath(path)
     out = workspace.run([path, "--version"], timeout_s=timeout_s)
     first = next((line.strip() for line in (out.stdout or out.stderr).splitlines() if line.strip()), "")
-    return f"{resolved}|{first}"
+    facts = clis.get(program)
+    if facts is None or not facts.host_variables:
+        return f"{resolved}|{first}"
+    host = next((workspace.env[name].strip() for name in facts.host_variables if workspace.env.get(name, "").strip()),
+                facts.default_host or "")
+    return f"{resolved}|{first}|host={host}"
 
 
 PROGRAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
