@@ -105,6 +105,10 @@ class PostgresCluster:
     :attr:`socket_dir`, :attr:`user` and :attr:`password` (the superuser), :attr:`database`,
     :attr:`url` (TCP, with the password) and :attr:`socket_url` (the Unix socket, no password).
 
+    ``durable``: run with PostgreSQL's defaults (``fsync``, ``synchronous_commit`` and
+    ``full_page_writes`` on), as a real store would, for benchmarks; tests turn them off
+    (the default), since a test's data need not survive a power loss.
+
     Raises:
         ClusterError: no PostgreSQL programs, or initdb/pg_ctl/createdb failed (with their
             output and the server log's tail).
@@ -112,13 +116,15 @@ class PostgresCluster:
 
     host = "127.0.0.1"
 
-    def __init__(self, *, database: str = "unstuck", user: str = "unstuck", bin_dir: Path | None = None) -> None:
+    def __init__(self, *, database: str = "unstuck", user: str = "unstuck", bin_dir: Path | None = None,
+                 durable: bool = False) -> None:
         found = bin_dir or find_bin_dir()
         if found is None:
             raise ClusterError(f"no PostgreSQL server programs ({', '.join(PROGRAMS)}) on PATH or in {DEBIAN_BIN_GLOB}")
         self.bin_dir = found
         self.database = database
         self.user = user
+        self.durable = durable
         self.password = secrets.token_urlsafe(18)
         self.port = 0
         self.root = Path()
@@ -231,8 +237,9 @@ class PostgresCluster:
         for attempt in range(3):  # the free port may be taken between the probe and the bind
             self.port = free_port()
             options = [f"-c listen_addresses={self.host}", f"-c port={self.port}",
-                       f"-c unix_socket_directories={shlex.quote(str(self.socket_dir))}",
-                       "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+                       f"-c unix_socket_directories={shlex.quote(str(self.socket_dir))}"]
+            if not self.durable:  # a test's data need not survive a power loss: no fsync, faster tests
+                options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
             try:
                 self._run([str(self.bin_dir / "pg_ctl"), "start", "--pgdata", str(self.data_dir), "--wait",
                            f"--timeout={START_TIMEOUT}", f"--log={self.log_file}", "-o", " ".join(options)],

@@ -1,10 +1,16 @@
-"""The journal file: WAL, synced intents before the call, refusal of foreign or corrupt files,
-validations, and the CLI over it."""
+"""The journal: synced intents before the call, riding commits, redaction on write, leases,
+refusal of foreign or newer stores, validations, and the CLI over it.
+
+Tests of store semantics take ``store_target`` (tests/pg_fixtures.py) and run once on a fresh
+SQLite file and once on a fresh PostgreSQL database; tests of what only a file has (PRAGMAs,
+WAL fsyncs, ``quick_check``, a file replaced, ``.bak`` copies of migrations, the CLI's
+``--journal`` path) stay on SQLite."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -13,8 +19,16 @@ from pathlib import Path
 import pytest
 
 from conftest import PlaybackModel
+from pg_fixtures import StoreTarget
 from unstuck.clock import VirtualClock
-from unstuck.journal import APPLICATION_ID, IntentState, Journal, JournalError, situation_from_json, situation_to_json
+from unstuck.journal import (
+    APPLICATION_ID,
+    IntentState,
+    Journal,
+    JournalError,
+    situation_from_json,
+    situation_to_json,
+)
 from unstuck.loop import run_turn
 from unstuck.outcome import TurnStatus, Validator, Verdict
 from unstuck.situations import Kind, Probe, Situation, Source
@@ -60,16 +74,14 @@ def test_situations_round_trip_through_json() -> None:
         situation_from_json('{"kind": "gremlins", "subject": "x"}')
 
 
-def test_the_intent_is_on_disk_before_the_write_call_runs(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
+def test_the_intent_is_on_disk_before_the_write_call_runs(store_target: StoreTarget) -> None:
     seen: list[tuple[str, str]] = []
 
     @tool(effect=Effect.WRITE, subject="ledger")
     def book(order: int) -> str:
         """Book an order."""
         # another connection (as another process would) already sees the prepared intent
-        with sqlite3.connect(path) as db:
-            seen.extend(db.execute("SELECT effect_ref, state FROM intents").fetchall())
+        seen.extend(store_target.rows("SELECT effect_ref, state FROM intents"))
         return f"booked {order}"
 
     @tool(subject="ledger")
@@ -77,7 +89,7 @@ def test_the_intent_is_on_disk_before_the_write_call_runs(tmp_path: Path) -> Non
         """Count orders (a read: no intent)."""
         return "1"
 
-    with Journal(path) as journal:
+    with Journal(store_target.url) as journal:
         model = PlaybackModel([("book", {"order": 1}), ("count", {}), "done"])
         result = run_turn("book", model=model, tools=Toolset([book, count]), unattended=True,
                           clock=VirtualClock(), journal=journal, turn_id="t1")
@@ -91,7 +103,8 @@ def test_the_intent_is_on_disk_before_the_write_call_runs(tmp_path: Path) -> Non
             journal.prepare_intent("t1", 0, "c", "book", "{}")
 
 
-def test_validators_decide_done_and_a_stop_is_not_required(tmp_path: Path) -> None:
+def test_validators_decide_done_and_a_stop_is_not_required(tmp_path: Path,
+                                                           store_target: StoreTarget) -> None:
     ledger = tmp_path / "ledger.txt"
 
     @tool(effect=Effect.WRITE, subject="ledger")
@@ -105,7 +118,7 @@ def test_validators_decide_done_and_a_stop_is_not_required(tmp_path: Path) -> No
         return "order 42" in text, f"ledger holds {text!r}"
 
     checks = [Validator("ledger has order 42", has_order_42)]
-    with Journal(tmp_path / "j.db") as journal:
+    with Journal(store_target.url) as journal:
         wrong = run_turn("book 42", model=PlaybackModel([("write", {"text": "order 41"}), "booked"]),
                          tools=Toolset([write]), unattended=True, clock=VirtualClock(), validators=checks,
                          journal=journal, turn_id="wrong")
@@ -117,6 +130,13 @@ def test_validators_decide_done_and_a_stop_is_not_required(tmp_path: Path) -> No
         assert right.status is TurnStatus.DONE and [v.verdict for v in right.validations] == [Verdict.PASSED]
         assert journal.validations("wrong") == [("ledger has order 42", "failed", "ledger holds 'order 41'")]
         assert journal.turn("right").status == "done"
+
+
+def test_a_validator_that_raises_fails_the_turn_naming_the_error() -> None:
+    @tool(effect=Effect.WRITE, subject="ledger")
+    def write(text: str) -> str:
+        """Write the ledger."""
+        return "written"
 
     def broken() -> bool:
         raise OSError("ledger unreadable")
@@ -143,30 +163,30 @@ def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
 
 
-def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path) -> None:
-    journal_path, ledger = tmp_path / "j.db", tmp_path / "ledger.db"
+def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path, store_target: StoreTarget) -> None:
+    store, ledger = store_target.url, tmp_path / "ledger.db"
     with sqlite3.connect(ledger) as db:
         db.execute("CREATE TABLE ledger (order_id INTEGER NOT NULL)")
     child = Path(__file__).with_name("crash_child.py")
-    crashed = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "run", "t1",
+    crashed = subprocess.run([sys.executable, str(child), store, str(ledger), "run", "t1",
                               "effect.returned", "2"], capture_output=True, text=True, timeout=120, check=False)
     assert crashed.returncode == -9
-    held = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "resume", "t1"],
+    held = subprocess.run([sys.executable, str(child), store, str(ledger), "resume", "t1"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert json.loads(held.stdout.strip().splitlines()[-1])["status"] == "interrupted"
 
-    listed = unstuck("journal", "list", "--journal", str(journal_path), "--json")
+    listed = unstuck("journal", "list", "--journal", store, "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == [{"turn": "t1", "task": "book orders 1 to 3", "status": "interrupted",
                                           "steps": 1, "intents": 2, "held": 1}]
-    shown = json.loads(unstuck("journal", "show", "t1", "--journal", str(journal_path), "--json").stdout)
+    shown = json.loads(unstuck("journal", "show", "t1", "--journal", store, "--json").stdout)
     assert [(i["effect_ref"], i["state"]) for i in shown["intents"]] == [("t1:0", "committed"), ("t1:1", "held")]
 
-    wrong = unstuck("journal", "resume", "t1", "--journal", str(journal_path), "--committed", "t1:9")
+    wrong = unstuck("journal", "resume", "t1", "--journal", store, "--committed", "t1:9")
     assert wrong.returncode == 2 and "t1:1" in wrong.stderr
-    settled = unstuck("journal", "resume", "t1", "--journal", str(journal_path), "--committed", "t1:1")
+    settled = unstuck("journal", "resume", "t1", "--journal", store, "--committed", "t1:1")
     assert settled.returncode == 0 and "every effect intent is settled" in settled.stdout
-    done = subprocess.run([sys.executable, str(child), str(journal_path), str(ledger), "resume", "t1"],
+    done = subprocess.run([sys.executable, str(child), store, str(ledger), "resume", "t1"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert json.loads(done.stdout.strip().splitlines()[-1])["status"] == "done"
     with sqlite3.connect(ledger) as db:
@@ -180,20 +200,21 @@ def test_journal_cli_names_a_foreign_file(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "notes.db" in proc.stderr
 
 
-def test_undecodable_tool_output_is_journaled_not_fatal(tmp_path: Path) -> None:
+def test_undecodable_tool_output_is_journaled_not_fatal(store_target: StoreTarget) -> None:
     @tool(subject="files")
     def listing() -> str:
         """A directory listing with a Latin-1 file name, decoded as a filesystem does."""
         return b"caf\xe9.txt".decode("utf-8", "surrogateescape")
 
-    with Journal(tmp_path / "j.db") as journal:
+    with Journal(store_target.url) as journal:
         result = run_turn("x", model=PlaybackModel([("listing", {}), "done"]), tools=Toolset([listing]),
                           unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
         assert result.status is TurnStatus.DONE and journal.turn("t1").status == "done"
         assert journal.steps("t1")[0].content == "caf\ufffd.txt"
 
 
-def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(tmp_path: Path) -> None:
+def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(
+        store_target: StoreTarget) -> None:
     from unstuck.events import EventLog
 
     @tool(subject="x")
@@ -202,7 +223,7 @@ def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(tmp_pa
         return {"status": "error", "situation": {"kind": "gremlins", "subject": "x"}}
 
     log = EventLog()
-    with Journal(tmp_path / "j.db") as journal:
+    with Journal(store_target.url) as journal:
         with pytest.raises(ValueError, match="gremlins"):
             run_turn("x", model=PlaybackModel([("broken", {})]), tools=Toolset([broken]), unattended=True,
                      clock=VirtualClock(), journal=journal, turn_id="t1", events=log)
@@ -327,9 +348,10 @@ def _ledger_turn(journal: Journal, writes: int, turn_id: str = "t1") -> list[int
     return ledger
 
 
-def test_a_write_call_costs_at_most_1_2_synced_commits_over_a_50_write_turn(tmp_path: Path) -> None:
-    with Journal(tmp_path / "j.db") as journal:
-        before = journal.commits  # opening a new file made the schema in one synced commit
+def test_a_write_call_costs_at_most_1_2_synced_commits_over_a_50_write_turn(
+        store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
+        before = journal.commits  # opening a new store made the schema in one synced commit
         assert _ledger_turn(journal, WRITES) == list(range(WRITES))
         synced = journal.commits - before
         # the rule: one synced commit per intent (before its call) and one for the turn's end
@@ -373,8 +395,8 @@ def test_the_wal_is_fsynced_at_most_1_2_times_per_write_call_seen_by_strace(tmp_
     assert len(wal_syncs) >= WRITES  # every intent was synced before its call
 
 
-def test_a_zero_sync_window_syncs_every_commit(tmp_path: Path) -> None:
-    with Journal(tmp_path / "j.db", sync_window=0.0) as journal:
+def test_a_zero_sync_window_syncs_every_commit(store_target: StoreTarget) -> None:
+    with Journal(store_target.url, sync_window=0.0) as journal:
         before = journal.commits
         _ledger_turn(journal, 3)
         # nothing may wait: every commit is synced, four per write call as before riding
@@ -390,15 +412,14 @@ def test_a_sync_window_that_is_not_seconds_is_refused(tmp_path: Path, window: fl
     assert not (tmp_path / "j.db").exists()
 
 
-def test_a_riding_commit_is_seen_by_another_connection_at_once(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
-    with Journal(path) as journal:
+def test_a_riding_commit_is_seen_by_another_connection_at_once(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
         journal.begin_turn("t1", "task", unattended=True, guarded=True)
         ref = journal.prepare_intent("t1", 0, "c1", "book", "{}")
         journal.record_receipt(ref, '{"content": "booked"}')
         assert journal.riding_commits == 2
-        with sqlite3.connect(path) as db:  # as another process would read it
-            assert db.execute("SELECT state FROM intents").fetchall() == [("committed",)]
+        # as another process would read it: committed, not waiting for the next synced commit
+        assert store_target.rows("SELECT state, receipt FROM intents") == [("committed", '{"content": "booked"}')]
 
 
 # -- schema versions (issue 12) -------------------------------------------------------------
@@ -549,24 +570,27 @@ def test_a_read_only_open_of_a_version_1_journal_reads_it_redacted_and_writes_no
     assert [p.name for p in tmp_path.iterdir()] == ["j.db"]
 
 
-def test_a_receipt_is_journaled_redacted(tmp_path: Path) -> None:
-    with Journal(tmp_path / "j.db") as journal:
+def test_a_receipt_is_journaled_redacted(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
         journal.begin_turn("t1", "task", unattended=True, guarded=True)
         ref = journal.prepare_intent("t1", 0, "c1", "gh_api", _LEAKY_ARGS)
         journal.record_receipt(ref, json.dumps({"ok": True, "content": f"created with GH_TOKEN={TOKEN}"}))
         (intent,) = journal.intents("t1")
     assert intent.receipt is not None and json.loads(intent.receipt)["content"] == "created with GH_TOKEN=***"
     assert intent.arguments_json == _LEAKY_ARGS
+    assert [r[0] for r in store_target.rows("SELECT receipt FROM intents")] == [intent.receipt]  # as stored
 
 
-def test_a_turns_task_answer_and_error_are_journaled_redacted(tmp_path: Path) -> None:
-    with Journal(tmp_path / "j.db") as journal:
+def test_a_turns_task_answer_and_error_are_journaled_redacted(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
         journal.begin_turn("t1", f"deploy with GH_TOKEN={TOKEN}", unattended=True, guarded=True)
         journal.end_turn("t1", "failed", answer=f"I used {TOKEN}", error=f"Authorization: Bearer {TOKEN}")
         turn = journal.turn("t1")
     assert TOKEN not in f"{turn.task} {turn.answer} {turn.error}"
     assert turn.task == "deploy with GH_TOKEN=***" and turn.error == "Authorization: Bearer ***"
-    assert TOKEN.encode() not in (tmp_path / "j.db").read_bytes()
+    assert TOKEN not in str(store_target.rows("SELECT * FROM turns"))  # as another connection reads it
+    if store_target.path is not None:
+        assert TOKEN.encode() not in store_target.path.read_bytes()
 
 
 def test_a_database_with_other_tables_and_no_version_is_not_taken_for_a_journal(tmp_path: Path) -> None:
@@ -578,3 +602,151 @@ def test_a_database_with_other_tables_and_no_version_is_not_taken_for_a_journal(
     with pytest.raises(JournalError, match="another program's database"):
         Journal(path)
     assert path.read_bytes() == before
+
+
+# -- both engines: schema, foreign tables, read-only opens (issue 16) --------------------------
+
+
+def test_a_new_journal_records_its_schema_version_and_makes_its_tables(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
+        assert journal.schema == 3 and journal.engine is store_target.engine
+        assert journal.where == store_target.where
+    assert store_target.schema_version("journal") == 3
+    assert {"turns", "decisions", "messages", "steps", "intents", "validations"} <= store_target.tables()
+
+
+def test_a_store_holding_another_programs_turns_table_is_refused_and_left_untouched(
+        store_target: StoreTarget) -> None:
+    store_target.execute("CREATE TABLE turns (id INTEGER, who TEXT)")
+    store_target.execute("INSERT INTO turns VALUES (7, 'someone else')")
+    with pytest.raises(JournalError, match=r"another program's .*left untouched") as caught:
+        Journal(store_target.url)
+    assert store_target.where in str(caught.value)
+    assert store_target.tables() == {"turns"}  # no journal table, no unstuck_schema
+    assert store_target.rows("SELECT id, who FROM turns") == [(7, "someone else")]
+
+
+def test_a_read_only_open_reads_the_journal_another_open_wrote(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+        ref = journal.prepare_intent("t1", 0, "c1", "book", '{"order": 1}')
+        journal.record_receipt(ref, '{"content": "booked"}')
+        journal.end_turn("t1", "done", answer="booked")
+    with Journal(store_target.url, readonly=True) as journal:
+        assert journal.schema == 3
+        assert [(t.turn_id, t.status, t.answer) for t in journal.turns()] == [("t1", "done", "booked")]
+        assert [(i.effect_ref, i.state) for i in journal.intents("t1")] == [("t1:0", IntentState.COMMITTED)]
+
+
+def test_a_write_through_a_read_only_journal_fails_with_the_journals_error_and_writes_nothing(
+        store_target: StoreTarget) -> None:
+    Journal(store_target.url).close()
+    with Journal(store_target.url, readonly=True) as journal, pytest.raises(JournalError) as caught:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+    assert str(caught.value).startswith(f"Journal.begin_turn on {store_target.where} failed")
+    assert store_target.rows("SELECT count(*) FROM turns") == [(0,)]
+
+
+def test_an_unknown_turn_is_named_on_read_and_on_write(store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as journal:
+        for call in (lambda: journal.turn("nope"), lambda: journal.lease("nope"), lambda: journal.claim("nope"),
+                     lambda: journal.settle("nope", absent=["nope:0"])):
+            with pytest.raises(JournalError, match=re.escape(f"no turn 'nope' in {store_target.where}")):
+                call()
+        with pytest.raises(JournalError, match="no effect intent 'nope:0'"):
+            journal.mark_absent("nope:0")
+        assert journal.steps("nope") == [] and journal.intents("nope") == [] and journal.messages("nope") == []
+
+
+def test_steps_messages_decisions_and_validations_read_back_in_order(store_target: StoreTarget) -> None:
+    @tool(subject="ledger")
+    def count() -> str:
+        """Count orders."""
+        return "3"
+
+    with Journal(store_target.url) as journal:
+        result = run_turn("count", model=PlaybackModel([("count", {}), ("count", {}), "three"]),
+                          tools=Toolset([count]), unattended=True, clock=VirtualClock(), journal=journal,
+                          turn_id="t1", validators=[Validator("counted", lambda: (True, "3 orders"))])
+        assert result.status is TurnStatus.DONE
+        steps = journal.steps("t1")
+        assert [(s.index, s.call.tool, s.content) for s in steps] == [(0, "count", "3"), (1, "count", "3")]
+        assert [json.loads(m)["role"] for m in journal.messages("t1")][:2] == ["system", "user"]
+        assert journal.validations("t1") == [("counted", "passed", "3 orders")]
+        assert journal.turn("t1").checkpoint_step == 1
+        journal.begin_turn("t2", "ask", unattended=False, guarded=True, config_json='{"max_steps": 4}')
+        answers = [(2, "skip", "gh"), (0, "close", "npm"), (1, "close", "gh")]  # kept as given, not sorted
+        for after, action, subject in answers:
+            journal.record_decision("t2", after, action, subject)
+        for name, verdict in [("b", "failed"), ("a", "passed")]:
+            journal.record_validation("t2", name, verdict, f"{name} said so")
+        assert journal.decisions("t2") == answers
+        assert journal.validations("t2") == [("b", "failed", "b said so"), ("a", "passed", "a said so")]
+        assert journal.config("t2") == '{"max_steps": 4}'
+
+
+# -- both engines: concurrent claims (issue 16; leases in full: tests/test_journal_leases.py) ----
+
+
+_CLAIMER = """
+import os, sys
+os.environ["UNSTUCK_HOST_ID"] = sys.argv[3]
+from unstuck.journal import Journal, JournalError
+with Journal(sys.argv[1]) as journal:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        journal.claim(sys.argv[2])
+        print("won", flush=True)
+    except JournalError as exc:
+        print("lost", exc, flush=True)
+"""
+
+
+def test_of_processes_on_several_machines_claiming_one_turn_at_once_exactly_one_wins(
+        store_target: StoreTarget) -> None:
+    with Journal(store_target.url) as owner:
+        owner.begin_turn("t1", "book", unattended=True, guarded=True)
+        owner.end_turn("t1", "interrupted")  # held for a person: the lease is let go
+    claimers = [subprocess.Popen([sys.executable, "-c", _CLAIMER, store_target.url, "t1", f"machine-{n}"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for n in range(4)]
+    try:
+        for claimer in claimers:
+            assert claimer.stdout is not None and claimer.stdout.readline() == "ready\n"
+        for claimer in claimers:  # all at once, as near as processes get
+            assert claimer.stdin is not None
+            claimer.stdin.write("go\n")
+            claimer.stdin.flush()
+        outputs = [claimer.communicate(timeout=60) for claimer in claimers]
+    finally:
+        for claimer in claimers:
+            claimer.kill()
+    said = [out.strip().split(" ", 1)[0] for out, _ in outputs]
+    assert sorted(said) == ["lost", "lost", "lost", "won"], outputs
+    assert store_target.rows("SELECT lease_token, status FROM turns") == [(2, "running")]
+
+
+# -- PostgreSQL only ------------------------------------------------------------------------------
+
+
+def test_a_postgres_journal_of_a_newer_schema_is_refused_naming_it_and_left_as_it_is(
+        pg_store: StoreTarget) -> None:
+    with Journal(pg_store.url) as journal:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+        journal.end_turn("t1", "done")
+    pg_store.set_schema_version("journal", 4)
+    before = pg_store.rows("SELECT * FROM turns")
+    for readonly in (False, True):
+        with pytest.raises(JournalError, match=r" of schema 4; this unstuck reads schemas up to 3") as caught:
+            Journal(pg_store.url, readonly=readonly)
+        assert pg_store.where in str(caught.value) and "unstuck:***@" in str(caught.value)
+    assert pg_store.rows("SELECT * FROM turns") == before and before[0][0] == "t1"
+    assert pg_store.schema_version("journal") == 4
+
+
+def test_a_postgres_database_without_a_journal_is_not_read_as_one_and_nothing_is_made(
+        pg_store: StoreTarget) -> None:
+    with pytest.raises(JournalError, match=re.escape(f"no journal in {pg_store.where}")):
+        Journal(pg_store.url, readonly=True)
+    assert pg_store.tables() == set()

@@ -1,4 +1,9 @@
-"""The lesson store: what it keeps, what it refuses, and what survives several processes."""
+"""The lesson store: what it keeps, what it refuses, and what survives several processes.
+
+Tests of store semantics take ``store_target`` (tests/pg_fixtures.py) and run once on a fresh
+SQLite file and once on a fresh PostgreSQL database; tests of what only a file has (PRAGMAs,
+``quick_check``, a file replaced or read-only, FTS5 internals, query plans, ``.bak`` copies of
+migrations) stay on SQLite."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pg_fixtures import StoreTarget
 from unstuck.lessons import (
     ACTIVE_BY_TOOL_SQL,
     ACTIVE_SQL,
@@ -22,6 +28,7 @@ from unstuck.lessons import (
 )
 from unstuck.remember import LessonKeeper
 from unstuck.situations import Kind, Probe, Situation, Source
+from unstuck.stores import Engine
 
 LOGGED_OUT = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
                        probe=Probe.of("check_cli_setup", {"name": "gh"}), detail="You are not logged into any GitHub hosts.")
@@ -52,8 +59,8 @@ def test_the_default_path_is_in_the_user_data_directory(tmp_path: Path, monkeypa
         assert store.path == tmp_path / "data" / "unstuck" / "lessons.db" and store.path.exists()
 
 
-def test_a_lesson_keeps_its_signature_unblock_and_probe(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_a_lesson_keeps_its_signature_unblock_and_probe(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         lesson = store.get(record(store))
         assert lesson is not None and lesson.active
         assert (lesson.signature.tool, lesson.signature.subject, lesson.signature.kind, lesson.signature.fingerprint) == (
@@ -61,8 +68,8 @@ def test_a_lesson_keeps_its_signature_unblock_and_probe(tmp_path: Path) -> None:
         assert lesson.unblock == "gh auth login" and lesson.probe == LOGGED_OUT.probe
 
 
-def test_the_same_blocker_again_is_reverified_not_duplicated(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_the_same_blocker_again_is_reverified_not_duplicated(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         first = record(store)
         before = store.get(first)
         again = store.record(LOGGED_OUT, tool="check_cli_setup", fingerprint=FP, content="x", source="escalated",
@@ -72,8 +79,8 @@ def test_the_same_blocker_again_is_reverified_not_duplicated(tmp_path: Path) -> 
         assert again.confidence > before.confidence
 
 
-def test_a_new_unblock_supersedes_the_old_lesson_which_keeps_its_row(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_a_new_unblock_supersedes_the_old_lesson_which_keeps_its_row(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         first = record(store)
         scoped = Situation(Kind.AUTH, "gh", unblock="gh auth login --scopes read:org")
         second = record(store, scoped)
@@ -91,22 +98,23 @@ def test_a_new_unblock_supersedes_the_old_lesson_which_keeps_its_row(tmp_path: P
         (Situation(Kind.QUOTA, "api", retryable=True), "not a blocker kind"),
     ],
 )
-def test_what_is_never_stored(tmp_path: Path, situation: Situation, why: str) -> None:
+def test_what_is_never_stored(store_target: StoreTarget, situation: Situation, why: str) -> None:
     assert why in (storable(situation) or "")
-    with LessonStore(tmp_path / "l.db") as store, pytest.raises(ValueError, match=why):
+    with LessonStore(store_target.url) as store, pytest.raises(ValueError, match=why):
         record(store, situation)
     assert storable(LOGGED_OUT) is None
+    assert store_target.rows("SELECT count(*) FROM knowledge") == [(0,)]
 
 
-def test_a_changed_fingerprint_stops_a_match(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_a_changed_fingerprint_stops_a_match(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         lesson_id = record(store)
         assert store.match("gh", FP) is not None and store.match("gh", FP).id == lesson_id  # type: ignore[union-attr]
         assert store.match("gh", "/usr/local/bin/gh|gh version 2.60.0 (2024-10-01)") is None
 
 
-def test_invalidating_closes_and_keeps_the_row_and_why(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_invalidating_closes_and_keeps_the_row_and_why(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         lesson_id = record(store)
         assert store.invalidate(lesson_id, "its probe came back clean")
         assert not store.invalidate(lesson_id, "again")
@@ -116,8 +124,8 @@ def test_invalidating_closes_and_keeps_the_row_and_why(tmp_path: Path) -> None:
         assert store.match("gh", FP) is None and store.active() == [] and len(store.all()) == 1
 
 
-def test_full_text_search_finds_lessons_by_their_words(tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+def test_full_text_search_finds_lessons_by_their_words(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         gh = record(store)
         npm = store.record(Situation(Kind.AUTH, "npm", unblock="npm login"), tool="run_command", fingerprint="",
                            content="npm registry said E401 Unable to authenticate", source="escalated").id
@@ -157,26 +165,28 @@ print("done")
 """
 
 
-def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "lessons.db"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "150"], stdout=subprocess.PIPE,
+def test_two_processes_writing_at_once_lose_nothing(store_target: StoreTarget) -> None:
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, store_target.url, name, "150"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for name in ("alpha", "beta")]
     outputs = [w.communicate(timeout=120) for w in writers]
     assert all(w.returncode == 0 for w in writers), outputs
-    with LessonStore(path) as store:
+    with LessonStore(store_target.url) as store:
         subjects = {lesson.signature.subject for lesson in store.all()}
     assert subjects == {f"{name}-{i}" for name in ("alpha", "beta") for i in range(150)}
     assert json.loads(json.dumps(len(subjects))) == 300
 
 
-def test_processes_making_one_new_store_at_once_all_write(tmp_path: Path) -> None:
-    for trial in range(3):
-        path = tmp_path / f"fresh-{trial}.db"
-        writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{n}", "40"], stdout=subprocess.PIPE,
+def test_processes_making_one_new_store_at_once_all_write(store_target: StoreTarget,
+                                                          tmp_path: Path) -> None:
+    # three new files; one new database (its fixture makes one per test)
+    targets = [f"sqlite://{tmp_path}/fresh-{trial}.db" for trial in range(3)] \
+        if store_target.engine is Engine.SQLITE else [store_target.url]
+    for target in targets:
+        writers = [subprocess.Popen([sys.executable, "-c", WRITER, target, f"w{n}", "40"], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for n in range(6)]
         outputs = [w.communicate(timeout=120) for w in writers]
         assert all(w.returncode == 0 for w in writers), outputs
-        with LessonStore(path) as store:
+        with LessonStore(target) as store:
             assert len(store.all()) == 240
 
 
@@ -204,9 +214,10 @@ def test_an_empty_database_of_another_program_is_not_taken_over(tmp_path: Path) 
         assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
 
 
-def test_a_multi_line_unblock_recorded_again_is_reverified_not_superseded(tmp_path: Path) -> None:
+def test_a_multi_line_unblock_recorded_again_is_reverified_not_superseded(
+        store_target: StoreTarget) -> None:
     situation = Situation(Kind.AUTH, "gh", unblock="gh auth login\nthen gh auth refresh -s read:org")
-    with LessonStore(tmp_path / "l.db") as store:
+    with LessonStore(store_target.url) as store:
         first, again = record(store, situation), record(store, situation)
         assert first == again and len(store.all()) == 1
 
@@ -261,8 +272,8 @@ def test_the_turn_start_query_seeks_the_active_tool_index_and_never_scans_or_sor
 
 
 def test_active_lessons_of_several_tools_come_most_recently_verified_first_and_closed_ones_never(
-        tmp_path: Path) -> None:
-    with LessonStore(tmp_path / "l.db") as store:
+        store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
         made = []
         for i, (tool, at) in enumerate([("a", 10.0), ("b", 30.0), ("a", 20.0), ("c", 40.0), ("b", 20.0)]):
             made.append(store.record(Situation(Kind.AUTH, f"s{i}", source=Source.DECLARED), tool=tool,
@@ -307,10 +318,17 @@ def _every_text_in(path: Path) -> str:
         return " ".join(str(v) for row in db.execute("SELECT * FROM knowledge") for v in row)
 
 
-def test_a_token_in_a_declared_detail_unblock_or_metadata_is_never_stored_in_a_lesson(tmp_path: Path) -> None:
+def _every_value_in(target: StoreTarget) -> str:
+    """Every column of every lesson as another connection reads it (PostgreSQL's ``search``
+    vector included: a token there would be stored too)."""
+    return " ".join(str(v) for row in target.rows("SELECT * FROM knowledge") for v in row)
+
+
+def test_a_token_in_a_declared_detail_unblock_or_metadata_is_never_stored_in_a_lesson(
+        store_target: StoreTarget) -> None:
     leaky = Situation(Kind.AUTH, "gh", interactive=True, unblock=f"GH_TOKEN={TOKEN} gh auth status",
                       detail=f"env has GH_TOKEN={TOKEN} but it was refused")
-    with LessonStore(tmp_path / "l.db") as store:
+    with LessonStore(store_target.url) as store:
         lesson = store.record(leaky, tool="check_cli_setup", fingerprint=FP, content=f"refused: {leaky.detail}",
                               source="escalated", metadata={"seen": f"token {TOKEN}", "api_key": "abcd1234"})
         assert lesson.content == "refused: env has GH_TOKEN=*** but it was refused"
@@ -318,20 +336,20 @@ def test_a_token_in_a_declared_detail_unblock_or_metadata_is_never_stored_in_a_l
         assert lesson.metadata == {"seen": "token ***", "api_key": "***"}
         again = store.record(leaky, tool="check_cli_setup", fingerprint=FP, content="x", source="escalated")
         assert again.id == lesson.id  # the redacted unblock compares equal to the stored one: re-verified
-    assert len(TOKEN) == 40 and "ghp_" not in _every_text_in(tmp_path / "l.db")
+    assert len(TOKEN) == 40 and "ghp_" not in _every_value_in(store_target) and "A1b2" not in _every_value_in(store_target)
 
 
 def test_the_keeper_remembers_a_declared_blocker_whose_detail_holds_a_token_without_the_token(
-        tmp_path: Path) -> None:
+        store_target: StoreTarget) -> None:
     # the token sits past the quoted evidence's 200-character cut: redacted before cutting, no piece of it stays
     detail = "x" * 180 + f" GH_TOKEN={TOKEN} was rejected: HTTP 401"
     situation = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login", source=Source.DECLARED,
                           detail=detail)
-    with LessonStore(tmp_path / "l.db") as store:
+    with LessonStore(store_target.url) as store:
         keeper = LessonKeeper(store, fingerprint=lambda subject: FP)
         lesson = keeper.remember(situation, tool="check_cli_setup", result_text=detail, why="escalated")
         assert lesson is not None and "ghp_" not in lesson.content and "A1b2" not in lesson.content
-    assert "ghp_" not in _every_text_in(tmp_path / "l.db")
+    assert "ghp_" not in _every_value_in(store_target) and "A1b2" not in _every_value_in(store_target)
 
 
 #: The lesson store's layout as schema 1 wrote it (lessons.py before schema 2: the table, the
@@ -454,10 +472,130 @@ def test_a_read_only_open_of_an_older_store_reads_it_redacted_and_writes_nothing
     assert [p.name for p in tmp_path.iterdir()] == ["l.db"]
 
 
-def test_a_probe_argument_named_like_a_secret_is_stored_masked(tmp_path: Path) -> None:
+def test_a_probe_argument_named_like_a_secret_is_stored_masked(store_target: StoreTarget) -> None:
     situation = Situation(Kind.AUTH, "gh", unblock="gh auth login",
                           probe=Probe.of("check_cli_setup", {"name": "gh", "token": TOKEN}))
-    with LessonStore(tmp_path / "l.db") as store:
+    with LessonStore(store_target.url) as store:
         lesson = store.get(record(store, situation))
     assert lesson is not None and lesson.probe == Probe.of("check_cli_setup", {"name": "gh", "token": "***"})
-    assert TOKEN_TERM not in _every_text_in(tmp_path / "l.db")
+    assert TOKEN_TERM not in _every_value_in(store_target)
+
+
+# -- both engines: schema, foreign tables, read-only opens, machines (issue 16) ----------------
+
+
+def test_a_new_store_records_its_schema_version(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
+        assert store.schema == 4 and store.engine is store_target.engine and store.where == store_target.where
+    assert store_target.schema_version("lessons") == 4
+    assert "knowledge" in store_target.tables()
+
+
+def test_a_store_holding_another_programs_knowledge_table_is_refused_and_left_untouched(
+        store_target: StoreTarget) -> None:
+    store_target.execute("CREATE TABLE knowledge (fact TEXT)")
+    store_target.execute("INSERT INTO knowledge VALUES ('water is wet')")
+    with pytest.raises(LessonStoreError, match=r"another program's .*left untouched") as caught:
+        LessonStore(store_target.url)
+    assert store_target.where in str(caught.value)
+    assert store_target.tables() == {"knowledge"}
+    assert store_target.rows("SELECT fact FROM knowledge") == [("water is wet",)]
+
+
+def test_a_read_only_open_reads_the_lessons_another_open_recorded(store_target: StoreTarget) -> None:
+    with LessonStore(store_target.url) as store:
+        kept = record(store)
+    with LessonStore(store_target.url, readonly=True) as store:
+        assert store.schema == 4
+        assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
+        assert [x.id for x in store.search("logged")] == [kept]
+
+
+def test_a_write_through_a_read_only_store_fails_with_the_stores_error_and_is_kept(
+        store_target: StoreTarget) -> None:
+    LessonStore(store_target.url).close()
+    with LessonStore(store_target.url, readonly=True) as store:
+        with pytest.raises(LessonStoreError) as caught:
+            record(store)
+        assert str(caught.value).startswith(f"LessonStore.record on {store_target.where} failed")
+        assert store.failures == [str(caught.value)]
+    assert store_target.rows("SELECT count(*) FROM knowledge") == [(0,)]
+
+
+def test_a_lesson_names_the_machine_that_recorded_it(store_target: StoreTarget,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UNSTUCK_HOST_ID", "build-07")
+    with LessonStore(store_target.url) as store:
+        lesson = store.get(record(store))
+        assert store.host == "build-07" and lesson is not None and lesson.host == "build-07"
+    assert store_target.rows("SELECT host FROM knowledge") == [("build-07",)]
+
+
+SAME_LESSON = """
+import sys
+from unstuck.lessons import LessonStore
+from unstuck.situations import Kind, Situation
+with LessonStore(sys.argv[1]) as store:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(int(sys.argv[2])):
+        store.record(Situation(Kind.AUTH, "gh", unblock="gh auth login"), tool="check_cli_setup",
+                     fingerprint="/usr/bin/gh|gh version 2.23.0 (2023-02-14)", content="gh was logged out",
+                     source="escalated")
+print("done")
+"""
+
+
+def test_processes_recording_the_same_lesson_at_once_make_one_active_row(store_target: StoreTarget) -> None:
+    LessonStore(store_target.url).close()  # the store exists: the race is on the record, not the schema
+    writers = [subprocess.Popen([sys.executable, "-c", SAME_LESSON, store_target.url, "20"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    try:
+        for writer in writers:
+            assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+        for writer in writers:
+            assert writer.stdin is not None
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+        outputs = [writer.communicate(timeout=120) for writer in writers]
+    finally:
+        for writer in writers:
+            writer.kill()
+    assert all(writer.returncode == 0 for writer in writers), outputs
+    with LessonStore(store_target.url) as store:
+        (lesson,) = store.all()  # one row: the first recorded it, the other 79 re-verified it
+        assert lesson.active and lesson.confidence == 1.0  # 0.5 raised by 0.1 per re-verification, at most 1.0
+
+
+# -- PostgreSQL only ------------------------------------------------------------------------------
+
+
+def test_a_postgres_store_of_a_newer_schema_is_refused_naming_it_and_left_as_it_is(
+        pg_store: StoreTarget) -> None:
+    with LessonStore(pg_store.url) as store:
+        kept = record(store)
+    pg_store.set_schema_version("lessons", 5)
+    before = pg_store.rows("SELECT * FROM knowledge")
+    for readonly in (False, True):
+        with pytest.raises(LessonStoreError, match=r" of schema 5; this unstuck reads schemas up to 4") as caught:
+            LessonStore(pg_store.url, readonly=readonly)
+        assert pg_store.where in str(caught.value) and "unstuck:***@" in str(caught.value)
+    assert pg_store.rows("SELECT * FROM knowledge") == before and before[0][0] == kept
+    assert pg_store.schema_version("lessons") == 5
+
+
+def test_postgres_full_text_search_finds_a_word_of_the_content_subject_or_tool_and_nothing_else(
+        pg_store: StoreTarget) -> None:
+    with LessonStore(pg_store.url) as store:
+        gh = record(store)
+        npm = store.record(Situation(Kind.NOT_INSTALLED, "npm", unblock="apt install npm"), tool="run_command",
+                           fingerprint="", content="npm: command not found", source="escalated").id
+        assert [x.id for x in store.search("npm")] == [npm]  # a word of its subject and content
+        assert [x.id for x in store.search("check_cli_setup")] == [gh]  # its tool
+        assert [x.id for x in store.search("LOGGED")] == [gh]  # the 'simple' configuration folds case
+        assert store.search("gh npm") == []  # every word must match
+        assert store.search("log") == []  # whole words, not prefixes
+        assert store.search("command & !found | gh") == []  # no tsquery syntax: plain words
+        # the search vector is a generated column: an update outside the store is indexed too
+        pg_store.execute("UPDATE knowledge SET content = 'token expired' WHERE id = ?", (gh,))
+        assert [x.id for x in store.search("expired")] == [gh] and store.search("logged") == []

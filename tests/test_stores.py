@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pg_cluster import PostgresCluster, free_port
-from pg_fixtures import pg_cluster, pg_url, requires_postgres  # noqa: F401
+from pg_fixtures import requires_postgres
 from unstuck.errors import UnstuckError
 from unstuck.redact import MASK
 from unstuck.stores import (
@@ -199,13 +199,13 @@ def refusing_url(password: str = "s3cr3t-pass") -> tuple[str, int]:
     return f"postgresql://unstuck:{password}@127.0.0.1:{port}/unstuck", port
 
 
-def test_a_connection_reaches_the_clusters_database_as_its_user(pg_url: str) -> None:  # noqa: F811
+def test_a_connection_reaches_the_clusters_database_as_its_user(pg_url: str) -> None:
     with connect_postgres(parse_store_url(pg_url)) as connection:
         row = connection.execute("select current_database(), current_user, current_setting('application_name')")
         assert row.fetchone() == ("unstuck", "unstuck", "unstuck")
 
 
-def test_a_connection_over_the_unix_socket_needs_no_password(pg_cluster: PostgresCluster) -> None:  # noqa: F811
+def test_a_connection_over_the_unix_socket_needs_no_password(pg_cluster: PostgresCluster) -> None:
     url = parse_store_url(pg_cluster.socket_url)
     assert url.hosts == (str(pg_cluster.socket_dir),)
     with connect_postgres(url, autocommit=True) as connection:
@@ -213,7 +213,7 @@ def test_a_connection_over_the_unix_socket_needs_no_password(pg_cluster: Postgre
         assert connection.execute("select inet_server_addr()").fetchone() == (None,)  # NULL on a Unix socket
 
 
-def test_a_pool_hands_out_separate_server_connections(pg_url: str) -> None:  # noqa: F811
+def test_a_pool_hands_out_separate_server_connections(pg_url: str) -> None:
     with postgres_pool(parse_store_url(pg_url), min_size=1, max_size=2) as pool:
         assert (pool.min_size, pool.max_size) == (1, 2)
         with pool.connection() as first, pool.connection() as second:
@@ -241,7 +241,7 @@ def test_a_pool_that_cannot_open_names_host_and_port_but_not_the_password() -> N
     assert "s3cr3t-pass" not in str(caught.value)
 
 
-def test_a_wrong_password_is_refused_by_the_server_and_not_repeated(pg_cluster: PostgresCluster) -> None:  # noqa: F811
+def test_a_wrong_password_is_refused_by_the_server_and_not_repeated(pg_cluster: PostgresCluster) -> None:
     text = f"postgresql://unstuck:wrong-{pg_cluster.password}@127.0.0.1:{pg_cluster.port}/unstuck"
     with pytest.raises(StoreConnectionError) as caught:
         connect_postgres(parse_store_url(text))
@@ -252,7 +252,7 @@ def test_a_wrong_password_is_refused_by_the_server_and_not_repeated(pg_cluster: 
     assert pg_cluster.password not in message
 
 
-def test_a_missing_database_is_named(pg_cluster: PostgresCluster) -> None:  # noqa: F811
+def test_a_missing_database_is_named(pg_cluster: PostgresCluster) -> None:
     with pytest.raises(StoreConnectionError) as caught:
         connect_postgres(parse_store_url(pg_cluster.url_for("no_such_db")))
     assert 'database "no_such_db" does not exist' in str(caught.value)  # postinit.c's FATAL message

@@ -61,6 +61,9 @@ __all__ = [
 #: The table that keeps each store's schema version in a PostgreSQL database.
 SCHEMA_TABLE = "unstuck_schema"
 
+#: How messages name each store kind.
+_STORE_NAMES = {"journal": "journal", "lessons": "lesson store"}
+
 #: A transaction-level advisory lock key (``pg_advisory_xact_lock(bigint)``) per store kind:
 #: "unsj"/"unsl", the application ids their SQLite files carry.
 _ADVISORY_KEYS = {"journal": 0x756E736A, "lessons": 0x756E736C}
@@ -216,10 +219,14 @@ class PostgresEngine:
         ``synchronous_commit`` off for itself only (``SET LOCAL``).
 
         Raises:
-            PermissionError: on a read-only engine.
+            psycopg.errors.ReadOnlySqlTransaction: on a read-only engine (SQLSTATE 25006, the
+                error PostgreSQL gives a write in a read-only transaction), so a store reports
+                it as any engine error.
         """
         if self.readonly:
-            raise PermissionError(f"{self.where} was opened read-only")
+            import psycopg
+
+            raise psycopg.errors.ReadOnlySqlTransaction(f"{self.where} was opened read-only")
         with self.pool.connection() as connection, connection.transaction():
             if not sync:
                 connection.execute("SET LOCAL synchronous_commit TO OFF")
@@ -234,9 +241,16 @@ class PostgresEngine:
         found = self.one(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,))
         return None if found is None else int(found[0])
 
-    def existing_tables(self, names: Sequence[str]) -> list[str]:
-        """Which of ``names`` are tables in the connection's search path already."""
-        return [name for name in names if (self.one("SELECT to_regclass(?) IS NOT NULL", (name,)) or (False,))[0]]
+    def check_version(self, store: str, found: int, version: int) -> None:
+        """Refuse a ``store`` of a schema newer than ``version`` (the newest this code reads).
+
+        Raises:
+            ValueError: ``"{where} holds a {journal|lesson store} of schema N; this unstuck
+                reads schemas up to M; it was left untouched"``.
+        """
+        if found > version:
+            raise ValueError(f"{self.where} holds a {_STORE_NAMES[store]} of schema {found}; this unstuck reads "
+                             f"schemas up to {version}; it was left untouched")
 
     def ensure_schema(self, store: str, version: int, statements: Sequence[str], tables: Sequence[str],
                       migrations: Sequence[Callable[[Any], None]] = ()) -> int:
@@ -257,16 +271,15 @@ class PostgresEngine:
                 present = [name for name in tables
                            if tx.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]]
                 if present:
-                    raise ValueError(f"{self.where} holds table(s) {', '.join(present)} but no unstuck {store} "
-                                     f"schema; it is another program's database and was left untouched")
+                    raise ValueError(f"{self.where} holds table(s) {', '.join(present)} but no unstuck "
+                                     f"{_STORE_NAMES[store]} schema; it is another program's database and was left "
+                                     "untouched")
                 for statement in statements:
                     tx.execute(statement)
                 tx.execute(f"INSERT INTO {SCHEMA_TABLE} (store, version) VALUES (?, ?)", (store, version))
                 return 0
             found = int(row[0])
-            if found > version:
-                raise ValueError(f"{self.where} holds an unstuck {store} of schema {found}; this unstuck reads "
-                                 f"schemas up to {version}; it was left untouched")
+            self.check_version(store, found, version)
             for step in migrations[found - 1:version - 1]:
                 step(tx)
             if found != version:

@@ -532,9 +532,7 @@ class Journal:
                 found = engine.schema_version("journal")
                 if found is None:
                     raise JournalError(f"no journal in {url.shown}")
-                if found > _SCHEMA_VERSION:
-                    raise JournalError(f"{url.shown} holds a journal of schema {found}; this unstuck reads schemas "
-                                       f"up to {_SCHEMA_VERSION}")
+                engine.check_version("journal", found, _SCHEMA_VERSION)
                 self.schema = found
             else:
                 engine.ensure_schema("journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA, sorted(_TABLES), _MIGRATIONS)
@@ -1030,7 +1028,7 @@ class _LeaseKeeper:
                 return
             for turn_id in list(journal._leases):
                 # lost (dropped by _fence), or a store error the turn's next write reports
-                with contextlib.suppress(UnstuckError, PermissionError):
+                with contextlib.suppress(UnstuckError):
                     journal.renew(turn_id)
 
 

@@ -352,9 +352,7 @@ class LessonStore:
                 found = engine.schema_version("lessons")
                 if found is None:
                     raise LessonStoreError(f"no lesson store in {url.shown}")
-                if found > _SCHEMA_VERSION:
-                    raise LessonStoreError(f"{url.shown} holds a lesson store of schema {found}; this unstuck reads "
-                                           f"schemas up to {_SCHEMA_VERSION}")
+                engine.check_version("lessons", found, _SCHEMA_VERSION)
                 self.schema = found
             else:
                 engine.ensure_schema("lessons", _SCHEMA_VERSION, _POSTGRES_SCHEMA, ["knowledge"], _MIGRATIONS)
@@ -517,9 +515,10 @@ class LessonStore:
         by ``tools`` when given; at most ``limit`` (all when ``None``).
 
         The turn-start query (:meth:`unstuck.remember.LessonKeeper.known_blockers`). With
-        ``tools``, one indexed seek per tool (:data:`ACTIVE_BY_TOOL_SQL`, at most ``limit``
-        rows each) and a merge: its cost grows with ``len(tools) * limit``, not with the
-        number of lessons stored.
+        ``tools``, on SQLite one indexed seek per tool (:data:`ACTIVE_BY_TOOL_SQL`, at most
+        ``limit`` rows each) and a merge: its cost grows with ``len(tools) * limit``, not with
+        the number of lessons stored; on PostgreSQL one query (``tool = ANY(…)``), so one round
+        trip to the server.
 
         Raises:
             ValueError: when ``limit`` is negative.
@@ -531,8 +530,13 @@ class LessonStore:
         if tools is None:
             return [self._lesson(r) for r in self._db.all(ACTIVE_SQL.replace(f"SELECT {_COLUMNS} ", columns),
                                                           (bound,))]
+        names = sorted(set(tools))
+        if self.engine is Engine.POSTGRESQL:  # one round trip: the server merges the index seeks
+            return [self._lesson(r) for r in self._db.all(
+                f"{columns}FROM knowledge WHERE {_ACTIVE} AND tool = ANY(?)"
+                " ORDER BY last_verified_at DESC, id DESC LIMIT ?", (names, bound))]
         by_tool = ACTIVE_BY_TOOL_SQL.replace(f"SELECT {_COLUMNS} ", columns)
-        rows = [self._db.all(by_tool, (name, bound)) for name in sorted(set(tools))]
+        rows = [self._db.all(by_tool, (name, bound)) for name in names]
         merged = heapq.merge(*rows, key=lambda row: (-row[11], -row[0]))
         return [self._lesson(r) for r in itertools.islice(merged, limit)]
 
