@@ -454,3 +454,43 @@ def test_run_never_prints_a_token_the_tool_returned_though_the_model_saw_it(tmp_
     assert proc.returncode == 0, proc.stderr
     assert "GH_TOKEN=***" in proc.stdout  # the answer (the file's line) is printed, its secret masked
     assert "ghp_" not in proc.stdout + proc.stderr
+
+
+# -- where the stores are (issue 16) ---------------------------------------------------------------
+
+
+def _with_store(variable: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "unstuck", *args], capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "COLUMNS": "200", "UNSTUCK_STORE": variable})
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_unstuck_store_names_where_run_journals_and_learns_and_where_journal_and_lessons_read(
+        engine: str, tmp_path: Path, request: pytest.FixtureRequest, gh_path: str) -> None:
+    # an SQLite location is a folder (journal.db and lessons.db inside it); a database holds both
+    location = str(tmp_path / "fleet") if engine == "sqlite" else request.getfixturevalue("pg_store").url
+    ran = _with_store(location, "run", "gh_logged_out", "--agent", "improviser", "--unattended")
+    assert ran.returncode == 3, ran.stderr  # blocked, as the scenario says
+    assert "journaled as turn" in ran.stdout and "secret" not in ran.stdout
+    if engine == "sqlite":
+        assert sorted(p.name for p in (tmp_path / "fleet").iterdir() if p.suffix == ".db") == ["journal.db", "lessons.db"]
+    else:
+        assert "***" in ran.stdout  # the URL shown with its password masked
+    listed = _with_store(location, "journal", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [t["status"] for t in json.loads(listed.stdout)] == ["blocked"]
+    lessons = _with_store(location, "lessons", "list", "--json")
+    assert lessons.returncode == 0, lessons.stderr
+    assert [(x["subject"], x["kind"]) for x in json.loads(lessons.stdout)] == [("gh", "auth")]
+
+
+def test_run_store_option_wins_over_the_variable_and_a_bad_url_names_its_source(tmp_path: Path) -> None:
+    chosen = tmp_path / "chosen"
+    ran = _with_store("mysql://nowhere/x", "run", "gh_logged_out", "--agent", "compliant", "--unattended",
+                      "--store", str(chosen))
+    assert ran.returncode == 3, ran.stderr
+    assert (chosen / "journal.db").is_file() and (chosen / "lessons.db").is_file()
+    bad = _with_store("mysql://nowhere/x", "run", "gh_logged_out", "--agent", "compliant", "--unattended")
+    assert bad.returncode == 2 and "UNSTUCK_STORE" in bad.stderr and "unknown scheme 'mysql'" in bad.stderr
+    listed = _with_store("mysql://nowhere/x", "journal", "list")
+    assert listed.returncode == 2 and "UNSTUCK_STORE" in listed.stderr

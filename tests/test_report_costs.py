@@ -17,6 +17,7 @@ import pytest
 
 import unstuck.journal
 from conftest import PlaybackModel
+from pg_fixtures import StoreTarget
 from unstuck.clock import VirtualClock
 from unstuck.journal import Journal
 from unstuck.lessons import LessonStore
@@ -140,21 +141,24 @@ PUSHING: list[object] = [("push", {"tag": "v1"}), ("ls", {"path": "."}), ("push"
 class Fleet:
     """Two machines' journals of the scripted turns and what the script makes them cost."""
 
-    journals: tuple[Path, Path]
+    journals: tuple[Path, Path] | tuple[str]  # one file per machine, or one shared store's URL
     first: TurnResult  # day 1, improvised on cli
     lesson_turn: TurnResult  # day 2, stopped by the lesson
     closed_at: float  # Unix seconds at which day 3's probe came back clean
     opened_at: float  # Unix seconds at which day 1's first signal ended
 
 
-def build_fleet(root: Path, monkeypatch: pytest.MonkeyPatch) -> Fleet:
+def build_fleet(root: Path, monkeypatch: pytest.MonkeyPatch, shared: str | None = None) -> Fleet:
     """Day 1: improvising on a signed-out cli (a lesson is stored); a turn with no blocker.
     Day 2: the same task on machine 1 stops on the lesson's probe; on machine 2 the registry
-    refuses a push. Day 3, machine 2: signed in, the lesson's probe comes back clean."""
+    refuses a push. Day 3, machine 2: signed in, the lesson's probe comes back clean.
+    ``shared``: a store URL both machines journal and learn in (a fleet's shared store),
+    instead of one journal file per machine and a lesson file."""
     world = World(root)
     monkeypatch.setattr(unstuck.journal, "time", Wall(world.clock))
     one, two = root / "machine1.db", root / "machine2.db"
-    with LessonStore(root / "lessons.db") as store, Journal(one) as j1, Journal(two) as j2:
+    lessons: Path | str = root / "lessons.db" if shared is None else shared
+    with LessonStore(lessons) as store, Journal(shared or one) as j1, Journal(shared or two) as j2:
         world.at(1, 9)
         first = world.turn(j1, list(IMPROVISING), lessons=store)
         assert first.status is TurnStatus.BLOCKED and len(store.active()) == 1
@@ -173,7 +177,7 @@ def build_fleet(root: Path, monkeypatch: pytest.MonkeyPatch) -> Fleet:
         assert third.status is TurnStatus.DONE and store.active() == []
     opened = DAY_1.timestamp() + CALL_S  # day 1's check ended one call after 09:00
     closed = (DAY_1 + datetime.timedelta(days=2, hours=1, minutes=30)).timestamp() + CALL_S  # the probe's end
-    return Fleet((one, two), first, lesson_turn, closed, opened)
+    return Fleet((one, two) if shared is None else (shared,), first, lesson_turn, closed, opened)
 
 
 @pytest.fixture
@@ -275,3 +279,18 @@ def test_an_unguarded_turn_never_asks_and_wastes_every_call_after_the_blocker(
     (row,) = report.days
     assert (row.blocked_turns, row.asked_turns, row.still_open) == (1, 0, 1)
     assert report.totals[0].baseline_steps is None  # a turn that never asked is no baseline for savings
+
+
+def test_a_fleets_shared_postgresql_journal_reports_what_one_journal_per_machine_reports(
+        report: CostReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_store: StoreTarget) -> None:
+    (tmp_path / "shared").mkdir()
+    shared = build_fleet(tmp_path / "shared", monkeypatch, pg_store.url)
+    with Journal(pg_store.url, readonly=True) as journal:
+        together = read_costs([journal])
+    assert together.journals == (pg_store.where,) and "***" in pg_store.where  # the password never shown
+    assert (together.turns_read, together.days, together.totals) == (report.turns_read, report.days, report.totals)
+    assert [(c.subject, c.kind, c.wasted_steps, c.wasted_seconds, c.lesson) for c in together.turns] == \
+        [(c.subject, c.kind, c.wasted_steps, c.wasted_seconds, c.lesson) for c in report.turns]
+    assert [(e.subject, e.closed_at, e.closed_by) for e in together.episodes] == \
+        [(e.subject, e.closed_at, e.closed_by) for e in report.episodes]
+    assert shared.closed_at in [e.closed_at for e in together.episodes]

@@ -8,6 +8,7 @@ Expected values come from the syntax each form follows: RFC 3986 (scheme, author
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,13 +24,18 @@ from unstuck.errors import UnstuckError
 from unstuck.redact import MASK
 from unstuck.stores import (
     ENV_VAR,
+    HOST_ENV,
     Engine,
     StoreConnectionError,
+    StoreRole,
     StoreURL,
     StoreURLError,
     connect_postgres,
+    machine_id,
     parse_store_url,
     postgres_pool,
+    store_for,
+    store_url_for,
     store_url_from_env,
 )
 
@@ -308,3 +314,33 @@ def test_the_cluster_is_removed_when_the_test_body_fails() -> None:
         raise RuntimeError("the test failed")
     assert not root.exists()
     assert pid is not None and not [p for p in server_processes(root) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+# -- which store a role uses: the option, else UNSTUCK_STORE, else the caller's default ----------------
+
+
+def test_a_postgresql_location_holds_both_stores_and_an_sqlite_one_is_a_folder_of_two_files() -> None:
+    shared = parse_store_url("postgresql://u:pw@db.internal/unstuck")
+    assert store_url_for(StoreRole.JOURNAL, shared) is shared and store_url_for(StoreRole.LESSONS, shared) is shared
+    folder = parse_store_url("sqlite:///var/lib/unstuck")
+    assert store_url_for(StoreRole.JOURNAL, folder).path == Path("/var/lib/unstuck/journal.db")
+    assert store_url_for(StoreRole.LESSONS, folder).path == Path("/var/lib/unstuck/lessons.db")
+
+
+def test_the_given_store_wins_over_the_variable_which_wins_over_none() -> None:
+    environ = {ENV_VAR: "/srv/unstuck"}
+    assert store_for(StoreRole.JOURNAL, "mine.db", environ=environ) == StoreURL(Engine.SQLITE, path=Path("mine.db"))
+    assert store_for(StoreRole.JOURNAL, Path("/x/j.db"), environ=environ).path == Path("/x/j.db")  # type: ignore[union-attr]
+    assert store_for(StoreRole.LESSONS, environ=environ) == StoreURL(Engine.SQLITE, path=Path("/srv/unstuck/lessons.db"))
+    assert store_for(StoreRole.LESSONS, environ={}) is None and store_for(StoreRole.LESSONS, environ={ENV_VAR: " "}) is None
+    with pytest.raises(StoreURLError, match=rf"^{ENV_VAR}: .*unknown scheme 'mysql'"):
+        store_for(StoreRole.JOURNAL, environ={ENV_VAR: "mysql://db/x"})
+
+
+def test_the_machine_id_is_the_variable_else_the_systems_machine_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_ENV, "runner-7")
+    assert machine_id() == "runner-7"
+    monkeypatch.delenv(HOST_ENV)
+    etc = Path("/etc/machine-id")
+    expected = etc.read_text(encoding="ascii").strip() if etc.is_file() else ""
+    assert machine_id() == (expected or socket.gethostname())  # machine-id(5), else the host name
