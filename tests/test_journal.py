@@ -213,6 +213,25 @@ def test_undecodable_tool_output_is_journaled_not_fatal(store_target: StoreTarge
         assert journal.steps("t1")[0].content == "caf\ufffd.txt"
 
 
+def test_a_nul_character_in_tool_output_is_journaled_as_a_replacement_not_a_failed_turn(
+        store_target: StoreTarget) -> None:
+    # PostgreSQL's text type cannot hold NUL (PostgreSQL documentation, 8.3 "Character Types"); a
+    # binary file printed by cat carries them
+    @tool(subject="files", effect=Effect.WRITE)
+    def dump(name: str) -> str:
+        """Print a file that holds NUL bytes."""
+        return "ELF\x00\x00header"
+
+    with Journal(store_target.url) as journal:
+        result = run_turn("x\x00y", model=PlaybackModel([("dump", {"name": "a\x00b"}), "done"]),
+                          tools=Toolset([dump]), unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
+        assert result.status is TurnStatus.DONE and journal.turn("t1").status == "done"
+        assert journal.steps("t1")[0].content == "ELF\ufffd\ufffdheader"
+        assert journal.turn("t1").task == "x\ufffdy"
+        (intent,) = journal.intents("t1")
+        assert intent.state is IntentState.COMMITTED and json.loads(intent.arguments_json) == {"name": "a\x00b"}
+
+
 def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(
         store_target: StoreTarget) -> None:
     from unstuck.events import EventLog

@@ -794,7 +794,7 @@ class Journal:
         with self._write() as tx:
             self._fence(tx, turn_id)
             tx.execute("INSERT INTO decisions (turn_id, after_step, action, subject) VALUES (?, ?, ?, ?)",
-                       (turn_id, after_step, action, subject))
+                       (turn_id, after_step, action, clean_text(subject)))
 
     def decisions(self, turn_id: str) -> list[tuple[int, str, str]]:
         """A turn's recorded answers: (after_step, action, subject), in order."""

@@ -255,10 +255,13 @@ def _translated(method: Callable[..., Any], error: type[Exception], operation: s
 
 
 def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 for SQLite: lone surrogates (undecodable bytes a tool passed
-    on as ``surrogateescape``) become U+FFFD instead of failing the write
-    (:func:`unstuck.text.valid_utf8`)."""
-    return valid_utf8(text)
+    """``text`` as every store engine takes it: lone surrogates (undecodable bytes a tool
+    passed on as ``surrogateescape``) become U+FFFD instead of failing the write
+    (:func:`unstuck.text.valid_utf8`), and so does NUL, which PostgreSQL's ``text`` refuses
+    ("invalid byte sequence for encoding UTF8: 0x00"; PostgreSQL documentation, 8.3 "Character
+    Types": "The character with code zero (sometimes called NUL) cannot be stored"), so a
+    tool's output holding one never fails a turn on either engine."""
+    return valid_utf8(text).replace("\x00", "\ufffd")
 
 
 def describe(db: sqlite3.Connection, app_id: int) -> str:
