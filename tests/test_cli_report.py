@@ -99,3 +99,10 @@ def test_a_corrupt_journal_is_a_usage_error_naming_it_and_left_untouched(tmp_pat
 def test_a_since_that_is_not_a_date_is_a_usage_error(fleet: Fleet) -> None:
     proc = unstuck("report", *journals(fleet), "--since", "last tuesday")
     assert proc.returncode == 2 and "--since" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_journal_named_twice_is_read_once(fleet: Fleet) -> None:
+    proc = unstuck("report", *journals(fleet), "--journal", str(fleet.journals[0]), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["turns_read"] == 5 and data["journals"] == [str(path) for path in fleet.journals]

@@ -167,6 +167,42 @@ def test_ensure_schema_from_several_processes_at_once_makes_the_tables_exactly_o
     assert pg_store.rows("SELECT store, version FROM unstuck_schema") == [("journal", 1)]
 
 
+_KIND_ENSURER = """
+import sys
+from unstuck.engines import PostgresEngine
+from unstuck.stores import parse_store_url
+kind, url = sys.argv[1], sys.argv[2]
+engine = PostgresEngine(parse_store_url(url))
+print("ready", flush=True)
+sys.stdin.readline()
+engine.ensure_schema(kind, 1, [f"CREATE TABLE IF NOT EXISTS made_by_{kind} (x INTEGER)"], [f"made_by_{kind}"])
+engine.close()
+print("made", flush=True)
+"""
+
+
+def test_a_journal_and_a_lesson_store_made_at_once_on_a_new_database_both_succeed(pg_store: StoreTarget) -> None:
+    # both kinds make the shared unstuck_schema table; CREATE TABLE IF NOT EXISTS of one name in two
+    # transactions at once is not serialised by PostgreSQL's catalog (the loser fails on pg_type's
+    # unique index): the schema work of every kind must take one lock
+    workers = [subprocess.Popen([sys.executable, "-c", _KIND_ENSURER, kind, pg_store.url], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for kind in ["journal", "lessons"] * 3]
+    try:
+        for worker in workers:
+            assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        outputs = [worker.communicate(timeout=60) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    assert [worker.returncode for worker in workers] == [0] * 6, outputs
+    assert sorted(pg_store.rows("SELECT store FROM unstuck_schema")) == [("journal",), ("lessons",)]
+
+
 def test_ensure_schema_migrates_an_older_store_in_one_transaction_and_refuses_a_newer_one(
         pg_store: StoreTarget) -> None:
     def add_b(tx: Transaction) -> None:

@@ -769,3 +769,24 @@ def test_a_postgres_database_without_a_journal_is_not_read_as_one_and_nothing_is
     with pytest.raises(JournalError, match=re.escape(f"no journal in {pg_store.where}")):
         Journal(pg_store.url, readonly=True)
     assert pg_store.tables() == set()
+
+
+def test_a_hold_reason_with_undecodable_bytes_and_nul_is_kept_with_replacement_characters(
+        store_target: StoreTarget) -> None:
+    # resume holds an intent with its resolver's error, which may quote a file name that is not UTF-8
+    reason = "resolver failed: " + b"/srv/caf\xe9".decode("utf-8", "surrogateescape") + " \x00"
+    with Journal(store_target.url) as journal:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+        ref = journal.prepare_intent("t1", 0, "c1", "book", "{}")
+        journal.hold([ref], reason)
+        (intent,) = journal.intents("t1")
+    assert intent.state is IntentState.HELD and intent.settled_by == "resolver failed: /srv/caf\ufffd \ufffd"
+
+
+def test_a_store_location_that_is_a_file_is_a_journal_error_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file, not a folder")
+    monkeypatch.setenv("UNSTUCK_STORE", str(taken))  # a folder of stores is expected there
+    with pytest.raises(JournalError, match=rf"{taken}/journal.db: cannot make its folder {taken}"):
+        Journal(None)

@@ -21,6 +21,7 @@ from unstuck.lessons import (
     ACTIVE_BY_TOOL_SQL,
     ACTIVE_SQL,
     APPLICATION_ID,
+    CONTENT_LIMIT,
     LessonStore,
     LessonStoreError,
     default_store_path,
@@ -599,3 +600,11 @@ def test_postgres_full_text_search_finds_a_word_of_the_content_subject_or_tool_a
         # the search vector is a generated column: an update outside the store is indexed too
         pg_store.execute("UPDATE knowledge SET content = 'token expired' WHERE id = ?", (gh,))
         assert [x.id for x in store.search("expired")] == [gh] and store.search("logged") == []
+
+
+def test_a_lessons_content_is_kept_to_its_first_characters_on_either_engine(store_target: StoreTarget) -> None:
+    # 300,000 distinct words: a tsvector over 1 MB, which PostgreSQL refuses (8.11.1 "tsvector")
+    long = " ".join(f"w{i}" for i in range(300_000))
+    with LessonStore(store_target.url) as store:
+        lesson = store.record(LOGGED_OUT, tool="check_cli_setup", fingerprint=FP, content=long, source="escalated")
+        assert lesson.content == long[:CONTENT_LIMIT] and [x.id for x in store.search("w1")] == [lesson.id]

@@ -518,3 +518,17 @@ def test_another_machines_lesson_under_another_fingerprint_is_neither_used_nor_c
         closed = store_a.get(lesson.id)
     assert closed is not None and closed.invalidated_at is not None
     assert "environment changed" in str(closed.metadata.get("invalidated_because"))
+
+
+def test_a_fingerprint_that_could_not_be_taken_this_time_closes_no_lesson(tmp_path: Path) -> None:
+    cli = Cli()
+    with LessonStore(tmp_path / "l.db") as store:
+        session(cli, store, list(IMPROVISING))
+        (lesson,) = store.active()
+
+        def timed_out(subject: str) -> str:
+            raise TimeoutError("cli --version did not answer in 10 s")
+
+        run_turn("list the repos with cli", model=PlaybackModel([("run", {"command": "cli repo list"}), "gave up"]),
+                 tools=cli.tools(), unattended=True, clock=VirtualClock(), lessons=store, fingerprint=timed_out)
+        assert [x.id for x in store.active()] == [lesson.id]  # an unknown fingerprint says nothing of a change

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -247,6 +248,16 @@ def test_a_pool_that_cannot_open_names_host_and_port_but_not_the_password() -> N
     assert "s3cr3t-pass" not in str(caught.value)
 
 
+def test_a_pool_on_a_refused_port_fails_with_libpqs_reason_before_its_open_timeout(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    text, _ = refusing_url()
+    started = time.monotonic()
+    with pytest.raises(StoreConnectionError, match="Connection refused"):
+        postgres_pool(parse_store_url(text), connect_timeout=2, open_timeout=60)
+    assert time.monotonic() - started < 30  # one direct attempt, not a minute of the pool's retries
+    assert "error connecting" not in capfd.readouterr().err  # the pool's warnings never reach the terminal
+
+
 def test_a_wrong_password_is_refused_by_the_server_and_not_repeated(pg_cluster: PostgresCluster) -> None:
     text = f"postgresql://unstuck:wrong-{pg_cluster.password}@127.0.0.1:{pg_cluster.port}/unstuck"
     with pytest.raises(StoreConnectionError) as caught:
@@ -344,3 +355,23 @@ def test_the_machine_id_is_the_variable_else_the_systems_machine_id(monkeypatch:
     etc = Path("/etc/machine-id")
     expected = etc.read_text(encoding="ascii").strip() if etc.is_file() else ""
     assert machine_id() == (expected or socket.gethostname())  # machine-id(5), else the host name
+
+
+@pytest.mark.parametrize("text", [
+    "postgresql://u:Ab/Cd9@db.internal/unstuck",  # '/' in the password, unescaped
+    "postgresql://u:12/34@127.0.0.1/unstuck",
+    "postgresql://u:Ab@Cd9@db.internal/unstuck",  # '@' in the password, unescaped
+])
+def test_an_unescaped_slash_or_at_sign_in_the_password_is_refused_with_the_password_masked(text: str) -> None:
+    password = text.split("//", 1)[1].split(":", 1)[1].rsplit("@", 1)[0]
+    with pytest.raises(StoreURLError, match=r"must be written %40 or %2F") as caught:
+        parse_store_url(text)
+    assert password not in str(caught.value) and "***" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["host=127.0.0.1 password=s3cr3t dbname=unstuck", "dbname=unstuck", " user=x"])
+def test_a_keyword_connection_string_is_refused_not_taken_for_a_file_name(text: str) -> None:
+    # libpq's keyword/value form (PostgreSQL documentation, 34.1.1.1) is not a store URL
+    with pytest.raises(StoreURLError, match="write it as postgresql://") as caught:
+        parse_store_url(text)
+    assert "s3cr3t" not in str(caught.value)

@@ -124,7 +124,7 @@ def _run_stores(journal: str | None, lessons: str | None,
     """The journal and lesson store of ``unstuck run``: each option given, else the shared
     location (``--store``, else ``UNSTUCK_STORE``: :func:`unstuck.stores.store_for`), else none.
     A bad URL is a usage error naming its option."""
-    from unstuck.stores import ENV_VAR, StoreRole, StoreURLError, parse_store_url, store_for, store_url_for
+    from unstuck.stores import StoreRole, StoreURLError, parse_store_url, store_for, store_url_for
 
     chosen: list[StoreURL | None] = []
     for role, given, option in ((StoreRole.JOURNAL, journal, "--journal"), (StoreRole.LESSONS, lessons, "--lessons")):
@@ -135,10 +135,10 @@ def _run_stores(journal: str | None, lessons: str | None,
                 option = "--store"
                 chosen.append(store_url_for(role, parse_store_url(shared)))
             else:
-                option = ENV_VAR
+                option = ""  # store_for's message names ENV_VAR
                 chosen.append(store_for(role))
         except StoreURLError as exc:
-            raise _fail(f"{option}: {exc}") from None
+            raise _fail(f"{option}: {exc}" if option else str(exc)) from None
     return chosen[0], chosen[1]
 
 
@@ -557,16 +557,17 @@ def _run_command(
     except OSError as exc:
         raise _fail(f"--events {events}: {exc.strerror or exc}", EXIT_FAILED) from exc
     journal_url, lessons_url = _run_stores(journal, lessons, store)
-    try:
+    try:  # the stores' errors name the store (a URL's password masked)
         journal_store = Journal(journal_url) if journal_url is not None else None
     except (JournalError, OSError) as exc:
-        raise _fail(f"--journal {journal_url}: {exc}", EXIT_FAILED) from exc
+        raise _fail(str(exc) if isinstance(exc, JournalError) else f"{journal_url}: {exc}", EXIT_FAILED) from exc
     try:
         memory = LessonStore(lessons_url) if lessons_url is not None else None
     except (LessonStoreError, OSError) as exc:
         if journal_store is not None:
             journal_store.close()
-        raise _fail(f"--lessons {lessons_url}: {exc}", EXIT_FAILED) from exc
+        raise _fail(str(exc) if isinstance(exc, LessonStoreError) else f"{lessons_url}: {exc}",
+                    EXIT_FAILED) from exc
     leases.install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
     try:
         result, metrics = run_scenario(

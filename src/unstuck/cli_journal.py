@@ -62,8 +62,9 @@ def journal_url(given: str | None) -> StoreURL:
     URL is a usage error naming it (exit 2)."""
     try:
         url = store_for(StoreRole.JOURNAL, given)
-    except StoreURLError as exc:
-        err_console.print(f"[red]error:[/red] --journal: {_shown(str(exc))}")
+    except StoreURLError as exc:  # from the variable, the message names it already
+        where = "--journal: " if given is not None else ""
+        err_console.print(f"[red]error:[/red] {where}{_shown(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
     return url if url is not None else StoreURL(Engine.SQLITE, path=DEFAULT_JOURNAL)
 
@@ -172,8 +173,9 @@ def _resume(
     unstuck never guesses whether an interrupted side effect happened: a person (or a
     resolver in code) says so. `--committed` records it as done, so it is never repeated;
     `--absent` lets the program that owns the tools run it again when it resumes the turn
-    (`unstuck.resume.resume_turn`). Refused while the process running the turn is alive
-    (it may still be making the effect).
+    (`unstuck.resume.resume_turn`). Refused while the turn's owner holds a live lease (it
+    renews it while it runs, and may still be making the effect); once the lease has run out,
+    or with --force once you know the owner is gone.
     """
     from unstuck.journal import IntentState, JournalError
 

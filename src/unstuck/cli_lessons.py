@@ -42,8 +42,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 def _open(given: str | None, *, readonly: bool = True) -> LessonStore:
     try:
         named = store_for(StoreRole.LESSONS, given)
-    except StoreURLError as exc:
-        err_console.print(f"[red]error:[/red] --store: {_shown(str(exc))}")
+    except StoreURLError as exc:  # from the variable, the message names it already
+        where = "--store: " if given is not None else ""
+        err_console.print(f"[red]error:[/red] {where}{_shown(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
     url = named if named is not None else StoreURL(Engine.SQLITE, path=default_store_path())
     if named is None and readonly and not default_store_path().exists():

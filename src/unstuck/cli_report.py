@@ -177,7 +177,8 @@ def _print(report: CostReport) -> None:
         top.add_row(_shown(t.subject), t.kind.value, str(t.blocked_turns), str(t.wasted_steps),
                     f"{t.wasted_seconds:.0f}", "–" if t.steps_saved is None else f"{t.steps_saved:g}")
     console.print(top)
-    console.print(f"{report.turns_read} turns read from {len(report.journals)} journal(s); "
+    console.print(f"{report.turns_read} turn{'' if report.turns_read == 1 else 's'} read from "
+                  f"{len(report.journals)} journal(s); "
                   f"{len(report.turns)} met a blocker.", highlight=False)
 
 
@@ -221,7 +222,8 @@ def report_command(
     from unstuck.report_costs import read_costs
 
     start = _since(since)
-    urls = [journal_url(given) for given in journal] if journal else [journal_url(None)]
+    named = [journal_url(given) for given in journal] if journal else [journal_url(None)]
+    urls = list({url.shown: url for url in named}.values())  # a store named twice is read once
     opened: list[Journal] = []
     try:
         for url in urls:
@@ -242,5 +244,7 @@ def report_command(
         _write(json_file, report.to_json(), "--json")
     if html is not None:
         _write(html, render_html(report), "--html")
+        if str(html) != "-":
+            err_console.print(f"HTML report written to {escape(str(html))}", highlight=False)
     if json_file is None or str(json_file) != "-":
         _print(report)

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from unstuck.sqlite_store import write
+from unstuck.sqlite_store import clean_text, write
 from unstuck.stores import Engine, StoreURL, postgres_pool
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "SQLiteEngine",
     "StoreEngine",
     "Transaction",
+    "clean_params",
     "postgres_sql",
 ]
 
@@ -64,9 +65,11 @@ SCHEMA_TABLE = "unstuck_schema"
 #: How messages name each store kind.
 _STORE_NAMES = {"journal": "journal", "lessons": "lesson store"}
 
-#: A transaction-level advisory lock key (``pg_advisory_xact_lock(bigint)``) per store kind:
-#: "unsj"/"unsl", the application ids their SQLite files carry.
-_ADVISORY_KEYS = {"journal": 0x756E736A, "lessons": 0x756E736C}
+#: The transaction-level advisory lock (``pg_advisory_xact_lock(bigint)``) every store's schema
+#: work takes, whatever the store: "unss". One key for all, since the stores share the
+#: ``unstuck_schema`` table, and PostgreSQL's catalog does not serialise two
+#: ``CREATE TABLE IF NOT EXISTS`` of one name (the loser fails on ``pg_type``'s unique index).
+_SCHEMA_LOCK = 0x756E7373
 
 
 class Cursor(Protocol):
@@ -128,16 +131,16 @@ class SQLiteEngine:
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row of a read, or ``None``."""
         with self.lock:
-            row = self.db.execute(sql, tuple(params)).fetchone()
+            row = self.db.execute(sql, clean_params(params)).fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Every row of a read."""
         with self.lock:
-            return [tuple(row) for row in self.db.execute(sql, tuple(params)).fetchall()]
+            return [tuple(row) for row in self.db.execute(sql, clean_params(params)).fetchall()]
 
     @contextmanager
-    def transaction(self, *, sync: bool = True) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, sync: bool = True) -> Iterator[_SQLiteTransaction]:
         """One write transaction (``BEGIN IMMEDIATE``), committed with ``synchronous = FULL``
         when ``sync``, ``NORMAL`` otherwise (set between transactions: SQLite reads it at
         each commit)."""
@@ -147,7 +150,7 @@ class SQLiteEngine:
                 self.db.execute(f"PRAGMA synchronous = {mode}")
                 self._synchronous = mode
             with write(self.db, before_commit=self._before_commit) as db:
-                yield db
+                yield _SQLiteTransaction(db)
 
     def close(self) -> None:
         """Close the connection."""
@@ -155,10 +158,30 @@ class SQLiteEngine:
             self.db.close()
 
 
+def clean_params(params: Sequence[Any]) -> tuple[Any, ...]:
+    """``params`` with every string as both engines take it (:func:`unstuck.sqlite_store.clean_text`:
+    lone surrogates and NUL become U+FFFD), so no text a tool or a person supplied fails a
+    write, or a look-up, with an encoding error."""
+    return tuple(clean_text(value) if isinstance(value, str) else value for value in params)
+
+
 def postgres_sql(sql: str) -> str:
     """``sql`` with its ``?`` placeholders as psycopg's ``%s`` (the stores' SQL never holds a
     literal ``?`` or ``%``)."""
     return sql.replace("?", "%s")
+
+
+class _SQLiteTransaction:
+    """An open SQLite write transaction whose parameters are cleaned (:func:`clean_params`)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._db.execute(sql, clean_params(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._db.executemany(sql, [clean_params(row) for row in rows])
 
 
 class _PostgresTransaction:
@@ -168,12 +191,12 @@ class _PostgresTransaction:
         self._connection = connection
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        cursor: Cursor = self._connection.execute(postgres_sql(sql), tuple(params))
+        cursor: Cursor = self._connection.execute(postgres_sql(sql), clean_params(params))
         return cursor
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._connection.cursor() as cursor:
-            cursor.executemany(postgres_sql(sql), [tuple(row) for row in rows])
+            cursor.executemany(postgres_sql(sql), [clean_params(row) for row in rows])
 
 
 class PostgresEngine:
@@ -202,7 +225,7 @@ class PostgresEngine:
         with self.pool.connection() as connection:
             if self.readonly:
                 connection.execute("SET TRANSACTION READ ONLY")
-            row = connection.execute(postgres_sql(sql), tuple(params)).fetchone()
+            row = connection.execute(postgres_sql(sql), clean_params(params)).fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -210,7 +233,7 @@ class PostgresEngine:
         with self.pool.connection() as connection:
             if self.readonly:
                 connection.execute("SET TRANSACTION READ ONLY")
-            return [tuple(row) for row in connection.execute(postgres_sql(sql), tuple(params)).fetchall()]
+            return [tuple(row) for row in connection.execute(postgres_sql(sql), clean_params(params)).fetchall()]
 
     @contextmanager
     def transaction(self, *, sync: bool = True) -> Iterator[_PostgresTransaction]:
@@ -256,15 +279,15 @@ class PostgresEngine:
                       migrations: Sequence[Callable[[Any], None]] = ()) -> int:
         """Make ``store``'s tables (``statements``) and record ``version``, or migrate an
         older one (``migrations[i]`` turns version ``i + 1`` into ``i + 2``), all in one
-        transaction under the store's advisory lock; returns the version found before (0 for
-        a new store).
+        transaction under the schema advisory lock (one for every store kind); returns the
+        version found before (0 for a new store).
 
         Raises:
             ValueError: the database is of a newer version of the store, or holds one of
                 ``tables`` without a schema row for ``store`` (another program's tables).
         """
         with self.transaction() as tx:
-            tx.execute("SELECT pg_advisory_xact_lock(?)", (_ADVISORY_KEYS[store],))
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
             tx.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (store TEXT PRIMARY KEY, version INTEGER NOT NULL)")
             row = tx.execute(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,)).fetchone()
             if row is None:

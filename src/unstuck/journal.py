@@ -452,6 +452,7 @@ class Journal:
         self._unsynced_since: float | None = None  # monotonic seconds of the oldest riding commit not yet synced
         self._leases: dict[str, int] = {}  # turn id -> the fencing token this object holds
         self._lost: dict[str, int] = {}  # turn id -> the token this object held when another owner took the turn
+        self._lease_lock = threading.Lock()  # the turn's thread and the lease keeper both change the two
         self._keeper: _LeaseKeeper | None = None
         self._db: StoreEngine
         if url.path is None:
@@ -465,7 +466,10 @@ class Journal:
         if self.readonly and path.stat().st_size == 0:
             raise JournalError(f"{path} is empty, not an unstuck journal")
         if not self.readonly:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise JournalError(f"{path}: cannot make its folder {path.parent}: {exc.strerror or exc}") from exc
         try:
             problems = quick_check(path)
         except sqlite3.Error as exc:
@@ -524,8 +528,8 @@ class Journal:
     def _open_postgres(self, url: StoreURL) -> None:
         try:
             engine = PostgresEngine(url, readonly=self.readonly)
-        except UnstuckError as exc:
-            raise JournalError(f"cannot open the journal at {url.shown}: {exc}") from exc
+        except UnstuckError as exc:  # it names the server and the URL (password masked) already
+            raise JournalError(f"cannot open the journal: {exc}") from exc
         self._db = engine
         try:
             if self.readonly:
@@ -624,10 +628,14 @@ class Journal:
         if token is None:
             raise LeaseLostError(f"turn {turn_id} is not leased to this process (lease token {row[0]}); claim it "
                                  "first: only the lease holder writes to a turn")
-        self._leases.pop(turn_id, None)
-        self._lost[turn_id] = token
-        raise LeaseLostError(f"turn {turn_id} was taken over (lease token {row[0]}, this process held {token}; now "
-                             f"owned by process {row[2]} on host {row[1]}): this process writes nothing more to it")
+        with self._lease_lock:  # a claim by this object may have replaced the token meanwhile: keep that one
+            if self._leases.get(turn_id) == token:
+                del self._leases[turn_id]
+                self._lost[turn_id] = token
+        now = (f"now owned by process {row[2]} on host {row[1]}" if row[2] is not None
+               else "since let go: a person settled its intents, or its new owner ended it")
+        raise LeaseLostError(f"turn {turn_id} was taken over (lease token {row[0]}, this process held {token}; "
+                             f"{now}): this process writes nothing more to it")
 
     def _fence_ref(self, tx: Transaction, ref: str) -> None:
         row = tx.execute("SELECT turn_id FROM intents WHERE effect_ref = ?", (ref,)).fetchone()
@@ -635,8 +643,9 @@ class Journal:
             self._fence(tx, str(row[0]))
 
     def _hold_lease(self, turn_id: str, token: int) -> None:
-        self._leases[turn_id] = token
-        self._lost.pop(turn_id, None)
+        with self._lease_lock:
+            self._leases[turn_id] = token
+            self._lost.pop(turn_id, None)
         if self._keeper is None:
             self._keeper = _LeaseKeeper(self)
 
@@ -704,11 +713,13 @@ class Journal:
             changed = tx.execute(
                 "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = 'running', ended_at = NULL,"
                 f" lease_token = lease_token + 1, lease_expires_at = {self._db.now_sql} + ?"
-                f" WHERE turn_id = ? AND lease_token = ? AND {condition}",
+                f" WHERE turn_id = ? AND lease_token = ? AND status NOT IN ('done', 'blocked', 'failed')"
+                f" AND {condition}",
                 (me, my_start, host_identity(), self.lease_ttl, turn_id, token),
             ).rowcount
         if changed != 1:
-            raise JournalError(f"turn {turn_id} was claimed by another process first, or its owner renewed its lease")
+            raise JournalError(f"turn {turn_id} was claimed by another process first, its owner renewed its lease, "
+                               "or it ended meanwhile")
         self._hold_lease(turn_id, token + 1)
 
     def _lease_free(self, turn_id: str, *, force: bool, doing: str) -> tuple[str, int, str]:
@@ -740,10 +751,10 @@ class Journal:
             raise JournalError(
                 f"turn {turn_id} is leased to process {pid} in another machine or pid namespace (host {host}) for "
                 f"{expires - now:.1f} s more (it renews the lease while it runs); {doing} once the lease has run out, "
-                "or with force once you know that process is gone")
+                "or with force (--force) once you know that process is gone")
         raise JournalError(f"turn {turn_id} is owned by process {pid} in another machine or pid namespace, "
                            f"which cannot be checked from here, and holds no lease that runs out (a journal of "
-                           f"schema 2); {doing} with force once you know that process is gone")
+                           f"schema 2); {doing} with force (--force) once you know that process is gone")
 
     def settle(self, turn_id: str, *, committed: Sequence[str] = (), absent: Sequence[str] = (),
                force: bool = False) -> None:
@@ -1074,7 +1085,7 @@ def _redacted_situation(text: str | None) -> str | None:
     return _redacted_field(text, "detail")
 
 
-def _redact_2(db: sqlite3.Connection) -> None:
+def _redact_2(db: Transaction) -> None:
     """Version 1 -> 2: the rows of a journal written before redaction redacted as they are
     written now (see the module doc): each step's content, arguments (and their digest, of
     the redacted arguments, as :meth:`Journal.checkpoint` takes it) and situation detail;
@@ -1100,7 +1111,7 @@ def _redact_2(db: sqlite3.Connection) -> None:
             db.execute("UPDATE turns SET task = ?, answer = ?, error = ? WHERE turn_id = ?", (*cleaned, turn_id))
 
 
-def _leases_3(db: sqlite3.Connection) -> None:
+def _leases_3(db: Transaction) -> None:
     """Version 2 -> 3: leases (issue 16): each turn gets a fencing token (0) and a lease
     expiry (``NULL``: a turn begun before leases keeps the owner test by process, and an
     owner elsewhere needs ``force``)."""

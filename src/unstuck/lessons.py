@@ -83,6 +83,7 @@ __all__ = [
     "ACTIVE_BY_TOOL_SQL",
     "ACTIVE_SQL",
     "APPLICATION_ID",
+    "CONTENT_LIMIT",
     "Lesson",
     "LessonStore",
     "LessonStoreError",
@@ -96,6 +97,11 @@ APPLICATION_ID = 0x756E736C
 _SCHEMA_VERSION = 4
 
 _ACTIVE = "invalidated_at IS NULL AND superseded_by IS NULL"
+
+#: Characters of a lesson's content kept (a line of evidence, as a journaled step keeps 4,000):
+#: PostgreSQL's ``tsvector`` of a lesson must stay under its 1 MB limit (PostgreSQL
+#: documentation, 8.11.1 "tsvector"), and a lesson shown in a prompt is short.
+CONTENT_LIMIT = 4000
 #: Indexes added by schema 2: the turn-start query (:meth:`LessonStore.active`) seeks the
 #: active lessons of one tool, most recently verified first, and stops after ``limit`` rows
 #: (a partial index: closed lessons are not in it, so their number costs nothing).
@@ -284,7 +290,11 @@ class LessonStore:
         if self.readonly and not path.is_file():
             raise LessonStoreError(f"no lesson store at {path}")
         if not self.readonly:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LessonStoreError(f"{path}: cannot make its folder {path.parent}: {exc.strerror or exc}") \
+                    from exc
         last: sqlite3.Error | None = None
         for attempt in range(5):  # several processes making one new store at once: the losers wait and retry
             try:
@@ -344,8 +354,8 @@ class LessonStore:
     def _open_postgres(self, url: StoreURL) -> None:
         try:
             engine = PostgresEngine(url, readonly=self.readonly)
-        except UnstuckError as exc:
-            raise LessonStoreError(f"cannot open the lesson store at {url.shown}: {exc}") from exc
+        except UnstuckError as exc:  # it names the server and the URL (password masked) already
+            raise LessonStoreError(f"cannot open the lesson store: {exc}") from exc
         self._db = engine
         try:
             if self.readonly:
@@ -408,7 +418,8 @@ class LessonStore:
         """Store (or re-verify) the lesson of a declared blocker, as recorded by this machine
         (:func:`unstuck.stores.machine_id`, the lesson's ``host``).
 
-        ``content`` and the unblock are stored cleaned (no escape sequence, one line) and
+        ``content`` (its first :data:`CONTENT_LIMIT` characters) and the unblock are stored
+        cleaned (no escape sequence, one line) and
         redacted (:func:`unstuck.redact.redact`: a token or a value named secret becomes
         ``***``), ``metadata`` and the probe's arguments redacted
         (:func:`unstuck.redact.redact_value`): no secret in a
@@ -450,7 +461,8 @@ class LessonStore:
                     " confidence, created_at, last_verified_at, source, metadata, host)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                     (domain, tool, situation.subject, situation.kind.value, fingerprint, unblock, probe,
-                     _clean(content), 0.5, now, now, source, json.dumps(redact_value(dict(metadata or {}))),
+                     _clean(content)[:CONTENT_LIMIT], 0.5, now, now, source,
+                     json.dumps(redact_value(dict(metadata or {}))),
                      self._host),
                 ).fetchone()
                 lesson_id = int(inserted[0])
@@ -624,13 +636,13 @@ def _redacted_row(row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _indexes_2(db: sqlite3.Connection) -> None:
+def _indexes_2(db: Transaction) -> None:
     """Schema 1 -> 2: the indexes of :data:`_INDEXES_2`. The rows stay as they are."""
     for statement in _INDEXES_2:
         db.execute(statement)
 
 
-def _redact_3(db: sqlite3.Connection) -> None:
+def _redact_3(db: Transaction) -> None:
     """Schema 2 -> 3: every lesson's unblock, probe, content and metadata redacted
     (:func:`_redacted_row`). Only changed rows are updated; the ``knowledge_au`` trigger
     (``AFTER UPDATE OF content``) deletes each changed lesson's old FTS row, with its old
@@ -644,7 +656,7 @@ def _redact_3(db: sqlite3.Connection) -> None:
                        (new[6], new[7], new[8], new[15], row[0]))
 
 
-def _host_4(db: sqlite3.Connection) -> None:
+def _host_4(db: Transaction) -> None:
     """Schema 3 -> 4: each lesson names the machine that recorded it (``host``; ``""`` for
     the lessons already there, which were recorded on the machine the file is on). A file
     that has the column already (written by a later layout, then stamped older) keeps it."""

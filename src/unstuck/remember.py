@@ -240,7 +240,9 @@ class LessonKeeper:
         for stale in candidates:
             # gh upgraded or moved here: the old lesson is closed, kept. Another machine's lesson
             # (a fleet's shared store) is scoped by its fingerprint: not matched, never closed.
-            if stale.signature.fingerprint != current and stale.host in ("", self.store.host):
+            # A fingerprint that could not be taken this time (a --version that timed out) says nothing.
+            if (stale.signature.fingerprint != current and current != UNKNOWN_FINGERPRINT
+                    and stale.host in ("", self.store.host)):
                 self.close(stale, f"its environment changed ({stale.signature.fingerprint!r} -> {current!r})")
         with_probe = [lesson for lesson in matching if lesson.probe is not None]
         chosen = with_probe or matching

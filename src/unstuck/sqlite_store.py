@@ -274,10 +274,10 @@ def describe(db: sqlite3.Connection, app_id: int) -> str:
     return STORE_KINDS.get(app_id, f"another program's database (application_id {app_id})")
 
 
-#: One schema step: run inside the migration's write transaction on the store's connection,
-#: it turns the layout of one version into that of the next (the version number is set by
-#: :func:`migrate`, not by the step).
-Migration: TypeAlias = Callable[[sqlite3.Connection], None]
+#: One schema step: called with the migration's write transaction (an object with
+#: ``execute(sql, params)``: :class:`unstuck.engines.Transaction`), it turns the layout of one
+#: version into that of the next (the version number is set by :func:`migrate`, not by the step).
+Migration: TypeAlias = Callable[[Any], None]
 
 
 def backup_path(path: Path, version: int) -> Path:
@@ -331,7 +331,7 @@ def _place_without_overwriting(partial: Path, target: Path) -> Path:
 
 
 def migrate(db: sqlite3.Connection, path: Path, steps: Sequence[Migration], *,
-            transaction: Callable[[], AbstractContextManager[sqlite3.Connection]],
+            transaction: Callable[[], AbstractContextManager[Any]],
             unversioned: int | None = None, application_id: int | None = None) -> int | None:
     """Bring the store open on ``db`` (the file ``path``) to the newest version,
     ``len(steps) + 1``: when its ``user_version`` is older, first copy it to

@@ -36,7 +36,9 @@ libpq's reason (with the password masked), the psycopg error as its ``__cause__`
 from __future__ import annotations
 
 import enum
+import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,6 +103,13 @@ POOL_OPEN_TIMEOUT = 20.0
 DEFAULT_PORT = 5432
 
 _POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+
+# The pool logs a warning per failed reconnection; with no handler configured Python would print
+# each to standard error (logging.lastResort), into the CLI's output. A caller's handlers still get them.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+#: A libpq keyword/value connection string (PostgreSQL documentation, 34.1.1.1 "Keyword/Value
+#: Connection Strings"): a store URL must be a URI, and such text is no file name either.
+_KEYWORD_CONNINFO = re.compile(r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -194,6 +203,9 @@ def parse_store_url(text: str) -> StoreURL:
                                 "(sqlite or postgresql)")
     if scheme.lower() == "sqlite" and sep:
         return _parse_sqlite(text, rest)
+    if _KEYWORD_CONNINFO.match(text):
+        raise StoreURLError("store URL given as libpq keyword=value pairs (host=… dbname=…); write it as "
+                            "postgresql://user@host:port/dbname (its password, if any, %-encoded)")
     return StoreURL(Engine.SQLITE, path=Path(text).expanduser())
 
 
@@ -296,6 +308,10 @@ def _parse_postgres(text: str) -> StoreURL:
                             "write a '#' in a password as %23")
     # libpq looks for the userinfo's '@' before the first '/' (fe-connect.c, conninfo_uri_parse_options).
     head = rest.split("/", 1)[0]
+    ats = rest.split("?", 1)[0].count("@")
+    if ats > 1 or (ats == 1 and "@" not in head):
+        raise StoreURLError(f"store URL {shown!r}: an '@' or '/' inside the user name or password must be written "
+                            "%40 or %2F (RFC 3986 percent-encoding), or the URL names another host")
     user: str | None = None
     if "@" in head:
         userinfo, rest = rest.split("@", 1)
@@ -388,9 +404,10 @@ def _mask_password(text: str) -> str:
     parameter replaced by :data:`MASK`; other secrets masked by :func:`unstuck.redact.redact`."""
     scheme, sep, rest = text.partition("://")
     if sep:
-        head = rest.split("/", 1)[0]
-        if "@" in head:
-            userinfo, after = rest.split("@", 1)
+        before_query = rest.split("?", 1)[0]
+        if "@" in before_query:  # up to the last '@': a password holding an unescaped '/' or '@' is hidden whole
+            at = before_query.rindex("@")
+            userinfo, after = rest[:at], rest[at + 1:]
             if ":" in userinfo:
                 userinfo = userinfo.split(":", 1)[0] + ":" + MASK
             rest = userinfo + "@" + after
@@ -478,8 +495,11 @@ def postgres_pool(url: StoreURL, *, min_size: int = POOL_MIN_SIZE, max_size: int
     handed out (``ConnectionPool.check_connection``). The caller closes the pool (``with``
     does).
 
-    The pool is opened waiting up to ``open_timeout`` seconds for its first ``min_size``
-    connections, so a server that cannot be reached fails here, not at the first query.
+    One direct connection is tried first, so a server that refuses the connection or the login
+    fails at once with libpq's reason; then the pool is opened waiting up to ``open_timeout``
+    seconds for its first ``min_size`` connections. The pool's own warnings (``psycopg.pool``
+    logger: each failed reconnection) reach a caller's logging configuration only, never
+    standard error by Python's last-resort handler.
 
     Raises:
         StoreURLError: as :func:`connect_postgres`.
@@ -496,6 +516,9 @@ def postgres_pool(url: StoreURL, *, min_size: int = POOL_MIN_SIZE, max_size: int
         pg.conninfo.conninfo_to_dict(conninfo)
     except pg.ProgrammingError as error:
         raise StoreURLError(f"store URL {url.shown!r}: {_scrub(url, str(error))}") from error
+    # one direct attempt first: a refused port or a wrong password fails now, with libpq's reason,
+    # rather than after the pool's open_timeout of retries
+    connect_postgres(url, connect_timeout=connect_timeout).close()
     pool = psycopg_pool.ConnectionPool(
         conninfo, open=False, min_size=min_size, max_size=max_size, timeout=timeout, max_idle=max_idle,
         name=name, check=psycopg_pool.ConnectionPool.check_connection,
