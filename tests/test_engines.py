@@ -272,3 +272,18 @@ def test_both_engines_name_their_kind_and_store(engine: StoreEngine, store_targe
     assert engine.where == (str(store_target.path) if store_target.engine is Engine.SQLITE
                             else parse_store_url(store_target.url).shown)
     assert "***" in engine.where or store_target.engine is Engine.SQLITE
+
+
+def test_another_programs_index_of_our_name_or_its_own_unstuck_schema_is_refused_untouched(
+        pg_store: StoreTarget) -> None:
+    pg_store.execute("CREATE TABLE orders (started_at INTEGER)")
+    pg_store.execute("CREATE INDEX turns_by_start ON orders (started_at)")  # a name the journal's schema uses
+    with pytest.raises(JournalError, match=r"holds turns_by_start but no unstuck journal schema; it is another "
+                                           r"program's database and was left untouched"):
+        Journal(pg_store.url)
+    assert pg_store.tables() == {"orders"}
+    pg_store.execute("CREATE TABLE unstuck_schema (name TEXT, value TEXT)")
+    with pytest.raises(LessonStoreError, match=r"a table unstuck_schema that is not unstuck's \(columns name, "
+                                               r"value\); it is another program's database"):
+        LessonStore(pg_store.url)
+    assert pg_store.tables() == {"orders", "unstuck_schema"}

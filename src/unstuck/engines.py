@@ -275,26 +275,35 @@ class PostgresEngine:
             raise ValueError(f"{self.where} holds a {_STORE_NAMES[store]} of schema {found}; this unstuck reads "
                              f"schemas up to {version}; it was left untouched")
 
-    def ensure_schema(self, store: str, version: int, statements: Sequence[str], tables: Sequence[str],
+    def ensure_schema(self, store: str, version: int, statements: Sequence[str], relations: Sequence[str],
                       migrations: Sequence[Callable[[Any], None]] = ()) -> int:
-        """Make ``store``'s tables (``statements``) and record ``version``, or migrate an
-        older one (``migrations[i]`` turns version ``i + 1`` into ``i + 2``), all in one
-        transaction under the schema advisory lock (one for every store kind); returns the
-        version found before (0 for a new store).
+        """Make ``store``'s tables and indexes (``statements``, which make ``relations``) and
+        record ``version``, or migrate an older one (``migrations[i]`` turns version ``i + 1``
+        into ``i + 2``), all in one transaction under the schema advisory lock (one for every
+        store kind); returns the version found before (0 for a new store).
 
         Raises:
-            ValueError: the database is of a newer version of the store, or holds one of
-                ``tables`` without a schema row for ``store`` (another program's tables).
+            ValueError: the database is of a newer version of the store, holds one of
+                ``relations`` (a table or an index) without a schema row for ``store``, or holds
+                an ``unstuck_schema`` that is not unstuck's (another program's objects: nothing
+                is written).
         """
         with self.transaction() as tx:
             tx.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+            columns = {row[0] for row in tx.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND table_name = ?", (SCHEMA_TABLE,)).fetchall()}
+            if columns and columns != {"store", "version"}:
+                raise ValueError(f"{self.where} holds a table {SCHEMA_TABLE} that is not unstuck's (columns "
+                                 f"{', '.join(sorted(columns))}); it is another program's database and was left "
+                                 "untouched")
             tx.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (store TEXT PRIMARY KEY, version INTEGER NOT NULL)")
             row = tx.execute(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,)).fetchone()
             if row is None:
-                present = [name for name in tables
+                present = [name for name in relations
                            if tx.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]]
                 if present:
-                    raise ValueError(f"{self.where} holds table(s) {', '.join(present)} but no unstuck "
+                    raise ValueError(f"{self.where} holds {', '.join(present)} but no unstuck "
                                      f"{_STORE_NAMES[store]} schema; it is another program's database and was left "
                                      "untouched")
                 for statement in statements:

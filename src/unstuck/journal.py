@@ -539,7 +539,8 @@ class Journal:
                 engine.check_version("journal", found, _SCHEMA_VERSION)
                 self.schema = found
             else:
-                engine.ensure_schema("journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA, sorted(_TABLES), _MIGRATIONS)
+                engine.ensure_schema("journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
+                                    [*sorted(_TABLES), "intents_by_turn", "turns_by_start"], _MIGRATIONS)
                 self.schema = _SCHEMA_VERSION
         except ValueError as exc:
             engine.close()

@@ -365,7 +365,9 @@ class LessonStore:
                 engine.check_version("lessons", found, _SCHEMA_VERSION)
                 self.schema = found
             else:
-                engine.ensure_schema("lessons", _SCHEMA_VERSION, _POSTGRES_SCHEMA, ["knowledge"], _MIGRATIONS)
+                engine.ensure_schema("lessons", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
+                                    ["knowledge", "knowledge_active", "knowledge_search", "knowledge_active_tool",
+                                     "knowledge_active_recent"], _MIGRATIONS)
                 self.schema = _SCHEMA_VERSION
         except ValueError as exc:
             engine.close()
