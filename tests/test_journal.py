@@ -178,7 +178,7 @@ def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path, store_t
     listed = unstuck("journal", "list", "--journal", store, "--json")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == [{"turn": "t1", "task": "book orders 1 to 3", "status": "interrupted",
-                                          "steps": 1, "intents": 2, "held": 1}]
+                                          "steps": 1, "intents": 2, "held": 1, "owner": None}]  # it let go
     shown = json.loads(unstuck("journal", "show", "t1", "--journal", store, "--json").stdout)
     assert [(i["effect_ref"], i["state"]) for i in shown["intents"]] == [("t1:0", "committed"), ("t1:1", "held")]
 

@@ -91,6 +91,11 @@ def test_a_turn_whose_owner_was_killed_on_one_machine_is_resumed_on_another_afte
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.communicate(timeout=30)
+    listed = subprocess.run([sys.executable, "-m", "unstuck", "journal", "list", "-j", store_target.url, "--json"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    (row,) = json.loads(listed.stdout)  # the dead owner still holds the lease until it runs out
+    assert row["status"] == "running" and row["owner"]["pid"] == owner.pid
+    assert row["owner"]["host"].startswith("machine-a@") and row["owner"]["lease_left_s"] <= TTL
     world["go"].touch()
     code, early = _outcome(_start(store_target, world, "machine-b", "resume"))
     # machine b cannot see machine a's processes: it must wait for the lease, not guess

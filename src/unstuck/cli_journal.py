@@ -18,7 +18,7 @@ from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the journal (and the policy it records) loads only when a journal command runs
-    from unstuck.journal import Journal
+    from unstuck.journal import Journal, Lease
 
 
 def _shown(text: str) -> str:
@@ -92,22 +92,40 @@ def _list(journal: JournalOption = None, as_json: JsonOption = False) -> None:
     with _open(journal) as j:
         try:
             turns = j.turns()
-            rows = [(t, j.intents(t.turn_id)) for t in turns]
+            rows = [(t, j.intents(t.turn_id), j.lease(t.turn_id) if j.schema >= 3 else None) for t in turns]
         except (JournalError, ValueError) as exc:
             raise _damaged(j, exc) from None
     if as_json:
         typer.echo(json.dumps([
             {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
-             "intents": len(intents), "held": sum(i.state is IntentState.HELD for i in intents)}
-            for t, intents in rows
+             "intents": len(intents), "held": sum(i.state is IntentState.HELD for i in intents),
+             "owner": None if lease is None or lease.owner_pid is None else {
+                 "host": lease.owner_host, "pid": lease.owner_pid,
+                 "lease_left_s": None if lease.expires_at is None else round(lease.expires_at - lease.now, 1)}}
+            for t, intents, lease in rows
         ], indent=2))
         return
-    table = Table("turn", "status", "steps", "intents", "held", "task")
-    for t, intents in rows:
+    table = Table("turn", "status", "steps", "intents", "held", "owner", "task")
+    for t, intents, lease in rows:
         held = sum(i.state is IntentState.HELD for i in intents)
         table.add_row(t.turn_id, t.status, str(t.checkpoint_step + 1), str(len(intents)), str(held),
-                      _shown(t.task[:70]))
+                      _owner(lease), _shown(t.task[:70]))
     console.print(table)
+
+
+def _owner(lease: Lease | None) -> str:
+    """Who holds a turn's lease, for the list: ``pid 4242 on runner-7, 21 s left`` (the host's
+    ``UNSTUCK_HOST_ID``, else ``boot`` and the start of its boot id), ``… ran out 3 s ago``
+    (resumable), or ``-`` (nobody: the turn ended or let go)."""
+    if lease is None or lease.owner_pid is None:
+        return "-"
+    named = lease.owner_host or "?"  # UNSTUCK_HOST_ID@boot/pid-namespace, or boot/pid-namespace
+    host = _shown(named.split("@", 1)[0][:24] if "@" in named else f"boot {named[:8]}")
+    if lease.expires_at is None:
+        return f"pid {lease.owner_pid} on {host}"
+    left = lease.expires_at - lease.now
+    state = f"{left:.0f} s left" if left > 0 else f"ran out {-left:.0f} s ago"
+    return f"pid {lease.owner_pid} on {host}, {state}"
 
 
 @journal_app.command("show", epilog=STORE_EXIT_CODES)
