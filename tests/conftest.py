@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 
@@ -13,6 +14,27 @@ from unstuck.tools import ToolCall, ToolSpec
 
 #: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py).
 pytest_plugins = ["pg_fixtures"]
+
+
+def run_at_once(commands: Sequence[Sequence[str]], *, timeout: float = 60) -> list[tuple[int, str, str]]:
+    """Start each command (a Python process that prints ``ready`` once set up, then waits for
+    a line on its standard input), let them all go at once, as near as processes get, and
+    return each one's (exit status, standard output, standard error), in order. Every process
+    is killed on the way out, whatever happened."""
+    processes = [subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for command in commands]
+    try:
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline() == "ready\n", process.communicate()
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        outputs = [process.communicate(timeout=timeout) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    return [(process.returncode, out, err) for process, (out, err) in zip(processes, outputs, strict=True)]
 
 
 class PlaybackModel:

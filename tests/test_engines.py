@@ -4,7 +4,6 @@ cluster (tests/pg_fixtures.py)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
+from conftest import run_at_once
 from pg_fixtures import StoreTarget
 from unstuck.engines import PostgresEngine, SQLiteEngine, StoreEngine, Transaction, postgres_sql
 from unstuck.journal import Journal, JournalError
@@ -147,22 +147,10 @@ engine.close()
 
 
 def test_ensure_schema_from_several_processes_at_once_makes_the_tables_exactly_once(pg_store: StoreTarget) -> None:
-    workers = [subprocess.Popen([sys.executable, "-c", _ENSURER, pg_store.url], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    try:
-        for worker in workers:
-            assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
-        for worker in workers:
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-        outputs = [worker.communicate(timeout=60) for worker in workers]
-    finally:
-        for worker in workers:
-            worker.kill()
-    assert all(worker.returncode == 0 for worker in workers), outputs
+    outputs = run_at_once([[sys.executable, "-c", _ENSURER, pg_store.url]] * 4)
+    assert [code for code, _, _ in outputs] == [0] * 4, outputs
     # the first made the store (found version 0); the others, waiting on the advisory lock, found it
-    assert sorted(out.strip() for out, _ in outputs) == ["0", "1", "1", "1"]
+    assert sorted(out.strip() for _, out, _ in outputs) == ["0", "1", "1", "1"]
     assert pg_store.rows("SELECT turn_id FROM turns") == [("made once",)]
     assert pg_store.rows("SELECT store, version FROM unstuck_schema") == [("journal", 1)]
 
@@ -185,21 +173,9 @@ def test_a_journal_and_a_lesson_store_made_at_once_on_a_new_database_both_succee
     # both kinds make the shared unstuck_schema table; CREATE TABLE IF NOT EXISTS of one name in two
     # transactions at once is not serialised by PostgreSQL's catalog (the loser fails on pg_type's
     # unique index): the schema work of every kind must take one lock
-    workers = [subprocess.Popen([sys.executable, "-c", _KIND_ENSURER, kind, pg_store.url], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for kind in ["journal", "lessons"] * 3]
-    try:
-        for worker in workers:
-            assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
-        for worker in workers:
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-        outputs = [worker.communicate(timeout=60) for worker in workers]
-    finally:
-        for worker in workers:
-            worker.kill()
-    assert [worker.returncode for worker in workers] == [0] * 6, outputs
+    outputs = run_at_once([[sys.executable, "-c", _KIND_ENSURER, kind, pg_store.url]
+                           for kind in ["journal", "lessons"] * 3])
+    assert [code for code, _, _ in outputs] == [0] * 6, outputs
     assert sorted(pg_store.rows("SELECT store FROM unstuck_schema")) == [("journal",), ("lessons",)]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PlaybackModel
+from conftest import PlaybackModel, run_at_once
 from pg_fixtures import StoreTarget
 from unstuck.clock import VirtualClock
 from unstuck.journal import (
@@ -727,21 +727,8 @@ def test_of_processes_on_several_machines_claiming_one_turn_at_once_exactly_one_
     with Journal(store_target.url) as owner:
         owner.begin_turn("t1", "book", unattended=True, guarded=True)
         owner.end_turn("t1", "interrupted")  # held for a person: the lease is let go
-    claimers = [subprocess.Popen([sys.executable, "-c", _CLAIMER, store_target.url, "t1", f"machine-{n}"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for n in range(4)]
-    try:
-        for claimer in claimers:
-            assert claimer.stdout is not None and claimer.stdout.readline() == "ready\n"
-        for claimer in claimers:  # all at once, as near as processes get
-            assert claimer.stdin is not None
-            claimer.stdin.write("go\n")
-            claimer.stdin.flush()
-        outputs = [claimer.communicate(timeout=60) for claimer in claimers]
-    finally:
-        for claimer in claimers:
-            claimer.kill()
-    said = [out.strip().split(" ", 1)[0] for out, _ in outputs]
+    outputs = run_at_once([[sys.executable, "-c", _CLAIMER, store_target.url, "t1", f"machine-{n}"] for n in range(4)])
+    said = [out.strip().split(" ", 1)[0] for _, out, _ in outputs]
     assert sorted(said) == ["lost", "lost", "lost", "won"], outputs
     assert store_target.rows("SELECT lease_token, status FROM turns") == [(2, "running")]
 

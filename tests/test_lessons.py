@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_at_once
 from pg_fixtures import StoreTarget
 from unstuck.lessons import (
     ACTIVE_BY_TOOL_SQL,
@@ -549,20 +550,8 @@ print("done")
 
 def test_processes_recording_the_same_lesson_at_once_make_one_active_row(store_target: StoreTarget) -> None:
     LessonStore(store_target.url).close()  # the store exists: the race is on the record, not the schema
-    writers = [subprocess.Popen([sys.executable, "-c", SAME_LESSON, store_target.url, "20"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    try:
-        for writer in writers:
-            assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
-        for writer in writers:
-            assert writer.stdin is not None
-            writer.stdin.write("go\n")
-            writer.stdin.flush()
-        outputs = [writer.communicate(timeout=120) for writer in writers]
-    finally:
-        for writer in writers:
-            writer.kill()
-    assert all(writer.returncode == 0 for writer in writers), outputs
+    outputs = run_at_once([[sys.executable, "-c", SAME_LESSON, store_target.url, "20"]] * 4, timeout=120)
+    assert [code for code, _, _ in outputs] == [0] * 4, outputs
     with LessonStore(store_target.url) as store:
         (lesson,) = store.all()  # one row: the first recorded it, the other 79 re-verified it
         assert lesson.active and lesson.confidence == 1.0  # 0.5 raised by 0.1 per re-verification, at most 1.0

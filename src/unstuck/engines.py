@@ -56,6 +56,7 @@ __all__ = [
     "StoreEngine",
     "Transaction",
     "clean_params",
+    "open_postgres_store",
     "postgres_sql",
 ]
 
@@ -220,20 +221,24 @@ class PostgresEngine:
         self.readonly = readonly
         self.pool: psycopg_pool.ConnectionPool = postgres_pool(url, min_size=1, max_size=max_size)
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of a read, or ``None``."""
+    @contextmanager
+    def _read(self, sql: str, params: Sequence[Any]) -> Iterator[Cursor]:
+        """A read's cursor, on a pooled connection (a read-only transaction on a read-only engine)."""
         with self.pool.connection() as connection:
             if self.readonly:
                 connection.execute("SET TRANSACTION READ ONLY")
-            row = connection.execute(postgres_sql(sql), clean_params(params)).fetchone()
+            yield connection.execute(postgres_sql(sql), clean_params(params))
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a read, or ``None``."""
+        with self._read(sql, params) as cursor:
+            row = cursor.fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Every row of a read."""
-        with self.pool.connection() as connection:
-            if self.readonly:
-                connection.execute("SET TRANSACTION READ ONLY")
-            return [tuple(row) for row in connection.execute(postgres_sql(sql), clean_params(params)).fetchall()]
+        with self._read(sql, params) as cursor:
+            return [tuple(row) for row in cursor.fetchall()]
 
     @contextmanager
     def transaction(self, *, sync: bool = True) -> Iterator[_PostgresTransaction]:
@@ -264,7 +269,7 @@ class PostgresEngine:
         found = self.one(f"SELECT version FROM {SCHEMA_TABLE} WHERE store = ?", (store,))
         return None if found is None else int(found[0])
 
-    def check_version(self, store: str, found: int, version: int) -> None:
+    def _check_version(self, store: str, found: int, version: int) -> None:
         """Refuse a ``store`` of a schema newer than ``version`` (the newest this code reads).
 
         Raises:
@@ -311,7 +316,7 @@ class PostgresEngine:
                 tx.execute(f"INSERT INTO {SCHEMA_TABLE} (store, version) VALUES (?, ?)", (store, version))
                 return 0
             found = int(row[0])
-            self.check_version(store, found, version)
+            self._check_version(store, found, version)
             for step in migrations[found - 1:version - 1]:
                 step(tx)
             if found != version:
@@ -321,3 +326,32 @@ class PostgresEngine:
     def close(self) -> None:
         """Close the pool and its connections."""
         self.pool.close()
+
+
+def open_postgres_store(url: StoreURL, store: str, version: int, statements: Sequence[str],
+                        relations: Sequence[str], migrations: Sequence[Callable[[Any], None]] = (), *,
+                        readonly: bool = False) -> tuple[PostgresEngine, int]:
+    """A store's engine on the PostgreSQL database at ``url`` and the schema version it has:
+    read-only, the version recorded (refused when there is none or it is newer than
+    ``version``); otherwise made or migrated to ``version`` (:meth:`PostgresEngine.ensure_schema`).
+    The engine is closed again when anything fails.
+
+    Raises:
+        unstuck.stores.StoreURLError, unstuck.stores.StoreConnectionError: the server (as
+            :func:`unstuck.stores.postgres_pool`).
+        ValueError: no such store in a read-only open, a newer schema, another program's objects.
+        psycopg.Error: the server failed a statement.
+    """
+    engine = PostgresEngine(url, readonly=readonly)
+    try:
+        if not readonly:
+            engine.ensure_schema(store, version, statements, relations, migrations)
+            return engine, version
+        found = engine.schema_version(store)
+        if found is None:
+            raise ValueError(f"no {_STORE_NAMES[store]} in {engine.where}")
+        engine._check_version(store, found, version)
+        return engine, found
+    except BaseException:
+        engine.close()
+        raise

@@ -107,7 +107,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unstuck.engines import PostgresEngine, SQLiteEngine, StoreEngine, Transaction
+from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, open_postgres_store
 from unstuck.errors import UnstuckError
 from unstuck.leases import start_time
 from unstuck.outcome import StepRecord
@@ -121,6 +121,7 @@ from unstuck.sqlite_store import (
     clean_text,
     connect,
     describe,
+    engine_error,
     migrate,
     open_failure,
     quick_check,
@@ -232,6 +233,9 @@ _POSTGRES_SCHEMA = (
 )
 #: The tables of the journal's layout (every version).
 _TABLES = frozenset({"turns", "decisions", "messages", "steps", "intents", "validations"})
+#: What :data:`_POSTGRES_SCHEMA` makes: a database holding any of them without the journal's
+#: schema row is another program's.
+_POSTGRES_RELATIONS = (*sorted(_TABLES), "intents_by_turn", "turns_by_start")
 #: A turn header's columns, in :class:`JournalTurn`'s order.
 _TURN_COLUMNS = ("turn_id, task, status, unattended, guarded, started_at, ended_at, answer, error, checkpoint_step")
 _STEP_FIELDS = ("turn_id", "idx", "call_id", "tool", "arguments", "arguments_digest", "subject", "interactive",
@@ -527,27 +531,14 @@ class Journal:
 
     def _open_postgres(self, url: StoreURL) -> None:
         try:
-            engine = PostgresEngine(url, readonly=self.readonly)
+            self._db, self.schema = open_postgres_store(url, "journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
+                                                        _POSTGRES_RELATIONS, _MIGRATIONS, readonly=self.readonly)
         except UnstuckError as exc:  # it names the server and the URL (password masked) already
             raise JournalError(f"cannot open the journal: {exc}") from exc
-        self._db = engine
-        try:
-            if self.readonly:
-                found = engine.schema_version("journal")
-                if found is None:
-                    raise JournalError(f"no journal in {url.shown}")
-                engine.check_version("journal", found, _SCHEMA_VERSION)
-                self.schema = found
-            else:
-                engine.ensure_schema("journal", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
-                                    [*sorted(_TABLES), "intents_by_turn", "turns_by_start"], _MIGRATIONS)
-                self.schema = _SCHEMA_VERSION
         except ValueError as exc:
-            engine.close()
             raise JournalError(str(exc)) from None
-        except BaseException as exc:
-            engine.close()
-            if isinstance(exc, UnstuckError):
+        except Exception as exc:
+            if not engine_error(exc):
                 raise
             raise JournalError(f"cannot open the journal at {url.shown}: {type(exc).__name__}: {exc}") from exc
 

@@ -60,7 +60,7 @@ from typing import Any, cast
 
 import platformdirs
 
-from unstuck.engines import PostgresEngine, SQLiteEngine, StoreEngine, Transaction
+from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, open_postgres_store
 from unstuck.errors import UnstuckError
 from unstuck.redact import redact, redact_value
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
@@ -71,6 +71,7 @@ from unstuck.sqlite_store import (
     clean_text,
     connect,
     describe,
+    engine_error,
     migrate,
     open_failure,
     quick_check,
@@ -153,6 +154,10 @@ _POSTGRES_SCHEMA = (
     "CREATE INDEX knowledge_search ON knowledge USING GIN (search)",
     *_INDEXES_2,
 )
+#: What :data:`_POSTGRES_SCHEMA` makes: a database holding any of them without the lesson
+#: store's schema row is another program's.
+_POSTGRES_RELATIONS = ("knowledge", "knowledge_active", "knowledge_search", "knowledge_active_tool",
+                       "knowledge_active_recent")
 
 #: The turn-start query for one tool (:meth:`LessonStore.active` runs it once per tool and
 #: merges): served by the ``knowledge_active_tool`` index, in its order, no sort, no scan.
@@ -353,31 +358,16 @@ class LessonStore:
 
     def _open_postgres(self, url: StoreURL) -> None:
         try:
-            engine = PostgresEngine(url, readonly=self.readonly)
+            self._db, self.schema = open_postgres_store(url, "lessons", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
+                                                        _POSTGRES_RELATIONS, _MIGRATIONS, readonly=self.readonly)
         except UnstuckError as exc:  # it names the server and the URL (password masked) already
             raise LessonStoreError(f"cannot open the lesson store: {exc}") from exc
-        self._db = engine
-        try:
-            if self.readonly:
-                found = engine.schema_version("lessons")
-                if found is None:
-                    raise LessonStoreError(f"no lesson store in {url.shown}")
-                engine.check_version("lessons", found, _SCHEMA_VERSION)
-                self.schema = found
-            else:
-                engine.ensure_schema("lessons", _SCHEMA_VERSION, _POSTGRES_SCHEMA,
-                                    ["knowledge", "knowledge_active", "knowledge_search", "knowledge_active_tool",
-                                     "knowledge_active_recent"], _MIGRATIONS)
-                self.schema = _SCHEMA_VERSION
         except ValueError as exc:
-            engine.close()
             raise LessonStoreError(str(exc)) from None
-        except BaseException as exc:
-            engine.close()
-            if isinstance(exc, UnstuckError):
+        except Exception as exc:
+            if not engine_error(exc):
                 raise
-            raise LessonStoreError(f"cannot open the lesson store at {url.shown}: {type(exc).__name__}: {exc}") \
-                from exc
+            raise LessonStoreError(f"cannot open the lesson store at {url.shown}: {type(exc).__name__}: {exc}") from exc
 
     def backup_path(self, version: int) -> Path:
         """Where the copy of a schema-``version`` store is kept when it is migrated in place:
