@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from crash_child import ledger_tools, resolvers
 from unstuck.clock import VirtualClock
 from unstuck.journal import Journal, JournalError
 from unstuck.loop import run_turn
 from unstuck.models import Message, ModelReply, Role
-from unstuck.resume import Resolution, resume_turn
-from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.resume import resume_turn
+from unstuck.tools import ToolCall, Toolset, ToolSpec, tool
 
 #: The calls of the turn, in order, by how many tool results the conversation holds.
 PLAN: tuple[tuple[str, dict[str, int]], ...] = (("book_order", {"order": 1}), ("check_stock", {}), ("book_order", {"order": 2}), ("book_order", {"order": 3}))
@@ -50,13 +49,7 @@ class FleetModel:
 
 
 def fleet_tools(ledger: str) -> Toolset:
-    @tool(effect=Effect.WRITE, subject="ledger")
-    def book_order(order: int) -> str:
-        """Append one order to the ledger."""
-        with sqlite3.connect(ledger) as db:
-            db.execute("INSERT INTO ledger (order_id) VALUES (?)", (order,))
-        return f"booked order {order}"
-
+    """crash_child's ``book_order`` on the ledger, and a read that waits for the warehouse."""
     @tool(subject="stock")
     def check_stock() -> str:
         """Wait until the warehouse answers (GO_FILE exists), then say the stock is there."""
@@ -66,16 +59,8 @@ def fleet_tools(ledger: str) -> Toolset:
             time.sleep(0.02)
         return "in stock"
 
-    return Toolset([book_order, check_stock])
-
-
-def resolvers(ledger: str) -> Mapping[str, Any]:
-    def booked(arguments: Mapping[str, Any]) -> Resolution:
-        with sqlite3.connect(ledger) as db:
-            found = db.execute("SELECT count(*) FROM ledger WHERE order_id = ?", (arguments["order"],)).fetchone()[0]
-        return Resolution.COMMITTED if found else Resolution.ABSENT
-
-    return {"book_order": booked}
+    booking = ledger_tools(ledger)
+    return Toolset([booking["book_order"], check_stock])
 
 
 def main(argv: list[str]) -> int:

@@ -5,6 +5,7 @@ cluster (tests/pg_fixtures.py)."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from conftest import run_at_once
 from pg_fixtures import StoreTarget
-from unstuck.engines import PostgresEngine, SQLiteEngine, StoreEngine, Transaction, postgres_sql
+from unstuck.engines import SCHEMA_LOCK, PostgresEngine, SQLiteEngine, StoreEngine, Transaction, postgres_sql
 from unstuck.journal import Journal, JournalError
 from unstuck.lessons import LessonStore, LessonStoreError
 from unstuck.situations import Kind, Situation
@@ -155,27 +156,32 @@ def test_ensure_schema_from_several_processes_at_once_makes_the_tables_exactly_o
     assert pg_store.rows("SELECT store, version FROM unstuck_schema") == [("journal", 1)]
 
 
-_KIND_ENSURER = """
-import sys
-from unstuck.engines import PostgresEngine
-from unstuck.stores import parse_store_url
-kind, url = sys.argv[1], sys.argv[2]
-engine = PostgresEngine(parse_store_url(url))
-print("ready", flush=True)
-sys.stdin.readline()
-engine.ensure_schema(kind, 1, [f"CREATE TABLE IF NOT EXISTS made_by_{kind} (x INTEGER)"], [f"made_by_{kind}"])
-engine.close()
-print("made", flush=True)
-"""
-
-
-def test_a_journal_and_a_lesson_store_made_at_once_on_a_new_database_both_succeed(pg_store: StoreTarget) -> None:
+def test_every_store_kinds_schema_work_waits_for_the_one_schema_lock(pg_store: StoreTarget) -> None:
     # both kinds make the shared unstuck_schema table; CREATE TABLE IF NOT EXISTS of one name in two
     # transactions at once is not serialised by PostgreSQL's catalog (the loser fails on pg_type's
     # unique index): the schema work of every kind must take one lock
-    outputs = run_at_once([[sys.executable, "-c", _KIND_ENSURER, kind, pg_store.url]
-                           for kind in ["journal", "lessons"] * 3])
-    assert [code for code, _, _ in outputs] == [0] * 6, outputs
+    opened: dict[str, int] = {}
+
+    def make(kind: str) -> None:
+        engine = PostgresEngine(parse_store_url(pg_store.url))
+        try:
+            opened[kind] = engine.ensure_schema(kind, 1, [f"CREATE TABLE made_by_{kind} (x INTEGER)"],
+                                                [f"made_by_{kind}"])
+        finally:
+            engine.close()
+
+    with psycopg.connect(pg_store.url) as holder:  # another unstuck in the middle of its schema work
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        threads = [threading.Thread(target=make, args=(kind,)) for kind in ("journal", "lessons")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=1.0)
+        assert all(thread.is_alive() for thread in threads) and opened == {}  # both wait, whatever their kind
+        holder.commit()  # the lock goes with the transaction
+    for thread in threads:
+        thread.join(timeout=60)
+    assert opened == {"journal": 0, "lessons": 0}
     assert sorted(pg_store.rows("SELECT store FROM unstuck_schema")) == [("journal",), ("lessons",)]
 
 

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     import psycopg_pool
 
 __all__ = [
+    "SCHEMA_LOCK",
+    "SCHEMA_TABLE",
     "Cursor",
     "PostgresEngine",
     "SQLiteEngine",
@@ -70,7 +72,8 @@ _STORE_NAMES = {"journal": "journal", "lessons": "lesson store"}
 #: work takes, whatever the store: "unss". One key for all, since the stores share the
 #: ``unstuck_schema`` table, and PostgreSQL's catalog does not serialise two
 #: ``CREATE TABLE IF NOT EXISTS`` of one name (the loser fails on ``pg_type``'s unique index).
-_SCHEMA_LOCK = 0x756E7373
+#: A person changing unstuck's tables by hand can take it too, to keep every open waiting.
+SCHEMA_LOCK = 0x756E7373
 
 
 class Cursor(Protocol):
@@ -294,7 +297,7 @@ class PostgresEngine:
                 is written).
         """
         with self.transaction() as tx:
-            tx.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
             columns = {row[0] for row in tx.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
                 " AND table_name = ?", (SCHEMA_TABLE,)).fetchall()}
