@@ -27,8 +27,9 @@ from unstuck.journal import IntentState, Journal, LeaseLostError
 from unstuck.stores import HOST_ENV
 
 CHILD = Path(__file__).with_name("lease_child.py")
-#: Seconds a lease lasts in these tests (the child renews it every third of that).
-TTL = 1.5
+#: Seconds a lease lasts in these tests (the child renews it every third of that): long enough
+#: for a second process to start and be refused while it lives, on a loaded machine.
+TTL = 4.0
 
 pytestmark = pytest.mark.slow
 
@@ -91,15 +92,15 @@ def test_a_turn_whose_owner_was_killed_on_one_machine_is_resumed_on_another_afte
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.communicate(timeout=30)
+    world["go"].touch()
+    code, early = _outcome(_start(store_target, world, "machine-b", "resume"))
+    # machine b cannot see machine a's processes: it must wait for the lease, not guess
+    assert code == 3 and "machine or pid namespace" in str(early["error"]) and "s more" in str(early["error"])
     listed = subprocess.run([sys.executable, "-m", "unstuck", "journal", "list", "-j", store_target.url, "--json"],
                             capture_output=True, text=True, timeout=60, check=True)
     (row,) = json.loads(listed.stdout)  # the dead owner still holds the lease until it runs out
     assert row["status"] == "running" and row["owner"]["pid"] == owner.pid
     assert row["owner"]["host"].startswith("machine-a@") and row["owner"]["lease_left_s"] <= TTL
-    world["go"].touch()
-    code, early = _outcome(_start(store_target, world, "machine-b", "resume"))
-    # machine b cannot see machine a's processes: it must wait for the lease, not guess
-    assert code == 3 and "machine or pid namespace" in str(early["error"]) and "s more" in str(early["error"])
     _wait_expired(store_target)
     code, resumed = _outcome(_start(store_target, world, "machine-b", "resume"))
     assert (code, resumed["status"]) == (0, "done"), resumed
