@@ -301,7 +301,7 @@ def test_a_schema_1_store_is_migrated_in_place_keeping_a_backup_and_every_lesson
         assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
         backup = store.backup_path(1)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
     assert backup == tmp_path / "l.db.schema1.bak"
@@ -421,7 +421,7 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         original = db.execute("SELECT * FROM knowledge").fetchall()
     assert _fts_rows_holding(path, TOKEN_TERM) == [original[0][0]]
     with LessonStore(path) as store:
-        assert store.schema == 4
+        assert store.schema == 5
         (lesson,) = store.all()
         assert lesson.content == "gh refused GH_TOKEN=***"
         assert lesson.unblock == "GH_TOKEN=*** gh auth status"
@@ -435,7 +435,7 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         assert old.execute("SELECT * FROM knowledge").fetchall() == original
     assert TOKEN in _every_text_in(backup)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
         db.execute("INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')")  # raises when off
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"knowledge_active_tool", "knowledge_active_recent"} <= names
@@ -451,12 +451,12 @@ def test_a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_byte
     path = tmp_path / "l.db"
     LessonStore(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 5")
+    db.execute("PRAGMA user_version = 6")
     db.close()
     before = path.read_bytes()
     for readonly in (False, True):
-        with pytest.raises(LessonStoreError, match=rf"{path} is a lesson store of schema 5; this unstuck reads "
-                                                   r"schemas 1 to 4; it was left untouched"):
+        with pytest.raises(LessonStoreError, match=rf"{path} is a lesson store of schema 6; this unstuck reads "
+                                                   r"schemas 1 to 5; it was left untouched"):
             LessonStore(path, readonly=readonly)
     assert path.read_bytes() == before
     assert not [p.name for p in tmp_path.iterdir() if ".bak" in p.name]
@@ -488,8 +488,8 @@ def test_a_probe_argument_named_like_a_secret_is_stored_masked(store_target: Sto
 
 def test_a_new_store_records_its_schema_version(store_target: StoreTarget) -> None:
     with LessonStore(store_target.url) as store:
-        assert store.schema == 4 and store.engine is store_target.engine and store.where == store_target.where
-    assert store_target.schema_version("lessons") == 4
+        assert store.schema == 5 and store.engine is store_target.engine and store.where == store_target.where
+    assert store_target.schema_version("lessons") == 5
     assert "knowledge" in store_target.tables()
 
 
@@ -508,7 +508,7 @@ def test_a_read_only_open_reads_the_lessons_another_open_recorded(store_target: 
     with LessonStore(store_target.url) as store:
         kept = record(store)
     with LessonStore(store_target.url, readonly=True) as store:
-        assert store.schema == 4
+        assert store.schema == 5
         assert [x.id for x in store.active(tools=["check_cli_setup"])] == [kept]
         assert [x.id for x in store.search("logged")] == [kept]
 
@@ -564,14 +564,14 @@ def test_a_postgres_store_of_a_newer_schema_is_refused_naming_it_and_left_as_it_
         pg_store: StoreTarget) -> None:
     with LessonStore(pg_store.url) as store:
         kept = record(store)
-    pg_store.set_schema_version("lessons", 5)
+    pg_store.set_schema_version("lessons", 6)
     before = pg_store.rows("SELECT * FROM knowledge")
     for readonly in (False, True):
-        with pytest.raises(LessonStoreError, match=r" of schema 5; this unstuck reads schemas up to 4") as caught:
+        with pytest.raises(LessonStoreError, match=r" of schema 6; this unstuck reads schemas up to 5") as caught:
             LessonStore(pg_store.url, readonly=readonly)
         assert pg_store.where in str(caught.value) and "unstuck:***@" in str(caught.value)
     assert pg_store.rows("SELECT * FROM knowledge") == before and before[0][0] == kept
-    assert pg_store.schema_version("lessons") == 5
+    assert pg_store.schema_version("lessons") == 6
 
 
 def test_postgres_full_text_search_finds_a_word_of_the_content_subject_or_tool_and_nothing_else(

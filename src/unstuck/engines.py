@@ -31,6 +31,14 @@ store's tables under a transaction-level advisory lock (PostgreSQL documentation
 database that holds a store's tables but no ``unstuck_schema`` row for it is another
 program's, and is refused, never written into.
 
+Secrets (issue 23): the engines are the store boundary. Every string a statement is given, on
+either engine, for any table, passes through :func:`clean_params`, which redacts it
+(:func:`unstuck.redact.redact_document`: a JSON document's strings, or the text), so no journal
+row, lesson, receipt or migration ever writes a secret, and a look-up by a value is redacted the
+way the value was when it was written. A read-only engine also redacts every string it reads
+(:func:`clean_row`): a read-only open never migrates, and an older store may hold rows written
+before redaction existed (or before a format was known).
+
 Errors: a ``psycopg.Error`` raised by an engine leaves a store's public method as the
 store's own error, exactly as a ``sqlite3.Error`` does (:func:`unstuck.sqlite_store.store_errors`).
 """
@@ -43,6 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from unstuck.redact import redact_document
 from unstuck.sqlite_store import clean_text, write
 from unstuck.stores import Engine, StoreURL, postgres_pool
 
@@ -58,8 +67,10 @@ __all__ = [
     "StoreEngine",
     "Transaction",
     "clean_params",
+    "clean_row",
     "open_postgres_store",
     "postgres_sql",
+    "redact_rows",
 ]
 
 #: The table that keeps each store's schema version in a PostgreSQL database.
@@ -118,16 +129,19 @@ class SQLiteEngine:
     """A store's open SQLite connection (:func:`unstuck.sqlite_store.connect`) as a
     :class:`StoreEngine`. ``before_commit`` runs last in every write transaction (a store
     checks there that its path still names its file). A lock serialises the connection's use
-    by the store's threads (the turn and its lease keeper), a transaction at a time."""
+    by the store's threads (the turn and its lease keeper), a transaction at a time. A
+    ``readonly`` engine (the connection was opened read-only) redacts what it reads
+    (:func:`clean_row`)."""
 
     kind = Engine.SQLITE
     #: ``julianday('now')`` has millisecond precision; 2440587.5 is the Julian day of 1970-01-01.
     now_sql = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def __init__(self, db: sqlite3.Connection, where: str, *,
-                 before_commit: Callable[[], None] | None = None) -> None:
+                 before_commit: Callable[[], None] | None = None, readonly: bool = False) -> None:
         self.db = db
         self.where = where
+        self.readonly = readonly
         self._before_commit = before_commit
         self._synchronous = "FULL"
         self.lock = threading.RLock()
@@ -136,12 +150,13 @@ class SQLiteEngine:
         """The first row of a read, or ``None``."""
         with self.lock:
             row = self.db.execute(sql, clean_params(params)).fetchone()
-        return None if row is None else tuple(row)
+        return None if row is None else clean_row(row) if self.readonly else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Every row of a read."""
         with self.lock:
-            return [tuple(row) for row in self.db.execute(sql, clean_params(params)).fetchall()]
+            rows = self.db.execute(sql, clean_params(params)).fetchall()
+        return [clean_row(row) if self.readonly else tuple(row) for row in rows]
 
     @contextmanager
     def transaction(self, *, sync: bool = True) -> Iterator[_SQLiteTransaction]:
@@ -163,10 +178,39 @@ class SQLiteEngine:
 
 
 def clean_params(params: Sequence[Any]) -> tuple[Any, ...]:
-    """``params`` with every string as both engines take it (:func:`unstuck.sqlite_store.clean_text`:
-    lone surrogates and NUL become U+FFFD), so no text a tool or a person supplied fails a
-    write, or a look-up, with an encoding error."""
-    return tuple(clean_text(value) if isinstance(value, str) else value for value in params)
+    """``params`` with every string as a store may keep it: as both engines take it
+    (:func:`unstuck.sqlite_store.clean_text`: lone surrogates and NUL become U+FFFD, so no
+    text a tool or a person supplied fails a write, or a look-up, with an encoding error) and
+    with no secret in it (:func:`unstuck.redact.redact_document`: the store boundary, see the
+    module doc). Every statement of both engines runs with its parameters made so."""
+    return tuple(redact_document(clean_text(value)) if isinstance(value, str) else value for value in params)
+
+
+def clean_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A row read by a read-only engine: every string redacted
+    (:func:`unstuck.redact.redact_document`), as a writable open's migration would store it."""
+    return tuple(redact_document(value) if isinstance(value, str) else value for value in row)
+
+
+def redact_rows(tx: Transaction, table: str, keys: Sequence[str], columns: Sequence[str], *,
+                also: Callable[[tuple[Any, ...]], dict[str, Any]] | None = None) -> int:
+    """In a migration's transaction: every row of ``table`` whose text ``columns`` hold a
+    secret written again through the store boundary (the UPDATE's parameters are redacted by
+    :func:`clean_params`), found by its ``keys``; rows without one are not touched (a trigger
+    on the table fires only for changed rows). ``also``, given the row's ``columns`` values as
+    read, names more columns to set with it (a digest of the value as kept). Returns the
+    number of rows written. Table and column names are the store's own, never input."""
+    written = 0
+    for row in tx.execute(f"SELECT {', '.join((*keys, *columns))} FROM {table}").fetchall():
+        key, values = tuple(row[:len(keys)]), tuple(row[len(keys):])
+        if all(not isinstance(v, str) or redact_document(clean_text(v)) == v for v in values):
+            continue
+        extra = also(values) if also is not None else {}
+        assigned = ", ".join(f"{name} = ?" for name in (*columns, *extra))
+        tx.execute(f"UPDATE {table} SET {assigned} WHERE {' AND '.join(f'{k} = ?' for k in keys)}",
+                   (*values, *extra.values(), *key))
+        written += 1
+    return written
 
 
 def postgres_sql(sql: str) -> str:
@@ -207,7 +251,8 @@ class PostgresEngine:
     """A PostgreSQL database as a :class:`StoreEngine`, through a connection pool
     (:func:`unstuck.stores.postgres_pool`, at most ``max_size`` connections). Reads and write
     transactions each take a connection from the pool for their duration; a read-only engine
-    refuses :meth:`transaction` and runs its reads in read-only transactions.
+    refuses :meth:`transaction`, runs its reads in read-only transactions and redacts what
+    they read (:func:`clean_row`).
 
     Raises:
         unstuck.stores.StoreURLError, unstuck.stores.StoreConnectionError: as
@@ -236,12 +281,13 @@ class PostgresEngine:
         """The first row of a read, or ``None``."""
         with self._read(sql, params) as cursor:
             row = cursor.fetchone()
-        return None if row is None else tuple(row)
+        return None if row is None else clean_row(row) if self.readonly else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Every row of a read."""
         with self._read(sql, params) as cursor:
-            return [tuple(row) for row in cursor.fetchall()]
+            rows = cursor.fetchall()
+        return [clean_row(row) if self.readonly else tuple(row) for row in rows]
 
     @contextmanager
     def transaction(self, *, sync: bool = True) -> Iterator[_PostgresTransaction]:

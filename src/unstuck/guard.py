@@ -60,7 +60,7 @@ from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdi
 from unstuck.policy import Action
 from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.readers import parse_json
-from unstuck.redact import redact
+from unstuck.redact import redact_document
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
@@ -154,15 +154,6 @@ def _check_types(raw: Mapping[str, Any]) -> None:
     reply = raw.get("reply")
     if reply is not None and not (isinstance(reply.get("ids"), list) and isinstance(reply.get("begun"), list)):
         raise GuardStateError("saved guard state: reply.ids and reply.begun must be lists")
-
-
-def _redacted(step: StepRecord) -> StepRecord:
-    """A step as the journal keeps it: secrets in its text masked."""
-    situation = step.situation
-    if situation is not None and situation.detail:
-        situation = replace(situation, detail=redact(situation.detail))
-    return replace(step, content=redact(step.content), situation=situation,
-                   call=replace(step.call, arguments_json=redact(step.call.arguments_json)))
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -321,21 +312,22 @@ class Guard:
         return self.clock.now() - self.started
 
     def emit(self, name: EventName, **fields: Scalar) -> None:
-        """Record one event (nothing without a sink); its text fields redacted
-        (:func:`unstuck.redact.redact`: secrets never reach events or traces)."""
+        """Record one event (nothing without a sink). Every event unstuck makes passes here, so
+        this is the event boundary: each text field is redacted
+        (:func:`unstuck.redact.redact_document`) before any sink sees it, and no events file,
+        trace (:class:`unstuck.otel.OtelSink`) or sink of the caller's receives a secret."""
         if self.events is not None:
-            clean = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
+            clean = {k: redact_document(v) if isinstance(v, str) else v for k, v in fields.items()}
             self.events.emit(event(name, self.turn_id, self.at(), **clean))
 
     def checkpoint(self, messages: Sequence[str] = (), first_seq: int = 0) -> None:
         """Write the steps not yet in the journal, and the loop's new ``messages`` (JSON,
         numbered from ``first_seq``), in one transaction that rides on the journal's next
         synced commit (:meth:`unstuck.journal.Journal.checkpoint`); nothing without a journal.
-        Steps are written with their content, arguments and situation detail redacted
-        (:func:`unstuck.redact.redact`); the model saw them whole."""
+        The journal redacts what it writes (its store boundary); the model saw the steps whole."""
         if self.journal is None:
             return
-        steps = [_redacted(step) for step in self.steps[self.saved_steps:]]
+        steps = self.steps[self.saved_steps:]
         self.journal.checkpoint(self.turn_id, steps=steps, messages=messages, first_seq=first_seq, ref=self.last_ref)
         self.saved_steps = len(self.steps)
 
@@ -501,7 +493,10 @@ class Guard:
                 without_wait=without_wait,
                 credential_changes=self._credential_changes(arguments, spec) if self.state.open_blockers else (),
             )
-            held_ref = self.held_writes.get(policy.call_key(call)) if self.held_writes else None
+            held_ref = None
+            if self.held_writes:  # keyed by the journal's arguments, which keep a secret as ***
+                stored = replace(call, arguments_json=redact_document(call.arguments_json))
+                held_ref = self.held_writes.get(policy.call_key(call)) or self.held_writes.get(policy.call_key(stored))
             if held_ref is not None and not isinstance(decision, policy.Refuse):  # an effect made already: not again
                 held = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK,
                                  detail=_HELD_WRITE_REFUSAL.format(tool=call.tool, ref=held_ref))

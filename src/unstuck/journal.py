@@ -46,22 +46,27 @@ to it; a file deleted or replaced while open (its path names another inode) fail
 write with :class:`JournalError` ("replaced during the run"), so a turn is never reported
 as journaled into a file nobody will read (:mod:`unstuck.sqlite_store`).
 
-Schema (issue 12): ``PRAGMA user_version`` is the layout's version (2); a file with the
+Secrets (issues 12 and 23): nothing the journal writes holds a secret. Every string of every
+statement passes the store boundary (:func:`unstuck.engines.clean_params`, which redacts it with
+:func:`unstuck.redact.redact_document`), whatever the table: a turn's task, answer and error, a
+step's content, arguments and situation, every message (its text and its tool calls'
+arguments), an effect intent's arguments and receipt, a validator's evidence. A call whose
+arguments held a secret is therefore journaled with ``***`` in its place: a resumed turn never
+runs such a call again from the journal (:mod:`unstuck.resume` tells the model instead).
+
+Schema (issue 12): ``PRAGMA user_version`` is the layout's version (4); a file with the
 journal's tables and no version (``user_version`` 0) is of version 1 and gets its version
 (and its ``application_id``) at its first writable open. Version 1 is the current tables as
-written before journals were redacted; version 2 is the redacted journal: what the loop
-redacts as it writes (:func:`unstuck.redact.redact`: a step's content, arguments and
-situation detail, :meth:`unstuck.guard.Guard.checkpoint`; a message's text,
-``unstuck.loop._stored``) and what the journal redacts itself (an effect receipt,
-:func:`unstuck.redact.redact_value`) is redacted in the rows of a version-1 journal too.
-Effect intents and the tool calls in messages keep their arguments exactly, as on write: a
-resumed turn re-runs the very call. A journal of an older version opened for writing is
+written before journals were redacted; version 2 redacted steps, messages' texts, receipts and
+turns' texts; version 3 added leases; version 4 redacts every string of every row, as the
+store boundary writes it now (the intents' and messages' call arguments, kept exact before,
+and formats unknown before). A journal of an older version opened for writing is
 migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy is kept first as
 ``<name>.schema<N>.bak`` (:meth:`Journal.backup_path`), then every step of
 :data:`_MIGRATIONS` runs in one write transaction; the next layout change is one function
 appended there. A journal of a newer version is refused, naming the file and both versions.
-A read-only open never migrates and never writes: an older journal is read as it is, its
-steps, messages, receipts and turns' texts redacted as they are read (:attr:`Journal.schema` tells).
+A read-only open never migrates and never writes: an older journal is read as it is, every
+string redacted as it is read (:func:`unstuck.engines.clean_row`; :attr:`Journal.schema` tells).
 
 Engines (issue 16): the same journal lives in an SQLite file or in a PostgreSQL database a
 fleet shares, chosen by a store URL (:mod:`unstuck.stores`, :mod:`unstuck.engines`). The
@@ -107,12 +112,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, open_postgres_store
+from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, clean_params, open_postgres_store, redact_rows
 from unstuck.errors import UnstuckError
 from unstuck.leases import start_time
 from unstuck.outcome import StepRecord
 from unstuck.policy import Action
-from unstuck.redact import redact, redact_value
+from unstuck.redact import redacted_prefix
 from unstuck.situations import Situation, validate_situation
 from unstuck.sqlite_store import (
     FileIdentity,
@@ -150,7 +155,7 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck journal ("unsj").
 APPLICATION_ID = 0x756E736A
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 
 #: Seconds a turn's lease lasts after each renewal; the running turn renews it every third of
 #: that, so a resumer on another machine waits at most this long after the owner stopped.
@@ -487,7 +492,8 @@ class Journal:
             raise JournalError(open_failure(path, exc, "journal")) from exc
         try:
             self._identity = FileIdentity.of(path)
-            self._db = self._sqlite = SQLiteEngine(connection, str(path), before_commit=self._still_in_place)
+            self._db = self._sqlite = SQLiteEngine(connection, str(path), before_commit=self._still_in_place,
+                                                   readonly=self.readonly)
             self._open(connection, path)
         except (sqlite3.Error, OSError) as exc:
             connection.close()
@@ -676,7 +682,7 @@ class Journal:
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
                 f" owner_start, owner_host, lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1,"
                 f" {self._db.now_sql} + ?)",
-                (turn_id, redact(clean_text(task)), "running", int(unattended), int(guarded), time.time(), config_json,
+                (turn_id, clean_text(task), "running", int(unattended), int(guarded), time.time(), config_json,
                  pid, start, host_identity(), self.lease_ttl),
             )
         self._hold_lease(turn_id, 1)
@@ -848,9 +854,8 @@ class Journal:
         self._point("effect.returned", ref)
 
     def record_receipt(self, ref: str, receipt: str, *, settled_by: str = "call") -> None:
-        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so),
-        redacted (JSON: every string, :func:`unstuck.redact.redact_value`; other text:
-        :func:`unstuck.redact.redact`). A riding commit: visible at once and kept through a
+        """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so;
+        redacted at the store boundary, as every string). A riding commit: visible at once and kept through a
         SIGKILL, durable through a power loss with the next synced commit; a receipt lost
         with the power leaves the intent ``prepared``, which resume asks about or holds
         (never runs again on its own). Requires the lease: a stale owner's receipt is
@@ -859,7 +864,7 @@ class Journal:
             self._fence_ref(tx, ref)
             tx.execute(
                 "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
-                (IntentState.COMMITTED.value, _redacted_json(clean_text(receipt)), time.time(), settled_by, ref),
+                (IntentState.COMMITTED.value, clean_text(receipt), time.time(), settled_by, ref),
             )
         self._point("receipt.recorded", ref)
 
@@ -902,11 +907,11 @@ class Journal:
                     f"INSERT INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * len(_STEP_FIELDS))})"
                     f" ON CONFLICT (turn_id, idx) DO UPDATE SET {_STEP_UPDATE}",
                     (turn_id, step.index, clean_text(step.call.id), clean_text(step.call.tool),
-                     clean_text(step.call.arguments_json), arguments_digest(clean_text(step.call.arguments_json)),
+                     clean_text(step.call.arguments_json), _stored_digest(step.call.arguments_json),
                      clean_text(step.subject), int(step.interactive),
                      int(step.auto_retry), int(step.dispatched), int(step.probe), int(step.retry), int(step.ok),
                      situation_to_json(step.situation), step.decision.value, json.dumps(list(step.exempt)),
-                     step.injected, clean_text(step.content[:4000]), step.started_s, step.duration_s),
+                     step.injected, redacted_prefix(step.content, 4000), step.started_s, step.duration_s),
                 )
                 tx.execute("UPDATE turns SET checkpoint_step = ? WHERE turn_id = ?", (step.index, turn_id))
             if messages:
@@ -933,8 +938,7 @@ class Journal:
             self._fence(tx, turn_id)
             tx.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
                        " owner_start = NULL, owner_host = NULL, lease_expires_at = NULL WHERE turn_id = ?",
-                       (status, time.time(), redact(clean_text(answer)), redact(clean_text(error)) if error else error,
-                        turn_id))
+                       (status, time.time(), clean_text(answer), clean_text(error) if error else error, turn_id))
         self._leases.pop(turn_id, None)
 
     # -- reading -----------------------------------------------------------------------------
@@ -956,10 +960,7 @@ class Journal:
         return self._turn(row)
 
     def _turn(self, row: Sequence[Any]) -> JournalTurn:
-        task, answer, error = row[1], row[7], row[8]
-        if self.schema < 2:  # a version-1 journal read without migrating: redacted as it is read
-            task, answer, error = (redact(v) if isinstance(v, str) else v for v in (task, answer, error))
-        return JournalTurn(row[0], task, row[2], bool(row[3]), bool(row[4]), row[5], row[6], answer, error, row[9])
+        return JournalTurn(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8], row[9])
 
     def steps(self, turn_id: str) -> list[StepRecord]:
         """A turn's steps in order (content as journaled: its first 4,000 characters; the
@@ -970,9 +971,6 @@ class Journal:
             " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
             " WHERE turn_id = ? ORDER BY idx", (turn_id,),
         )
-        if self.schema < 2:  # a version-1 journal read without migrating: redacted as it is read
-            rows = [(*r[:3], redact(r[3]), *r[4:11], _redacted_situation(r[11]), *r[12:15], redact(r[15]), *r[16:])
-                    for r in rows]
         return [
             StepRecord(r[0], ToolCall(r[1], r[2], r[3]), r[4], dispatched=bool(r[7]), probe=bool(r[8]), ok=bool(r[10]),
                        situation=situation_from_json(r[11]), started_s=r[16], duration_s=r[17], content=r[15],
@@ -987,15 +985,11 @@ class Journal:
             "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq"
             " FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
         )
-        if self.schema < 2:
-            rows = [(*r[:7], _redacted_json(r[7]), *r[8:]) for r in rows]
         return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9]) for r in rows]
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""
         rows = self._db.all("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,))
-        if self.schema < 2:
-            return [_redacted_message(r[0]) for r in rows]
         return [r[0] for r in rows]
 
     def validations(self, turn_id: str) -> list[tuple[str, str, str]]:
@@ -1038,69 +1032,37 @@ class _LeaseKeeper:
 # -- schema versions ---------------------------------------------------------------------------
 
 
-def _redacted_json(text: str | None) -> str | None:
-    """JSON text with every string in it redacted (:func:`unstuck.redact.redact_value`), the
-    same text when nothing changed; text that is not JSON redacted as text."""
-    if not text:
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return redact(text)
-    clean = redact_value(value)
-    return text if clean == value else json.dumps(clean)
+def _stored_digest(arguments_json: str) -> str:
+    """:func:`arguments_digest` of a call's arguments as the journal keeps them (redacted at the
+    store boundary, :func:`unstuck.engines.clean_params`): never a digest of a secret."""
+    return arguments_digest(clean_params((arguments_json,))[0])
 
 
-def _redacted_field(text: str | None, name: str) -> str | None:
-    """A JSON object's text with its string field ``name`` redacted (the rest kept as is);
-    text that is not such an object redacted as text."""
-    if not text:
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return redact(text)
-    if not isinstance(value, dict) or not isinstance(value.get(name), str):
-        return text
-    clean = redact(value[name])
-    return text if clean == value[name] else json.dumps({**value, name: clean})
+#: Every table's key and text columns: what :func:`_redact_rows` writes again.
+_TEXT_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "turns": (("turn_id",), ("task", "answer", "error", "config", "owner_host")),
+    "decisions": (("rowid",), ("action", "subject")),
+    "messages": (("turn_id", "seq"), ("message",)),
+    "steps": (("turn_id", "idx"), ("call_id", "tool", "arguments", "subject", "situation", "exempt", "injected",
+                                   "content")),
+    "intents": (("effect_ref",), ("call_id", "tool", "arguments", "receipt", "settled_by")),
+    "validations": (("rowid",), ("name", "verdict", "evidence")),
+}
 
 
-def _redacted_message(text: str) -> str:
-    """A journaled message (:func:`unstuck.models.message_to_json`) as the loop writes it
-    since version 2: its text redacted, its tool calls' arguments exact."""
-    return _redacted_field(text, "content") or text
-
-
-def _redacted_situation(text: str | None) -> str | None:
-    """A journaled situation as the guard writes it since version 2: its detail redacted."""
-    return _redacted_field(text, "detail")
+def _redact_rows(db: Transaction) -> None:
+    """Every row whose text holds a secret written again through the store boundary
+    (:func:`unstuck.engines.redact_rows`), a step's ``arguments_digest`` made of its
+    arguments as kept."""
+    for table, (keys, columns) in _TEXT_COLUMNS.items():
+        digest = (lambda values: {"arguments_digest": _stored_digest(values[2])}) if table == "steps" else None
+        redact_rows(db, table, keys, columns, also=digest)
 
 
 def _redact_2(db: Transaction) -> None:
-    """Version 1 -> 2: the rows of a journal written before redaction redacted as they are
-    written now (see the module doc): each step's content, arguments (and their digest, of
-    the redacted arguments, as :meth:`Journal.checkpoint` takes it) and situation detail;
-    each message's text; each receipt; each turn's task, final answer and error. Only changed
-    rows are updated."""
-    for turn_id, idx, arguments, situation, content in db.execute(
-            "SELECT turn_id, idx, arguments, situation, content FROM steps").fetchall():
-        new = (redact(arguments), _redacted_situation(situation), redact(content))
-        if new != (arguments, situation, content):
-            db.execute("UPDATE steps SET arguments = ?, arguments_digest = ?, situation = ?, content = ?"
-                       " WHERE turn_id = ? AND idx = ?", (new[0], arguments_digest(new[0]), *new[1:], turn_id, idx))
-    for turn_id, seq, message in db.execute("SELECT turn_id, seq, message FROM messages").fetchall():
-        clean = _redacted_message(message)
-        if clean != message:
-            db.execute("UPDATE messages SET message = ? WHERE turn_id = ? AND seq = ?", (clean, turn_id, seq))
-    for ref, receipt in db.execute("SELECT effect_ref, receipt FROM intents WHERE receipt IS NOT NULL").fetchall():
-        clean_receipt = _redacted_json(receipt)
-        if clean_receipt != receipt:
-            db.execute("UPDATE intents SET receipt = ? WHERE effect_ref = ?", (clean_receipt, ref))
-    for turn_id, task, answer, error in db.execute("SELECT turn_id, task, answer, error FROM turns").fetchall():
-        cleaned = (redact(task or ""), redact(answer or ""), redact(error) if error else error)
-        if cleaned != (task or "", answer or "", error):
-            db.execute("UPDATE turns SET task = ?, answer = ?, error = ? WHERE turn_id = ?", (*cleaned, turn_id))
+    """Version 1 -> 2: the rows of a journal written before redaction, redacted
+    (:func:`_redact_rows`, as every later write is)."""
+    _redact_rows(db)
 
 
 def _leases_3(db: Transaction) -> None:
@@ -1111,7 +1073,14 @@ def _leases_3(db: Transaction) -> None:
     db.execute("ALTER TABLE turns ADD COLUMN lease_expires_at REAL")
 
 
+def _redact_4(db: Transaction) -> None:
+    """Version 3 -> 4 (issue 23): every string of every row redacted as the store boundary
+    writes it now (:func:`_redact_rows`): the arguments of intents and of the tool calls in
+    messages, which versions 2 and 3 kept exact, and tokens of formats added since."""
+    _redact_rows(db)
+
+
 #: The layout steps, in order: step ``i`` turns version ``i + 1`` into ``i + 2``
 #: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`. A layout
 #: change is one function appended here (and :data:`_SCHEMA` and :data:`_SCHEMA_VERSION`).
-_MIGRATIONS: tuple[Migration, ...] = (_redact_2, _leases_3)
+_MIGRATIONS: tuple[Migration, ...] = (_redact_2, _leases_3, _redact_4)

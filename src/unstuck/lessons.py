@@ -26,17 +26,23 @@ the run"). Every :class:`LessonStoreError` a public method raised is also kept i
 :attr:`LessonStore.failures`, so a caller can report it after a turn whose lesson keeper
 carried on without lessons (:mod:`unstuck.sqlite_store`).
 
-Schema: ``PRAGMA user_version`` is the schema (3). A store of an older schema opened for
+Secrets (issues 12 and 23): every string the store writes, in every column, passes the store
+boundary (:func:`unstuck.engines.clean_params`, :func:`unstuck.redact.redact_document`): no
+lesson keeps a secret a tool declared or printed, whether in its content, unblock, probe,
+metadata, subject or tool.
+
+Schema: ``PRAGMA user_version`` is the schema (5). A store of an older schema opened for
 writing is migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy of it is kept
 first as ``<name>.schema<N>.bak`` (:meth:`LessonStore.backup_path`), then every step runs in
 one write transaction. Schema 2 added the partial indexes that serve the turn-start query
 (:meth:`LessonStore.active`; ``bench/bench_lessons.py``); schema 3 is the redacted store:
-lessons recorded before redaction existed have their content, unblock, probe arguments and
-metadata redacted (:func:`unstuck.redact.redact`, :func:`unstuck.redact.redact_value`), the
-FTS rows of the changed lessons rebuilt by the update trigger. A store of a newer schema is
-refused, naming the file and both versions. A read-only open never migrates and never
-writes: an older store is read as it is, each lesson redacted as it is read (its
-:attr:`LessonStore.schema` tells it is older; any writable open migrates it).
+lessons recorded before redaction existed are redacted, the FTS rows of the changed lessons
+rebuilt by the update trigger; schema 4 names the host; schema 5 redacts every text column
+again as the store boundary writes it now (subjects and tools too, and formats unknown
+before). A store of a newer schema is refused, naming the file and both versions. A read-only
+open never migrates and never writes: an older store is read as it is, every string redacted
+as it is read (:func:`unstuck.engines.clean_row`; its :attr:`LessonStore.schema` tells it is
+older; any writable open migrates it).
 
 Errors::
 
@@ -60,9 +66,9 @@ from typing import Any, cast
 
 import platformdirs
 
-from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, open_postgres_store
+from unstuck.engines import SQLiteEngine, StoreEngine, Transaction, clean_params, open_postgres_store, redact_rows
 from unstuck.errors import UnstuckError
-from unstuck.redact import redact, redact_value
+from unstuck.redact import redacted_prefix
 from unstuck.situations import Kind, KindClass, Probe, Situation, Source
 from unstuck.sqlite_store import (
     FileIdentity,
@@ -95,7 +101,7 @@ __all__ = [
 
 #: ``PRAGMA application_id`` of an unstuck lesson store ("unsl").
 APPLICATION_ID = 0x756E736C
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 
 _ACTIVE = "invalidated_at IS NULL AND superseded_by IS NULL"
 
@@ -136,8 +142,8 @@ _SCHEMA = (
 _COLUMNS = ("id, domain, tool, subject, kind, fingerprint, unblock, probe, content, confidence, created_at, "
             "last_verified_at, invalidated_at, superseded_by, source, metadata, host")
 
-#: The same layout on PostgreSQL (schema 4 from the start): 8-byte floats, an identity id,
-#: and full-text search over content, subject and tool as a generated ``tsvector`` with a GIN
+#: The same layout on PostgreSQL (schema 4's, which schema 5 keeps, from the start): 8-byte
+#: floats, an identity id, and full-text search over content, subject and tool as a generated ``tsvector`` with a GIN
 #: index (PostgreSQL documentation, 12.2.2 "Creating Indexes"), where SQLite has FTS5.
 _POSTGRES_SCHEMA = (
     """CREATE TABLE knowledge (
@@ -261,7 +267,7 @@ class LessonStore:
             server), for the caller to show: the loop's lesson keeper swallows them and
             carries on.
         schema: the store's schema (SQLite's ``PRAGMA user_version``; PostgreSQL's
-            ``unstuck_schema`` row): 4 once a writable open migrated it; an older one only in
+            ``unstuck_schema`` row): 5 once a writable open migrated it; an older one only in
             a read-only open, which reads its lessons redacted.
 
     Raises:
@@ -310,7 +316,8 @@ class LessonStore:
                 connection = connect(path, readonly=self.readonly)
                 try:
                     self._identity = FileIdentity.of(path)
-                    self._db = self._sqlite = SQLiteEngine(connection, str(path), before_commit=self._still_in_place)
+                    self._db = self._sqlite = SQLiteEngine(connection, str(path), before_commit=self._still_in_place,
+                                                           readonly=self.readonly)
                     self._open(connection, path)
                 except BaseException:
                     connection.close()
@@ -381,9 +388,8 @@ class LessonStore:
         return backup_path(self.path, version)
 
     def _lesson(self, row: Sequence[Any]) -> Lesson:
-        """A row as a lesson; from a store older than schema 3 (read-only, so not migrated)
-        redacted as it is read, as the migration would store it."""
-        return _lesson(row if self.schema >= 3 else _redacted_row(row))
+        """A row as a lesson (a read-only engine redacted it as it read it)."""
+        return _lesson(row)
 
     def _write(self) -> AbstractContextManager[Transaction]:
         return cast("AbstractContextManager[Transaction]", self._db.transaction())
@@ -410,12 +416,10 @@ class LessonStore:
         """Store (or re-verify) the lesson of a declared blocker, as recorded by this machine
         (:func:`unstuck.stores.machine_id`, the lesson's ``host``).
 
-        ``content`` (its first :data:`CONTENT_LIMIT` characters) and the unblock are stored
-        cleaned (no escape sequence, one line) and
-        redacted (:func:`unstuck.redact.redact`: a token or a value named secret becomes
-        ``***``), ``metadata`` and the probe's arguments redacted
-        (:func:`unstuck.redact.redact_value`): no secret in a
-        tool's declared detail or unblock is ever stored.
+        ``content`` (its first :data:`CONTENT_LIMIT` characters, cut after redaction) and the
+        unblock are stored cleaned (no escape sequence, one line); every value is redacted at
+        the store boundary (a token or a value named secret becomes ``***``): no secret in a
+        tool's declared detail, unblock or probe is ever stored.
 
         An active lesson with the same signature and unblock is re-verified (its
         ``last_verified_at`` moves, its confidence rises); one with another unblock is
@@ -430,10 +434,11 @@ class LessonStore:
         if refused is not None:
             raise ValueError(f"not storing a lesson on {situation.subject}: {refused}")
         now = time.time() if now_s is None else now_s
-        unblock = _clean(situation.unblock) if situation.unblock else None  # as stored, so as compared
+        unblock = _clean(situation.unblock) if situation.unblock else None
+        stored_unblock = clean_params((unblock,))[0]  # as the store boundary keeps it, so as compared
         probe = None
         if situation.probe is not None:
-            probe = json.dumps({"tool": situation.probe.tool, "args": redact_value(situation.probe.arguments)})
+            probe = json.dumps({"tool": situation.probe.tool, "args": situation.probe.arguments})
         with self._write() as tx:
             if self.engine is Engine.POSTGRESQL:  # serialise recorders of one signature (SQLite's write lock does)
                 tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
@@ -443,7 +448,7 @@ class LessonStore:
                 " AND invalidated_at IS NULL AND superseded_by IS NULL ORDER BY id DESC LIMIT 1",
                 (tool, situation.subject, situation.kind.value, fingerprint),
             ).fetchone()
-            if row is not None and row[6] == unblock:
+            if row is not None and row[6] == stored_unblock:
                 tx.execute("UPDATE knowledge SET last_verified_at = ?, confidence = CASE WHEN confidence + 0.1 > 1.0"
                            " THEN 1.0 ELSE confidence + 0.1 END WHERE id = ?", (now, row[0]))
                 lesson_id = int(row[0])
@@ -453,8 +458,8 @@ class LessonStore:
                     " confidence, created_at, last_verified_at, source, metadata, host)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                     (domain, tool, situation.subject, situation.kind.value, fingerprint, unblock, probe,
-                     _clean(content)[:CONTENT_LIMIT], 0.5, now, now, source,
-                     json.dumps(redact_value(dict(metadata or {}))),
+                     redacted_prefix(_clean(content), CONTENT_LIMIT), 0.5, now, now, source,
+                     json.dumps(dict(metadata or {})),
                      self._host),
                 ).fetchone()
                 lesson_id = int(inserted[0])
@@ -473,7 +478,7 @@ class LessonStore:
                              (lesson_id,)).fetchone()
             if row is None:
                 return False
-            metadata = {**json.loads(row[0] or "{}"), "invalidated_because": redact(reason)}
+            metadata = {**json.loads(row[0] or "{}"), "invalidated_because": reason}
             tx.execute("UPDATE knowledge SET invalidated_at = ?, metadata = ? WHERE id = ?",
                        (now, json.dumps(metadata), lesson_id))
         return True
@@ -585,10 +590,10 @@ def _store_url(target: Path | str | StoreURL | None) -> StoreURL:
 
 def _clean(text: str) -> str:
     """Valid UTF-8 for SQLite (lone surrogates become U+FFFD), no control or escape sequence
-    (:func:`unstuck.text.for_terminal`: a lesson is shown on terminals and in prompts), no
-    secret (:func:`unstuck.redact.redact`, after the escapes are gone, so a token split by an
-    escape sequence is whole again when it is looked for), one line."""
-    return redact(for_terminal(clean_text(text))).replace("\n", " ").replace("\t", " ")
+    (:func:`unstuck.text.for_terminal`: a lesson is shown on terminals and in prompts), one
+    line; the store boundary then redacts it, after the escapes are gone, so a token split by
+    an escape sequence is whole again when it is looked for."""
+    return for_terminal(clean_text(text)).replace("\n", " ").replace("\t", " ")
 
 
 def _lesson(row: Sequence[Any]) -> Lesson:
@@ -602,30 +607,10 @@ def _lesson(row: Sequence[Any]) -> Lesson:
     )
 
 
-def _redacted_text(text: str | None) -> str | None:
-    return redact(text) if text else text
-
-
-def _redacted_json(text: str | None) -> str | None:
-    """A stored JSON field (probe, metadata) with every string redacted
-    (:func:`unstuck.redact.redact_value`); text that is not JSON is redacted as text."""
-    if not text:
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return redact(text)
-    clean = redact_value(value)
-    return text if clean == value else json.dumps(clean)
-
-
-def _redacted_row(row: Sequence[Any]) -> tuple[Any, ...]:
-    """A ``_COLUMNS`` row with its unblock, probe, content and metadata redacted, as
-    :meth:`LessonStore.record` stores them since schema 3."""
-    out = list(row)
-    out[6], out[7], out[8], out[15] = (_redacted_text(row[6]), _redacted_json(row[7]), _redacted_text(row[8]),
-                                       _redacted_json(row[15]))
-    return tuple(out)
+#: The text columns of ``knowledge`` before schema 4 added ``host``: what the redacting
+#: migrations write again.
+_TEXT_COLUMNS = ("domain", "tool", "subject", "kind", "fingerprint", "unblock", "probe", "content", "source",
+                 "metadata")
 
 
 def _indexes_2(db: Transaction) -> None:
@@ -635,17 +620,12 @@ def _indexes_2(db: Transaction) -> None:
 
 
 def _redact_3(db: Transaction) -> None:
-    """Schema 2 -> 3: every lesson's unblock, probe, content and metadata redacted
-    (:func:`_redacted_row`). Only changed rows are updated; the ``knowledge_au`` trigger
-    (``AFTER UPDATE OF content``) deletes each changed lesson's old FTS row, with its old
-    values as an external-content FTS5 table needs, and indexes the new content (sqlite.org,
-    "SQLite FTS5 Extension", section 4.4.3, external content tables)."""
-    rows = db.execute(f"SELECT {_COLUMNS.replace(', host', '')} FROM knowledge").fetchall()
-    for row in rows:
-        new = _redacted_row(row)
-        if new != tuple(row):
-            db.execute("UPDATE knowledge SET unblock = ?, probe = ?, content = ?, metadata = ? WHERE id = ?",
-                       (new[6], new[7], new[8], new[15], row[0]))
+    """Schema 2 -> 3: every lesson recorded before redaction, redacted
+    (:func:`unstuck.engines.redact_rows`). Only changed rows are updated; the ``knowledge_au``
+    trigger (``AFTER UPDATE OF content``) deletes each changed lesson's old FTS row, with its
+    old values as an external-content FTS5 table needs, and indexes the new content
+    (sqlite.org, "SQLite FTS5 Extension", section 4.4.3, external content tables)."""
+    redact_rows(db, "knowledge", ("id",), _TEXT_COLUMNS)
 
 
 def _host_4(db: Transaction) -> None:
@@ -656,6 +636,13 @@ def _host_4(db: Transaction) -> None:
         db.execute("ALTER TABLE knowledge ADD COLUMN host TEXT NOT NULL DEFAULT ''")
 
 
+def _redact_5(db: Transaction) -> None:
+    """Schema 4 -> 5 (issue 23): every text column of every lesson redacted as the store
+    boundary writes it now (:func:`unstuck.engines.redact_rows`): subjects, tools and hosts,
+    which schema 3 kept as they were, and tokens of formats added since."""
+    redact_rows(db, "knowledge", ("id",), (*_TEXT_COLUMNS, "host"))
+
+
 #: The schema steps, in order: step ``i`` turns schema ``i + 1`` into ``i + 2``
 #: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`.
-_MIGRATIONS: tuple[Migration, ...] = (_indexes_2, _redact_3, _host_4)
+_MIGRATIONS: tuple[Migration, ...] = (_indexes_2, _redact_3, _host_4, _redact_5)

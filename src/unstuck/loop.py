@@ -34,7 +34,6 @@ from unstuck.models import Message, Model, ModelError, ModelReply, Role, message
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import CLOSING_CALL
-from unstuck.redact import redact
 from unstuck.second_opinion import SecondOpinion
 from unstuck.signals import load_signal_table
 from unstuck.tools import ToolCall, Toolset, ToolSpec, unique_call_ids
@@ -203,9 +202,9 @@ STORED_TEXT_CAP = 256_000
 
 
 def _stored(message: Message) -> Message:
-    """A message as the journal keeps it: its text redacted (:func:`unstuck.redact.redact`)
-    and bounded (:data:`STORED_TEXT_CAP`). Tool calls keep their arguments exactly, so a
-    resumed turn re-runs the very call; a resumed model sees the bounded text."""
+    """A message as the journal keeps it: bounded (:data:`STORED_TEXT_CAP`; the journal's
+    store boundary then redacts it, its tool calls' arguments too, so a resumed model sees the
+    bounded, redacted text)."""
     text = message.content
     if len(text) > STORED_TEXT_CAP:
         half = STORED_TEXT_CAP // 2
@@ -213,7 +212,6 @@ def _stored(message: Message) -> Message:
         digest = hashlib.sha256(dropped.encode("utf-8", "surrogatepass")).hexdigest()
         text = (f"{text[:half]}\n[… {len(dropped)} characters not journaled, sha256 {digest} …]\n"
                 f"{text[-half:]}")
-    text = redact(text)
     return message if text == message.content else replace(message, content=text)
 
 

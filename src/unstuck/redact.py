@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -58,7 +59,7 @@ import re2
 
 from unstuck.cache import load_or_derive
 
-__all__ = ["MASK", "redact", "redact_value"]
+__all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix"]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -92,13 +93,40 @@ _AUTHORIZATION = re.compile(r"(?P<name>(?:proxy-)?authorization\s*[:=]\s*[\"']?(
 #: API authentication), ``X-API-Key``/``api-key``, ``X-Auth-Token``, ``Cookie`` (RFC 6265 5.4).
 _CREDENTIAL_HEADER = re.compile(r"(?P<name>(?:private-token|x-api-key|api-key|x-auth-token|cookie)[\"']?\s*:\s*[\"']?)"
                                 r"(?P<value>[^\s\"',}]+)", re.IGNORECASE)
-#: Credentials of the shapes their issuers document that detect-secrets' formats miss: GitHub
-#: fine-grained tokens (github_pat_) and OAuth/app tokens of any length (docs.github.com, "About
-#: authentication to GitHub"), Slack app tokens (xapp-, api.slack.com token types), OpenAI and
-#: Anthropic keys without the legacy marker (sk-, sk-ant-), Google API keys (AIza).
+#: Credentials of the shapes their issuers document that detect-secrets' formats miss (or match
+#: only in part), each with its source:
+#:
+#: * GitHub fine-grained tokens (``github_pat_``) and OAuth/app tokens of any length
+#:   (docs.github.com, "About authentication to GitHub"; github.blog changelog 2021-03-31,
+#:   "Authentication token format updates": tokens may grow up to 255 characters);
+#: * Slack app-level tokens (``xapp-``) and configuration tokens (``xoxe.xoxp-``, refresh
+#:   ``xoxe-``; api.slack.com, "Token types" and "Configuration tokens");
+#: * OpenAI and Anthropic keys without the legacy marker (``sk-``, ``sk-proj-``, ``sk-ant-``;
+#:   platform.openai.com, "Authentication"; docs.anthropic.com, "Get an API key");
+#: * Google API keys (``AIza``; cloud.google.com, "Manage API keys");
+#: * npm access tokens, ``npm_`` and 36 letters or digits (docs.npmjs.com, "About access
+#:   tokens"); Hugging Face tokens, ``hf_`` and 34 or more letters (huggingface.co/docs, "User
+#:   access tokens");
+#: * Stripe test-mode secret and restricted keys, ``sk_test_``/``rk_test_`` (docs.stripe.com,
+#:   "API keys": test keys are secret too; detect-secrets knows only the live ones);
+#: * GitLab tokens of every documented prefix with the routable form's tail, ``.`` two digits
+#:   ``.`` nine base-36 characters (docs.gitlab.com, "GitLab token overview", token prefixes;
+#:   handbook.gitlab.com, "Routable tokens"): detect-secrets stops at the first dot;
+#: * Square access tokens, ``EAAA`` and 60 characters (developer.squareup.com, "Access tokens");
+#: * Databricks personal access tokens, ``dapi`` and 32 hex digits (docs.databricks.com,
+#:   "Databricks personal access tokens");
+#: * Docker Hub personal access tokens, ``dckr_pat_`` (docs.docker.com, "Access tokens");
+#: * DigitalOcean tokens, ``dop_v1_``/``doo_v1_``/``dor_v1_`` and 64 hex digits
+#:   (docs.digitalocean.com, "How to create a personal access token");
+#: * age secret keys, ``AGE-SECRET-KEY-1`` and 58 Bech32 characters (age-encryption.org/v1).
 _DOCUMENTED_FORMATS = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xapp-[A-Za-z0-9-]{10,}|"
-    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])|hf_[A-Za-z]{34,})")
+    r"xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]{10,}|"
+    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])|hf_[A-Za-z]{34,}|"
+    r"[sr]k_test_[0-9A-Za-z]{24,}|"
+    r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}(?:\.[0-9]{2}\.[0-9a-z]{9}(?![0-9a-z]))?|"
+    r"EAAA[A-Za-z0-9_-]{60,}|dapi[0-9a-f]{32}(?:-[0-9]+)?(?![0-9a-f])|dckr_pat_[A-Za-z0-9_-]{20,}|"
+    r"do[por]_v1_[0-9a-f]{64}|AGE-SECRET-KEY-1[0-9A-Z]{58})")
 #: An ``.npmrc``'s ``_authToken=`` / ``_auth=`` (docs.npmjs.com, "npmrc": auth-related
 #: configuration), masked before detect-secrets' ``NpmDetector`` (whose match is the whole
 #: line) so the registry stays.
@@ -136,7 +164,8 @@ _PRIVATE_KEY = re.compile(
 #: (most tool output), so redaction costs one scan of the text.
 _HINT = re2.compile(r"(?i)token|secret|passw|passphrase|key|auth|cred|://[^\s/@]*:[^\s/@]*@|ghp_|gho_|ghu_|ghs_|ghr_|glpat|"
                    r"gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
-                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl")
+                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl|"
+                   r"sk_test_|rk_test_|eaaa|dapi|dckr_pat_|_v1_")
 #: Longer texts are redacted in pieces of this many characters (overlapping), so one huge
 #: output costs linear time.
 _CHUNK = 1 << 20
@@ -244,9 +273,9 @@ def _hinted(text: str) -> bool:
 def _redact_line(line: str) -> str:
     if "_auth" in line:
         line = _NPMRC_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    line = _DOCUMENTED_FORMATS.sub(MASK, line)  # first: detect-secrets' GitLab pattern stops at a routable tail
     for pattern in _format_patterns():
         line = pattern.sub(MASK, line)
-    line = _DOCUMENTED_FORMATS.sub(MASK, line)
     line = _AUTHORIZATION.sub(_mask_credentials, line)
     line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
@@ -271,12 +300,14 @@ def _mask_command(match: re.Match[str]) -> str:
 
 def redact_value(value: Any, *, depth: int = 0) -> Any:
     """A JSON-like value (str, list, dict, scalars) with every string redacted, and the
-    values of keys named like secrets masked whole; containers nested deeper than 64 levels
-    come back as a masked marker (never a recursion error)."""
+    values of keys named like secrets masked whole; a string that is itself a JSON document
+    (an object or an array, such as a tool call's arguments inside a message) is redacted as
+    one, so it still parses. Containers nested deeper than 64 levels come back as a masked
+    marker (never a recursion error)."""
     if depth > 64:
         return MASK
     if isinstance(value, str):
-        return redact(value)
+        return _redact_string(value, depth)
     if isinstance(value, Mapping):
         return {k: (MASK if isinstance(k, str) and _is_secret_name(k) and isinstance(v, str) and v
                     else redact_value(v, depth=depth + 1)) for k, v in value.items()}
@@ -284,6 +315,40 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
         items: Iterable[Any] = value
         return [redact_value(v, depth=depth + 1) for v in items]
     return value
+
+
+def redact_document(text: str) -> str:
+    """``text`` as it may be stored or shown: a JSON document (an object or an array: a
+    journaled message, a call's arguments, a situation, a receipt) with every string in it
+    redacted (:func:`redact_value`) and written again (``json.dumps``, non-ASCII kept) when
+    something changed, so it still parses; any other text redacted as text (:func:`redact`).
+    This is the one function the store boundary (:func:`unstuck.engines.clean_params`) and the
+    output boundary (:mod:`unstuck.output`) apply. Never raises; text that holds no secret
+    comes back unchanged (the same string)."""
+    return _redact_string(text, 0)
+
+
+def redacted_prefix(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` as a store keeps them: redacted
+    (:func:`redact_document`) before the cut, so a cut never keeps the head of a secret that
+    the whole text shows as one (a token cut short may no longer look like one)."""
+    return redact_document(text)[:limit]
+
+
+def _redact_string(text: str, depth: int) -> str:
+    if not text:
+        return text
+    if not (_hinted(text) or "PRIVATE KEY" in text or "\\/" in text):  # JSON may write / as \/
+        return text
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            return redact(text)
+        if isinstance(value, dict | list):
+            clean = redact_value(value, depth=depth + 1)
+            return text if clean == value else json.dumps(clean, ensure_ascii=False)
+    return redact(text)
 
 
 _NAME_ONLY = re.compile(_SECRET_NAME, re.IGNORECASE)

@@ -15,6 +15,11 @@ then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
   effect runs;
 * a call with no intent (a read, or a write the crash came before): it runs as usual.
 
+A call whose arguments held a secret is journaled with ``***`` in its place (the journal never
+stores a secret, :mod:`unstuck.journal`), so it cannot be run again as the model asked: where it
+would run (no intent, or its effect did not happen), it is not run, and the model is told so
+and may ask for it again.
+
 A person can settle held intents instead of a resolver (``unstuck journal resume TURN
 --committed REF --absent REF``); a resume then follows their word.
 
@@ -47,6 +52,7 @@ from unstuck.models import Message, Model, Role, message_from_json
 from unstuck.outcome import StepRecord, TurnResult, TurnStatus, Validator
 from unstuck.presence import Asker
 from unstuck.prompts import GUIDANCE_PREFIX
+from unstuck.redact import MASK
 from unstuck.tools import ToolCall, ToolResult, Toolset, ToolSpec
 
 __all__ = ["Resolution", "Resolver", "rebuild_state", "resume_turn"]
@@ -259,6 +265,8 @@ def _settle(
     for position, call in enumerate(calls):
         intent = intents.get(call.id)
         if intent is None:
+            if MASK in call.arguments_json:  # a secret the journal did not keep: never run with *** in it
+                overrides[call.id] = (_not_rerun(call), None)
             continue  # a read, or a write the crash came before: it runs as usual
         if intent.state is IntentState.COMMITTED:
             receipt = json.loads(intent.receipt or "{}")
@@ -282,6 +290,16 @@ def _settle(
             overrides[call.id] = (ToolResult(
                 call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
                 "(its resolver confirmed it); it was not repeated."), None)
+        elif MASK in call.arguments_json:  # it did not happen, but its arguments held a secret not kept
+            overrides[call.id] = (_not_rerun(call), None)
         else:
             overrides[call.id] = (None, intent.effect_ref)
     return overrides, []
+
+
+def _not_rerun(call: ToolCall) -> ToolResult:
+    """What the model is told of a call a resume cannot run as asked: its journaled arguments
+    hold ``***`` where a secret was (the journal never keeps one)."""
+    return ToolResult(call.tool, True, f"{GUIDANCE_PREFIX} This call was not run after an interruption: its "
+                      "arguments held a secret, which the journal never keeps. Ask for it again if it is still "
+                      "needed.")
