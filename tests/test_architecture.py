@@ -300,7 +300,8 @@ LAYERS: dict[str, Layer] = {
     "unstuck.toolkit": Layer.VOCABULARY,  # classify, declare, filelocks, leases, shell, tools
     "unstuck.models": Layer.VOCABULARY,  # tools: messages and the Model protocol
     "unstuck.readers": Layer.VOCABULARY,  # errors: bounded, depth-limited reading of files and streams
-    "unstuck.redact": Layer.VOCABULARY,  # imports nothing of ours: secrets masked in stored and shown text
+    "unstuck.redact": Layer.VOCABULARY,  # cache: secrets masked in stored and shown text
+    "unstuck.output": Layer.VOCABULARY,  # redact: the output boundary (streams, JSON, files, HTML) shows no secret
     "unstuck.credentials": Layer.VOCABULARY,  # shell, text: credential-changing command lines
     "unstuck.waiting": Layer.VOCABULARY,  # shell: the non-interactive fix of a call that waited
     "unstuck.installed": Layer.VOCABULARY,  # imports nothing: programs on disk outside PATH

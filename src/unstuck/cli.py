@@ -1,5 +1,10 @@
 """The ``unstuck`` command: a thin layer over the library (typer + rich).
 
+Everything a command prints, on standard output and standard error, passes the output boundary
+(:func:`unstuck.output.redact_standard_streams`: no secret is shown), and every file it writes
+is written through :mod:`unstuck.output` (``--json`` documents redacted before they are
+serialised, HTML pages as they are rendered).
+
 Exit statuses: ``unstuck eval`` exits 0 unless the harness itself failed (a run that
 raised, a malformed scenario); ``unstuck run`` exits 0 when the turn is done with the task
 finished, 3 when it ended blocked, 1 when it failed or gave up without finishing. Usage errors
@@ -9,7 +14,6 @@ exit 2 (typer's convention).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -31,7 +35,7 @@ from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
 from unstuck.errors import UnstuckError
 from unstuck.evals.agents import AGENTS
-from unstuck.redact import redact, redact_value
+from unstuck.output import json_text, raw_stdout, redact_standard_streams, write_json, write_text
 from unstuck.signals import SIGNALS_ENV
 from unstuck.text import for_terminal
 
@@ -96,6 +100,7 @@ def _main(
     ] = False,
 ) -> None:
     """Keep tool-using agents from getting stuck: stop, ask one precise question, remember."""
+    redact_standard_streams()  # main() did already, unless the app is run by a caller (a test runner)
 
 
 def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False) -> list[Scenario]:
@@ -331,7 +336,7 @@ def _peer_eval(frameworks: list[str], scenarios: list[str] | None, json_path: Pa
     console.print(ratios)
     if json_path is not None:
         payload = {"runs": [r.to_dict() for r in runs], "ratios": [q.to_dict() for q in peer_ratios(runs)]}
-        json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(json_path, payload)
         console.print(f"results written to {escape(str(json_path))}")
     errors = [r for r in runs if r.error is not None]
     for r in errors:
@@ -603,13 +608,13 @@ def _run_command(
     )
     if result.escalation is not None:
         if not is_attended:  # an attended user has just read it in the question
-            console.print(redact(for_terminal(result.escalation.text)), markup=False, highlight=False, soft_wrap=True)
+            console.print(for_terminal(result.escalation.text), markup=False, highlight=False, soft_wrap=True)
         if result.cost_line:
             console.print(result.cost_line, highlight=False)
     elif result.answer:
-        console.print(redact(for_terminal(result.answer)), markup=False, highlight=False, soft_wrap=True)
+        console.print(for_terminal(result.answer), markup=False, highlight=False, soft_wrap=True)
     if result.error:
-        err_console.print(f"[red]error:[/red] {escape(redact(for_terminal(result.error)))}")
+        err_console.print(f"[red]error:[/red] {escape(for_terminal(result.error))}")
     if json_path is not None:
         write_json([metrics], json_path)
     if result.status is TurnStatus.BLOCKED:
@@ -635,6 +640,7 @@ def _mcp_proxy_command(
         from unstuck.mcp_proxy import serve
     except ModuleNotFoundError as exc:
         raise UnstuckError(f"mcp-proxy needs the mcp extra: pip install 'unstuck[mcp]' ({exc})") from exc
+    raw_stdout()  # the MCP channel to the agent: what the model reads, as the tools returned it (DESIGN.md)
     anyio.run(lambda: serve(command, trusted=trusted, deadline_s=deadline, task=task, unattended=not attended))
 
 
@@ -674,7 +680,7 @@ def _scenarios_new_command(
     if target.exists():
         raise _fail(f"{target}: already exists; choose another --out")
     try:
-        target.write_text(text, encoding="utf-8")
+        write_text(target, text)
     except OSError as exc:
         raise _fail(f"{target}: {exc.strerror or exc}") from exc
     console.print(f"wrote {escape(str(target))}; check it with `unstuck scenarios check {escape(str(target))}`",
@@ -774,7 +780,7 @@ def _classify_command(
                                                        "source": found.decided_by.source})
             payload["evidence"] = [{"what": e.what, "excerpt": e.excerpt} for e in found.evidence]
         shown = payload if explain or opinion is not None else payload["situation"]
-        console.print_json(json.dumps(redact_value(shown)))  # exact text, but never a secret (issue 12, deliver 5)
+        console.print_json(json_text(shown))  # exact text, but never a secret (unstuck.output)
         return
     if situation is None:
         console.print("no situation: an ordinary success", highlight=False)
@@ -787,14 +793,14 @@ def _classify_command(
             highlight=False,
         )
         if situation.detail:
-            console.print(f"evidence: {redact(for_terminal(situation.detail))}", markup=False, highlight=False)
+            console.print(f"evidence: {for_terminal(situation.detail)}", markup=False, highlight=False)
         if situation.suggestion:
-            console.print(f"the tool suggests: {redact(for_terminal(situation.suggestion))}", markup=False,
+            console.print(f"the tool suggests: {for_terminal(situation.suggestion)}", markup=False,
                           highlight=False)
     if opinion is not None:
         said = (f"second opinion ({second_opinion}): {opinion.situation.kind.value}" if opinion.situation is not None
                 else f"second opinion ({second_opinion}) not used: {opinion.problem}")
-        console.print(redact(for_terminal(said)), markup=False, highlight=False)
+        console.print(for_terminal(said), markup=False, highlight=False)
     if explain:
         _print_explanation(found)
 
@@ -814,7 +820,7 @@ def _print_explanation(found: Classification) -> None:
         console.print(f"source: {for_terminal(decided.source)}", markup=False, highlight=False)
     console.print(f"read as: {'a failure' if found.failed else 'not a failure'}", highlight=False)
     for item in found.evidence:
-        console.print(f"  {item.what}: {redact(for_terminal(item.excerpt))}", markup=False, highlight=False)
+        console.print(f"  {item.what}: {for_terminal(item.excerpt)}", markup=False, highlight=False)
 
 
 def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
@@ -827,7 +833,7 @@ def _score_cases(paths: list[Path], as_json: bool, table: SignalTable) -> None:
         except CaseError as exc:
             raise _fail(str(exc)) from exc
     if as_json:
-        console.print_json(json.dumps([{
+        console.print_json(json_text([{
             "file": str(path), "total": score.total, "kind_accuracy": score.kind_accuracy,
             "interactive_precision": score.interactive_precision, "interactive_recall": score.interactive_recall,
             "retryable_accuracy": score.retryable_accuracy,
@@ -903,7 +909,9 @@ def main() -> None:
     """Entry point of the ``unstuck`` console script: every error unstuck raises on purpose
     (:class:`unstuck.errors.UnstuckError`, exit 2) and every OSError of the machine (a full or
     read-only file, exit 1) ends the command with one line naming what and where, never a
-    traceback."""
+    traceback. Its standard output and error are redacted from the start
+    (:func:`unstuck.output.redact_standard_streams`), usage errors included."""
+    redact_standard_streams()
     try:
         app(standalone_mode=True)
     except UnstuckError as exc:

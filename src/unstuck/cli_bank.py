@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -16,6 +15,7 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
+from unstuck.output import json_text
 
 if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
     from unstuck.evals.harvest import Recipe
@@ -116,7 +116,7 @@ def _list(
     if tool is not None:
         forms = [f for f in forms if tool in f.tools]
     if as_json:
-        typer.echo(json.dumps([f.to_json() for f in forms], indent=2, ensure_ascii=False))
+        typer.echo(json_text([f.to_json() for f in forms], indent=2, ensure_ascii=False))
         return
     table = Table("id", "family", "kind", "channel", "tools", "transient", "first line", "source")
     for form in forms:
@@ -135,7 +135,7 @@ def _stats(bank: BankOption = None, as_json: JsonOption = False) -> None:
     by_source = Counter(f.provenance.source for f in forms)
     transient = sum(f.transient for f in forms)
     if as_json:
-        typer.echo(json.dumps({
+        typer.echo(json_text({
             "forms": len(forms), "transient": transient, "permanent": len(forms) - transient,
             "by_source": dict(by_source),
             "by_family": {fam.value: {ch.value: by_cell[(fam, ch)] for ch in Channel} for fam in Family},

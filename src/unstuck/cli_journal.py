@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.output import json_text
 from unstuck.readers import ReadError, parse_json
 from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
@@ -96,7 +96,7 @@ def _list(journal: JournalOption = None, as_json: JsonOption = False) -> None:
         except (JournalError, ValueError) as exc:
             raise _damaged(j, exc) from None
     if as_json:
-        typer.echo(json.dumps([
+        typer.echo(json_text([
             {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
              "intents": len(intents), "held": sum(i.state is IntentState.HELD for i in intents),
              "owner": None if lease is None or lease.owner_pid is None else {
@@ -145,7 +145,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         except (JournalError, ValueError) as exc:
             raise _damaged(j, exc) from None
     if as_json:
-        typer.echo(json.dumps({
+        typer.echo(json_text({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
             "steps": [{"index": s.index, "tool": s.call.tool, "arguments": _arguments(s.call.arguments_json),
                        "subject": s.subject, "ok": s.ok, "kind": s.situation.kind.value if s.situation else None,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_OK, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
+from unstuck.output import json_text
 from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
 
@@ -93,7 +93,7 @@ def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all",
     with _open(store) as s:
         lessons = _read(s, lambda x: x.all() if all_ else x.active())
     if as_json:
-        typer.echo(json.dumps([lesson.to_dict() for lesson in lessons], indent=2))
+        typer.echo(json_text([lesson.to_dict() for lesson in lessons], indent=2))
     else:
         console.print(_table(lessons, "lessons" + (" (all)" if all_ else " (active)")))
 
@@ -114,7 +114,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, m
         raise typer.Exit(EXIT_USAGE)
     data = lesson.to_dict()
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(json_text(data, indent=2))
         return
     for key, value in data.items():
         shown = _when(value) if key.endswith("_at") and isinstance(value, float) else value
@@ -140,6 +140,6 @@ def _search(text: Annotated[str, typer.Argument(help="Words to find in lessons."
     with _open(store) as s:
         found = _read(s, lambda x: x.search(text))
     if as_json:
-        typer.echo(json.dumps([lesson.to_dict() for lesson in found], indent=2))
+        typer.echo(json_text([lesson.to_dict() for lesson in found], indent=2))
     else:
         console.print(_table(found, f"lessons matching {text!r}"))

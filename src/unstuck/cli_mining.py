@@ -3,7 +3,6 @@ rules from contrast (a thin layer over :mod:`unstuck.mining`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.output import json_text, write_json
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the mining modules load only inside the commands (start-up stays small)
@@ -110,8 +110,7 @@ def mine_command(
 
     _print_report(report, record_path(environment, folder))
     if json_path is not None:
-        json_path.write_text(json.dumps(report_to_dict(report), indent=2, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
+        write_json(json_path, report_to_dict(report))
         console.print(f"report written to {_shown(str(json_path))}", highlight=False)
 
 
@@ -232,7 +231,7 @@ def _rules_show(
         rule = record.rule(rule_id)
     except MiningError as exc:
         raise _fail(str(exc)) from exc
-    console.print_json(json.dumps(dataclasses.asdict(rule), ensure_ascii=False))
+    console.print_json(json_text(dataclasses.asdict(rule), ensure_ascii=False))
 
 
 def _set_enabled(environment: str, rule_id: str, records: Path | None, enabled: bool) -> None:

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli_journal import DEFAULT_JOURNAL, journal_url
+from unstuck.output import finalize, write_text
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the journal and the policy load only when the command runs
@@ -151,6 +152,7 @@ def render_html(report: CostReport) -> str:
         loader=jinja2.PackageLoader("unstuck.evals", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
+        finalize=finalize,  # every value redacted before it is escaped (unstuck.output)
     )
     return environment.get_template("costs.html.j2").render(
         report=report, lines=_lines(report), bars=_bars(report), duration=duration, version=__version__,
@@ -193,11 +195,10 @@ def _since(text: str | None) -> datetime.date | None:
 
 def _write(path: Path, text: str, what: str) -> None:
     if str(path) == "-":
-        sys.stdout.write(text if text.endswith("\n") else f"{text}\n")
+        sys.stdout.write(text if text.endswith("\n") else f"{text}\n")  # through the output boundary
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     except OSError as exc:
         raise _fail(f"{what} {path}: {exc.strerror or exc}", EXIT_FAILED) from None
 

@@ -27,6 +27,7 @@ from unstuck.catalogues import (
     translations_jsonl,
 )
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.output import write_text
 
 __all__ = ["default_translations_path", "signals_app"]
 
@@ -86,7 +87,7 @@ def _harvest(
         except ValueError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_FAILED) from None
-    target.write_text(translations_jsonl(found), encoding="utf-8")
+    write_text(target, translations_jsonl(found))
     per_message = Counter((t.domain, t.msgid) for t in found)
     langs = {t.lang for t in found}
     console.print(f"found {len(per_message)} of {len(rows)} msgids in {len(langs)} languages: "

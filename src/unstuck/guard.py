@@ -60,7 +60,7 @@ from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdi
 from unstuck.policy import Action
 from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.readers import parse_json
-from unstuck.redact import redact_document
+from unstuck.redact import redact_document, redacted_prefix
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
@@ -122,8 +122,9 @@ class GuardStateError(UnstuckError, ValueError):
 
 def receipt_of(result: ToolResult) -> str:
     """What the journal keeps of a side-effecting call's return (JSON; content cut at 4,000
-    characters)."""
-    return json.dumps({"ok": result.ok, "content": result.content[:4000], "exit_code": result.exit_code,
+    characters, after redaction: :func:`unstuck.redact.redacted_prefix`, so a cut never keeps
+    the head of a secret)."""
+    return json.dumps({"ok": result.ok, "content": redacted_prefix(result.content, 4000), "exit_code": result.exit_code,
                        "http_status": result.http_status, "injected": result.injected})
 
 

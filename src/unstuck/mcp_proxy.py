@@ -63,6 +63,7 @@ from unstuck.escalation import Answer, Escalation
 from unstuck.guard import Action
 from unstuck.integrations.common import Blocked, read_answer
 from unstuck.integrations.mcp import DEFAULT_DEADLINE_S, GuardedSession, guarded_session
+from unstuck.output import redacting_pipe
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -249,13 +250,22 @@ async def serve(command: Sequence[str], *, trusted: bool = False, deadline_s: fl
     """
     if not command:
         raise ValueError("mcp-proxy: name the MCP server to run after --")
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-    from mcp.server.lowlevel import Server
-    from mcp.server.stdio import stdio_server
+    from mcp import StdioServerParameters
 
     upstream = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ),
                                      cwd=os.getcwd())
-    async with stdio_client(upstream, errlog=sys.stderr) as (read, write), ClientSession(read, write) as session:
+    # what the upstream writes to standard error is shown on the terminal: through the output boundary
+    with redacting_pipe(sys.stderr) as errlog:
+        await _serve(upstream, errlog, trusted=trusted, deadline_s=deadline_s, task=task, unattended=unattended)
+
+
+async def _serve(upstream: Any, errlog: Any, *, trusted: bool, deadline_s: float, task: str, unattended: bool) -> None:
+    """:func:`serve` with the upstream's standard error going to ``errlog``."""
+    from mcp import ClientSession, stdio_client
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_client(upstream, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         guarded = await guarded_session(session, trusted=trusted, deadline_s=deadline_s, task=task,
                                         unattended=unattended)

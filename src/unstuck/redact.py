@@ -21,7 +21,8 @@ These secrets are found:
   detect-secrets' own ``SendGridDetector``;
 * **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
   ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
-  ``account``/``port`` tokens), a Docker ``config.json``'s ``"auth"`` (base64 of user:password)
+  ``account``/``port`` tokens, such a line quoted inside a command, or ``machine NAME login
+  NAME password VALUE`` within a line), a Docker ``config.json``'s ``"auth"`` (base64 of user:password)
   and ``"identitytoken"``/``"registrytoken"`` (docs.docker.com, "docker login": credential
   stores and the ``auths`` key), and variables whose documented name ends in ``_PWD``
   (``MYSQL_PWD``, MySQL reference manual, "Environment Variables") or is ``SSHPASS``
@@ -139,6 +140,14 @@ _DOCKER_AUTH = re.compile(r'(?P<name>"auth"\s*:\s*")(?P<value>[^"\s]+)(?=")', re
 _NETRC_LINE = re.compile(r"\s*(?:(?:machine|login|password|account|port)\s+\S+|default)"
                          r"(?:\s+(?:(?:machine|login|password|account|port)\s+\S+|default))*\s*")
 _NETRC_PASSWORD = re.compile(r"(?P<name>(?:^|(?<=\s))password\s+)(?P<value>\S+)")
+#: A netrc line quoted inside a longer line (``printf 'machine h login u password p' >> ~/.netrc``):
+#: from the quote, netrc(5) tokens up to ``password`` and its value, which ends at the quote.
+#: netrc(5)'s ``machine NAME login NAME password VALUE`` (or ``default login …``) inside a line
+#: of prose or a command: the full sequence, ``login`` included, so ordinary words are left.
+_NETRC_INLINE = re.compile(r"(?P<name>\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+)(?P<value>[^\s'\"]+)")
+_NETRC_QUOTED = re.compile(r"(?P<name>(?P<q>['\"])\s*(?:machine\s+[^\s'\"]+|default)"
+                           r"(?:\s+(?:machine|login|account|port)\s+[^\s'\"]+)*\s+password\s+)"
+                           r"(?P<value>[^\s'\"]+)(?=\s|(?P=q))")
 #: A command that takes a password on its command line, and its arguments up to the end of the
 #: shell command (``|``, ``;``, ``&``, a newline).
 _COMMAND = re.compile(r"(?:^|(?<=[\s;&|(`'\"/=]))(?P<cmd>curl|sshpass|mysql|mariadb|mysql(?:dump|admin|import|show"
@@ -280,8 +289,11 @@ def _redact_line(line: str) -> str:
     line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
     line = _DOCKER_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
-    if "password" in line and _NETRC_LINE.fullmatch(line):
-        line = _NETRC_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
+    if "password" in line:
+        if _NETRC_LINE.fullmatch(line):
+            line = _NETRC_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
+        line = _NETRC_QUOTED.sub(lambda m: f"{m.group('name')}{MASK}", line)
+        line = _NETRC_INLINE.sub(lambda m: m.group(0) if m.group("value") == MASK else f"{m.group('name')}{MASK}", line)
     line = _COMMAND.sub(_mask_command, line)
     line = _OPTION.sub(_mask_group, line)
     return _ASSIGNED.sub(lambda m: m.group(0) if m.group("value") == MASK else _mask_group(m), line)

@@ -50,6 +50,7 @@ from typing import Any
 from unstuck import policy
 from unstuck.journal import Journal, JournalError, JournalTurn
 from unstuck.outcome import StepRecord
+from unstuck.output import json_text
 from unstuck.situations import Kind
 
 __all__ = [
@@ -210,8 +211,9 @@ class CostReport:
         }
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as indented JSON text."""
-        return json.dumps(self.to_dict(), indent=2)
+        """:meth:`to_dict` as indented JSON text, every string redacted
+        (:func:`unstuck.output.json_text`)."""
+        return json_text(self.to_dict(), indent=2)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@ calls unguarded against guarded, a timeline of the calls after each blocker open
 (when the eval swept fault injection) success against the injection rate.
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
-rendered from ``templates/report.html.j2`` with jinja2 (autoescaped).
+rendered from ``templates/report.html.j2`` with jinja2 (autoescaped; every value redacted
+first, :func:`unstuck.output.finalize`: a page never shows a secret).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import jinja2
 from unstuck.evals.curve import Curve
 from unstuck.evals.judge import DIMENSIONS
 from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes
+from unstuck.output import finalize, write_text
 
 __all__ = ["render_html", "write_html"]
 
@@ -113,6 +115,7 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
         loader=jinja2.PackageLoader("unstuck.evals", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
+        finalize=finalize,  # every value redacted before it is escaped (unstuck.output)
     )
     template = environment.get_template("report.html.j2")
     return template.render(
@@ -131,6 +134,5 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
 
 
 def write_html(results: Sequence[RunMetrics], path: Path, *, curve: Curve | None = None) -> None:
-    """Write the report to ``path`` (UTF-8; parent folders made)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(results, curve=curve), encoding="utf-8")
+    """Write the report to ``path`` (UTF-8; parent folders made; :func:`unstuck.output.write_text`)."""
+    write_text(path, render_html(results, curve=curve))

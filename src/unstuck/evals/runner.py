@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from unstuck import output
 from unstuck.clock import VirtualClock
 from unstuck.errors import UnstuckError
 from unstuck.evals.agents import make_agent
@@ -563,7 +563,6 @@ def write_json(
     with ``curve`` (an :class:`unstuck.evals.curve.Curve`), also ``"injection_curve"``: its
     points, its breakdown by injected failures, and its runs; with ``sessions``, the
     multi-session lessons scenario's results as ``"sessions"``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     comparisons = [
         {**asdict(c), "calls_ratio": c.calls_ratio, "seconds_ratio": c.seconds_ratio} for c in compare_modes(results)
     ]
@@ -576,4 +575,4 @@ def write_json(
         document["sessions"] = list(sessions)
     if curve is not None:
         document["injection_curve"] = {**curve.to_dict(), "runs": [r.to_dict() for r in curve.runs]}
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    output.write_json(path, document)  # redacted, as every file unstuck writes

@@ -40,7 +40,6 @@ Errors::
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.errors import UnstuckError
+from unstuck.output import json_text, write_text
 from unstuck.readers import parse_json, read_text
 from unstuck.situations import Kind
 from unstuck.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
@@ -330,12 +330,9 @@ class FailureBank(Sequence[FailureForm]):
         return counts
 
     def write(self, path: Path) -> None:
-        """Write the bank as JSON lines (UTF-8), replacing ``path`` atomically."""
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as handle:
-            for form in self._forms:
-                handle.write(json.dumps(form.to_json(), ensure_ascii=False) + "\n")
-        partial.replace(path)
+        """Write the bank as JSON lines (UTF-8), replacing ``path`` atomically; each form's
+        text redacted as every file unstuck writes (:func:`unstuck.output.json_text`)."""
+        write_text(path, "".join(json_text(form.to_json(), ensure_ascii=False) + "\n" for form in self._forms))
 
 
 def bundled_bank_path() -> Path:

@@ -16,7 +16,6 @@ nothing carries it to another one.
 from __future__ import annotations
 
 import enum
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -25,6 +24,7 @@ from typing import Any
 
 from unstuck.mining.environment import BusinessObject, MiningError
 from unstuck.mining.trace import BadPattern
+from unstuck.output import write_json
 
 __all__ = [
     "RECORDS_ENV",
@@ -274,7 +274,4 @@ def save_record(record: EnvironmentRecord, path: Path) -> None:
     """Write ``record`` as JSON (UTF-8) to ``path``, atomically (a temporary file renamed over
     it), so a crash leaves the old record or the new one, never half of one."""
     document = {"schema": RECORD_SCHEMA, **asdict(record), "stats": dict(record.stats)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_json(path, document)  # redacted, as every file unstuck writes (unstuck.output)

@@ -1,0 +1,570 @@
+"""Secrets never stored or shown, on every path (issue 23, deliver 3): tokens of every known
+format (``tests/data/secret_samples.yaml``, each issuer's documented shape, kept apart from
+:mod:`unstuck.redact`'s own table) are seeded into tool outputs, tool arguments, the task, the
+model's messages, a declared blocker and the files a command reads; every command of the CLI
+(enumerated from the typer app itself) runs, with ``--json`` and file outputs where it has them,
+on both store engines; then every stream and every file the runs produced, the SQLite files'
+bytes and every row of the PostgreSQL tables, are searched for every seeded secret.
+
+What a test writes for a command to read (a scenario, a tool's output file, an events file, a
+record) goes to an ``inputs`` folder that the search leaves out; everything else under the
+test's folders (the stores, the outputs, ``HOME``, ``XDG_*``, ``TMPDIR``) is searched. The one
+output that is not searched is the MCP proxy's standard output: it is the channel to the agent,
+what the model reads, and the model may see what a tool returned (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+import yaml
+
+from conftest import PlaybackModel
+from pg_fixtures import StoreTarget
+from secret_samples import Sample, samples
+from unstuck.cli import app
+from unstuck.clock import VirtualClock
+from unstuck.events import JsonLinesSink, Tee
+from unstuck.journal import Journal
+from unstuck.lessons import LessonStore
+from unstuck.loop import run_turn
+from unstuck.situations import Kind, Probe, Situation
+from unstuck.stores import Engine
+from unstuck.tools import Effect, Toolset, tool
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = samples()
+#: The samples written on one line (all but the PEM blocks): what fits in a shell argument.
+ONE_LINE = [s.text for s in SAMPLES if "\n" not in s.text]
+
+#: Every command the store test runs (on each engine) and every one the other test runs.
+STORE_COMMANDS = frozenset({
+    "run", "journal list", "journal show", "journal resume", "lessons list", "lessons show", "lessons forget",
+    "lessons search", "report", "trace show",
+})
+OTHER_COMMANDS = frozenset({
+    "eval", "classify", "bank harvest", "bank list", "bank stats", "rules list", "rules show", "rules disable",
+    "rules enable", "rules prompt", "signals harvest", "scenarios", "scenarios new", "scenarios check",
+    "mcp-proxy", "trace show",
+})
+#: Commands this test cannot run meaningfully, each with the reason.
+NOT_RUN = {
+    "mine": "its environments are the bundled ones (unstuck.mining.envs), whose tasks, tools and worlds are fixed "
+            "code: no text of the test's reaches a rollout, so there is nothing to seed; the record it writes goes "
+            "through unstuck.output.write_json, which `rules disable` runs here on a record holding every sample",
+}
+
+
+def cli_commands() -> set[str]:
+    """Every command of the CLI, from the click tree typer builds (a group that runs without
+    a sub-command, such as ``scenarios``, counts as a command itself)."""
+    found: set[str] = set()
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if subcommands is None:
+            found.add(" ".join(path))
+            return
+        if path and getattr(command, "invoke_without_command", False):
+            found.add(" ".join(path))
+        for name, sub in subcommands.items():
+            if not getattr(sub, "hidden", False):
+                walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def test_every_command_of_the_cli_is_run_by_the_secrets_tests_or_listed_with_a_reason() -> None:
+    enumerated = cli_commands()
+    covered = STORE_COMMANDS | OTHER_COMMANDS
+    assert not covered & NOT_RUN.keys(), "a command is both run and listed as not run"
+    assert all(reason.strip() for reason in NOT_RUN.values())
+    assert enumerated - covered - NOT_RUN.keys() == set(), "commands neither run by the secrets tests nor listed"
+    assert (covered | NOT_RUN.keys()) - enumerated == set(), "commands named here that the CLI does not have"
+
+
+# -- finding secrets -----------------------------------------------------------------------------
+
+
+def leaks(data: bytes | str) -> list[str]:
+    """The names of the samples any of whose secret pieces occur in ``data``."""
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    return [s.name for s in SAMPLES if any(piece.encode() in raw for piece in s.secrets)]
+
+
+def leaks_in_files(root: Path, *, skip: Sequence[Path] = ()) -> dict[str, list[str]]:
+    """Every file under ``root`` (but ``skip``) that holds a seeded secret, with the samples found."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        if any(path.is_relative_to(s) for s in skip):
+            continue
+        names = leaks(path.read_bytes())
+        if names:
+            found[str(path.relative_to(root))] = names
+    return found
+
+
+def every_row(target: StoreTarget) -> str:
+    """A dump of every table's rows in a PostgreSQL store (its SQLite files are read as bytes)."""
+    return "\n".join(f"{table}: {target.rows(f'SELECT * FROM {table}')!r}" for table in sorted(target.tables()))
+
+
+# -- running the CLI -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One CLI run: its command path (``journal show``), arguments, exit status and streams."""
+
+    command: str
+    args: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+
+@dataclass
+class Cli:
+    """Runs ``python -m unstuck`` as a user would, with ``HOME``, ``XDG_*`` and ``TMPDIR`` in
+    the test's folder, and keeps every run."""
+
+    root: Path
+    ran: list[Ran] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("home", "tmp", "work", "inputs", "out", "config", "data", "cache", "state"):
+            (self.root / name).mkdir(exist_ok=True)
+
+    @property
+    def inputs(self) -> Path:
+        return self.root / "inputs"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
+            "HOME": str(self.root / "home"), "TMPDIR": str(self.root / "tmp"), "LANG": "C.UTF-8",
+            "XDG_CONFIG_HOME": str(self.root / "config"), "XDG_DATA_HOME": str(self.root / "data"),
+            "XDG_CACHE_HOME": str(self.root / "cache"), "XDG_STATE_HOME": str(self.root / "state"),
+            "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", str(self.root / "cache" / "unstuck")),
+        }
+
+    def __call__(self, *args: str, ok: Sequence[int] = (0,), stdin: bytes | None = None, timeout: float = 300) -> Ran:
+        command = next(c for c in sorted(cli_commands() | {"scenarios"}, key=len, reverse=True)
+                       if tuple(args[:len(c.split())]) == tuple(c.split()))
+        done = subprocess.run([sys.executable, "-m", "unstuck", *args], input=stdin, capture_output=True,
+                              env=self.env(), cwd=self.root / "work", timeout=timeout, check=False)
+        ran = Ran(command, tuple(args), done.returncode, done.stdout, done.stderr)
+        self.ran.append(ran)
+        assert done.returncode in ok, f"{' '.join(args)} exited {done.returncode}:\n{ran.out}\n{done.stderr.decode()}"
+        return ran
+
+    def commands(self) -> set[str]:
+        return {r.command for r in self.ran}
+
+    def stream_leaks(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for r in self.ran:
+            for name, data in (("stdout", r.stdout), ("stderr", r.stderr)):
+                names = leaks(data)
+                if names:
+                    found[f"{' '.join(r.args)[:120]} ({name})"] = names
+        return found
+
+
+# -- what the commands read ----------------------------------------------------------------------
+
+
+def _by_name(name: str) -> Sample:
+    return next(s for s in SAMPLES if s.name == name)
+
+
+def _printf(texts: Sequence[str]) -> str:
+    return "printf '%s\\n' " + " ".join(shlex.quote(t) for t in texts)
+
+
+def write_scenario(folder: Path) -> Path:
+    """A blocker scenario with every sample in its world, task, plan, replay, answer and validator:
+    gh is signed out, a file holds every sample, the tools' environment two more, the plan and the
+    replay print samples given as arguments, the replay agent's answer quotes them all."""
+    half = len(ONE_LINE) // 2
+    document = {
+        "name": "secrets_everywhere",
+        "title": f"secrets in every field, even the title {_by_name('GitHub OAuth access token').text}",
+        "role": "blocker",
+        "tags": ["secrets"],
+        "setup": {
+            "gh": "logged_out",
+            "files": {"secrets.txt": "\n".join(s.text for s in SAMPLES) + "\n"},
+            "env": {"DEPLOY_TOKEN": _by_name("Slack bot token").text,
+                    "SHOP_DSN": _by_name("URL userinfo password").text},
+        },
+        "task": f"Check these credentials, then give the description of cli/cli: {' ; '.join(ONE_LINE[:half])}",
+        "plan": [
+            {"tool": "read_file", "args": {"path": "secrets.txt"}},
+            {"tool": "run_command", "args": {"command": _printf(ONE_LINE[:half])}},
+            {"tool": "run_command", "args": {"command": "gh repo view cli/cli --json description"}},
+        ],
+        "replay": [
+            {"tool": "run_command", "args": {"command": _printf(ONE_LINE[half:])}},
+            {"tool": "run_command", "args": {"command": "cat secrets.txt; env"}},
+            {"tool": "run_command", "args": {"command": "gh repo view cli/cli"}},
+        ],
+        "replay_answer": "Here is what I found: " + " ".join(ONE_LINE),
+        "agents": ["compliant", "improviser", "replay"],
+        "expect": {
+            "status": "blocked", "kind": "auth", "subject": "gh", "unblock": "gh auth login",
+            "validators": [{"name": f"keys {_by_name('npm access token').text}",
+                            "run": f"echo {shlex.quote(_by_name('Google API key').text)}"}],
+        },
+    }
+    path = folder / "secrets_everywhere.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, width=10**6), encoding="utf-8")
+    return path
+
+
+def _mo_file(path: Path, messages: dict[str, str]) -> None:
+    """A gettext catalogue (GNU gettext manual, "The Format of GNU MO Files"), made with msgfmt."""
+    po = path.with_suffix(".po")
+    body = 'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n' + "".join(
+        f"msgid {json.dumps(k)}\nmsgstr {json.dumps(v)}\n\n" for k, v in messages.items())
+    po.write_text(body, encoding="utf-8")
+    subprocess.run(["msgfmt", "-o", str(path), str(po)], check=True)
+    po.unlink()
+
+
+# -- the store test --------------------------------------------------------------------------------
+
+
+def _store_location(target: StoreTarget, root: Path) -> str:
+    """Where ``--store`` keeps both stores: the PostgreSQL database, or a folder of two SQLite files."""
+    if target.engine is Engine.POSTGRESQL:
+        return target.url
+    folder = root / "stores"
+    folder.mkdir()
+    return str(folder)
+
+
+def _seed_held_turn(journal_at: Path | str) -> None:
+    """A turn whose write intent, task and hold reason hold secrets, interrupted and let go, as a
+    crashed run leaves one (written through the journal, so through its store boundary)."""
+    arguments = json.dumps({"token": _by_name("Stripe live secret key").text, "dsn": _by_name("URL userinfo password").text,
+                            "note": " ".join(ONE_LINE[:6])})
+    with Journal(journal_at) as journal:
+        journal.begin_turn("held-1", f"deploy with {_by_name('DigitalOcean personal access token').text}",
+                           unattended=True, guarded=True)
+        ref = journal.prepare_intent("held-1", 0, "c1", "deploy", arguments)
+        journal.hold([ref], f"nobody knows; the key was {_by_name('Databricks personal access token').text}")
+        journal.end_turn("held-1", "interrupted", error=f"held: {_by_name('age secret key').text}")
+
+
+def _seed_lesson(lessons_at: Path | str) -> int:
+    """A lesson from a declared blocker whose subject, detail, unblock, probe, content and metadata hold secrets."""
+    situation = Situation(
+        Kind.AUTH, f"deploy@{_by_name('URL userinfo password').text}",
+        detail=" ".join(ONE_LINE[:10]),
+        unblock=f"deploy login --token {_by_name('GitHub personal access token (classic)').text}",
+        probe=Probe.of("deploy_check", {"token": _by_name("npm access token").text,
+                                        "header": _by_name("OAuth 2.0 bearer token").text}),
+    )
+    with LessonStore(lessons_at) as store:
+        return store.record(situation, tool="deploy", fingerprint="deploy 1.0", source="declared",
+                            content="\n".join(s.text for s in SAMPLES),
+                            metadata={"api_key": _by_name("SendGrid API key").text, "seen": ONE_LINE[10:14]}).id
+
+
+@pytest.mark.slow
+def test_no_command_stores_or_shows_a_seeded_secret_on_either_store(store_target: StoreTarget, tmp_path: Path,
+                                                                    gh_path: str) -> None:
+    cli = Cli(tmp_path)
+    scenario = write_scenario(cli.inputs)
+    store = _store_location(store_target, tmp_path)
+    journal_at = store_target.url if store_target.engine is Engine.POSTGRESQL else Path(store) / "journal.db"
+    lessons_at = store_target.url if store_target.engine is Engine.POSTGRESQL else Path(store) / "lessons.db"
+
+    for agent in ("compliant", "improviser", "replay"):
+        cli("run", str(scenario), "--agent", agent, "--unattended", "--store", store,
+            "--events", str(cli.out / f"events-{agent}.jsonl"), "--json", str(cli.out / f"run-{agent}.json"),
+            ok=(0, 1, 3))
+    _seed_held_turn(journal_at)
+    lesson_id = _seed_lesson(lessons_at)
+    journal, lessons = str(journal_at), str(lessons_at)
+
+    listed = json.loads(cli("journal", "list", "--journal", journal, "--json").out)
+    assert len(listed) == 4
+    cli("journal", "list", "--journal", journal)
+    for turn in (t["turn"] for t in listed):
+        shown = json.loads(cli("journal", "show", turn, "--journal", journal, "--json").out)
+        cli("journal", "show", turn, "--journal", journal)
+        if turn != "held-1":
+            assert shown["steps"] and "***" in json.dumps(shown)  # the seeds reached the journal, masked
+    cli("journal", "resume", "held-1", "--journal", journal, "--absent", "held-1:0", "--force")
+
+    for extra in ((), ("--json",), ("--all",), ("--all", "--json")):
+        cli("lessons", "list", "--store", lessons, *extra)
+    shown_lesson = json.loads(cli("lessons", "show", str(lesson_id), "--store", lessons, "--json").out)
+    assert "***" in json.dumps(shown_lesson)
+    cli("lessons", "show", str(lesson_id), "--store", lessons)
+    for extra in ((), ("--json",)):
+        cli("lessons", "search", "deploy", "--store", lessons, *extra)
+    cli("lessons", "forget", str(lesson_id), "--store", lessons)
+
+    cli("report", "--journal", journal, "--json", str(cli.out / "costs.json"), "--html", str(cli.out / "costs.html"))
+    cli("report", "--journal", journal, "--json", "-")
+    for agent in ("compliant", "replay"):
+        cli("trace", "show", str(cli.out / f"events-{agent}.jsonl"))
+
+    assert cli.commands() >= STORE_COMMANDS, f"not run: {sorted(STORE_COMMANDS - cli.commands())}"
+    assert cli.stream_leaks() == {}
+    assert leaks_in_files(tmp_path, skip=[cli.inputs]) == {}  # the SQLite files (and WAL) too, as bytes
+    if store_target.engine is Engine.POSTGRESQL:
+        dump = every_row(store_target)
+        assert "knowledge" in dump and "intents" in dump and leaks(dump) == []
+
+
+# -- the other commands ----------------------------------------------------------------------------
+
+
+def _raw_events(path: Path) -> None:
+    """An events file as another program (or an older unstuck) might have written it: secrets raw."""
+    lines = [{"event": "turn.started", "turn": "t1", "at_s": 0.0, "task": " ".join(ONE_LINE[:8])},
+             {"event": "tool.called", "turn": "t1", "at_s": 0.1, "tool": "run_command", "subject": ONE_LINE[8]},
+             {"event": "turn.ended", "turn": "t1", "at_s": 0.2, "status": "failed", "error": " ".join(ONE_LINE[8:])}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def _raw_record(path: Path) -> None:
+    """A mined environment record holding secrets in its description, rule text and objects, written
+    raw (as a record mined from a rollout that printed them would have been before redaction)."""
+    from unstuck.mining.environment import BusinessObject
+    from unstuck.mining.rules import (
+        RECORD_SCHEMA,
+        ActionKind,
+        EnvironmentRecord,
+        Moment,
+        Rule,
+        RuleAction,
+        Trigger,
+    )
+    from unstuck.mining.trace import BadPattern
+
+    rule = Rule("r1", BadPattern.WORKED_AROUND_BLOCKER, Trigger(Moment.AFTER_RESULT, "deploy", "auth"),
+                RuleAction(ActionKind.ASK, "ask_user"), f"When deploy fails with {ONE_LINE[0]}, ask the user "
+                f"instead of trying {ONE_LINE[1]}", support=3)
+    record = EnvironmentRecord("secret_env", 1, f"an environment whose description says {ONE_LINE[2]}",
+                               (BusinessObject("deployment", "deploy_id", f"named by {ONE_LINE[3]}"),),
+                               ("deploy", "ask_user"), rules=(rule,))
+    document = {"schema": RECORD_SCHEMA, **asdict(record), "stats": {}}
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+
+
+def _cases(path: Path) -> None:
+    """A labelled corpus (the shared/cases/tool_outputs.jsonl format) whose outputs print secrets."""
+    lines = [{"id": f"secret-{i}", "tool": "deploy", "expected_kind": "auth", "exit_code": 1,
+              "output": f"error: authentication failed for {text}", "source": "test"}
+             for i, text in enumerate(s.text for s in SAMPLES)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+_UPSTREAM = textwrap.dedent("""\
+    import sys
+    sys.stderr.write({said!r} + "\\n")
+    sys.stderr.flush()
+    from unstuck.integrations.shell_server import main
+    main()
+""")
+
+
+async def _through_the_proxy(cli: Cli, task: str, command: str) -> str:
+    """One tool call through ``unstuck mcp-proxy`` (its standard error kept in the outputs): the
+    text the agent got back."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    upstream = cli.inputs / "upstream.py"
+    upstream.write_text(_UPSTREAM.format(said=f"upstream starting with {' '.join(ONE_LINE[:5])}"), encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "unstuck", "mcp-proxy", "--task", task, "--", sys.executable, str(upstream)],
+        env=cli.env(), cwd=str(cli.root / "work"))
+    with (cli.out / "mcp-proxy.stderr").open("w", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("run_command", {"command": command})
+    return "\n".join(str(getattr(item, "text", "")) for item in result.content)
+
+
+@pytest.mark.slow
+def test_no_other_command_stores_or_shows_a_seeded_secret(tmp_path: Path, gh_path: str) -> None:
+    import anyio
+
+    cli = Cli(tmp_path)
+    scenarios = cli.inputs / "scenarios"
+    scenarios.mkdir()
+    scenario = write_scenario(scenarios)
+
+    cli("eval", str(scenario), "--only", "--agents", "compliant,replay", "--no-sessions", "--workers", "1",
+        "--json", str(cli.out / "eval.json"), "--html", str(cli.out / "eval.html"))
+    assert "***" in (cli.out / "eval.json").read_text(encoding="utf-8")
+
+    output = cli.inputs / "output.txt"
+    output.write_text("error: the request failed\n" + "\n".join(s.text for s in SAMPLES) + "\n", encoding="utf-8")
+    for extra in ((), ("--json",), ("--explain",), ("--json", "--explain")):
+        cli("classify", str(output), "--exit-code", "1", *extra)
+    cli("classify", "--exit-code", "1", "--explain", stdin=output.read_bytes())
+
+    cases = cli.inputs / "cases.jsonl"
+    _cases(cases)
+    bank = cli.out / "bank.jsonl"
+    cli("bank", "harvest", "--cases", str(cases), "--only", "gh-logged-out", "--out", str(bank))
+    assert len(bank.read_text(encoding="utf-8").splitlines()) > len(SAMPLES)
+    for extra in ((), ("--json",)):
+        cli("bank", "list", "--bank", str(bank), "--tool", "deploy", *extra)
+    cli("bank", "stats", "--bank", str(bank), "--json")
+
+    records = cli.out / "records"
+    records.mkdir()
+    _raw_record(records / "secret_env.json")
+    cli("rules", "list", "secret_env", "--records", str(records))
+    cli("rules", "show", "secret_env", "r1", "--records", str(records))
+    cli("rules", "prompt", "secret_env", "--records", str(records))
+    cli("rules", "disable", "secret_env", "r1", "--records", str(records))  # writes the record again
+    cli("rules", "enable", "secret_env", "r1", "--records", str(records))
+
+    locale = cli.inputs / "locale" / "de" / "LC_MESSAGES"
+    locale.mkdir(parents=True)
+    _mo_file(locale / "libc.mo", {"Permission denied": f"Keine Berechtigung ({ONE_LINE[0]})"})
+    translations = cli.out / "translations.jsonl"
+    cli("signals", "harvest", "--locale-dir", str(cli.inputs / "locale"), "--out", str(translations))
+    assert "Keine Berechtigung" in translations.read_text(encoding="utf-8")
+
+    cli("scenarios", "--scenario-dir", str(scenarios))
+    cli("scenarios", "new", "my_scenario", "--out", str(cli.out / "my_scenario.yaml"))
+    cli("scenarios", "check", str(scenario))
+    bad = cli.inputs / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "bad", "role": ONE_LINE[0], "task": ONE_LINE[1], "agents": [ONE_LINE[2]]}),
+                   encoding="utf-8")
+    cli("scenarios", "check", str(bad), ok=(2,))
+
+    events = cli.inputs / "events.jsonl"
+    _raw_events(events)
+    cli("trace", "show", str(events))
+
+    said = anyio.run(_through_the_proxy, cli, f"deploy with {ONE_LINE[4]}", _printf(ONE_LINE[5:9]) + " >&2")
+    assert ONE_LINE[5] in said  # the agent (the model) got the tool's output as it was: by design
+    cli.ran.append(Ran("mcp-proxy", ("mcp-proxy",), 0, b"", (cli.out / "mcp-proxy.stderr").read_bytes()))
+
+    assert cli.commands() >= OTHER_COMMANDS, f"not run: {sorted(OTHER_COMMANDS - cli.commands())}"
+    assert cli.stream_leaks() == {}
+    assert leaks_in_files(tmp_path, skip=[cli.inputs]) == {}
+
+
+# -- the library: journal, lessons, events, traces ---------------------------------------------------
+
+
+def _spans_text(exporter: Any) -> str:
+    """Every finished span as text: name, attributes, events and their attributes, status."""
+    parts = []
+    for span in exporter.get_finished_spans():
+        parts.append(f"{span.name} {dict(span.attributes or {})!r} {span.status.description!r}")
+        parts.extend(f"{e.name} {dict(e.attributes or {})!r}" for e in span.events)
+    return "\n".join(parts)
+
+
+def _declaring_tools(seen: list[str]) -> Toolset:
+    """A CLI's check (declares a signed-out blocker whose detail, unblock and probe hold
+    secrets), a write tool whose receipt holds secrets, and a reader that prints every sample."""
+
+    @tool(subject=lambda a: a.get("name"))
+    def check(name: str) -> dict[str, Any]:
+        """Check the CLI's sign-in."""
+        return {"status": "error", "situation": {
+            "kind": "auth", "subject": name, "interactive": True,
+            "unblock": f"{name} auth login --with-token {_by_name('GitLab personal access token').text}",
+            "probe": {"tool": "check", "args": {"name": name, "token": _by_name("Hugging Face user access token").text}},
+            "detail": f"not logged in: {' '.join(ONE_LINE[:8])}"}}
+
+    @tool(subject=lambda a: "deploy", effect=Effect.WRITE)
+    def deploy(token: str, target: str) -> str:
+        """Deploy with a token."""
+        seen.append(token)
+        return f"deployed to {target} with {token}; config:\n" + "\n".join(s.text for s in SAMPLES)
+
+    @tool(subject="files")
+    def read_env() -> str:
+        """Print the environment."""
+        return "\n".join(s.text for s in SAMPLES)
+
+    return Toolset([check, deploy, read_env])
+
+
+def test_a_library_turn_keeps_seeded_secrets_out_of_its_journal_lessons_events_and_traces(
+        store_target: StoreTarget, tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from unstuck.otel import OtelSink
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[str] = []
+    token = _by_name("GitHub fine-grained personal access token").text
+    model = PlaybackModel([
+        ("read_env", {}),
+        ("deploy", {"token": token, "target": ONE_LINE[3]}),
+        ("check", {"name": "cli"}),
+        ("deploy", {"token": ONE_LINE[4], "target": "prod"}),
+        f"I deployed with {token} and saw {' '.join(ONE_LINE)}",
+    ], closing=f"Closing: {' '.join(ONE_LINE[10:20])}")
+    if store_target.engine is Engine.POSTGRESQL:
+        journal_at: Path | str = store_target.url
+        lessons_at: Path | str = store_target.url
+    else:
+        journal_at, lessons_at = tmp_path / "journal.db", tmp_path / "lessons.db"
+    events = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(events)
+    with Journal(journal_at) as journal, LessonStore(lessons_at) as lessons:
+        result = run_turn(f"deploy {ONE_LINE[5]} and check {ONE_LINE[6]}", model=model,
+                          tools=_declaring_tools(seen), unattended=True, clock=VirtualClock(), journal=journal,
+                          lessons=lessons, events=Tee(sink, OtelSink(provider.get_tracer("test"))),
+                          fingerprint=lambda subject: f"/usr/bin/{subject}|1.0")
+        steps = journal.steps(result.turn_id)
+        intents = journal.intents(result.turn_id)
+        stored_lessons = lessons.all()
+    sink.close()
+    provider.shutdown()
+
+    # the design: the model and the tools saw the secrets whole
+    assert seen and seen[0] == token
+    assert any(token in m.content for request in model.requests for m in request[0])
+    # and the seeds reached every store, masked
+    assert intents and all("***" in i.arguments_json for i in intents)
+    assert len(steps) >= 3 and stored_lessons and "***" in (stored_lessons[0].unblock or "")
+    assert events.read_text(encoding="utf-8") and exporter.get_finished_spans()
+
+    assert leaks(_spans_text(exporter)) == []
+    assert leaks(events.read_bytes()) == []
+    if store_target.engine is Engine.POSTGRESQL:
+        assert leaks(every_row(store_target)) == []
+    else:
+        assert leaks_in_files(tmp_path) == {}
+
