@@ -244,3 +244,55 @@ def test_a_path_to_a_secret_is_kept_as_a_path() -> None:
                  "gh --token-file ~/.config/t"):
         assert redact(text) == text
     assert redact("x --password-file s3cr3t") == f"x --password-file {MASK}"
+
+
+# -- every sourced format (issue 23): tests/data/secret_samples.yaml, apart from this module's table --
+
+
+def _where_seen(text: str) -> dict[str, str]:
+    """The places a secret is met in: alone, inside a sentence, as a JSON document's value, as a
+    shell argument inside a call's JSON arguments, as a journaled message carrying that call."""
+    import shlex
+
+    from unstuck.models import Message, Role, message_to_json
+    from unstuck.tools import ToolCall
+
+    arguments = json.dumps({"command": f"printf %s {shlex.quote(text)}"})
+    message = Message(Role.ASSISTANT, f"I will run it with {text} now", (ToolCall("c1", "run_command", arguments),))
+    return {"alone": text, "in a sentence": f"the value was {text} and then it failed",
+            "json value": json.dumps({"output": text}), "shell argument": arguments,
+            "message": message_to_json(message)}
+
+
+def test_every_sourced_format_is_masked_wherever_it_is_met() -> None:
+    from secret_samples import samples
+    from unstuck.redact import redact_document
+
+    missed = []
+    for sample in samples():
+        for where, text in _where_seen(sample.text).items():
+            if where == "in a sentence" and "\n" in sample.text:
+                continue  # a PEM block is a block of lines, not words of a sentence
+            shown = redact_document(text)
+            missed.extend(f"{sample.name} ({where})" for piece in sample.secrets if piece in shown)
+            if text.startswith("{"):
+                json.loads(shown)  # a JSON document stays one
+    assert missed == []
+
+
+def test_a_text_cut_for_storing_is_cut_after_redaction() -> None:
+    """A Telegram bot token (core.telegram.org/bots/api, "Authorizing your bot": the bot's id, a
+    colon, 35 characters) straddling the cut: cut first, its head no longer looks like a token."""
+    from unstuck.redact import redacted_prefix
+
+    token = "5387629734:AA" + "vSHi1A98CD" * 3 + "xyz"
+    text = "x" * 3970 + " " + token + " tail"
+    assert token[:20] in redact(text[:4000])  # what cutting first would have kept
+    assert "5387629734" not in redacted_prefix(text, 4000) and len(redacted_prefix(text, 4000)) <= 4000
+
+
+def test_a_netrc_line_inside_a_command_or_a_sentence_loses_its_password() -> None:
+    assert redact("printf '%s\\n' 'machine h.example login me password s3cr3tPW' >> ~/.netrc") == \
+        f"printf '%s\\n' 'machine h.example login me password {MASK}' >> ~/.netrc"
+    assert redact("I added machine h.example login me password s3cr3tPW to it") == \
+        f"I added machine h.example login me password {MASK} to it"

@@ -596,3 +596,85 @@ def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
     else:  # nobody can say: held, order 2 never booked twice
         assert result.status.value == "interrupted" and result.held_intents == ("t1:1",)
         assert booked(ledger) == [1, 2]
+
+
+# -- secrets the journal never keeps (issue 23) ------------------------------------------------------
+
+#: A token in GitHub's documented shape (``ghp_`` and 36 letters or digits; github.blog changelog
+#: 2021-03-31, "Authentication token format updates"): the journal keeps ``***`` in its place.
+DEPLOY_TOKEN = "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2"
+
+
+class DeploysWithATokenModel:
+    """Deploys with a token (the call's arguments hold it), then, whatever it is told, asks for
+    the identical deploy once more, then answers."""
+
+    name = "deploys"
+
+    def complete(self, messages: Any, tools: Any) -> Any:
+        from unstuck.models import ModelReply, Role
+        from unstuck.tools import ToolCall
+
+        answered = sum(1 for m in messages if m.role is Role.TOOL)
+        if answered < 2:
+            call_id = "call_1" if answered == 0 else "call_again"
+            return ModelReply("", (ToolCall.of(call_id, "deploy", {"token": DEPLOY_TOKEN, "env": "prod"}),))
+        return ModelReply("deployed")
+
+
+def _deploy_turn(tmp_path: Path, crash_at: str) -> tuple[Path, list[str], Any]:
+    """A turn whose first deploy dies at the journal point ``crash_at``; the journal, the tokens
+    each deploy ran with, and the tools."""
+    from unstuck.clock import VirtualClock
+    from unstuck.loop import run_turn
+    from unstuck.tools import Effect, Toolset, tool
+
+    ran: list[str] = []
+
+    @tool(subject="prod", effect=Effect.WRITE)
+    def deploy(token: str, env: str) -> str:
+        """Deploy with a token."""
+        ran.append(token)
+        return f"deployed to {env}"
+
+    def crash(point: str, ref: str) -> None:
+        if point == crash_at and ref.endswith(":0"):
+            raise Crash
+
+    path = tmp_path / "j.db"
+    with pytest.raises(Crash):
+        run_turn("deploy", model=DeploysWithATokenModel(), tools=Toolset([deploy]), unattended=True,
+                 clock=VirtualClock(), journal=Journal(path, on_point=crash), turn_id="t1")
+    return path, ran, Toolset([deploy])
+
+
+def test_a_resumed_write_whose_arguments_held_a_secret_is_not_run_with_the_mask(tmp_path: Path) -> None:
+    from unstuck.clock import VirtualClock
+    from unstuck.models import Role
+    from unstuck.resume import Resolution, resume_turn
+
+    path, ran, tools = _deploy_turn(tmp_path, "intent.prepared")
+    assert ran == []  # it died before the call
+    with Journal(path) as journal:
+        (intent,) = journal.intents("t1")
+        assert DEPLOY_TOKEN not in intent.arguments_json and "***" in intent.arguments_json
+        result = resume_turn(journal, "t1", model=DeploysWithATokenModel(), tools=tools, clock=VirtualClock(),
+                             resolvers={"deploy": lambda arguments: Resolution.ABSENT})
+    replies = {m.tool_call_id: m.content for m in result.messages if m.role is Role.TOOL}
+    assert "was not run after an interruption" in replies["call_1"]
+    assert ran == [DEPLOY_TOKEN]  # never with ***: only the model's own new call ran, with the real token
+
+
+def test_a_write_made_before_a_crash_is_refused_when_the_model_asks_again_with_its_secret(tmp_path: Path) -> None:
+    from unstuck.clock import VirtualClock
+    from unstuck.models import Role
+    from unstuck.resume import resume_turn
+
+    path, ran, tools = _deploy_turn(tmp_path, "receipt.recorded")
+    assert ran == [DEPLOY_TOKEN]  # the effect was made, its receipt written, then the process died
+    with Journal(path) as journal:
+        result = resume_turn(journal, "t1", model=DeploysWithATokenModel(), tools=tools, clock=VirtualClock())
+    replies = {m.tool_call_id: m.content for m in result.messages if m.role is Role.TOOL}
+    assert "not repeated" in replies["call_1"]
+    assert "already took effect before an interruption (effect t1:0)" in replies["call_again"]
+    assert ran == [DEPLOY_TOKEN]  # the identical call, asked with the secret the journal masked, did not run again

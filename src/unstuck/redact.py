@@ -367,4 +367,7 @@ _NAME_ONLY = re.compile(_SECRET_NAME, re.IGNORECASE)
 
 
 def _is_secret_name(name: str) -> bool:
-    return bool(_NAME_ONLY.fullmatch(name))
+    """A key whose value is a secret: a name that says so (:data:`_SECRET_NAME`), or Docker's
+    ``config.json`` ``auth`` (base64 of user:password; docs.docker.com, "docker login"), which
+    :data:`_DOCKER_AUTH` finds in text."""
+    return bool(_NAME_ONLY.fullmatch(name)) or name.lower() == "auth"

@@ -212,7 +212,9 @@ def resume_turn(
     # intents of this reply only: a call id may recur in another reply
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
     overrides, held = _settle(guard, calls, intents, resolvers or {})
-    reported = {intents[cid].effect_ref for cid, (result, _) in overrides.items() if result is not None}
+    # what the model is told was made (a receipt): never again; a call not run (a secret lost) may be asked again
+    reported = {intents[cid].effect_ref for cid, (result, _) in overrides.items()
+                if result is not None and cid in intents and intents[cid].state is IntentState.COMMITTED}
     guard.held_writes = _made_already(journal.intents(turn_id), reported | {ref for ref, _ in held})
     if held:
         journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
