@@ -323,7 +323,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.stores": Layer.STORES,  # errors, redact: store URLs (sqlite/postgresql) and PostgreSQL connections
     "unstuck.otel": Layer.STORES,  # events: an observer
     "unstuck.remember": Layer.STORES,  # journal, lessons, events, policy, outcome: lessons for a turn
-    "unstuck.second_opinion": Layer.STORES,  # models, sqlite_store: an adviser with a cache
+    "unstuck.second_opinion": Layer.STORES,  # engines, models, sqlite_store: an adviser with a cache
     "unstuck.report_costs": Layer.STORES,  # journal, policy, outcome: the cost of blockers across sessions
     # one call, then the loop
     "unstuck.guard": Layer.GUARD,

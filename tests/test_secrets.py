@@ -30,6 +30,7 @@ import pytest
 import typer.main
 import yaml
 
+from chat_server import ChatServer
 from conftest import PlaybackModel
 from pg_fixtures import StoreTarget
 from secret_samples import Sample, samples
@@ -169,7 +170,7 @@ class Cli:
         }
 
     def __call__(self, *args: str, ok: Sequence[int] = (0,), stdin: bytes | None = None, timeout: float = 300) -> Ran:
-        command = next(c for c in sorted(cli_commands() | {"scenarios"}, key=len, reverse=True)
+        command = next(c for c in sorted(cli_commands(), key=len, reverse=True)
                        if tuple(args[:len(c.split())]) == tuple(c.split()))
         done = subprocess.run([sys.executable, "-m", "unstuck", *args], input=stdin, capture_output=True,
                               env=self.env(), cwd=self.root / "work", timeout=timeout, check=False)
@@ -385,6 +386,17 @@ def _cases(path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
+def _secret_agent(request: dict[str, Any]) -> dict[str, Any]:
+    """A model that prints secrets with its first call, reads the file of them with its second,
+    then answers quoting them."""
+    answered = sum(1 for m in request["messages"] if m["role"] == "tool")
+    if answered == 0:
+        return {"content": f"Let me check {ONE_LINE[0]}", "tool_calls": [("run_command", {"command": _printf(ONE_LINE)})]}
+    if answered == 1:
+        return {"tool_calls": [("read_file", {"path": "secrets.txt"})]}
+    return {"content": "Done; the keys were " + " ".join(ONE_LINE)}
+
+
 _UPSTREAM = textwrap.dedent("""\
     import sys
     sys.stderr.write({said!r} + "\\n")
@@ -429,6 +441,19 @@ def test_no_other_command_stores_or_shows_a_seeded_secret(tmp_path: Path, gh_pat
     for extra in ((), ("--json",), ("--explain",), ("--json", "--explain")):
         cli("classify", str(output), "--exit-code", "1", *extra)
     cli("classify", "--exit-code", "1", "--explain", stdin=output.read_bytes())
+
+    # a model over the OpenAI wire (a loopback server): its tool calls' arguments and its answers hold
+    # secrets, and so do the API key and the second opinion's verdict
+    with ChatServer([], responder=_secret_agent, closing=json.dumps({
+            "kind": "conflict", "interactive": False, "retryable": False, "detail": " ".join(ONE_LINE[:6])})) as server:
+        cli("eval", str(scenario), "--only", "--model", "scripted", "--base-url", server.base_url,
+            "--api-key", _by_name("OpenAI project API key").text, "--agents", "model:scripted", "--no-sessions",
+            "--workers", "1", "--json", str(cli.out / "eval-model.json"))
+        for extra in ((), ("--json",)):
+            cli("classify", str(output), "--exit-code", "3", "--second-opinion", "judge", "--base-url",
+                server.base_url, *extra)
+        asked = [r for r in server.requests if r.get("tools")]
+    assert asked and any(ONE_LINE[0] in json.dumps(r["messages"]) for r in asked)  # the model saw them, by design
 
     cases = cli.inputs / "cases.jsonl"
     _cases(cases)

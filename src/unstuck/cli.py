@@ -95,12 +95,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     """Keep tool-using agents from getting stuck: stop, ask one precise question, remember."""
     redact_standard_streams()  # main() did already, unless the app is run by a caller (a test runner)
+    ctx.call_on_close(_flush_streams)  # what a writer holds back is out before the caller reads the streams
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed stream
+            stream.flush()
 
 
 def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False) -> list[Scenario]:

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from unstuck.engines import clean_params
 from unstuck.errors import UnstuckError
 from unstuck.models import Message, Model, Role
 from unstuck.situations import Kind, Situation, Source, validate_situation
@@ -115,8 +116,9 @@ class SecondOpinion:
         if self._db is None:
             self._memory[signature] = answer
             return
-        with write(self._db) as db:
-            db.execute("INSERT OR REPLACE INTO opinions (signature, answer) VALUES (?, ?)", (signature, answer))
+        with write(self._db) as db:  # through the store boundary: an answer quoting the output keeps no secret
+            db.execute("INSERT OR REPLACE INTO opinions (signature, answer) VALUES (?, ?)",
+                       clean_params((signature, answer)))
 
     def review(self, tool: str, output: str, unrecognised: Situation) -> Opinion:
         """The model's situation for an unrecognised failure of ``tool`` (``unrecognised`` is
