@@ -127,3 +127,12 @@ def test_a_childs_standard_error_reaches_the_terminal_redacted() -> None:
         subprocess.run([sys.executable, "-c", f"import sys; sys.stderr.write('login with {TOKEN}\\n')"],
                        stderr=errlog, check=True)
     assert shown.getvalue() == f"login with {MASK}\n"
+
+
+def test_a_json_lines_file_keeps_every_line_a_document_and_clean_lines_byte_for_byte(tmp_path: Path) -> None:
+    clean = json.dumps({"msgid": "Permission denied", "msgstr": "Keine Berechtigung"}, ensure_ascii=False)
+    leaky = json.dumps({"output": f'export PASSWORD="hunter2hunter2" GH_TOKEN={TOKEN}'})
+    write_text(tmp_path / "t.jsonl", f"{clean}\n{leaky}\n")
+    lines = (tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == clean
+    assert json.loads(lines[1]) == {"output": f'export PASSWORD="{MASK}" GH_TOKEN={MASK}'}

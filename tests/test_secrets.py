@@ -10,7 +10,9 @@ What a test writes for a command to read (a scenario, a tool's output file, an e
 record) goes to an ``inputs`` folder that the search leaves out; everything else under the
 test's folders (the stores, the outputs, ``HOME``, ``XDG_*``, ``TMPDIR``) is searched. The one
 output that is not searched is the MCP proxy's standard output: it is the channel to the agent,
-what the model reads, and the model may see what a tool returned (DESIGN.md).
+what the model reads, and the model may see what a tool returned (DESIGN.md). Nor is ``unstuck run
+--sandbox DIR`` used: the folder it keeps is the scenario's own world, whose files hold the
+samples because the scenario's setup wrote them there.
 """
 
 from __future__ import annotations

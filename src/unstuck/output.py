@@ -46,6 +46,7 @@ __all__ = [
     "json_text",
     "raw_stdout",
     "redact_standard_streams",
+    "redacted_file",
     "redacting_pipe",
     "write_json",
     "write_text",
@@ -161,15 +162,37 @@ def finalize(value: Any) -> Any:
 
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (UTF-8; parent folders made), redacted
-    (:func:`unstuck.redact.redact_document`: a JSON document structurally, other text by
-    lines), through a file of its own beside it renamed into place, so a reader never sees
-    half a file.
+    (:func:`redacted_file`), through a file of its own beside it renamed into place, so a
+    reader never sees half a file.
 
     Raises:
         OSError: the file or its folder cannot be written (the partial file is removed).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    _replace(path, redact_document(text))
+    _replace(path, redacted_file(text))
+
+
+def redacted_file(text: str) -> str:
+    """A file's text redacted as what it is: one JSON document, or JSON lines (each line a
+    document), structurally (:func:`unstuck.redact.redact_document`, so each still parses and
+    a line without a secret is kept byte for byte); any other text (HTML, YAML, a log) by lines
+    (:func:`unstuck.redact.redact`)."""
+    if _is_json(text):
+        return redact_document(text)
+    lines = text.splitlines(keepends=True)
+    if any(line.strip() for line in lines) and all(not line.strip() or _is_json(line) for line in lines):
+        return "".join(redact_document(line) if line.strip() else line for line in lines)
+    return redact(text)
+
+
+def _is_json(line: str) -> bool:
+    if line.lstrip()[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def write_json(path: Path, value: Any, *, indent: int | None = 2) -> None:

@@ -1,5 +1,9 @@
-"""Secrets never stored or shown: tool text redacted before it reaches the journal, events,
-lessons, traces or a terminal (issue 12, deliver 5). The model still sees what the tool returned.
+"""Secrets never stored or shown (issue 12, deliver 5; issue 23, deliver 3): what a secret is,
+and the functions the two boundaries apply, so no table, field or command redacts on its own:
+the store boundary (:func:`unstuck.engines.clean_params`: every string every journal and
+lesson statement is given) and the output boundary (:mod:`unstuck.output`: every command's
+streams, its JSON documents, files and HTML pages), both through :func:`redact_document`
+(events pass it in :meth:`unstuck.guard.Guard.emit`). The model still sees what the tool returned.
 
 These secrets are found:
 
@@ -18,7 +22,10 @@ These secrets are found:
   Face user access tokens, ``hf_`` and 34 or more letters (huggingface.co/docs, "User access
   tokens"), and an ``.npmrc``'s ``_authToken=``/``_auth=`` value with its registry kept
   (docs.npmjs.com, "npmrc"); SendGrid keys (``SG.``, 22, ``.``, 43; SendGrid docs, "API Keys") come from
-  detect-secrets' own ``SendGridDetector``;
+  detect-secrets' own ``SendGridDetector``; and the other documented shapes of
+  :data:`_DOCUMENTED_FORMATS` (GitHub fine-grained, Slack app-level and configuration tokens,
+  OpenAI and Anthropic keys, Google API keys, Stripe test keys, GitLab routable tokens, Square,
+  Databricks, Docker Hub, DigitalOcean, age), each with its issuer's page;
 * **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
   ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
   ``account``/``port`` tokens, such a line quoted inside a command, or ``machine NAME login
