@@ -288,6 +288,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.errors": Layer.VOCABULARY,  # imports nothing: the root of every error
     "unstuck.text": Layer.VOCABULARY,  # imports nothing: tool text made safe
     "unstuck.clock": Layer.VOCABULARY,  # imports nothing: time comes in as an argument
+    "unstuck.trees": Layer.VOCABULARY,  # errors: file trees changed and removed without following a link
     "unstuck.shell": Layer.VOCABULARY,  # text
     "unstuck.envelopes": Layer.VOCABULARY,  # text
     "unstuck.codes": Layer.VOCABULARY,  # situations

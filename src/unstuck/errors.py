@@ -36,6 +36,8 @@ Errors::
     │                                      a malformed environment record, a bad mining option
     ├── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
     │                                      not UTF-8, not JSON/YAML or nested too deeply
+    ├── OutsideTreeError (ValueError)      unstuck.trees: a path to change that resolves outside
+    │                                      the tree it must stay in
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
                                            ended blocked, carrying the question and the guard's
                                            state (a status the host handles, not a failure;

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from outside import Outside
 from unstuck.classify import classify_result
 from unstuck.faults.injector import Injector
 from unstuck.filelocks import lock_holders
@@ -473,3 +474,22 @@ def test_blocker_question_is_state(tmp_path: Path, opened: list[PackageCliSessio
     session = open_task(opened, tmp_path, "pc-14")
     run(session, ASK_TOOL, question="Please install shellcheck.")
     assert asked_questions(session.root) == ["Please install shellcheck."]
+
+
+def test_restore_after_an_agent_planted_links_out_changes_nothing_outside(
+        tmp_path: Path, opened: list[PackageCliSession]) -> None:
+    made = Outside.make(tmp_path / "outside")
+    try:
+        session = open_task(opened, tmp_path, "pc-01")
+        before = session.snapshot()
+        root = session.root
+        made.plant_links(root / "project" / "linked")
+        made.plant_links(root / "bin" / "more")
+        (root / "bin" / "pkg").unlink()
+        (root / "bin" / "pkg").symlink_to(made.targets["program"])  # a stand-in replaced by a link out
+        session.restore(before)
+        assert made.changed() == {}
+        assert not (root / "bin" / "pkg").is_symlink() and os.access(root / "bin" / "pkg", os.X_OK)
+        assert session.snapshot() == before
+    finally:
+        made.close()

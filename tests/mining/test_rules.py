@@ -6,6 +6,7 @@ UNSTUCK_RECORDS_DIR."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -223,3 +224,15 @@ def test_without_unstuck_records_dir_records_live_in_the_user_data_folder(monkey
 
     monkeypatch.delenv(RECORDS_ENV, raising=False)
     assert default_records_dir() == platformdirs.user_data_path("unstuck") / "environments"
+
+
+def test_saving_never_writes_through_a_link_at_a_temporary_name(tmp_path: Path) -> None:
+    # the name the writer used before (".NAME.PID.tmp") planted as a link to a file elsewhere
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("keep\n")
+    path = tmp_path / "records" / "env.json"
+    path.parent.mkdir()
+    (path.parent / f".{path.name}.{os.getpid()}.tmp").symlink_to(victim)
+    save_record(RECORD, path)
+    assert victim.read_text() == "keep\n"
+    assert load_record(path) == RECORD

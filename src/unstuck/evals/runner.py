@@ -74,6 +74,7 @@ from unstuck.toolkit import TIMEOUT_EXIT_CODE, Workspace, cli_fingerprint
 
 __all__ = [
     "REFERENCE_INCIDENT",
+    "SANDBOX_FINGERPRINT",
     "ModeComparison",
     "ModelFactory",
     "RunMetrics",
@@ -85,6 +86,7 @@ __all__ = [
     "run_eval",
     "run_scenario",
     "run_validators",
+    "sandbox_fingerprint",
     "scenario_validators",
     "write_json",
 ]
@@ -153,6 +155,19 @@ class RunMetrics:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+
+#: What the fingerprint of a subject in a scenario's sandbox starts with (:func:`sandbox_fingerprint`).
+SANDBOX_FINGERPRINT = "sandbox|"
+
+
+def sandbox_fingerprint(workspace: Workspace, subject: str) -> str:
+    """The environment fingerprint of ``subject`` in a scenario's sandbox:
+    :data:`SANDBOX_FINGERPRINT` then :func:`unstuck.toolkit.cli_fingerprint`'s. A lesson learnt
+    in a sandbox ("gh is signed out" there) is about a made-up machine: it matches later
+    scenario runs (the multi-session lessons scenario: stored, cited, then closed by a signed-in
+    sandbox) and never a real session on this machine, even in a store they share (issue 23)."""
+    return SANDBOX_FINGERPRINT + cli_fingerprint(workspace, subject)
 
 
 def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool = False) -> Sandbox:
@@ -395,7 +410,8 @@ def run_scenario(
             scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
-            fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
+            fingerprint=(functools.partial(sandbox_fingerprint, workspace)
+                         if lessons is not None else None),
             validators=checks if guarded else (),  # the guard checks them before done; a bare loop does not
         )
         validations = tuple(check.run() for check in checks)

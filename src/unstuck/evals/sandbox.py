@@ -26,11 +26,17 @@ they carry the lease token, so :meth:`Sandbox.close`, the signal drain and super
 that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`
 leaves them there, and the next sandbox made removes those whose maker is gone
 (:func:`sweep_sandboxes`). A sandbox given a ``root`` is the caller's to remove.
+
+**Nothing outside the run is touched.** Every folder a sandbox makes in the temporary directory
+holds a marker file, :data:`MARKER`, naming its maker; the sweep removes only a folder whose
+name, marker, owner (this process's user) and device (the temporary directory's) all say this
+code made it, and every clean-up goes through :mod:`unstuck.trees`, which never follows a link:
+the shadow ``bin/`` is a folder of links to the host's own programs, and chmod(2) through them
+once set 1,173 of the host's files to mode 700 (issue 23).
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import os
 import pwd
@@ -38,6 +44,7 @@ import select
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -53,8 +60,9 @@ from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
 from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
 from unstuck.toolkit import Workspace
+from unstuck.trees import chmod_inside, remove_tree
 
-__all__ = ["NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
+__all__ = ["MARKER", "NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
 
 #: The network states a sandbox can have (see :meth:`Sandbox.sign_in_gh`).
 NETWORKS = ("ok", "refused", "none")
@@ -82,49 +90,71 @@ SOCKET_PREFIX = "ugh-"
 _MAKER = re2.compile(r"^(?:unstuck-sandbox-|ugh-)([0-9]{1,7})\.([0-9]{1,20})-")
 
 
+#: The file each folder a sandbox makes in the temporary directory holds: ``unstuck sandbox``,
+#: a space, and the ``PID.START-`` tag its name carries. The sweep removes no folder without it.
+MARKER = ".unstuck-sandbox"
+
+
 def _maker_tag() -> str:
     """``PID.START-`` of this process (see the module doc)."""
     return f"{os.getpid()}.{start_time(os.getpid()) or 0}-"
 
 
+def _mark(folder: Path, tag: str) -> None:
+    """Write :data:`MARKER` into a folder this process just made (``O_EXCL``: never through a
+    file or link that is already there)."""
+    fd = os.open(folder / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(f"unstuck sandbox {tag}\n")
+
+
+def _made_here(entry: os.DirEntry[str], tag: str, device: int) -> bool:
+    """Whether ``entry`` is a folder a sandbox made: a directory (not a link) owned by this
+    process's user on ``device``, holding a regular-file :data:`MARKER` of the same owner that
+    names ``tag``."""
+    try:
+        folder = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid() or folder.st_dev != device:
+            return False
+        fd = os.open(os.path.join(entry.path, MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        marker = os.fstat(handle.fileno())
+        if not stat.S_ISREG(marker.st_mode) or marker.st_uid != os.geteuid():
+            return False
+        return handle.read(200) == f"unstuck sandbox {tag}\n".encode()
+
+
 def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
     """Remove the sandbox and socket directories in ``directory`` (the temporary directory by
     default) whose maker is gone: no process has the pid in the name, or the one that has it
-    started at another time (a reused pid). Directories of live makers, and names of another
-    shape, are left alone. Never raises (what cannot be removed stays).
+    started at another time (a reused pid). Directories of live makers, names of another
+    shape, and folders a sandbox did not make (no :data:`MARKER` naming the same maker,
+    another owner, another device, a link) are left alone, and nothing is followed out of
+    the folders removed (:func:`unstuck.trees.remove_tree`). Never raises (what cannot be
+    removed stays).
 
     Returns the directories removed, sorted."""
     where = Path(tempfile.gettempdir()) if directory is None else directory
     removed: list[Path] = []
     try:
+        device = os.stat(where).st_dev
         entries = list(os.scandir(where))
     except OSError:
         return ()
     for entry in entries:
         found = _MAKER.match(entry.name)
-        if found is None or not entry.is_dir(follow_symlinks=False):
+        if found is None:
             continue
         if start_time(int(found.group(1))) == int(found.group(2)):
             continue
+        if not _made_here(entry, f"{found.group(1)}.{found.group(2)}-", device):
+            continue
         path = Path(entry.path)
-        _unlock(path)
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
+        if remove_tree(path):
             removed.append(path)
     return tuple(sorted(removed))
-
-
-def _unlock(root: Path) -> None:
-    """Give back what :meth:`Sandbox.make_unreadable` and :meth:`Sandbox.apply_state`'s
-    read-only paths took away (mode bits; the immutable attribute, chattr(1) ``-i``, as root),
-    so removal can read and delete it."""
-    if os.geteuid() == 0 and shutil.which("chattr") is not None:
-        subprocess.run(["chattr", "-R", "-f", "-i", os.fspath(root)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    for top, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(top, name), 0o700)
 
 
 def _host_path() -> str:
@@ -161,7 +191,12 @@ class Sandbox:
         self.root = Path(root).resolve() if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"sandbox root {self.root} exists and is not a directory")
+        if root is not None and not keep and self.root.is_dir() and any(self.root.iterdir()):
+            raise ValueError(f"sandbox root {self.root} is not empty: a sandbox removed on close is built in a new "
+                             "or empty folder (keep it, or name another folder)")
         self.root.mkdir(parents=True, exist_ok=True)
+        if root is None:
+            _mark(self.root, tag)
         self.home = self.root / "home"
         self.work = self.root / "work"
         self.gh_config = self.root / "gh-config"
@@ -169,6 +204,7 @@ class Sandbox:
             directory.mkdir(exist_ok=True)
         self.keep = keep
         self._socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX + tag))  # unix socket paths must stay short
+        _mark(self._socket_dir, tag)
         self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._blackhole.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
         self.proxy_url = f"http://127.0.0.1:{self._blackhole.getsockname()[1]}"
@@ -255,9 +291,9 @@ class Sandbox:
         """Let ``account`` into the sandbox: its home and work directory become its own."""
         uid, gid = account
         for directory in (self.root, self.home, self.gh_config, self.work):
-            directory.chmod(0o755)
+            chmod_inside(self.root, directory, 0o755)
         for directory in (self.home, self.gh_config, self.work):
-            os.chown(directory, uid, gid)
+            os.chown(directory, uid, gid, follow_symlinks=False)
 
     def make_unreadable(self, names: Iterable[str]) -> None:
         """Make work-directory paths unreadable to the tool processes: owned by root, mode 000
@@ -270,8 +306,8 @@ class Sandbox:
             if not target.exists():
                 target.mkdir(parents=True)
             if os.geteuid() == 0:
-                os.chown(target, 0, 0)
-            target.chmod(0)
+                os.chown(target, 0, 0, follow_symlinks=False)
+            chmod_inside(self.work, target, 0)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -357,17 +393,23 @@ class Sandbox:
         if not target.exists():
             raise ValueError(f"field 'setup.read_only': {name!r} does not exist in the workspace (write it with "
                              "setup.files or a setup command)")
-        paths = [target, *(target.rglob("*") if target.is_dir() else ())]
+        paths = [target]
+        if target.is_dir() and not target.is_symlink():
+            for top, dirs, files in os.walk(target):  # never into a link to a directory
+                paths.extend(Path(top, name) for name in (*dirs, *files))
         for path in paths:
             if self.run_as is not None:
                 os.chown(path, 0, 0, follow_symlinks=False)
             if not path.is_symlink():
-                path.chmod(path.stat().st_mode & ~0o222)
+                chmod_inside(self.work, path, path.lstat().st_mode & 0o7777 & ~0o222)
         if os.geteuid() != 0:
             return
-        done = shutil.which("chattr") is not None and subprocess.run(
-            ["chattr", "-R", "+i", os.fspath(target)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, check=False).returncode == 0
+        # chattr(1) by name, never -R: it fails on a link (no attributes), and a link is left as it is
+        named = [os.fspath(path) for path in paths if not path.is_symlink()
+                 and (path.is_dir() or path.is_file())]
+        done = shutil.which("chattr") is not None and all(subprocess.run(
+            ["chattr", "+i", "--", *named[start:start + 200]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, check=False).returncode == 0 for start in range(0, len(named), 200))
         if not done and self.run_as is None:
             raise ValueError(f"field 'setup.read_only': {name!r}: the tools run as root, which ignores mode bits, "
                              "and chattr +i does not work here; set setup.run_as (e.g. nobody)")
@@ -444,10 +486,10 @@ class Sandbox:
             # Another user's lock on a shared file: the tools' account may read and write it
             # (mode 666), and create files beside it, but not delete or replace what root owns
             # (a sticky, world-writable directory, as /tmp is).
-            os.chown(target, 0, 0)
-            os.chown(target.parent, 0, 0)
-            target.chmod(0o666)
-            target.parent.chmod(0o1777)
+            os.chown(target, 0, 0, follow_symlinks=False)
+            os.chown(target.parent, 0, 0, follow_symlinks=False)
+            chmod_inside(self.work, target, 0o666)
+            chmod_inside(self.work, target.parent, 0o1777)
 
     def close(self) -> None:
         """Stop the lock holders and the fake API, release the port, and remove the
@@ -460,17 +502,15 @@ class Sandbox:
             server.shutdown()
             server.server_close()
         self._services.clear()
-        if not self.keep:
-            _unlock(self.work)
         if self.github is not None:
             self.github.stop()
             self.github = None
         if self._dead_socket is not None:
             self._dead_socket.close()
         self._blackhole.close()
-        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        remove_tree(self._socket_dir)
         if not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
         return self

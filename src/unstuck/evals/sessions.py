@@ -14,6 +14,7 @@ carries over: no process state, no cache.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.events import EventName, read_events
+from unstuck.stores import ENV_VAR as STORE_VARIABLE
 
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
@@ -85,12 +87,15 @@ def run_sessions(
     with tempfile.TemporaryDirectory(prefix="unstuck-sessions-") as scratch:
         folder = Path(scratch)
         store = folder / "lessons.db"
+        # the sessions keep their turns and lessons in the scratch folder, never in the user's
+        # shared store (UNSTUCK_STORE would otherwise take the journal of each `unstuck run`)
+        env = {name: value for name, value in os.environ.items() if name != STORE_VARIABLE}
         for number, step in enumerate(plan, 1):
             events, metrics = folder / f"events-{number}.jsonl", folder / f"metrics-{number}.json"
             argv = [sys.executable, "-m", "unstuck", "run", step.scenario, "--agent", agent, "--unattended",
                     "--lessons", str(store), "--events", str(events), "--json", str(metrics)]
             try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
                 run = json.loads(metrics.read_text(encoding="utf-8"))["runs"][0]
             except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError) as exc:
                 results.append(SessionResult(number, step.scenario, step.expect, "failed", "failed", 0, 0, (), False,

@@ -39,8 +39,11 @@ Errors::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -331,11 +334,17 @@ class FailureBank(Sequence[FailureForm]):
 
     def write(self, path: Path) -> None:
         """Write the bank as JSON lines (UTF-8), replacing ``path`` atomically."""
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as handle:
-            for form in self._forms:
-                handle.write(json.dumps(form.to_json(), ensure_ascii=False) + "\n")
-        partial.replace(path)
+        # a fresh name (mkstemp: O_CREAT | O_EXCL), never a file or link already there
+        descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                for form in self._forms:
+                    handle.write(json.dumps(form.to_json(), ensure_ascii=False) + "\n")
+            os.replace(partial, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise
 
 
 def bundled_bank_path() -> Path:

@@ -15,9 +15,11 @@ nothing carries it to another one.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -275,6 +277,13 @@ def save_record(record: EnvironmentRecord, path: Path) -> None:
     it), so a crash leaves the old record or the new one, never half of one."""
     document = {"schema": RECORD_SCHEMA, **asdict(record), "stats": dict(record.stats)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    # a fresh name (mkstemp: O_CREAT | O_EXCL), never a file or link already there
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

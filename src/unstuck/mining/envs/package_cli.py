@@ -59,6 +59,7 @@ from unstuck.mining.environment import (
 from unstuck.shell import command_subject
 from unstuck.toolkit import Workspace
 from unstuck.tools import CommandOutput, Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.trees import chmod_inside
 
 __all__ = [
     "DEADLINE_S",
@@ -608,8 +609,11 @@ class PackageCliSession(FolderSession):
 
     @staticmethod
     def _make_executable(root: Path) -> None:
+        """Mode 755 on the stand-in programs in ``bin/``; a link an agent put there is left
+        alone, never its target (:func:`unstuck.trees.chmod_inside`)."""
         for path in (root / "bin").iterdir():
-            path.chmod(0o755)
+            if not path.is_symlink():
+                chmod_inside(root, path, 0o755)
 
     @staticmethod
     def _link_system(root: Path) -> None:
