@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from outside import Outside
-from unstuck.trees import OutsideTreeError, chmod_inside, is_inside, remove_tree, unlock_tree
+from unstuck.trees import OutsideTreeError, chmod_inside, is_inside, remove_tree, temporary_tree, unlock_tree
 
 AS_ROOT = os.geteuid() == 0
 
@@ -114,3 +114,12 @@ def test_is_inside_resolves_links_before_it_compares(tmp_path: Path) -> None:
     assert is_inside(root, root)
     assert not is_inside(root, root / "up" / "treeish")
     assert not is_inside(root, tmp_path / "treeish")  # a sibling whose name starts like the root's
+
+
+def test_a_temporary_tree_left_locked_with_links_out_is_removed_and_nothing_outside_changes(outside: Outside) -> None:
+    # the case where tempfile.TemporaryDirectory's clean-up chmods a link's target (CVE-2023-6597)
+    with temporary_tree("unstuck-test-") as folder:
+        _locked_tree(folder, outside)
+        made = folder
+    assert not os.path.lexists(made)
+    assert outside.changed() == {}

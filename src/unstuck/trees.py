@@ -20,6 +20,11 @@ that gave every entry of a sandbox mode 700 once set 1,173 of the host's own fil
   documented "symlink attack resistant" version, ``rmtree.avoids_symlink_attacks``).
 * :func:`chmod_inside` changes one path's mode when the path resolves inside the root and is
   not itself a link.
+* :func:`temporary_tree` is a temporary folder removed with :func:`remove_tree`. Not
+  :class:`tempfile.TemporaryDirectory`: on CPython before 3.11.8 and 3.12.2 its clean-up, on a
+  ``PermissionError`` (an unwritable folder; ``EPERM`` of an immutable entry, even as root),
+  calls ``os.chmod(path, 0o700)`` on the entry it could not remove, a link included, and so
+  changes the link's target (CVE-2023-6597, python/cpython gh-91133).
 
 A directory's mode is changed through a descriptor opened with ``O_PATH | O_NOFOLLOW`` on the
 entry found while walking (open(2)): a descriptor for the directory itself, never for what a
@@ -34,11 +39,13 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from unstuck.errors import UnstuckError
 
-__all__ = ["OutsideTreeError", "chmod_inside", "is_inside", "remove_tree", "unlock_tree"]
+__all__ = ["OutsideTreeError", "chmod_inside", "is_inside", "remove_tree", "temporary_tree", "unlock_tree"]
 
 
 class OutsideTreeError(UnstuckError, ValueError):
@@ -148,3 +155,15 @@ def chmod_inside(root: Path, path: Path, mode: int) -> None:
         os.chmod(f"/proc/self/fd/{fd}", mode)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def temporary_tree(prefix: str) -> Iterator[Path]:
+    """A new folder in the temporary directory (:func:`tempfile.mkdtemp`, named ``prefix``
+    then random letters), removed with :func:`remove_tree` on the way out, whatever is in it
+    then (see the module doc for why not :class:`tempfile.TemporaryDirectory`)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)

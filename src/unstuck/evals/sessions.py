@@ -17,14 +17,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from unstuck.events import EventName, read_events
 from unstuck.stores import ENV_VAR as STORE_VARIABLE
+from unstuck.trees import temporary_tree
 
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
@@ -84,8 +83,7 @@ def run_sessions(
     shared, fresh lesson store; the results in order. A session that cannot run is
     recorded with its error (and fails); the next ones still run."""
     results: list[SessionResult] = []
-    with tempfile.TemporaryDirectory(prefix="unstuck-sessions-") as scratch:
-        folder = Path(scratch)
+    with temporary_tree("unstuck-sessions-") as folder:
         store = folder / "lessons.db"
         # the sessions keep their turns and lessons in the scratch folder, never in the user's
         # shared store (UNSTUCK_STORE would otherwise take the journal of each `unstuck run`)
