@@ -4,8 +4,10 @@
 A pytest plugin (``tests/conftest.py`` loads it; ``-p host_guard`` loads it into a session of its
 own, as ``tests/test_host_guard.py`` does):
 
-* at the start it records the mode, owner and group of every program on ``PATH`` (each entry of
-  each folder, and what a link there points to), and a listing of the real home: every entry
+* at the start it records the mode, owner, group and inode change time of every program on
+  ``PATH`` (each entry of each folder, and what a link there points to; the change time moves
+  with any change of content, mode, owner, attributes or links: inode(7)), and a listing of
+  the real home: every entry
   down to :data:`HOME_DEPTH` levels with its type, mode, owner, size and modification time,
   and every entry under the folders and files where unstuck, its agents' settings or a shell
   keeps state (:data:`HOME_WATCHED`), whatever their depth;
@@ -15,7 +17,7 @@ own, as ``tests/test_host_guard.py`` does):
   gh, git, pip, a coding agent) writes the user's own settings, stores or shell files; every
   subprocess inherits them;
 * at the end it compares both records again and fails the session (exit status 1, the changes
-  listed) when any program changed mode or owner, or the real home changed.
+  listed) when any program changed, or the real home changed.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ Record = dict[str, tuple[int, ...]]
 
 
 def _programs(path: str) -> Record:
-    """``{path: (mode, uid, gid)}`` of each entry of each folder on ``path`` and, for a link,
-    of what it points to (under ``path -> target``)."""
+    """``{path: (mode, uid, gid, ctime_ns)}`` of each entry of each folder on ``path`` and,
+    for a link, of what it points to (under ``path -> target``)."""
     seen: Record = {}
     for folder in dict.fromkeys(part for part in path.split(os.pathsep) if part):
         try:
@@ -61,13 +63,14 @@ def _programs(path: str) -> Record:
                 own = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            seen[entry.path] = (own.st_mode, own.st_uid, own.st_gid)
+            seen[entry.path] = (own.st_mode, own.st_uid, own.st_gid, own.st_ctime_ns)
             if entry.is_symlink():
                 try:
                     target = os.stat(entry.path)
                 except OSError:
                     continue
-                seen[f"{entry.path} -> {os.path.realpath(entry.path)}"] = (target.st_mode, target.st_uid, target.st_gid)
+                seen[f"{entry.path} -> {os.path.realpath(entry.path)}"] = (
+                    target.st_mode, target.st_uid, target.st_gid, target.st_ctime_ns)
     return seen
 
 
@@ -142,8 +145,10 @@ class HostGuard:
             os.environ[variable] = folder
 
     def changes(self) -> list[str]:
-        """What changed on ``PATH`` (mode or owner only) and in the real home since the start."""
-        programs = [line for line in _changes(self.programs, _programs(self.path)) if line.startswith("mode/owner")]
+        """What changed on ``PATH`` (programs made or removed are another program's business:
+        only a change of one that was there counts) and in the real home since the start."""
+        programs = [line for line in _changes(self.programs, _programs(self.path))
+                    if line.startswith(("mode/owner", "changed"))]
         return programs + _changes(self.home, _home(self.real_home))
 
 

@@ -91,3 +91,12 @@ def test_a_session_that_leaves_path_and_home_alone_passes(pytester: pytest.Pytes
 def test_this_session_runs_in_a_temporary_home() -> None:
     assert Path(os.environ["HOME"]) != host_guard.real_home()
     assert Path(os.environ["XDG_DATA_HOME"]).is_relative_to(os.environ["HOME"])
+
+
+def test_a_session_that_changes_a_programs_content_on_path_fails(pytester: pytest.Pytester, program_folder: Path,
+                                                                   tmp_path: Path) -> None:
+    program = program_folder / "made-by-the-test"
+    result = _session(pytester, f"def test_x():\n    open({str(program)!r}, 'a').write('# patched\\n')\n",
+                      path=program_folder, home=tmp_path / "home")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"changed: {program}"])

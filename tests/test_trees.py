@@ -8,13 +8,25 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from outside import Outside
-from unstuck.trees import OutsideTreeError, chmod_inside, is_inside, remove_tree, temporary_tree, unlock_tree
+from unstuck.trees import (
+    OutsideTreeError,
+    chmod_inside,
+    chown_inside,
+    is_inside,
+    remove_tree,
+    set_immutable,
+    temporary_tree,
+    unlock_tree,
+    write_inside,
+)
 
 AS_ROOT = os.geteuid() == 0
 
@@ -122,4 +134,93 @@ def test_a_temporary_tree_left_locked_with_links_out_is_removed_and_nothing_outs
         _locked_tree(folder, outside)
         made = folder
     assert not os.path.lexists(made)
+    assert outside.changed() == {}
+
+
+_MOUNTED = textwrap.dedent("""\
+    import os, subprocess, sys
+    from pathlib import Path
+    from unstuck.trees import mount_points_under, remove_tree, unlock_tree
+    tree, outside = Path(sys.argv[1]), Path(sys.argv[2])
+    (tree / "cache").mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(outside), str(tree / "cache")], check=True)
+    print("mounted:", mount_points_under(tree) == (str(tree / "cache"),))
+    unlock_tree(tree)
+    print("removed:", remove_tree(tree))
+    print("still there:", sorted(os.listdir(tree / "cache")))
+""")
+
+
+@pytest.mark.skipif(not (AS_ROOT and shutil.which("unshare")), reason="a bind mount needs root (in a mount namespace)")
+def test_a_tree_holding_a_mount_point_is_left_whole_and_the_mounted_folder_untouched(tmp_path: Path,
+                                                                                      outside: Outside) -> None:
+    # in a mount namespace of its own (unshare(1)), so the bind mount ends with the process
+    (outside.targets["folder"]).chmod(0o550)
+    outside._before = outside.records()
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", _MOUNTED,
+                           str(tmp_path / "tree"), str(outside.targets["folder"])],
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.splitlines() == ["mounted: True", "removed: False", "still there: ['inner.txt']"]
+    assert outside.changed() == {}
+
+
+def test_files_with_another_hard_link_are_never_changed(tmp_path: Path, outside: Outside) -> None:
+    # a hard link looks like any file: its other name may be outside (here it is)
+    root = tmp_path / "tree"
+    root.mkdir()
+    twin = root / "twin.txt"
+    victim = outside.targets["plain.txt"]
+    os.link(victim, twin)
+    before = victim.lstat()
+    with pytest.raises(OutsideTreeError, match="other hard link"):
+        chmod_inside(root, twin, 0o600)
+    if AS_ROOT:
+        with pytest.raises(OutsideTreeError, match="other hard link"):
+            chown_inside(root, twin, 65534, 65534)
+        assert not set_immutable(twin)
+    unlock_tree(root)
+    assert remove_tree(root)
+    after = victim.lstat()  # only its link count and change time moved (the twin came and went)
+    assert (after.st_mode, after.st_uid, after.st_gid, after.st_nlink) == (before.st_mode, before.st_uid,
+                                                                           before.st_gid, before.st_nlink - 1)
+    assert victim.read_bytes() == b"the user's notes\n"
+
+
+def _immutable(path: Path) -> bool:
+    listed = subprocess.run(["lsattr", "-d", str(path)], capture_output=True, text=True, check=True)
+    return "i" in listed.stdout.split()[0]
+
+
+@pytest.mark.skipif(not (AS_ROOT and shutil.which("chattr")), reason="the immutable attribute needs root")
+def test_unlocking_clears_attributes_inside_but_never_on_an_inode_shared_with_a_file_outside(
+        tmp_path: Path, outside: Outside) -> None:
+    root = tmp_path / "tree"
+    (root / "ro").mkdir(parents=True)
+    (root / "ro" / "own.txt").write_text("x\n")
+    assert set_immutable(root / "ro" / "own.txt") and set_immutable(root / "ro")
+    victim = outside.targets["read-only.txt"]
+    os.link(victim, root / "twin.txt")
+    subprocess.run(["chattr", "+i", str(victim)], check=True)  # made immutable after the twin existed
+    try:
+        assert not remove_tree(root)  # the twin cannot be unlinked while its inode is immutable
+        assert _immutable(victim)  # and its attribute was not cleared through the twin
+        assert not (root / "ro").exists()  # what was only inside was unlocked and removed
+    finally:
+        subprocess.run(["chattr", "-i", str(victim)], check=True)
+    assert remove_tree(root)
+
+
+def test_write_inside_never_writes_through_a_link_nor_climbs_out(tmp_path: Path, outside: Outside) -> None:
+    root = tmp_path / "tree"
+    outside.plant_links(root)
+    write_inside(root, "to-plain.txt", b"new\n")  # a link at the name: replaced, its target kept
+    assert not (root / "to-plain.txt").is_symlink() and (root / "to-plain.txt").read_bytes() == b"new\n"
+    for name in ("../escaped.txt", "/tmp/abs.txt", "a/../../x", ""):
+        with pytest.raises(OutsideTreeError):
+            write_inside(root, name, b"x")
+    with pytest.raises(OutsideTreeError, match="is a link or not a folder"):
+        write_inside(root, "to-folder/inner.txt", b"through a folder link\n")
+    write_inside(root, "deep/er/file.txt", b"ok\n")
+    assert (root / "deep" / "er" / "file.txt").read_bytes() == b"ok\n"
+    assert not (tmp_path / "escaped.txt").exists()
     assert outside.changed() == {}

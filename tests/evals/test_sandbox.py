@@ -6,7 +6,9 @@ sandbox made (issue 23)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -59,12 +61,14 @@ def test_a_sandbox_in_a_folder_of_the_callers_with_links_out_changes_nothing_out
 def test_a_sandbox_refuses_a_callers_folder_that_already_holds_files(tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.tex").write_text("years of work\n")
-    with pytest.raises(ValueError, match="is not empty"):
-        Sandbox(tmp_path / "mine")
+    for keep in (False, True):  # kept or not: a folder that holds files is never built in
+        with pytest.raises(ValueError, match="is not empty"):
+            Sandbox(tmp_path / "mine", keep=keep)
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["thesis.tex"]
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "years of work\n"
-    with Sandbox(tmp_path / "mine", keep=True) as kept:  # kept for inspection: nothing is removed
+    with Sandbox(tmp_path / "new", keep=True) as kept:  # a new one, kept for inspection
         assert kept.work.is_dir()
-    assert (tmp_path / "mine" / "thesis.tex").is_file()
+    assert (tmp_path / "new" / "work").is_dir()
 
 
 _LEFTOVER = textwrap.dedent("""\
@@ -151,3 +155,71 @@ def test_the_sweep_removes_a_marked_folder_of_a_dead_maker(tmp_path: Path) -> No
     (ours / MARKER).write_text(f"unstuck sandbox {tag}\n")
     assert sweep_sandboxes(temp) == (ours,)
     assert not ours.exists()
+
+
+def test_the_sweep_leaves_a_folder_whose_maker_still_holds_its_marker_lock(tmp_path: Path) -> None:
+    # a maker in another PID namespace: its pid means nothing here, but its lock is seen
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    tag = _dead_tag()
+    live = temp / f"{SANDBOX_PREFIX}{tag}live"
+    live.mkdir()
+    with (live / MARKER).open("w+") as marker:
+        marker.write(f"unstuck sandbox {tag}\n")
+        marker.flush()
+        fcntl.flock(marker.fileno(), fcntl.LOCK_EX)
+        assert sweep_sandboxes(temp) == ()
+        assert live.is_dir()
+    assert sweep_sandboxes(temp) == (live,)  # the lock ended with its holder
+
+
+def test_a_kept_sandbox_in_the_temporary_directory_is_never_swept(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    made = subprocess.run([sys.executable, "-c", "from unstuck.evals.sandbox import Sandbox\n"
+                           "box = Sandbox(keep=True)\nbox.close()\nprint(box.root)"],
+                          capture_output=True, text=True, check=True, env={**os.environ, "TMPDIR": str(temp)})
+    kept = Path(made.stdout.strip())
+    assert kept.is_dir() and not (kept / MARKER).exists()
+    assert sweep_sandboxes(temp) == ()
+    assert kept.is_dir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a folder of another user's needs root to make")
+def test_a_callers_folder_another_user_owns_or_can_swap_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(ValueError, match="is not yours alone"):
+        Sandbox(theirs, keep=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, no sticky bit: anyone could rename a folder in it
+    with pytest.raises(ValueError, match="can be changed by another user"):
+        Sandbox(shared / "box")
+    assert not (shared / "box").exists() and list(theirs.iterdir()) == []
+
+
+def test_a_hard_linked_file_is_never_made_read_only_or_unreadable(tmp_path: Path, outside: Outside) -> None:
+    with Sandbox() as box:
+        os.link(outside.targets["plain.txt"], box.work / "twin.txt")
+        before = outside.targets["plain.txt"].lstat()
+        with pytest.raises(ValueError, match="has another hard link"):
+            box.apply_state(ScenarioState(read_only=("twin.txt",)))
+        with pytest.raises(ValueError, match="other hard link"):
+            box.make_unreadable(["twin.txt"])
+        after = outside.targets["plain.txt"].lstat()
+        assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="tools run in a mount namespace of their own as root only")
+def test_a_mount_a_setup_command_makes_ends_with_it_and_clean_up_removes_nothing_through_it(
+        tmp_path: Path, outside: Outside) -> None:
+    folder = outside.targets["folder"]
+    with Sandbox() as box:
+        box.apply_state(ScenarioState(commands=(f"mkdir cache && mount --bind {folder} cache && ls cache",)))
+        assert not os.path.ismount(box.work / "cache")  # the mount lived in the command's namespace only
+        assert (folder / "inner.txt").is_file()
+    assert (folder / "inner.txt").read_bytes() == b"inner\n"
+    assert outside.changed() == {}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from outside import Outside
-from unstuck.mining.environment import FolderSession, Task, Verification
+from unstuck.mining.environment import FolderSession, MiningError, Snapshot, Task, Verification
 from unstuck.tools import Toolset
 
 
@@ -32,3 +34,13 @@ def test_folder_restore_removes_links_out_and_leaves_their_targets(tmp_path: Pat
         assert sorted(p.name for p in root.iterdir()) == ["docs"]
     finally:
         made.close()
+
+
+def test_a_snapshot_name_that_climbs_out_is_refused_and_nothing_is_written_outside(tmp_path: Path) -> None:
+    root = tmp_path / "session"
+    root.mkdir()
+    session = _Folder(root, Toolset([]))
+    for name in ("../escaped.txt", "/tmp/absolute.txt", "a/../../escaped.txt"):
+        with pytest.raises(MiningError, match="is not restored"):
+            session.restore(Snapshot(((name, b"x"),)))
+    assert not (tmp_path / "escaped.txt").exists()

@@ -37,6 +37,7 @@ once set 1,173 of the host's files to mode 700 (issue 23).
 
 from __future__ import annotations
 
+import fcntl
 import http.server
 import os
 import pwd
@@ -45,7 +46,6 @@ import shlex
 import shutil
 import socket
 import stat
-import subprocess
 import sys
 import tempfile
 import threading
@@ -60,7 +60,16 @@ from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
 from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
 from unstuck.toolkit import Workspace
-from unstuck.trees import chmod_inside, remove_tree
+from unstuck.trees import (
+    OutsideTreeError,
+    chmod_inside,
+    chown_inside,
+    is_inside,
+    mount_points_under,
+    remove_tree,
+    set_immutable,
+    write_inside,
+)
 
 __all__ = ["MARKER", "NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
 
@@ -100,18 +109,22 @@ def _maker_tag() -> str:
     return f"{os.getpid()}.{start_time(os.getpid()) or 0}-"
 
 
-def _mark(folder: Path, tag: str) -> None:
+def _mark(folder: Path, tag: str) -> int:
     """Write :data:`MARKER` into a folder this process just made (``O_EXCL``: never through a
-    file or link that is already there)."""
-    fd = os.open(folder / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(f"unstuck sandbox {tag}\n")
+    file or link that is already there) and hold an exclusive flock(2) on it; the descriptor,
+    to keep open while the sandbox lives (the lock ends with it, or with the process)."""
+    fd = os.open(folder / MARKER, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"unstuck sandbox {tag}\n".encode())
+    return fd
 
 
 def _made_here(entry: os.DirEntry[str], tag: str, device: int) -> bool:
-    """Whether ``entry`` is a folder a sandbox made: a directory (not a link) owned by this
-    process's user on ``device``, holding a regular-file :data:`MARKER` of the same owner that
-    names ``tag``."""
+    """Whether ``entry`` is a folder a sandbox made and its maker is gone: a directory (not a
+    link) owned by this process's user on ``device``, holding a regular-file :data:`MARKER` of
+    the same owner that names ``tag``, whose flock(2) no process holds. The lock, not the pid,
+    says the maker is gone: a maker in another PID namespace (a container sharing the
+    temporary directory) has a pid that means nothing here, but its lock is seen."""
     try:
         folder = entry.stat(follow_symlinks=False)
         if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid() or folder.st_dev != device:
@@ -123,7 +136,47 @@ def _made_here(entry: os.DirEntry[str], tag: str, device: int) -> bool:
         marker = os.fstat(handle.fileno())
         if not stat.S_ISREG(marker.st_mode) or marker.st_uid != os.geteuid():
             return False
-        return handle.read(200) == f"unstuck sandbox {tag}\n".encode()
+        if handle.read(200) != f"unstuck sandbox {tag}\n".encode():
+            return False
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # its maker still holds it
+        return True
+
+
+def _claim_root(root: Path) -> Path:
+    """A caller's folder for a sandbox, checked to be this process's alone (resolved): new
+    (made here, mode 700), or an empty directory owned by this user that nobody else may
+    write; and its parent one nobody else can swap it out of (owned by this user or root,
+    and writable by others only with the sticky bit, as ``/tmp``). Otherwise another user
+    could put a link where the sandbox writes (its gh config, its programs) and point root's
+    writes anywhere.
+
+    Raises:
+        ValueError: naming what is wrong with the folder.
+    """
+    target = Path(root).resolve()
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    found = os.lstat(parent)
+    me = os.geteuid()
+    if found.st_uid not in (me, 0) or (found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX):
+        raise ValueError(f"sandbox root {target}: its folder {parent} can be changed by another user "
+                         f"(owner uid {found.st_uid}, mode {stat.filemode(found.st_mode)}); name a folder of your own")
+    try:
+        os.mkdir(target, 0o700)
+    except FileExistsError:
+        found = os.lstat(target)
+        if not stat.S_ISDIR(found.st_mode):
+            raise ValueError(f"sandbox root {target} exists and is not a directory") from None
+        if found.st_uid != me or found.st_mode & 0o022:
+            raise ValueError(f"sandbox root {target} is not yours alone (owner uid {found.st_uid}, mode "
+                             f"{stat.filemode(found.st_mode)}): name a new folder") from None
+        if any(os.scandir(target)):
+            raise ValueError(f"sandbox root {target} is not empty: a sandbox is built in a new or empty "
+                             "folder (name another folder)") from None
+    return target
 
 
 def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
@@ -188,23 +241,18 @@ class Sandbox:
             sweep_sandboxes()
         tag = _maker_tag()
         # absolute: the environment names folders inside it, and the tools run from inside it
-        self.root = Path(root).resolve() if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
-        if self.root.exists() and not self.root.is_dir():
-            raise ValueError(f"sandbox root {self.root} exists and is not a directory")
-        if root is not None and not keep and self.root.is_dir() and any(self.root.iterdir()):
-            raise ValueError(f"sandbox root {self.root} is not empty: a sandbox removed on close is built in a new "
-                             "or empty folder (keep it, or name another folder)")
-        self.root.mkdir(parents=True, exist_ok=True)
-        if root is None:
-            _mark(self.root, tag)
+        self.root = _claim_root(root) if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
+        self._markers: list[int] = []
+        if root is None and not keep:  # a kept one is the user's to look at: never swept
+            self._markers.append(_mark(self.root, tag))
         self.home = self.root / "home"
         self.work = self.root / "work"
         self.gh_config = self.root / "gh-config"
         for directory in (self.home, self.work, self.gh_config):
-            directory.mkdir(exist_ok=True)
+            directory.mkdir()
         self.keep = keep
         self._socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX + tag))  # unix socket paths must stay short
-        _mark(self._socket_dir, tag)
+        self._markers.append(_mark(self._socket_dir, tag))
         self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._blackhole.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
         self.proxy_url = f"http://127.0.0.1:{self._blackhole.getsockname()[1]}"
@@ -277,9 +325,18 @@ class Sandbox:
 
     def workspace(self) -> Workspace:
         """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory; with
-        ``run_as``, its subprocesses run as that user (``setpriv``, util-linux).
+        ``run_as``, its subprocesses run as that user (``setpriv``, util-linux). As root, each
+        runs in a mount namespace of its own with private propagation (unshare(1)
+        ``--mount --propagation private``), so a mount a tool or a setup command makes ends
+        with it and is never left on the host, where the sandbox's clean-up would meet it;
+        with ``network="none"``, also in a network namespace with no network (``--net``).
         """
-        prefix: tuple[str, ...] = ("unshare", "--net", "--") if self.network == "none" else ()
+        spaces: list[str] = []
+        if os.geteuid() == 0 and shutil.which("unshare") is not None:
+            spaces += ["--mount", "--propagation", "private"]
+        if self.network == "none":
+            spaces.append("--net")
+        prefix: tuple[str, ...] = ("unshare", *spaces, "--") if spaces else ()
         if self.run_as is not None:
             uid, gid = self.run_as
             prefix = (*prefix, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
@@ -298,35 +355,40 @@ class Sandbox:
     def make_unreadable(self, names: Iterable[str]) -> None:
         """Make work-directory paths unreadable to the tool processes: owned by root, mode 000
         (a directory or file they then get a real EACCES on, and cannot chmod back).
+
+        Raises:
+            ValueError: a path that escapes the work directory, or a file with another hard
+                link (its other name may be outside: :class:`unstuck.trees.OutsideTreeError`).
         """
         for name in names:
             target = self.work / name
-            if not target.resolve().is_relative_to(self.work.resolve()):
+            if not is_inside(self.work, target):
                 raise ValueError(f"sandbox path {name!r} escapes the work directory")
             if not target.exists():
                 target.mkdir(parents=True)
             if os.geteuid() == 0:
-                os.chown(target, 0, 0, follow_symlinks=False)
+                chown_inside(self.work, target, 0, 0)
             chmod_inside(self.work, target, 0)
 
     # -- state -------------------------------------------------------------------------------
 
     def write_files(self, files: Mapping[str, str | bytes]) -> None:
         """Create files under the work directory (parents made): text as UTF-8, bytes as they
-        are; with ``run_as``, owned by that user.
+        are; with ``run_as``, owned by that user. Each is written new, never through a link or
+        a folder link on the way (:func:`unstuck.trees.write_inside`).
+
+        Raises:
+            ValueError: a name that is absolute or climbs out of the work directory.
         """
         for name, content in files.items():
-            target = self.work / name
-            if not target.resolve().is_relative_to(self.work.resolve()):
-                raise ValueError(f"sandbox file {name!r} escapes the work directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
+            try:
+                write_inside(self.work, name, content if isinstance(content, bytes) else content.encode("utf-8"))
+            except OutsideTreeError as error:
+                raise ValueError(f"sandbox file {name!r} escapes the work directory ({error})") from error
             if self.run_as is not None:
+                target = self.work / name
                 for part in (target, *target.relative_to(self.work).parents):
-                    os.chown(self.work / part, *self.run_as)
+                    chown_inside(self.work, self.work / part, *self.run_as)
 
     def serve_github(self, **options: object) -> FakeGitHub:
         """Start the fake GitHub API on a unix socket (options go to :class:`FakeGitHub`)."""
@@ -393,26 +455,33 @@ class Sandbox:
         if not target.exists():
             raise ValueError(f"field 'setup.read_only': {name!r} does not exist in the workspace (write it with "
                              "setup.files or a setup command)")
+        mounted = mount_points_under(target)
+        if mounted:
+            raise ValueError(f"field 'setup.read_only': {name!r} holds a mount point ({mounted[0]}): what is mounted "
+                             "there is outside the sandbox, so it is not made read-only")
         paths = [target]
         if target.is_dir() and not target.is_symlink():
             for top, dirs, files in os.walk(target):  # never into a link to a directory
                 paths.extend(Path(top, name) for name in (*dirs, *files))
+        shared = [path for path in paths if not path.is_symlink() and path.is_file() and path.lstat().st_nlink > 1]
+        if shared:
+            raise ValueError(f"field 'setup.read_only': {shared[0].relative_to(self.work)} has another hard link, "
+                             "which may be a file outside the sandbox: it is not made read-only (copy it instead)")
         for path in paths:
             if self.run_as is not None:
-                os.chown(path, 0, 0, follow_symlinks=False)
+                chown_inside(self.work, path, 0, 0)
             if not path.is_symlink():
                 chmod_inside(self.work, path, path.lstat().st_mode & 0o7777 & ~0o222)
         if os.geteuid() != 0:
             return
-        # chattr(1) by name, never -R: it fails on a link (no attributes), and a link is left as it is
-        named = [os.fspath(path) for path in paths if not path.is_symlink()
-                 and (path.is_dir() or path.is_file())]
-        done = shutil.which("chattr") is not None and all(subprocess.run(
-            ["chattr", "+i", "--", *named[start:start + 200]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, check=False).returncode == 0 for start in range(0, len(named), 200))
+        # as root, mode bits are not enough: the immutable attribute, on directories and files
+        # only (a link or a special file is left as it is)
+        settable = [path for path in paths if not path.is_symlink() and (path.is_dir() or path.is_file())]
+        done = all(set_immutable(path) for path in settable)
         if not done and self.run_as is None:
             raise ValueError(f"field 'setup.read_only': {name!r}: the tools run as root, which ignores mode bits, "
-                             "and chattr +i does not work here; set setup.run_as (e.g. nobody)")
+                             "and the immutable attribute (chattr +i) does not hold here; set setup.run_as "
+                             "(e.g. nobody)")
 
     def _start_service(self, service: Service) -> str:
         """Serve ``service`` on 127.0.0.1, an ephemeral port, in a thread; returns its base URL."""
@@ -511,6 +580,9 @@ class Sandbox:
         remove_tree(self._socket_dir)
         if not self.keep:
             remove_tree(self.root)
+        for fd in self._markers:
+            os.close(fd)
+        self._markers.clear()
 
     def __enter__(self) -> Sandbox:
         return self
