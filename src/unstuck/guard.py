@@ -627,7 +627,9 @@ class Guard:
         situation = self._situation_of(call, spec, result, arguments)
         interactive = spec is not None and (spec.interactive or (
             not retry and spec.interactive_call(arguments) is not None))
-        auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
+        # A call is sent again only when that cannot make its effect twice: a read or an
+        # idempotent write (ToolSpec.retry_safe), or a call that never reached the tool.
+        auto_retry = spec is not None and not interactive and (spec.retry_safe or not result.sent)
         step, assessment = self._assess(call, result, situation, subject=subject, interactive=interactive,
                                         auto_retry=auto_retry, reply=reply,
                                         started=self._dispatched_at.pop(call.id, self.at()), retry=retry,
