@@ -5,9 +5,11 @@ through :class:`unstuck.Guard` directly. Tools are real programs run by the stan
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -682,3 +684,94 @@ def test_coreutils_cannot_open_for_reading_names_the_file(tmp_path: Path, bin_di
     guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
     decision = guard.call(ToolCall.of("1", "run_command", {"command": "head -n1 /etc/shadow"}))
     assert decision.situation is not None and decision.situation.subject == "/etc/shadow"
+
+
+# -- a mixed reply: a sign-in failure beside a transient one (issue 23) ------------------------
+
+
+class _Unavailable(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        self.send_response(503)  # RFC 9110 section 15.6.4: 503 Service Unavailable
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"Service Unavailable\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def unavailable_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+#: Calls the model makes until the turn asks: the failing server's and gh's first (2), then
+#: the budget after an inferred blocker (PolicyConfig: 4) and the one call past it.
+_MIXED_LIMIT = 2 + PolicyConfig().max_workarounds_after_inferred_blocker + 1
+
+
+def _shell_guard(effect: str) -> Guard:
+    from unstuck.integrations.common import spec_for
+    shell = spec_for("shell", parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+                     effect=effect)
+    return Guard([shell], unattended=True, clock=VirtualClock(), task="Show cli/cli's description.")
+
+
+def _run(guard: Guard, world: Any, call: ToolCall) -> Action:
+    decision = guard.before(call)
+    while decision.action is Action.DISPATCH:
+        decision = guard.after(call, world.shell(call.arguments["command"]))
+        if decision.action is Action.RETRY:
+            decision = guard.before(call)
+    return decision.action
+
+
+def _asks_about_the_sign_in(guard: Guard) -> None:
+    model_calls = [s for s in guard.steps if not s.retry and not s.probe]
+    assert guard.escalation is not None, "never asked"
+    assert guard.escalation.subject == "gh" and guard.escalation.kind is Kind.AUTH
+    assert "gh auth login" in guard.escalation.text
+    assert len(model_calls) <= _MIXED_LIMIT
+
+
+@pytest.mark.parametrize("effect", ["write", "read"])
+def test_a_sign_in_failure_in_a_sequence_of_replies_alternating_with_a_503_opens_its_blocker_and_is_asked(
+        unavailable_url: str, effect: str) -> None:
+    from tests.framework_world import GhWorld
+    guard = _shell_guard(effect)
+    commands = [f"curl -sSf {unavailable_url}", "gh repo view cli/cli --json description"]
+    with GhWorld() as world:
+        for n in range(64):
+            call = ToolCall.of(f"c{n}", "shell", {"command": commands[n % 2]})
+            guard.reply([call])
+            if _run(guard, world, call) is Action.ESCALATE:
+                break
+    opened = [s for s in guard.steps if "gh" in s.opened]
+    assert opened and opened[0].situation is not None and opened[0].situation.kind is Kind.AUTH
+    _asks_about_the_sign_in(guard)
+
+
+@pytest.mark.parametrize("effect", ["write", "read"])
+@pytest.mark.parametrize("gh_first", [False, True])
+def test_a_sign_in_failure_beside_a_503_in_one_reply_opens_its_blocker_and_is_asked(
+        unavailable_url: str, effect: str, gh_first: bool) -> None:
+    from tests.framework_world import GhWorld
+    guard = _shell_guard(effect)
+    pair = [f"curl -sSf {unavailable_url}", "gh repo view cli/cli --json description"]
+    if gh_first:
+        pair.reverse()
+    with GhWorld() as world:
+        for n in range(32):
+            calls = [ToolCall.of(f"r{n}-{i}", "shell", {"command": text}) for i, text in enumerate(pair)]
+            guard.reply(calls)
+            actions = [_run(guard, world, call) for call in calls]
+            if Action.ESCALATE in actions or guard.latched:
+                break
+    first_gh = next(s for s in guard.steps if s.call.arguments["command"].startswith("gh"))
+    assert "gh" in first_gh.opened  # the first reply opens it, whatever failed beside it
+    _asks_about_the_sign_in(guard)
