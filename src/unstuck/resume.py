@@ -10,9 +10,14 @@ then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
   to the model; it is not run again;
 * a call whose intent has no receipt: its tool's *resolver* is asked whether the effect
   happened. ``committed`` → a receipt is recorded and the call is not repeated; ``absent`` →
-  the same intent is executed now; ``unknown``, a resolver that raises, or no resolver →
-  the turn is *held*: it ends ``interrupted`` with the held intents listed, and no later
-  effect runs;
+  the same intent is executed now, but only when the process that ran the call is known not
+  to be running it any more (:func:`unstuck.journal.runner_gone`: this resumer holds the
+  lease, so that process is fenced, *and* it is dead on this machine: its pid gone or reused;
+  or it is this very process). A process still alive here (stopped, cut off: woken, it would
+  finish its call) or one on another machine (whose pids mean nothing here) may still make
+  the effect, so "absent" then holds the intent like ``unknown``; ``unknown``, a resolver
+  that raises, or no resolver → the turn is *held*: it ends ``interrupted`` with the held
+  intents listed, and no later effect runs;
 * a call with no intent (a read, or a write the crash came before): it runs as usual.
 
 A person can settle held intents instead of a resolver (``unstuck journal resume TURN
@@ -40,7 +45,7 @@ from unstuck.clock import Clock
 from unstuck.escalation import EscalationReason
 from unstuck.events import EventName, EventSink
 from unstuck.guard import Decision, Guard
-from unstuck.journal import IntentState, Journal, JournalError, JournalIntent
+from unstuck.journal import IntentState, Journal, JournalError, JournalIntent, runner_gone
 from unstuck.lessons import LessonStore
 from unstuck.loop import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.models import Message, Model, Role, message_from_json
@@ -271,6 +276,10 @@ def _settle(
             ), None)
             continue
         resolution, reason = _resolve(intent, resolvers)
+        if resolution is Resolution.ABSENT and intent.settled_by != Journal.USER_ABSENT:
+            gone, why = runner_gone(intent.runner)
+            if not gone:  # its call may still be under way: running it now could make the effect twice
+                resolution, reason = Resolution.UNKNOWN, f"the resolver says it did not happen, but {why}"
         if resolution is Resolution.UNKNOWN:
             later = [intents[c.id] for c in calls[position + 1:] if c.id in intents]
             return overrides, [(intent.effect_ref, reason)] + [
