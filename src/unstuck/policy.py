@@ -152,6 +152,19 @@ class PolicyConfig:
             values["allowed_credential_changes"] = frozenset(allowed)
         return cls(**values)  # type: ignore[arg-type]
 
+    def stricter(self, other: PolicyConfig) -> PolicyConfig:
+        """The stricter of two configurations, field by field: the smaller budget or limit
+        (fewer workarounds, fewer identical failures, fewer unknown tools, a shorter failing
+        streak), and only the credential changes both allow. What a guard loaded from saved
+        state runs with, so that a saved state can never widen what its caller allows."""
+        return PolicyConfig(
+            min(self.max_workarounds_after_blocker, other.max_workarounds_after_blocker),
+            min(self.max_workarounds_after_inferred_blocker, other.max_workarounds_after_inferred_blocker),
+            min(self.repetition, other.repetition), min(self.unknown_tool_calls, other.unknown_tool_calls),
+            min(self.failures_in_a_row, other.failures_in_a_row),
+            self.allowed_credential_changes & other.allowed_credential_changes,
+        )
+
     def budget_for(self, situation: Situation) -> int:
         """The workaround budget for a blocker opened by ``situation``."""
         if situation.source is Source.DECLARED:

@@ -151,6 +151,8 @@ def resume_turn(
     asker: Asker | None = None,
     events: EventSink | None = None,
     config: policy.PolicyConfig | None = None,
+    unattended: bool | None = None,
+    guarded: bool | None = None,
     validators: Sequence[Validator] = (),
     max_steps: int = 60,
     max_asks: int = 3,
@@ -170,10 +172,15 @@ def resume_turn(
         events: where events go, as for ``run_turn``.
         validators: what checks the answer, as for ``run_turn``.
         max_steps: the turn's step limit, as for ``run_turn``.
-        max_asks: the questions the turn may ask, as for ``run_turn``. ``unattended`` and
-            ``guarded`` are the turn's own, as journaled.
+        max_asks: the questions the turn may ask, as for ``run_turn``.
         resolvers: by tool name, who says whether an intent without a receipt took effect.
-        config: the policy's budgets; the turn's own, as journaled, by default.
+        config: the caller's budgets: the turn runs with the stricter of these and the turn's
+            own, as journaled (:meth:`unstuck.policy.PolicyConfig.stricter`); the journaled
+            ones when ``None``.
+        unattended: the caller's: the turn is unattended when the caller or the journal says
+            so (a journal cannot make a turn attended that its caller runs unattended); the
+            journaled value when ``None``.
+        guarded: the caller's, in the same way: guarded when either says so.
         force: take the turn over from an owner that cannot be checked from here (another
             machine or pid namespace); only once a person knows it is gone.
         lessons: the lesson store, as for :func:`unstuck.loop.run_turn`: the resumed turn
@@ -189,15 +196,16 @@ def resume_turn(
     """
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
-    if config is None:
-        try:
-            config = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
-        except ValueError as exc:
-            raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
-                               ) from None
+    try:
+        journaled = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
+    except ValueError as exc:
+        raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
+                           ) from None
+    config = journaled if config is None else config.stricter(journaled)
     steps = journal.steps(turn_id)
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
-    guard = Guard(toolset, unattended=header.unattended, task=header.task, guarded=header.guarded, config=config,
+    guard = Guard(toolset, unattended=header.unattended or bool(unattended), task=header.task,
+                  guarded=header.guarded or bool(guarded), config=config,
                   clock=clock, events=events, turn_id=turn_id, journal=journal, lessons=lessons,
                   fingerprint=fingerprint, validators=validators)
     guard.state = rebuild_state(steps, guard.state, journal.decisions(turn_id), toolset)
