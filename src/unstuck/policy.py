@@ -28,6 +28,13 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
   ``auth`` or ``permission`` is open, a call that changes credentials, scopes, identities or
   permissions (:mod:`unstuck.credentials`) is refused and named in the question, unless
   :attr:`PolicyConfig.allowed_credential_changes` names it.
+* **A failure beside a blocker is charged to it, a sign-in failure never**: while a blocker is
+  open (or a subject is waited on), an inferred blocker on another subject is the fallout of
+  working around it and opens no question of its own; but a sign-in failure (``auth``) opens
+  its own blocker whatever else fails beside it, in one reply or across replies, and so does
+  any blocker beside one first opened earlier in the same reply (the model had not seen it).
+  The question is about a blocker that needs the user before one that waiting ran out on
+  (a 503): :func:`_worked_around`, :func:`_first_real`.
 * **An interactive result is a blocker**: a result that needs a person at a keyboard (a
   pager or prompt that waited until the deadline included) opens a blocker on its subject,
   whatever its kind; it is never retried as transient.
