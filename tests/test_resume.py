@@ -600,7 +600,6 @@ def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
 
 def test_a_resumed_turn_runs_with_the_stricter_of_the_callers_and_the_journaled_policy(tmp_path: Path) -> None:
     from conftest import PlaybackModel
-
     from unstuck.clock import VirtualClock
     from unstuck.policy import PolicyConfig
     from unstuck.resume import resume_turn
