@@ -35,7 +35,10 @@ What it does with each call:
   of :func:`unstuck.tools.truncate_content`: head and tail kept, the cut marked) before the
   guard reads it, so a tool that returns 20 MB never reaches the model whole;
 * ``refuse``: a ``CallToolResult`` with ``isError: true`` and the refusal (nothing was sent to
-  the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again; ``escalate``: it raises
+  the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again (the guard
+  retries only a read-only or idempotent tool, by its annotations, or a call never sent: a
+  tool without annotations may be destructive, so a call of it that timed out or whose server
+  died is never sent twice, :func:`specs_of`); ``escalate``: it raises
   :class:`~unstuck.integrations.common.Blocked` (the question, and the guard's state) for the
   host application to ask its user.
 
