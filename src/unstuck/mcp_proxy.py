@@ -47,7 +47,11 @@ Protocol revisions (``mcp.types.version.SUPPORTED_PROTOCOL_VERSIONS`` of the ins
 2.3): 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 (the ``initialize`` handshake) and
 2026-07-28 (``server/discover``, stateless); :data:`ELICITATION_REVISIONS` and
 :data:`URL_ELICITATION_REVISIONS` name where the proxy elicits. Retries never stack: the
-upstream ``ClientSession.call_tool`` sends one request per call (no retry of its own).
+upstream ``ClientSession.call_tool`` sends one request per call (no retry of its own). An
+effect runs at most once: a timed-out or failed call is sent again only for a tool whose
+annotations say ``readOnlyHint`` or ``idempotentHint`` (MCP's defaults make a tool without
+annotations a possibly destructive, non-idempotent write), or a call that was never sent
+(:func:`unstuck.integrations.mcp.specs_of`).
 """
 
 from __future__ import annotations
