@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -26,6 +25,7 @@ from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, 
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_mining import mine_command, rules_app
+from unstuck.cli_output import SafeConsole, output_consoles
 from unstuck.cli_report import REPORT_EXIT_CODES, report_command
 from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
@@ -63,8 +63,7 @@ app.command("mine", epilog=MINE_EXIT_CODES)(mine_command)
 app.command("report", epilog=REPORT_EXIT_CODES)(report_command)
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+console, err_console = output_consoles()
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -463,7 +462,7 @@ def _eval_command(
         with err_console.status("lessons across sessions (3 processes)"):
             across = run_sessions()
     # a file or pipe gets the whole table (no cut-off headers); a terminal wraps to its own width
-    wide = console if console.is_terminal else Console(width=_WIDE, emoji=False, file=console.file)
+    wide = console if console.is_terminal else SafeConsole(width=_WIDE, emoji=False, file=console.file)
     wide.print(_table(results, injected=p_inj > 0))
     _print_failed_checks(results)
     console.print(_comparison_table(results))
