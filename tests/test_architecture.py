@@ -348,6 +348,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.evals.scenarios": Layer.EVALS,
     "unstuck.evals.sessions": Layer.EVALS,
     "unstuck.evals.shell_world": Layer.EVALS,
+    "unstuck.evals.trust": Layer.EVALS,
     "unstuck.faults": Layer.EVALS,
     "unstuck.faults.bank": Layer.EVALS,
     "unstuck.faults.injector": Layer.EVALS,
