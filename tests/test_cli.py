@@ -469,7 +469,8 @@ def test_run_never_prints_a_token_the_tool_returned_though_the_model_saw_it(tmp_
         f"    app.env: \"GH_TOKEN={token}\\n\"\n"
         "task: \"What does app.env set?\"\nplan:\n  - {tool: read_file, args: {path: app.env}}\n"
         "agents: [compliant]\nexpect:\n  status: done\n  answer: \"GH_TOKEN\"\n", encoding="utf-8")
-    proc = unstuck("run", "leaky_env", "--agent", "compliant", "--unattended", "--scenario-dir", str(tmp_path))
+    proc = unstuck("run", "leaky_env", "--trust", "--agent", "compliant", "--unattended", "--scenario-dir",
+                   str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "GH_TOKEN=***" in proc.stdout  # the answer (the file's line) is printed, its secret masked
     assert "ghp_" not in proc.stdout + proc.stderr

@@ -326,17 +326,20 @@ def test_a_journal_deleted_or_replaced_during_the_run_fails_the_turn_naming_it(t
 
 
 def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_journaled(tmp_path: Path) -> None:
+    import os
+    import pwd
     import shlex
 
     journal, fresh, scenarios = tmp_path / "j.db", tmp_path / "fresh.db", tmp_path / "scenarios"
     Journal(fresh).close()
     scenarios.mkdir()
     move = f"mv {shlex.quote(str(fresh))} {shlex.quote(str(journal))}"  # rename(2) over the open journal
-    (scenarios / "swap.yaml").write_text(
+    (scenarios / "swap.yaml").write_text(  # it writes outside its sandbox, so it runs as this account
         "name: swap_journal\ntitle: a step replaces the journal under the running turn\nrole: counter\n"
+        f"setup: {{run_as: {pwd.getpwuid(os.geteuid()).pw_name}}}\n"
         f"tags: [journal]\ntask: Tidy the folder.\nplan:\n  - {{tool: run_command, args: {{command: {json.dumps(move)}}}}}\n"
         "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--agent", "compliant",
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal)],
                           capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200",
                                                                                          "PATH": "/usr/bin:/bin"})

@@ -30,6 +30,8 @@ Errors::
     ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank
     ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
     ├── SetupCommandError (RuntimeError)   unstuck.evals.sandbox: a scenario's setup command failed
+    ├── TrustError (ValueError)            unstuck.evals.trust: a digest file of trusted scenario files
+    │                                      that cannot be read or holds a malformed line
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
     ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
     ├── MiningError (ValueError)           unstuck.mining: an unknown environment, task or rule,

@@ -60,6 +60,7 @@ from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox, SetupCommandError
 from unstuck.evals.scenario_tools import scenario_tools
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioError, ValidatorSpec
+from unstuck.evals.trust import confinement
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
@@ -172,10 +173,14 @@ def sandbox_fingerprint(workspace: Workspace, subject: str) -> str:
 
 def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool = False) -> Sandbox:
     """Build the scenario's machine state: gh's state and token scopes, hidden programs,
-    workspace files, unreadable paths, the account tools run as.
+    workspace files, unreadable paths, the account tools run as and their network
+    (:func:`unstuck.evals.trust.confinement`: a user's file that states neither runs its
+    setup, programs, tools and validators as ``nobody`` with no network where this machine
+    allows it).
     """
     hidden = tuple(scenario.hide_programs) + (("gh",) if scenario.gh is GhState.MISSING else ())
-    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as, network=scenario.network)
+    run_as, network = confinement(scenario)
+    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=run_as, network=network)
     try:
         sandbox.write_files(dict(scenario.files))
         sandbox.write_files(dict(scenario.encoded_files))
