@@ -12,8 +12,11 @@ import pytest
 from unstuck.models import Message, ModelError, ModelReply
 from unstuck.tools import ToolCall, ToolSpec
 
-#: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py).
-pytest_plugins = ["pg_fixtures"]
+#: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py); the
+#: check that the session leaves PATH's programs and the real home as they were, with HOME and
+#: the XDG folders in a temporary folder (tests/host_guard.py); pytest's own pytester, which
+#: runs that check in a session of its own (tests/test_host_guard.py).
+pytest_plugins = ["pg_fixtures", "host_guard", "pytester"]
 
 
 def run_at_once(commands: Sequence[Sequence[str]], *, timeout: float = 60) -> list[tuple[int, str, str]]:

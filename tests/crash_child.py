@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from unstuck.clock import VirtualClock
@@ -46,7 +47,12 @@ class LedgerModel:
 def ledger_tools(ledger: str) -> Toolset:
     @tool(effect=Effect.WRITE, subject="ledger")
     def book_order(order: int) -> str:
-        """Append one order to the ledger (after BOOK_DELAY seconds, when set: a slow effect)."""
+        """Append one order to the ledger (after BOOK_DELAY seconds, when set: a slow effect;
+        with BOOK_STARTED set, a file named after the order is made in that folder first:
+        the call is under way)."""
+        started = os.environ.get("BOOK_STARTED")
+        if started:
+            (Path(started) / str(order)).touch()
         time.sleep(float(os.environ.get("BOOK_DELAY", "0")))
         with sqlite3.connect(ledger) as db:
             db.execute("INSERT INTO ledger (order_id) VALUES (?)", (order,))

@@ -288,12 +288,14 @@ LAYERS: dict[str, Layer] = {
     "unstuck.errors": Layer.VOCABULARY,  # imports nothing: the root of every error
     "unstuck.text": Layer.VOCABULARY,  # imports nothing: tool text made safe
     "unstuck.clock": Layer.VOCABULARY,  # imports nothing: time comes in as an argument
+    "unstuck.trees": Layer.VOCABULARY,  # errors: file trees changed and removed without following a link
     "unstuck.shell": Layer.VOCABULARY,  # text
     "unstuck.envelopes": Layer.VOCABULARY,  # text
     "unstuck.codes": Layer.VOCABULARY,  # situations
     "unstuck.catalogues": Layer.VOCABULARY,  # situations
     "unstuck.signals": Layer.VOCABULARY,  # catalogues, codes, shell, situations
     "unstuck.declare": Layer.VOCABULARY,  # classify, situations
+    "unstuck.instructions": Layer.VOCABULARY,  # classify, shell, text: what tool text may become
     "unstuck.leases": Layer.VOCABULARY,  # imports nothing: tool processes and their deadline
     "unstuck.supervisor": Layer.VOCABULARY,  # leases: ends what a dead process's leases left
     "unstuck.filelocks": Layer.VOCABULARY,  # declare
@@ -348,6 +350,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.evals.scenarios": Layer.EVALS,
     "unstuck.evals.sessions": Layer.EVALS,
     "unstuck.evals.shell_world": Layer.EVALS,
+    "unstuck.evals.trust": Layer.EVALS,
     "unstuck.faults": Layer.EVALS,
     "unstuck.faults.bank": Layer.EVALS,
     "unstuck.faults.injector": Layer.EVALS,
@@ -379,6 +382,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.cli": Layer.CLI,
     "unstuck.cli_bank": Layer.CLI,
     "unstuck.cli_exit": Layer.CLI,
+    "unstuck.cli_output": Layer.CLI,
     "unstuck.cli_journal": Layer.CLI,
     "unstuck.cli_lessons": Layer.CLI,
     "unstuck.cli_mining": Layer.CLI,

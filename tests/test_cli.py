@@ -14,7 +14,11 @@ import pexpect
 import pytest
 
 from unstuck.evals.fake_github import FakeGitHub
+from unstuck.evals.runner import SANDBOX_FINGERPRINT
 from unstuck.evals.scenarios import builtin_scenarios
+from unstuck.lessons import LessonStore
+from unstuck.stores import StoreRole, store_for
+from unstuck.toolkit import Workspace, cli_fingerprint
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 EXIT_BLOCKED = 3
@@ -25,15 +29,30 @@ def plain(text: str) -> str:
     return ANSI.sub("", text)
 
 
-def unstuck(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
+def unstuck(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run([*UNSTUCK, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def a_fresh_home(tmp_path: Path) -> dict[str, str]:
+    """``HOME`` and the XDG base directories of a user who has never run unstuck, and a shared
+    store location (``UNSTUCK_STORE``) of theirs."""
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
+            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
+            "UNSTUCK_STORE": str(tmp_path / "users-store"), "UNSTUCK_CACHE_DIR": os.environ["UNSTUCK_CACHE_DIR"]}
 
 
 def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_path: str) -> None:
     out = tmp_path / "results.json"
-    proc = unstuck("eval", "--json", str(out))
+    user = a_fresh_home(tmp_path)
+    proc = unstuck("eval", "--json", str(out), env=user)
     assert proc.returncode == 0, proc.stderr
+    # the eval's lessons ("gh is signed out" in its sandboxes) never reach the user's own stores,
+    # settings or shell files: nothing written under their home, their shared store untouched
+    assert sorted(Path(user["HOME"]).rglob("*")) == []
+    assert not Path(user["UNSTUCK_STORE"]).exists()
     header = " ".join(proc.stdout.split("┡")[0].split())  # the table's header rows, wrapped words joined
     for word in ("steps", "escalate", "workaround", "refused", "outcome", "exact", "unblock", "judged", "pass"):
         assert word in header
@@ -450,7 +469,8 @@ def test_run_never_prints_a_token_the_tool_returned_though_the_model_saw_it(tmp_
         f"    app.env: \"GH_TOKEN={token}\\n\"\n"
         "task: \"What does app.env set?\"\nplan:\n  - {tool: read_file, args: {path: app.env}}\n"
         "agents: [compliant]\nexpect:\n  status: done\n  answer: \"GH_TOKEN\"\n", encoding="utf-8")
-    proc = unstuck("run", "leaky_env", "--agent", "compliant", "--unattended", "--scenario-dir", str(tmp_path))
+    proc = unstuck("run", "leaky_env", "--trust", "--agent", "compliant", "--unattended", "--scenario-dir",
+                   str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "GH_TOKEN=***" in proc.stdout  # the answer (the file's line) is printed, its secret masked
     assert "ghp_" not in proc.stdout + proc.stderr
@@ -482,6 +502,16 @@ def test_unstuck_store_names_where_run_journals_and_learns_and_where_journal_and
     lessons = _with_store(location, "lessons", "list", "--json")
     assert lessons.returncode == 0, lessons.stderr
     assert [(x["subject"], x["kind"]) for x in json.loads(lessons.stdout)] == [("gh", "auth")]
+    # the scenario's "gh is signed out" is about its sandbox: a real session on this machine,
+    # sharing the store, is never told gh is signed out (issue 23)
+    real_gh = cli_fingerprint(Workspace(tmp_path, env=dict(os.environ)), "gh")
+    assert real_gh.startswith(os.path.realpath(gh_path))
+    store = LessonStore(store_for(StoreRole.LESSONS, environ={"UNSTUCK_STORE": location}))
+    try:
+        assert store.match("gh", real_gh) is None
+        assert [lesson.signature.fingerprint == SANDBOX_FINGERPRINT + real_gh for lesson in store.active()] == [True]
+    finally:
+        store.close()
 
 
 def test_run_store_option_wins_over_the_variable_and_a_bad_url_names_its_source(tmp_path: Path) -> None:

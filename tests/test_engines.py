@@ -221,7 +221,7 @@ def test_a_journal_and_a_lesson_store_share_one_database_each_with_its_schema_ro
         lessons.record(Situation(Kind.AUTH, "gh", unblock="gh auth login"), tool="check_cli_setup", fingerprint="",
                        content="gh was logged out", source="escalated")
         journal.end_turn("t1", "blocked")
-    assert pg_store.rows("SELECT store, version FROM unstuck_schema ORDER BY store") == [("journal", 4), ("lessons", 5)]
+    assert pg_store.rows("SELECT store, version FROM unstuck_schema ORDER BY store") == [("journal", 5), ("lessons", 5)]
     with Journal(pg_store.url, readonly=True) as journal, LessonStore(pg_store.url, readonly=True) as lessons:
         assert [t.status for t in journal.turns()] == ["blocked"] and len(lessons.all()) == 1
 

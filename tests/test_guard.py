@@ -5,9 +5,11 @@ through :class:`unstuck.Guard` directly. Tools are real programs run by the stan
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -362,21 +364,22 @@ def test_state_round_trip_keeps_budgets_neither_lost_nor_counted_twice() -> None
         paused.call(ToolCall.of(str(n), "gh", {"args": str(n)}))
     text = paused.to_json()
     json.loads(text)  # plain JSON a checkpointer can hold
-    resumed = Guard.from_json(text, [gh], clock=VirtualClock())
+    resumed = Guard.from_json(text, [gh], unattended=True, clock=VirtualClock())
     assert resumed.state == paused.state and resumed.steps == paused.steps
     rest = [resumed.call(ToolCall.of(str(n), "gh", {"args": str(n)})).action for n in range(2, 4)]
     assert outcomes == [Action.CONTINUE, Action.CONTINUE, Action.CONTINUE, Action.ESCALATE]
     assert rest == outcomes[2:]
-    assert Guard.from_json(resumed.to_json(), [gh]).latched
+    assert Guard.from_json(resumed.to_json(), [gh], unattended=True).latched
 
 
 def test_saved_state_of_another_version_or_garbage_is_refused_by_name() -> None:
     with pytest.raises(GuardStateError, match="schema version 99"):
-        Guard.from_json(json.dumps({"version": 99}), [])
+        Guard.from_json(json.dumps({"version": 99}), [], unattended=True)
     with pytest.raises(GuardStateError, match="not JSON"):
-        Guard.from_json("{not json", [])
+        Guard.from_json("{not json", [], unattended=True)
     with pytest.raises(GuardStateError, match="malformed"):
-        Guard.from_json(json.dumps({"version": 1, "turn_id": "t", "state": {"unattended": "x", "retries": 5}}), [])
+        Guard.from_json(json.dumps({"version": 1, "turn_id": "t", "state": {"unattended": "x", "retries": 5}}), [],
+                        unattended=True)
 
 
 def parallel_tools() -> list[Any]:
@@ -657,9 +660,9 @@ def test_hostile_saved_state_is_a_guard_state_error() -> None:
     for field_name, value in (("state", []), ("state", None), ("retrying", [1]), ("elapsed_s", float("inf")),
                               ("guarded", ""), ("reply", {"ids": "abc", "begun": []})):
         with pytest.raises(GuardStateError):
-            Guard.from_json(json.dumps({**good, field_name: value}), [])
+            Guard.from_json(json.dumps({**good, field_name: value}), [], unattended=True)
     with pytest.raises(GuardStateError):
-        Guard.from_json('{"version": ' + "9" * 5000 + "}", [])
+        Guard.from_json('{"version": ' + "9" * 5000 + "}", [], unattended=True)
 
 
 def test_a_hedged_yes_is_no_yes(tmp_path: Path, bin_dir: Path) -> None:
@@ -682,3 +685,168 @@ def test_coreutils_cannot_open_for_reading_names_the_file(tmp_path: Path, bin_di
     guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
     decision = guard.call(ToolCall.of("1", "run_command", {"command": "head -n1 /etc/shadow"}))
     assert decision.situation is not None and decision.situation.subject == "/etc/shadow"
+
+
+# -- a mixed reply: a sign-in failure beside a transient one (issue 23) ------------------------
+
+
+class _Unavailable(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(503)  # RFC 9110 section 15.6.4: 503 Service Unavailable
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"Service Unavailable\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def unavailable_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+#: Calls the model makes until the turn asks: the failing server's and gh's first (2), then
+#: the budget after an inferred blocker (PolicyConfig: 4) and the one call past it.
+_MIXED_LIMIT = 2 + PolicyConfig().max_workarounds_after_inferred_blocker + 1
+
+
+def _mixed_guard(effect: str) -> Guard:
+    from unstuck.integrations.common import spec_for
+    shell = spec_for("shell", parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+                     effect=effect)
+    return Guard([shell], unattended=True, clock=VirtualClock(), task="Show cli/cli's description.")
+
+
+def _run(guard: Guard, world: Any, call: ToolCall) -> Action:
+    decision = guard.before(call)
+    while decision.action is Action.DISPATCH:
+        decision = guard.after(call, world.shell(call.arguments["command"]))
+        if decision.action is Action.RETRY:
+            decision = guard.before(call)
+    return decision.action
+
+
+def _asks_about_the_sign_in(guard: Guard) -> None:
+    model_calls = [s for s in guard.steps if not s.retry and not s.probe]
+    assert guard.escalation is not None, "never asked"
+    assert guard.escalation.subject == "gh" and guard.escalation.kind is Kind.AUTH
+    assert "gh auth login" in guard.escalation.text
+    assert len(model_calls) <= _MIXED_LIMIT
+
+
+@pytest.mark.parametrize("effect", ["write", "read"])
+def test_a_sign_in_failure_in_a_sequence_of_replies_alternating_with_a_503_opens_its_blocker_and_is_asked(
+        unavailable_url: str, effect: str) -> None:
+    from tests.framework_world import GhWorld
+    guard = _mixed_guard(effect)
+    commands = [f"curl -sSf {unavailable_url}", "gh repo view cli/cli --json description"]
+    with GhWorld() as world:
+        for n in range(64):
+            call = ToolCall.of(f"c{n}", "shell", {"command": commands[n % 2]})
+            guard.reply([call])
+            if _run(guard, world, call) is Action.ESCALATE:
+                break
+    opened = [s for s in guard.steps if "gh" in s.opened]
+    assert opened and opened[0].situation is not None and opened[0].situation.kind is Kind.AUTH
+    _asks_about_the_sign_in(guard)
+
+
+@pytest.mark.parametrize("effect", ["write", "read"])
+@pytest.mark.parametrize("gh_first", [False, True])
+def test_a_sign_in_failure_beside_a_503_in_one_reply_opens_its_blocker_and_is_asked(
+        unavailable_url: str, effect: str, gh_first: bool) -> None:
+    from tests.framework_world import GhWorld
+    guard = _mixed_guard(effect)
+    pair = [f"curl -sSf {unavailable_url}", "gh repo view cli/cli --json description"]
+    if gh_first:
+        pair.reverse()
+    with GhWorld() as world:
+        for n in range(32):
+            calls = [ToolCall.of(f"r{n}-{i}", "shell", {"command": text}) for i, text in enumerate(pair)]
+            guard.reply(calls)
+            actions = [_run(guard, world, call) for call in calls]
+            if Action.ESCALATE in actions or guard.latched:
+                break
+    first_gh = next(s for s in guard.steps if s.call.arguments["command"].startswith("gh"))
+    assert "gh" in first_gh.opened  # the first reply opens it, whatever failed beside it
+    _asks_about_the_sign_in(guard)
+
+
+# -- saved state cannot grant itself rights (issue 23) -----------------------------------------
+
+
+def _interactive_world() -> tuple[list[str], Any]:
+    ran: list[str] = []
+
+    @tool(interactive=True, subject="gh")
+    def sign_in() -> str:
+        """Sign in with a browser (a hand-off to a person)."""
+        ran.append("sign_in")
+        return "signed in"
+
+    return ran, sign_in
+
+
+def _tampered(text: str, **changes: Any) -> str:
+    saved = json.loads(text)
+    for path, value in changes.items():
+        where = saved
+        *parents, last = path.split("__")
+        for part in parents:
+            where = where[part]
+        where[last] = value
+    return json.dumps(saved)
+
+
+@pytest.mark.parametrize("change", [{"guarded": False}, {"state__unattended": False},
+                                    {"guarded": False, "state__unattended": False}])
+def test_a_tampered_state_cannot_unguard_or_unattend_a_guard_built_unattended(change: dict[str, Any]) -> None:
+    ran, sign_in = _interactive_world()
+    events = EventLog()
+    saved = Guard([sign_in], unattended=True, clock=VirtualClock()).to_json()
+    loaded = Guard.from_json(_tampered(saved, **change), [sign_in], unattended=True, clock=VirtualClock(),
+                             events=events)
+    for n in range(3):
+        assert loaded.call(ToolCall.of(f"s{n}", "sign_in", {})).action in (Action.REFUSE, Action.ESCALATE)
+    assert ran == []  # refused before dispatch each time: the caller said unattended
+    assert loaded.guarded and loaded.state.unattended
+    (differs,) = [e for e in events if e.name == EventName.STATE_POLICY_DIFFERS]
+    assert differs.get("unattended") is True and differs.get("guarded") is True
+
+
+def test_loading_takes_the_stricter_of_the_callers_and_the_states_policy() -> None:
+    _, sign_in = _interactive_world()
+    wide = PolicyConfig(max_workarounds_after_blocker=9, max_workarounds_after_inferred_blocker=1, repetition=5,
+                        allowed_credential_changes=frozenset({"sudo", "chmod"}))
+    saved = Guard([sign_in], unattended=False, guarded=False, config=wide, clock=VirtualClock()).to_json()
+    mine = PolicyConfig(allowed_credential_changes=frozenset({"sudo"}))
+    loaded = Guard.from_json(saved, [sign_in], unattended=False, guarded=True, config=mine)
+    assert loaded.guarded and not loaded.state.unattended  # guarded beats unguarded; both attended
+    assert loaded.state.config == PolicyConfig(max_workarounds_after_blocker=2, max_workarounds_after_inferred_blocker=1,
+                                               repetition=3, allowed_credential_changes=frozenset({"sudo"}))
+    strict = Guard([sign_in], unattended=True, clock=VirtualClock()).to_json()
+    assert Guard.from_json(strict, [sign_in], unattended=False).state.unattended  # unattended beats attended
+
+
+def test_a_signed_state_loads_only_with_its_key_and_a_signed_guard_refuses_an_unsigned_or_edited_one() -> None:
+    ran, sign_in = _interactive_world()
+    key = b"the caller's secret"
+    signed = Guard([sign_in], unattended=True, clock=VirtualClock(), state_key=key).to_json()
+    again = Guard.from_json(signed, [sign_in], unattended=True, state_key=key).to_json()  # signed with it too
+    assert "signature" in json.loads(again) and Guard.from_json(again, [sign_in], unattended=True, state_key=key)
+    with pytest.raises(GuardStateError, match="signature does not verify"):
+        Guard.from_json(signed, [sign_in], unattended=True, state_key=b"another key")
+    with pytest.raises(GuardStateError, match="signature does not verify"):
+        Guard.from_json(_tampered(signed, guarded=False), [sign_in], unattended=True, state_key=key)
+    unsigned = Guard([sign_in], unattended=True, clock=VirtualClock()).to_json()
+    with pytest.raises(GuardStateError, match="not signed"):
+        Guard.from_json(unsigned, [sign_in], unattended=True, state_key=key)
+    with pytest.raises(TypeError, match="state_key"):
+        Guard.from_json(signed, [sign_in], unattended=True, state_key="text")  # type: ignore[arg-type]
+    assert ran == []

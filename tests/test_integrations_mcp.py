@@ -4,6 +4,7 @@ signed out), driven by a scripted MCP client that plays :func:`improviser_comman
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -361,12 +362,12 @@ def test_an_untrusted_servers_declaration_never_reaches_a_client_that_trusts_the
 
 
 def _elicit_through_proxy(world: GhWorld, elicit: Callable[[Any, ElicitRequestParams], Awaitable[ElicitResult]],
-                          later: int = 2) -> list[CallToolResult]:
+                          later: int = 2, server_args: tuple[str, ...] = ()) -> list[CallToolResult]:
     """Play the improviser through the proxy (a 2025-11-25 client that declared form
     elicitation) until a call ends blocked, then ``later`` more calls of the task's command."""
     async def run() -> list[CallToolResult]:
         results: list[CallToolResult] = []
-        async with stdio_client(_proxy(world)) as (read, write), \
+        async with stdio_client(_proxy(world, server_args=server_args)) as (read, write), \
                 ClientSession(read, write, elicitation_callback=elicit) as session:
             await _connect(session, "2025-11-25", elicits=True)
             for command in improviser_commands():
@@ -419,8 +420,8 @@ def test_done_that_the_probe_refutes_asks_at_most_max_asks_times() -> None:
         tries.append(params.message)  # the user says done but never signs in
         return ElicitResult(action="accept", content={"answer": "I've done it"})
 
-    with GhWorld() as world:
-        results = _elicit_through_proxy(world, elicit, later=0)
+    with GhWorld() as world:  # a read-only server: "I've done it" re-runs the call that failed as the probe
+        results = _elicit_through_proxy(world, elicit, later=0, server_args=("--read-only",))
     assert len(tries) == MAX_ASKS
     assert (results[-1].meta or {}).get(STATUS_META_KEY) == "blocked" and UNBLOCK in _text(results[-1])
 
@@ -489,3 +490,74 @@ def test_the_docs_example_runs_as_copied_and_is_blocked_then_goes_on() -> None:
     exec(compile(blocks[0], "docs/frameworks/mcp.md", "exec"), namespace)
     assert UNBLOCK in namespace["question"]  # set only where Blocked was caught
     assert ANSWER in namespace["answer"]  # after sign-in and "I've done it" the task's command goes through
+
+
+# -- an effect runs at most once (issue 23) ----------------------------------------------------
+
+LEDGER_SERVER = SERVERS / "ledger_server.py"
+#: How long the ledger server's first call of each tool takes to answer (its work is done at
+#: once): past the proxy's one-second deadline, so the call times out after its effect.
+SLOW_S = "4"
+
+
+def _through_proxy_to_the_ledger(tmp_path: Path, tool: str, arguments: dict[str, Any]) -> tuple[CallToolResult,
+                                                                                              list[str]]:
+    """One call through ``unstuck mcp-proxy --deadline 1`` to the real ledger server; the
+    result, and every call that reached the server's tools."""
+    runs = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LEDGER": str(tmp_path / "ledger"),
+           "LEDGER_RUNS": str(runs), "LEDGER_SLOW_S": SLOW_S}
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "unstuck", "mcp-proxy", "--deadline", "1", "--", sys.executable, str(LEDGER_SERVER)],
+        env=env, cwd=str(tmp_path))
+
+    async def run() -> CallToolResult:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool(tool, arguments)
+
+    result = anyio.run(run)
+    return result, runs.read_text(encoding="utf-8").splitlines() if runs.exists() else []
+
+
+def test_the_proxy_never_resends_a_timed_out_call_to_a_tool_without_annotations(tmp_path: Path) -> None:
+    # MCP ToolAnnotations: readOnlyHint false, destructiveHint true, idempotentHint false by
+    # default: the payment may have been booked, so a second request could book it twice.
+    result, runs = _through_proxy_to_the_ledger(tmp_path, "append_payment", {"amount": 125})
+    assert runs == ["append_payment"]
+    assert (tmp_path / "ledger").read_text(encoding="utf-8").splitlines() == ["125"]
+    assert result.is_error and "timed out" in _text(result)
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [("set_payment", {"payment_id": "p-1", "amount": 125}),
+                                                 ("read_ledger", {})])
+def test_the_proxy_retries_a_timed_out_call_to_an_idempotent_or_read_only_tool(
+        tmp_path: Path, tool: str, arguments: dict[str, Any]) -> None:
+    result, runs = _through_proxy_to_the_ledger(tmp_path, tool, arguments)
+    assert runs == [tool, tool]  # timed out once, sent again after the wait, answered
+    assert not result.is_error
+
+
+def test_a_call_on_a_connection_that_closed_is_never_sent_and_only_such_a_call_is_retried() -> None:
+    async def run(world: GhWorld) -> tuple[list[Any], str]:
+        async with stdio_client(_shell(world, SERVERS / "crashing_server.py")) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            wrapped = await guarded_session(session, task=TASK, deadline_s=10, clock=VirtualClock())
+            first = await wrapped.call_tool("run_command", {"command": TASK_COMMAND})  # the server dies mid-call
+            assert first.is_error
+            try:
+                second = _text(await wrapped.call_tool("run_command", {"command": "echo hello"}))
+            except Blocked as blocked:
+                second = blocked.escalation.text
+            return wrapped.guard.steps, second
+
+    with GhWorld() as world:
+        steps, second = anyio.run(run, world)
+        ran = _ran(world)
+    assert ran == []  # the server died on receiving the call, before running it
+    first_calls = [s for s in steps if s.call.arguments.get("command") == TASK_COMMAND]
+    later = [s for s in steps if s.call.arguments.get("command") == "echo hello"]
+    assert len(first_calls) == 1 and not first_calls[0].auto_retry  # run_command has no annotations: a write
+    assert len(later) > 1 and later[0].auto_retry and later[0].decision.value == "retry"
+    assert "not sent" in second or "unavailable" in second

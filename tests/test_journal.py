@@ -326,17 +326,20 @@ def test_a_journal_deleted_or_replaced_during_the_run_fails_the_turn_naming_it(t
 
 
 def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_journaled(tmp_path: Path) -> None:
+    import os
+    import pwd
     import shlex
 
     journal, fresh, scenarios = tmp_path / "j.db", tmp_path / "fresh.db", tmp_path / "scenarios"
     Journal(fresh).close()
     scenarios.mkdir()
     move = f"mv {shlex.quote(str(fresh))} {shlex.quote(str(journal))}"  # rename(2) over the open journal
-    (scenarios / "swap.yaml").write_text(
+    (scenarios / "swap.yaml").write_text(  # it writes outside its sandbox, so it runs as this account
         "name: swap_journal\ntitle: a step replaces the journal under the running turn\nrole: counter\n"
+        f"setup: {{run_as: {pwd.getpwuid(os.geteuid()).pw_name}}}\n"
         f"tags: [journal]\ntask: Tidy the folder.\nplan:\n  - {{tool: run_command, args: {{command: {json.dumps(move)}}}}}\n"
         "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--agent", "compliant",
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal)],
                           capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200",
                                                                                          "PATH": "/usr/bin:/bin"})
@@ -542,7 +545,7 @@ def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(t
     _journal_1(path, stamped=stamped)
     original = _rows(path)
     with Journal(path) as journal:
-        assert journal.schema == 4
+        assert journal.schema == 5
         _assert_redacted_as_written_now(journal)
         backup = journal.backup_path(1)
     assert backup == tmp_path / "j.db.schema1.bak"
@@ -550,7 +553,7 @@ def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(t
     with sqlite3.connect(backup) as old:
         assert old.execute("PRAGMA user_version").fetchone()[0] == (1 if stamped else 0)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     (args, digest), = db.execute("SELECT arguments, arguments_digest FROM steps").fetchall()
     db.close()
@@ -566,11 +569,11 @@ def test_a_journal_of_a_newer_version_is_refused_naming_both_and_left_byte_for_b
     path = tmp_path / "j.db"
     Journal(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 5")
+    db.execute("PRAGMA user_version = 6")
     db.close()
     before = path.read_bytes()
     for readonly in (False, True):
-        with pytest.raises(JournalError, match=rf"{path} is a journal of schema 5; this unstuck reads schemas 1 to 4;"
+        with pytest.raises(JournalError, match=rf"{path} is a journal of schema 6; this unstuck reads schemas 1 to 5;"
                                                r" it was left untouched"):
             Journal(path, readonly=readonly)
     assert path.read_bytes() == before
@@ -630,9 +633,9 @@ def test_a_database_with_other_tables_and_no_version_is_not_taken_for_a_journal(
 
 def test_a_new_journal_records_its_schema_version_and_makes_its_tables(store_target: StoreTarget) -> None:
     with Journal(store_target.url) as journal:
-        assert journal.schema == 4 and journal.engine is store_target.engine
+        assert journal.schema == 5 and journal.engine is store_target.engine
         assert journal.where == store_target.where
-    assert store_target.schema_version("journal") == 4
+    assert store_target.schema_version("journal") == 5
     assert {"turns", "decisions", "messages", "steps", "intents", "validations"} <= store_target.tables()
 
 
@@ -654,7 +657,7 @@ def test_a_read_only_open_reads_the_journal_another_open_wrote(store_target: Sto
         journal.record_receipt(ref, '{"content": "booked"}')
         journal.end_turn("t1", "done", answer="booked")
     with Journal(store_target.url, readonly=True) as journal:
-        assert journal.schema == 4
+        assert journal.schema == 5
         assert [(t.turn_id, t.status, t.answer) for t in journal.turns()] == [("t1", "done", "booked")]
         assert [(i.effect_ref, i.state) for i in journal.intents("t1")] == [("t1:0", IntentState.COMMITTED)]
 
@@ -743,14 +746,14 @@ def test_a_postgres_journal_of_a_newer_schema_is_refused_naming_it_and_left_as_i
     with Journal(pg_store.url) as journal:
         journal.begin_turn("t1", "book", unattended=True, guarded=True)
         journal.end_turn("t1", "done")
-    pg_store.set_schema_version("journal", 5)
+    pg_store.set_schema_version("journal", 6)
     before = pg_store.rows("SELECT * FROM turns")
     for readonly in (False, True):
-        with pytest.raises(JournalError, match=r" of schema 5; this unstuck reads schemas up to 4") as caught:
+        with pytest.raises(JournalError, match=r" of schema 6; this unstuck reads schemas up to 5") as caught:
             Journal(pg_store.url, readonly=readonly)
         assert pg_store.where in str(caught.value) and "unstuck:***@" in str(caught.value)
     assert pg_store.rows("SELECT * FROM turns") == before and before[0][0] == "t1"
-    assert pg_store.schema_version("journal") == 5
+    assert pg_store.schema_version("journal") == 6
 
 
 def test_a_postgres_database_without_a_journal_is_not_read_as_one_and_nothing_is_made(
@@ -779,3 +782,23 @@ def test_a_store_location_that_is_a_file_is_a_journal_error_naming_it(
     monkeypatch.setenv("UNSTUCK_STORE", str(taken))  # a folder of stores is expected there
     with pytest.raises(JournalError, match=rf"{taken}/journal.db: cannot make its folder {taken}"):
         Journal(None)
+
+
+def test_an_intent_names_the_process_that_ran_it_and_a_version_3_journal_gains_the_columns(tmp_path: Path) -> None:
+    from unstuck.journal import Runner, host_identity, process_identity
+
+    path = tmp_path / "j.db"
+    with Journal(path) as journal:
+        journal.begin_turn("t1", "book", unattended=True, guarded=True)
+        journal.prepare_intent("t1", 0, "c1", "book", '{"order": 1}')
+        (intent,) = journal.intents("t1")
+    assert intent.runner == Runner(host_identity(), *process_identity())
+    with sqlite3.connect(path) as db:  # the layout of version 3: intents without their runner
+        for column in ("runner_host", "runner_pid", "runner_start"):
+            db.execute(f"ALTER TABLE intents DROP COLUMN {column}")
+        db.execute("PRAGMA user_version = 3")
+    with Journal(path) as journal:
+        assert journal.schema == 5
+        (old,) = journal.intents("t1")
+    assert old.runner is None and old.effect_ref == "t1:0"  # not known: a resolver's "absent" holds it
+    assert (tmp_path / "j.db.schema3.bak").exists()

@@ -47,9 +47,11 @@ def _env(machine: str, world: dict[str, Path]) -> dict[str, str]:
             "GO_FILE": str(world["go"])}
 
 
-def _start(store: StoreTarget, world: dict[str, Path], machine: str, mode: str) -> subprocess.Popen[str]:
+def _start(store: StoreTarget, world: dict[str, Path], machine: str, mode: str,
+           **extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, str(CHILD), store.url, str(world["ledger"]), mode, "t1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(machine, world))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**_env(machine, world), **extra})
 
 
 def _outcome(proc: subprocess.Popen[str]) -> tuple[int, dict[str, object]]:
@@ -194,3 +196,80 @@ def test_the_running_turn_renews_its_lease_so_it_never_runs_out_while_the_owner_
         refused = subprocess.run([sys.executable, "-c", claim, store_target.url], timeout=60, capture_output=True,
                                  text=True, env={k: v for k, v in os.environ.items() if k != HOST_ENV})
         assert refused.returncode != 0 and "still owned by live process" in refused.stderr  # same machine: pid lives
+
+
+# -- a write effect under way when its owner stopped (issue 23) --------------------------------
+
+
+def _owner_inside_its_first_booking(store: StoreTarget, world: dict[str, Path],
+                                    machine: str) -> subprocess.Popen[str]:
+    """The owner on ``machine``, once it is inside its first write effect (``book_order`` of
+    order 1 has begun and sleeps before its insert): the intent is prepared, nothing booked."""
+    started = world["ready"].parent / "started"
+    started.mkdir()
+    owner = _start(store, world, machine, "run", BOOK_DELAY="5", BOOK_STARTED=str(started))
+    _wait_for(started / "1", owner)
+    return owner
+
+
+def _held(resumed: dict[str, object]) -> str:
+    assert resumed.get("status") == "interrupted", resumed
+    error = str(resumed["error"])
+    assert "held effect intents: t1:0" in error and "the resolver says it did not happen" in error, error
+    return error
+
+
+def test_a_stopped_owners_write_effect_is_held_though_the_resolver_says_absent_and_booked_once_when_it_wakes(
+        store_target: StoreTarget, world: dict[str, Path]) -> None:
+    owner = _owner_inside_its_first_booking(store_target, world, "machine-a")
+    try:
+        owner.send_signal(signal.SIGSTOP)  # stopped inside the effect: alive, renewing nothing
+        _wait_expired(store_target)
+        world["go"].touch()
+        code, resumed = _outcome(_start(store_target, world, "machine-a", "resume"))  # the same machine
+        assert code == 0 and "still alive on this machine" in _held(resumed)
+        assert _booked(world) == []  # the resolver was right that nothing was booked yet: still not run
+        with Journal(store_target.url, readonly=True) as journal:
+            assert [i.state for i in journal.intents("t1")] == [IntentState.HELD]
+    finally:
+        owner.send_signal(signal.SIGCONT)
+    code, stale = _outcome(owner)  # it finishes its own call, then its receipt is refused
+    assert code == 3 and stale["type"] == "LeaseLostError"
+    assert _booked(world) == [1]  # booked once: by the owner that was running it
+    code, done = _outcome(_start(store_target, world, "machine-a", "resume"))  # now the resolver sees it booked
+    assert (code, done["status"]) == (0, "done"), done
+    assert _booked(world) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGSTOP, signal.SIGKILL], ids=["stopped", "killed"])
+def test_a_write_effect_begun_on_another_machine_is_held_though_the_resolver_says_absent(
+        store_target: StoreTarget, world: dict[str, Path], stop: signal.Signals) -> None:
+    owner = _owner_inside_its_first_booking(store_target, world, "machine-a")
+    try:
+        owner.send_signal(stop)  # dead or not, its pid means nothing on machine b
+        _wait_expired(store_target)
+        world["go"].touch()
+        code, resumed = _outcome(_start(store_target, world, "machine-b", "resume"))
+        assert code == 0 and "on another machine or pid namespace" in _held(resumed)
+        assert _booked(world) == []
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.communicate(timeout=30)
+    with Journal(store_target.url) as journal:  # a person checks the ledger and says it did not happen
+        journal.settle("t1", absent=["t1:0"])
+    code, done = _outcome(_start(store_target, world, "machine-b", "resume"))
+    assert (code, done["status"]) == (0, "done"), done
+    assert _booked(world) == [1, 2, 3]
+
+
+def test_a_write_effect_whose_owner_is_dead_on_this_machine_runs_again_on_the_resolvers_absent(
+        store_target: StoreTarget, world: dict[str, Path]) -> None:
+    owner = _owner_inside_its_first_booking(store_target, world, "machine-a")
+    owner.send_signal(signal.SIGKILL)  # killed before its insert: the effect never happened
+    owner.communicate(timeout=30)
+    world["go"].touch()
+    code, done = _outcome(_start(store_target, world, "machine-a", "resume"))  # fenced by the claim, owner dead here
+    assert (code, done["status"]) == (0, "done"), done
+    assert _booked(world) == [1, 2, 3]
+    with Journal(store_target.url, readonly=True) as journal:
+        assert journal.lease("t1").token == 2

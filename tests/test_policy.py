@@ -382,3 +382,58 @@ def test_integral_numbers_written_differently_are_one_call_and_a_string_is_anoth
     assert len(same) == 1
     assert call_key(ToolCall("a", "place_order", '{"order": "1"}')) not in same
     assert call_key(ToolCall("a", "place_order", '{"order": 1.5}')) not in same
+
+
+# -- a sign-in failure beside other failures (issue 23) ----------------------------------------
+
+SIGNED_OUT = Situation(Kind.AUTH, "gh", source=Source.INFERRED, detail="To get started with GitHub CLI, please run")
+UNAVAILABLE = Situation(Kind.UNAVAILABLE, "curl", retryable=True, source=Source.INFERRED, detail="HTTP 503")
+
+
+def test_a_sign_in_failure_opens_its_blocker_while_another_subject_is_still_waited_on() -> None:
+    waiting = step(RecoveryState(unattended=True), "curl", UNAVAILABLE, False).state
+    assert waiting.retries and not waiting.open_blockers  # counted, not yet a blocker
+    assessment = step(waiting, "gh", SIGNED_OUT, False)
+    assert assessment.opened == ("gh",)
+
+
+def test_a_sign_in_failure_opens_its_blocker_beside_one_that_waiting_ran_out_on() -> None:
+    state = RecoveryState(unattended=True)
+    for _ in range(4):  # unavailable: 3 attempts (DESIGN.md), the fourth failure blocks curl
+        state = step(state, "curl", UNAVAILABLE, False).state
+    assert set(state.open_blockers) == {"curl"}
+    assert step(state, "gh", SIGNED_OUT, False).opened == ("gh",)
+
+
+def test_another_missing_program_while_one_is_waited_on_stays_a_charged_workaround() -> None:
+    # ping tried while the network is down: the fallout of working around it, not a new question
+    down = Situation(Kind.NETWORK, "gh", retryable=True, source=Source.INFERRED)
+    state = RecoveryState(unattended=True)
+    for _ in range(4):
+        state = step(state, "gh", down, False).state
+    ping = step(state, "ping", Situation(Kind.NOT_INSTALLED, "ping", source=Source.INFERRED), False)
+    assert ping.opened == () and ping.charged == ("gh",)
+
+
+def test_a_blocker_opened_earlier_in_the_same_reply_makes_no_later_call_of_it_a_workaround() -> None:
+    missing = Situation(Kind.NOT_INSTALLED, "gh", source=Source.INFERRED)
+    state = opened(situation=missing)
+    brew = Situation(Kind.PERMISSION, "brew", source=Source.INFERRED)
+    call = ToolCall.of("b", "run_command", {"command": "brew install gh"})
+    _, state = policy.before_dispatch(state, call, subject="brew", interactive=False)
+    assessment = after(state, call, subject="brew", situation=brew, ok=False, exempt=frozenset({"gh"}))
+    assert assessment.opened == ("brew",) and assessment.charged == ()
+
+
+def test_the_question_is_about_the_sign_in_before_a_server_that_waiting_ran_out_on() -> None:
+    state = RecoveryState(unattended=True)
+    for _ in range(4):
+        state = step(state, "curl", UNAVAILABLE, False).state
+    state = step(state, "gh", SIGNED_OUT, False).state
+    decision = None
+    for _ in range(8):
+        assessment = step(state, "curl", UNAVAILABLE, False)
+        state, decision = assessment.state, assessment.decision
+        if isinstance(decision, Escalate):
+            break
+    assert isinstance(decision, Escalate) and decision.blocker.subject == "gh"

@@ -95,7 +95,7 @@ def test_guard_state_nested_1e5_deep_is_a_guard_state_error() -> None:
     from unstuck.tools import Toolset
 
     with pytest.raises(GuardStateError, match="saved guard state: nested more than"):
-        Guard.from_json("[" * DEEP + "]" * DEEP, Toolset([]))
+        Guard.from_json("[" * DEEP + "]" * DEEP, Toolset([]), unattended=True)
 
 
 def test_head_tail_keeps_both_ends_of_a_pipe_and_counts_the_middle() -> None:

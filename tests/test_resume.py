@@ -598,6 +598,32 @@ def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
         assert booked(ledger) == [1, 2]
 
 
+def test_a_resumed_turn_runs_with_the_stricter_of_the_callers_and_the_journaled_policy(tmp_path: Path) -> None:
+    from conftest import PlaybackModel
+    from unstuck.clock import VirtualClock
+    from unstuck.policy import PolicyConfig
+    from unstuck.resume import resume_turn
+    from unstuck.tools import Toolset, tool
+
+    ran: list[str] = []
+
+    @tool(interactive=True, subject="gh")
+    def sign_in() -> str:
+        """Sign in with a browser (a hand-off to a person)."""
+        ran.append("sign_in")
+        return "signed in"
+
+    path = tmp_path / "j.db"
+    with Journal(path) as journal:  # journaled attended, with a wide budget
+        journal.begin_turn("t1", "sign in", unattended=False, guarded=True,
+                           config_json='{"max_workarounds_after_blocker": 6}')
+    with Journal(path) as journal:
+        result = resume_turn(journal, "t1", model=PlaybackModel([("sign_in", {}), "done"]), tools=Toolset([sign_in]),
+                             clock=VirtualClock(), unattended=True, config=PolicyConfig(max_workarounds_after_blocker=9))
+    assert ran == []  # the caller runs it unattended: the interactive call is refused before dispatch
+    assert result.steps and not result.steps[0].dispatched
+
+
 # -- secrets the journal never keeps (issue 23) ------------------------------------------------------
 
 #: A token in GitHub's documented shape (``ghp_`` and 36 letters or digits; github.blog changelog

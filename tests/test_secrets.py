@@ -305,7 +305,7 @@ def test_no_command_stores_or_shows_a_seeded_secret_on_either_store(store_target
     lessons_at = store_target.url if store_target.engine is Engine.POSTGRESQL else Path(store) / "lessons.db"
 
     for agent in ("compliant", "improviser", "replay"):
-        cli("run", str(scenario), "--agent", agent, "--unattended", "--store", store,
+        cli("run", str(scenario), "--trust", "--agent", agent, "--unattended", "--store", store,
             "--events", str(cli.out / f"events-{agent}.jsonl"), "--json", str(cli.out / f"run-{agent}.json"),
             ok=(0, 1, 3))
     _seed_held_turn(journal_at)
@@ -434,7 +434,7 @@ def test_no_other_command_stores_or_shows_a_seeded_secret(tmp_path: Path, gh_pat
     scenarios.mkdir()
     scenario = write_scenario(scenarios)
 
-    cli("eval", str(scenario), "--only", "--agents", "compliant,replay", "--no-sessions", "--workers", "1",
+    cli("eval", str(scenario), "--trust", "--only", "--agents", "compliant,replay", "--no-sessions", "--workers", "1",
         "--json", str(cli.out / "eval.json"), "--html", str(cli.out / "eval.html"))
     assert "***" in (cli.out / "eval.json").read_text(encoding="utf-8")
 
@@ -448,7 +448,7 @@ def test_no_other_command_stores_or_shows_a_seeded_secret(tmp_path: Path, gh_pat
     # secrets, and so do the API key and the second opinion's verdict
     with ChatServer([], responder=_secret_agent, closing=json.dumps({
             "kind": "conflict", "interactive": False, "retryable": False, "detail": " ".join(ONE_LINE[:6])})) as server:
-        cli("eval", str(scenario), "--only", "--model", "scripted", "--base-url", server.base_url,
+        cli("eval", str(scenario), "--trust", "--only", "--model", "scripted", "--base-url", server.base_url,
             "--api-key", _by_name("OpenAI project API key").text, "--agents", "model:scripted", "--no-sessions",
             "--workers", "1", "--json", str(cli.out / "eval-model.json"))
         for extra in ((), ("--json",)):

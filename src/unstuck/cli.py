@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -30,6 +29,7 @@ from unstuck.cli_exit import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, 
 from unstuck.cli_journal import journal_app
 from unstuck.cli_lessons import lessons_app
 from unstuck.cli_mining import mine_command, rules_app
+from unstuck.cli_output import SafeConsole, output_consoles
 from unstuck.cli_report import REPORT_EXIT_CODES, report_command
 from unstuck.cli_signals import signals_app
 from unstuck.cli_trace import trace_app
@@ -67,8 +67,7 @@ app.command("mine", epilog=MINE_EXIT_CODES)(mine_command)
 app.command("report", epilog=REPORT_EXIT_CODES)(report_command)
 app.add_typer(signals_app, name="signals")
 app.add_typer(trace_app, name="trace")
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+console, err_console = output_consoles()
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -153,6 +152,65 @@ def _run_stores(journal: str | None, lessons: str | None,
         except StoreURLError as exc:
             raise _fail(f"{option}: {exc}" if option else str(exc)) from None
     return chosen[0], chosen[1]
+
+
+TrustOption = Annotated[bool, typer.Option(
+    "--trust", help="Run scenario files of your own without asking (they run commands on this machine: read "
+                    "them first).")]
+TrustedDigestsOption = Annotated[Path | None, typer.Option(
+    "--trusted-digests", metavar="FILE", show_default=False,
+    help="Also trust the scenario files whose SHA-256 this file lists (sha256sum's format; default: "
+         "UNSTUCK_TRUSTED_DIGESTS, and trusted-scenarios.sha256 in the user config folder).")]
+
+
+def _check_trust(chosen: list[Scenario], *, trust: bool, digests: Path | None, attended: bool | None = None) -> None:
+    """Refuse to run a scenario file of the user's that is not trusted (see
+    :mod:`unstuck.evals.trust`): each one's commands are shown on standard error; at a terminal
+    the user is asked, and "yes" records its digest; without one (or under CI, or with
+    ``attended`` false: ``--unattended``) the command exits 2 without running anything and
+    without waiting."""
+    from rich.prompt import Confirm
+
+    from unstuck.evals.trust import (
+        TRUSTED_DIGESTS_ENV,
+        TrustError,
+        default_digests_file,
+        describe_rights,
+        remember_trusted,
+        scenario_commands,
+        trusted_digests,
+        untrusted,
+    )
+    from unstuck.presence import console_can_ask
+
+    if trust:
+        return
+    try:
+        pending = untrusted(chosen, trusted_digests(digests))
+    except TrustError as exc:
+        raise _fail(str(exc)) from exc
+    can_ask = console_can_ask() and attended is not False
+    for scenario in pending:
+        commands = scenario_commands(scenario)
+        err_console.print(f"[bold]{escape(scenario.source)}[/bold] is a scenario file unstuck has not run before "
+                          f"(sha256 {scenario.digest}). A scenario file is a program: it runs "
+                          f"{len(commands) or 'no'} command(s) on this machine, {escape(describe_rights(scenario))}"
+                          + (":" if commands else "."), soft_wrap=True)
+        for item in commands:
+            err_console.print(f"  {escape(item.where)}: {escape(' '.join(item.command.split()))}", soft_wrap=True,
+                              highlight=False)
+        if not can_ask:
+            raise _fail(f"{scenario.source}: not run: it is not trusted, and no one is at a terminal to ask. "
+                        "Read its commands (above), then run it with --trust, or list its SHA-256 in "
+                        f"{default_digests_file()}, in the file {TRUSTED_DIGESTS_ENV} names, or in a file "
+                        "given as --trusted-digests")
+        if not Confirm.ask(f"Run {escape(scenario.source)} and these commands?", console=err_console, default=False):
+            raise _fail(f"{scenario.source}: not run (you said no)")
+        try:
+            recorded = remember_trusted(scenario)
+        except TrustError as exc:
+            raise _fail(str(exc)) from exc
+        err_console.print(f"trusted from now on (recorded in {escape(str(recorded))})", highlight=False)
 
 
 def _scenario_paths(paths: list[Path] | None, scenario_dir: Path | None) -> list[Path]:
@@ -396,6 +454,8 @@ def _eval_command(
         help="Run only the peer comparison instead: these comma-separated frameworks (openai-agents, langgraph, "
              "pydantic-ai, mcp, or all), each behaviour with the framework's defaults and with unstuck, on "
              "--scenarios (default gh_logged_out,gh_missing); honours --json only.")] = None,
+    trust: TrustOption = False,
+    trusted_digests: TrustedDigestsOption = None,
 ) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table.
 
@@ -421,6 +481,7 @@ def _eval_command(
         chosen = [s for s in chosen if set(s.tags) & set(wanted_tags)]
         if not chosen:
             raise _fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
+    _check_trust(chosen, trust=trust, digests=trusted_digests)
     models = _model_factories(model, base_url, api_key, seed)
     for option, path in (("--json", json_path), ("--html", html_path)):
         if path is not None and (path.is_dir() or not path.parent.is_dir()):
@@ -476,7 +537,7 @@ def _eval_command(
         with err_console.status("lessons across sessions (3 processes)"):
             across = run_sessions()
     # a file or pipe gets the whole table (no cut-off headers); a terminal wraps to its own width
-    wide = console if console.is_terminal else Console(width=_WIDE, emoji=False, file=console.file)
+    wide = console if console.is_terminal else SafeConsole(width=_WIDE, emoji=False, file=console.file)
     wide.print(_table(results, injected=p_inj > 0))
     _print_failed_checks(results)
     console.print(_comparison_table(results))
@@ -532,6 +593,8 @@ def _run_command(
         metavar="URL", help="Keep the journal and the lessons here unless --journal/--lessons say otherwise: a "
                             "postgresql://… database holds both; a folder (or sqlite:///folder) holds journal.db "
                             "and lessons.db. Default: the UNSTUCK_STORE environment variable, else neither.")] = None,
+    trust: TrustOption = False,
+    trusted_digests: TrustedDigestsOption = None,
 ) -> None:
     """Run one scenario turn headless (or attended) and print its outcome and escalation."""
     from unstuck import leases
@@ -551,6 +614,7 @@ def _run_command(
         except ScenarioError as exc:
             raise _fail(str(exc)) from exc
     (chosen,) = _scenarios(extra, [scenario])
+    _check_trust([chosen], trust=trust, digests=trusted_digests, attended=attended)
     if agent is None:
         agent = chosen.agents[0]
     if agent not in AGENTS:

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli_output import echo_json, output_consoles
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
-from unstuck.output import json_text
 
 if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
     from unstuck.evals.harvest import Recipe
@@ -24,8 +23,7 @@ __all__ = ["bank_app"]
 
 bank_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
+console, err_console = output_consoles()
 
 BankOption = Annotated[
     Path | None, typer.Option("--bank", help="A bank file (JSON lines); the bundled one by default.")
@@ -116,7 +114,7 @@ def _list(
     if tool is not None:
         forms = [f for f in forms if tool in f.tools]
     if as_json:
-        typer.echo(json_text([f.to_json() for f in forms], indent=2, ensure_ascii=False))
+        echo_json([f.to_json() for f in forms])
         return
     table = Table("id", "family", "kind", "channel", "tools", "transient", "first line", "source")
     for form in forms:
@@ -135,11 +133,11 @@ def _stats(bank: BankOption = None, as_json: JsonOption = False) -> None:
     by_source = Counter(f.provenance.source for f in forms)
     transient = sum(f.transient for f in forms)
     if as_json:
-        typer.echo(json_text({
+        echo_json({
             "forms": len(forms), "transient": transient, "permanent": len(forms) - transient,
             "by_source": dict(by_source),
             "by_family": {fam.value: {ch.value: by_cell[(fam, ch)] for ch in Channel} for fam in Family},
-        }, indent=2))
+        })
         return
     table = Table("family", *[ch.value for ch in Channel], "all")
     for fam in Family:

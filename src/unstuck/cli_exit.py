@@ -16,8 +16,8 @@ EXIT_BLOCKED = 3
 
 #: Under ``unstuck --help``, ``run``, ``eval``, ``classify`` and ``scenarios``.
 EXIT_CODES = ("Exit status: 0 done; 1 failed (the turn, the harness, or the machine: a full or read-only "
-              "file); 2 a usage error (a bad option, a missing or malformed input file); 3 the turn ended "
-              "blocked (`unstuck run`).")
+              "file); 2 a usage error (a bad option, a missing or malformed input file, a scenario file not "
+              "trusted to run); 3 the turn ended blocked (`unstuck run`).")
 #: Under the sub-commands that read or write a file (``journal``, ``lessons``, ``bank``,
 #: ``signals``, ``trace``).
 STORE_EXIT_CODES = ("Exit status: 0 done; 1 failed (the machine: a full or read-only file); 2 a usage error "

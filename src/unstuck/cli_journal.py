@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.output import json_text
+from unstuck.cli_output import echo_json, output_consoles
 from unstuck.readers import ReadError, parse_json
 from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
@@ -32,8 +31,7 @@ DEFAULT_JOURNAL = Path("unstuck-journal.db")
 
 journal_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
+console, err_console = output_consoles()
 
 JournalOption = Annotated[str | None, typer.Option(
     "--journal", "-j", metavar="URL", show_default=False,
@@ -96,14 +94,14 @@ def _list(journal: JournalOption = None, as_json: JsonOption = False) -> None:
         except (JournalError, ValueError) as exc:
             raise _damaged(j, exc) from None
     if as_json:
-        typer.echo(json_text([
+        echo_json([
             {"turn": t.turn_id, "task": t.task, "status": t.status, "steps": t.checkpoint_step + 1,
              "intents": len(intents), "held": sum(i.state is IntentState.HELD for i in intents),
              "owner": None if lease is None or lease.owner_pid is None else {
                  "host": lease.owner_host, "pid": lease.owner_pid,
                  "lease_left_s": None if lease.expires_at is None else round(lease.expires_at - lease.now, 1)}}
             for t, intents, lease in rows
-        ], indent=2))
+        ])
         return
     table = Table("turn", "status", "steps", "intents", "held", "owner", "task")
     for t, intents, lease in rows:
@@ -145,7 +143,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
         except (JournalError, ValueError) as exc:
             raise _damaged(j, exc) from None
     if as_json:
-        typer.echo(json_text({
+        echo_json({
             "turn": header.turn_id, "task": header.task, "status": header.status, "error": header.error,
             "steps": [{"index": s.index, "tool": s.call.tool, "arguments": _arguments(s.call.arguments_json),
                        "subject": s.subject, "ok": s.ok, "kind": s.situation.kind.value if s.situation else None,
@@ -153,7 +151,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
             "intents": [{"effect_ref": i.effect_ref, "tool": i.tool, "arguments": _arguments(i.arguments_json),
                          "state": i.state.value, "settled_by": i.settled_by} for i in intents],
             "validations": [{"name": n, "verdict": v, "evidence": e} for n, v, e in validations],
-        }, indent=2))
+        })
         return
     console.print(f"turn {header.turn_id} · {header.status} · {_shown(header.task)}")
     if header.error:

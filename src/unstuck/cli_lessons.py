@@ -8,13 +8,12 @@ from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_OK, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli_output import echo_json, output_consoles
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
-from unstuck.output import json_text
 from unstuck.stores import Engine, StoreRole, StoreURL, StoreURLError, store_for
 from unstuck.text import for_terminal
 
@@ -30,8 +29,7 @@ T = TypeVar("T")
 lessons_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="Remembered blockers: shown at turn start, re-checked before use.",
                           no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
+console, err_console = output_consoles()
 
 StoreOption = Annotated[str | None, typer.Option(
     "--store", metavar="URL", help=f"The lesson store: a file path, sqlite:///path or postgresql://… (default: "
@@ -93,7 +91,7 @@ def _list(store: StoreOption = None, all_: Annotated[bool, typer.Option("--all",
     with _open(store) as s:
         lessons = _read(s, lambda x: x.all() if all_ else x.active())
     if as_json:
-        typer.echo(json_text([lesson.to_dict() for lesson in lessons], indent=2))
+        echo_json([lesson.to_dict() for lesson in lessons])
     else:
         console.print(_table(lessons, "lessons" + (" (all)" if all_ else " (active)")))
 
@@ -114,7 +112,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, m
         raise typer.Exit(EXIT_USAGE)
     data = lesson.to_dict()
     if as_json:
-        typer.echo(json_text(data, indent=2))
+        echo_json(data)
         return
     for key, value in data.items():
         shown = _when(value) if key.endswith("_at") and isinstance(value, float) else value
@@ -140,6 +138,6 @@ def _search(text: Annotated[str, typer.Argument(help="Words to find in lessons."
     with _open(store) as s:
         found = _read(s, lambda x: x.search(text))
     if as_json:
-        typer.echo(json_text([lesson.to_dict() for lesson in found], indent=2))
+        echo_json([lesson.to_dict() for lesson in found])
     else:
         console.print(_table(found, f"lessons matching {text!r}"))

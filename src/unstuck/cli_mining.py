@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli_output import output_consoles
 from unstuck.output import json_text, write_json
 from unstuck.text import for_terminal
 
@@ -23,8 +23,7 @@ if TYPE_CHECKING:  # the mining modules load only inside the commands (start-up 
 
 __all__ = ["mine_command", "rules_app"]
 
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error
+console, err_console = output_consoles()
 
 rules_app = typer.Typer(epilog=STORE_EXIT_CODES, no_args_is_help=True,
                         help="Recovery rules mined per environment (`unstuck mine`): list, show, disable, enable.")
@@ -275,10 +274,15 @@ def _rules_prompt(
     records: RecordsOption = None,
 ) -> None:
     """Print the enabled rules as the prompt section a model agent gets (paste it into your
-    agent's system prompt for that environment); nothing when no rule is enabled."""
-    from unstuck.mining.rules import rules_prompt
+    agent's system prompt for that environment); nothing when no rule is enabled. A rule whose
+    text is not one plain sentence, or reads as an instruction to the agent, is left out, and
+    named on standard error."""
+    from unstuck.mining.rules import rules_prompt, withheld_rules
 
     _, record = _load(environment, records)
+    for rule, why in withheld_rules(record.enabled_rules()):
+        err_console.print(f"[yellow]withheld:[/yellow] {_shown(rule.id)}: its text is not given to a model: "
+                          f"{_shown(why)}")
     text = rules_prompt(record.enabled_rules(), record.environment)
     if text:
         console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -9,19 +9,19 @@ report is (:mod:`unstuck.evals.report`).
 from __future__ import annotations
 
 import datetime
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli_journal import DEFAULT_JOURNAL, journal_url
-from unstuck.output import finalize, write_text
+from unstuck.cli_output import output_consoles, write_text
+from unstuck.output import finalize
+from unstuck.output import write_text as write_file
 from unstuck.text import for_terminal
 
 if TYPE_CHECKING:  # the journal and the policy load only when the command runs
@@ -32,8 +32,7 @@ __all__ = ["REPORT_EXIT_CODES", "duration", "render_html", "report_command"]
 #: Under ``unstuck report --help`` (the store commands' exit statuses: it reads journals).
 REPORT_EXIT_CODES = STORE_EXIT_CODES
 
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+console, err_console = output_consoles()
 
 #: Series colours of the line chart, in turn (a subject beyond the last reuses the first).
 _COLOURS = ("#cf222e", "#0969da", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#1b7c83", "#57606a")
@@ -195,10 +194,10 @@ def _since(text: str | None) -> datetime.date | None:
 
 def _write(path: Path, text: str, what: str) -> None:
     if str(path) == "-":
-        sys.stdout.write(text if text.endswith("\n") else f"{text}\n")  # through the output boundary
+        write_text(text)
         return
     try:
-        write_text(path, text)
+        write_file(path, text)
     except OSError as exc:
         raise _fail(f"{what} {path}: {exc.strerror or exc}", EXIT_FAILED) from None
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -27,6 +26,7 @@ from unstuck.catalogues import (
     translations_jsonl,
 )
 from unstuck.cli_exit import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli_output import output_consoles
 from unstuck.output import write_text
 
 __all__ = ["default_translations_path", "signals_app"]
@@ -34,8 +34,7 @@ __all__ = ["default_translations_path", "signals_app"]
 signals_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="Signal rows that are programs' own messages, in every language.",
                           no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 150, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
+console, err_console = output_consoles()
 
 
 @signals_app.callback()

@@ -7,18 +7,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from unstuck.cli_exit import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli_output import output_consoles
 from unstuck.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
 
 trace_app = typer.Typer(epilog=STORE_EXIT_CODES, help="Read recorded events.", no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 160, emoji=False)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)  # one line per error, never wrapped
+console, err_console = output_consoles(width=160)
 
 #: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
 _STYLES: dict[str, str] = {

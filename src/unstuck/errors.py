@@ -30,12 +30,16 @@ Errors::
     ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank
     ├── ScenarioError (ValueError)         unstuck.evals.scenarios: a malformed scenario file
     ├── SetupCommandError (RuntimeError)   unstuck.evals.sandbox: a scenario's setup command failed
+    ├── TrustError (ValueError)            unstuck.evals.trust: a digest file of trusted scenario files
+    │                                      that cannot be read or holds a malformed line
     ├── CaseError (ValueError)             unstuck.evals.casebook: a malformed case file
     ├── BaselineError (ValueError)         unstuck.evals.compare: an unreadable eval baseline
     ├── MiningError (ValueError)           unstuck.mining: an unknown environment, task or rule,
     │                                      a malformed environment record, a bad mining option
     ├── ReadError (ValueError)             unstuck.readers: a file or stream that is unreadable,
     │                                      not UTF-8, not JSON/YAML or nested too deeply
+    ├── OutsideTreeError (ValueError)      unstuck.trees: a path to change that resolves outside
+    │                                      the tree it must stay in
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
                                            ended blocked, carrying the question and the guard's
                                            state (a status the host handles, not a failure;

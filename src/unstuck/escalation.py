@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from unstuck import prompts
-from unstuck.classify import find_injection
-from unstuck.shell import find_download_and_run, screen_command
+from unstuck.instructions import Use, screen_instruction
 from unstuck.situations import Kind, Situation
 from unstuck.text import for_terminal, quote_evidence
 
@@ -126,21 +125,16 @@ def _one_line(part: str) -> str:
 
 
 def unsafe_fix(text: str) -> str | None:
-    """Why a tool's fix (a declared unblock, a suggested command) must be neither shown as the
-    user's action nor remembered, or ``None`` when it may: a line that reads as an instruction
-    to the agent (:func:`unstuck.classify.find_injection`), a command that runs what it
-    downloads (:func:`unstuck.shell.find_download_and_run`), or, for a command rather than a
-    sentence (:func:`unstuck.prompts.unblock_is_sentence`), what the command screen refuses
-    (:func:`unstuck.shell.screen_command`: a secret sent over the network, a write to a trust
-    file, …). One screen for the question and for memory (issue 12, deliver 1)."""
-    found = find_injection(text) or find_download_and_run(text)
-    if found is not None:
-        return f"it holds an instruction: {quote_evidence(found)}"
-    if not prompts.unblock_is_sentence(text.strip()):
-        refused = screen_command(text).refused
-        if refused is not None:
-            return f"it fails the command screen: {refused}"
-    return None
+    """Why a tool's fix (a declared unblock, a suggested command) must not be repeated at all,
+    neither as the user's action nor quoted, nor remembered, or ``None`` when it may be: what
+    :func:`unstuck.instructions.screen_instruction` refuses (a line that reads as an
+    instruction to the agent, a command that runs what it downloads, hidden characters, a
+    command the command screen refuses: a secret sent over the network, a write to a trust
+    file, …). One screen for the question and for memory (issue 12, deliver 1; issue 23,
+    deliver 4). A fix the screen keeps only as evidence is not refused here: it is quoted as
+    the tool's words (:func:`unstuck.prompts.user_action`) and never stored as an unblock."""
+    screened = screen_instruction(text)
+    return screened.reason if screened.use is Use.REFUSED else None
 
 
 def build_escalation(
@@ -175,12 +169,16 @@ def build_escalation(
     runs code, reads as an instruction to the agent, or fails the command screen) is left out
     of the question (and is no :attr:`Escalation.unblock`),
     with :data:`unstuck.prompts.UNSAFE_FIX_NOTE` saying so (issue 12, deliver 1: the screen
-    runs on every text that reaches a question).
+    runs on every text that reaches a question). A declared unblock that is neither a command
+    nor one plain sentence (:func:`unstuck.instructions.screen_instruction`: evidence) is
+    quoted as the tool's words (:data:`unstuck.prompts.DECLARED_FIX_QUOTE`) and is no
+    :attr:`Escalation.unblock` either (issue 23, deliver 4).
     """
     unsafe = [text for text in (situation.unblock, situation.suggestion) if text and unsafe_fix(text)]
     if unsafe:  # shown to a person, never as the exact unblock: screened as a lesson is
         situation = replace(situation, unblock=None if situation.unblock in unsafe else situation.unblock,
                             suggestion=None if situation.suggestion in unsafe else situation.suggestion)
+    exact = situation.unblock if situation.unblock and screen_instruction(situation.unblock).accepted else None
     written = (next_step or "").strip()
     default_next = prompts.NEXT_STEP_DEFAULT.format(subject=situation.subject, task=task.strip() or "as asked")
     blocked = prompts.what_is_blocked(situation)
@@ -195,7 +193,7 @@ def build_escalation(
         blocked=blocked,
         user_action=action,
         next_step=written or default_next,
-        unblock=situation.unblock,
+        unblock=exact,
         interactive=situation.interactive,
         closing_error=closing_error,
         workaround_calls=workaround_calls,

@@ -59,6 +59,7 @@ class EventName(enum.StrEnum):
     DIAGNOSTIC_REPETITION = "diagnostic.repetition"
     DIAGNOSTIC_STREAK = "diagnostic.streak"
     DIAGNOSTIC_STALL = "diagnostic.stall"
+    STATE_POLICY_DIFFERS = "state.policy_differs"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -141,8 +143,25 @@ _SAVED_TYPES: Mapping[str, type | tuple[type, ...]] = {
     "escalation": (dict, type(None)), "escalated_blocker": (dict, type(None)), "escalated_at": (list, type(None)),
     "replies": int, "reply": (dict, type(None)), "done": list, "retrying": dict, "waited": dict, "intents": dict,
     "runs": (dict, type(None)), "cited": dict, "noted": dict, "setup_checked": list, "saved_steps": int,
-    "last_ref": str, "lessons_checked": list, "held_writes": dict,
+    "last_ref": str, "lessons_checked": list, "held_writes": dict, "signature": str,
 }
+
+
+def _signature(key: bytes, saved: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 (RFC 2104, the standard library's :mod:`hmac`) of a saved state's canonical
+    JSON (keys sorted, no spaces, UTF-8), every field but ``signature``; hex."""
+    body = json.dumps({k: v for k, v in saved.items() if k != "signature"}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _state_key(key: object) -> bytes | None:
+    if key is None:
+        return None
+    if not isinstance(key, bytes | bytearray) or not key:
+        raise TypeError(f"state_key must be non-empty bytes (the key the caller signs saved state with), "
+                        f"got {type(key).__name__}")
+    return bytes(key)
 
 
 def _check_types(raw: Mapping[str, Any]) -> None:
@@ -240,6 +259,9 @@ class Guard:
             already made the effect: a resumed turn passes those reported to the model as
             "not repeated" (:func:`unstuck.resume.resume_turn`). Such a call is refused
             before dispatch (a refusal the policy counts like any other), never run.
+        state_key: a secret the caller holds (bytes): :meth:`to_json` signs the saved state
+            with it (HMAC-SHA256) and :meth:`from_json` given it refuses a state that is
+            unsigned or whose signature does not verify (a state edited where it was kept).
 
     Attributes:
         held_writes: as the argument; :func:`unstuck.resume.resume_turn` sets it once it
@@ -255,7 +277,8 @@ class Guard:
     :meth:`end` closes it; :meth:`checkpoint` writes steps between.
 
     Raises:
-        TypeError: when ``fingerprint`` is given and is not callable.
+        TypeError: when ``fingerprint`` is given and is not callable, or ``state_key`` is not
+            non-empty bytes.
     """
 
     def __init__(
@@ -265,6 +288,7 @@ class Guard:
         fingerprint: Callable[[str], str] | None = None, second_opinion: SecondOpinion | None = None,
         jitter: random.Random | None = None, closer: Callable[[Escalation], str] | None = None,
         validators: Sequence[Validator] = (), held_writes: Mapping[str, str] | None = None,
+        state_key: bytes | None = None,
     ) -> None:
         if fingerprint is not None and not callable(fingerprint):
             raise TypeError(f"fingerprint must be a function of a subject returning a string, got {fingerprint!r}")
@@ -278,6 +302,7 @@ class Guard:
         self.second_opinion, self.jitter, self.closer = second_opinion, jitter, closer
         self.validators = tuple(validators)
         self.held_writes: Mapping[str, str] = dict(held_writes or {})
+        self.state_key = _state_key(state_key)
         self.keeper: LessonKeeper | None = None
         if lessons is not None:
             self.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: self.emit(
@@ -623,7 +648,9 @@ class Guard:
         situation = self._situation_of(call, spec, result, arguments)
         interactive = spec is not None and (spec.interactive or (
             not retry and spec.interactive_call(arguments) is not None))
-        auto_retry = spec is not None and spec.effect is Effect.READ and not interactive
+        # A call is sent again only when that cannot make its effect twice: a read or an
+        # idempotent write (ToolSpec.retry_safe), or a call that never reached the tool.
+        auto_retry = spec is not None and not interactive and (spec.retry_safe or not result.sent)
         step, assessment = self._assess(call, result, situation, subject=subject, interactive=interactive,
                                         auto_retry=auto_retry, reply=reply,
                                         started=self._dispatched_at.pop(call.id, self.at()), retry=retry,
@@ -1130,10 +1157,13 @@ class Guard:
         every step, the escalation (the latch), the reply in progress, retries pending,
         lessons cited or noted (by id), and the seconds elapsed; enough for
         :meth:`from_json` to carry on with budgets neither lost nor counted twice. The tool
-        set, clock, sinks and stores are not state: they are given again on load."""
+        set, clock, sinks and stores are not state: they are given again on load; nor is the
+        policy (guarded, unattended, budgets): the state records it, but the caller of
+        :meth:`from_json` gives it again, and the stricter of the two applies. With a
+        ``state_key``, the state carries its HMAC-SHA256 ``signature``."""
         with self._lock:
             reply = self._reply
-            return json.dumps({
+            saved = {
                 "version": STATE_VERSION, "turn_id": self.turn_id, "task": self.task, "guarded": self.guarded,
                 "elapsed_s": self.at(), "state": self.state.to_dict(), "steps": [s.to_dict() for s in self.steps],
                 "escalation": None if self.escalation is None else self.escalation.to_dict(),
@@ -1154,23 +1184,41 @@ class Guard:
                 "setup_checked": sorted(self.setup_checked), "saved_steps": self.saved_steps, "last_ref": self.last_ref,
                 "lessons_checked": sorted(self.keeper.checked) if self.keeper is not None else [],
                 "held_writes": dict(self.held_writes),
-            })
+            }
+            if self.state_key is not None:
+                saved["signature"] = _signature(self.state_key, saved)
+            return json.dumps(saved)
 
     @classmethod
-    def from_json(cls, text: str | bytes, tools: Toolset | Iterable[ToolSpec], **options: Any) -> Guard:
+    def from_json(cls, text: str | bytes, tools: Toolset | Iterable[ToolSpec], *, unattended: bool,
+                  guarded: bool = True, config: policy.PolicyConfig | None = None, state_key: bytes | None = None,
+                  **options: Any) -> Guard:
         """A guard carrying on from :meth:`to_json`'s output.
+
+        The policy is the caller's: saved state is data kept somewhere (a checkpointer, a
+        framework's context) and cannot grant itself rights. Each setting is the stricter of
+        the caller's and the state's: guarded beats unguarded, unattended beats attended, the
+        smaller budget beats the larger (:meth:`unstuck.policy.PolicyConfig.stricter`); when
+        they differ, a ``state.policy_differs`` event names what the state said.
 
         Args:
             text: the saved state.
             tools: the tool set.
+            unattended: the caller's: nobody can answer now (as for :class:`Guard`; required).
+            guarded: the caller's (``True`` by default).
+            config: the caller's budgets (the defaults when ``None``).
+            state_key: the caller's key: the state must carry a signature that verifies with
+                it (HMAC-SHA256, :meth:`to_json`); the loaded guard signs with it too.
             options: the other :class:`Guard` arguments (clock, events, journal, lessons,
-                closer, validators, ...); ``unattended``, ``task``, ``config``, ``guarded`` and
-                ``turn_id`` come from the saved state.
+                closer, validators, ...); ``task`` and ``turn_id`` come from the saved state.
 
         Raises:
             GuardStateError: naming what is wrong, for text that is not saved guard state, a
-                schema version other than :data:`STATE_VERSION`, or a malformed part.
+                schema version other than :data:`STATE_VERSION`, a malformed part, or, with a
+                ``state_key``, a state that is unsigned or whose signature does not verify.
+            TypeError: for a ``state_key`` that is not non-empty bytes.
         """
+        key = _state_key(state_key)
         raw = parse_json(text, where="saved guard state", error=GuardStateError)  # depth-limited (unstuck.readers)
         if not isinstance(raw, dict):
             raise GuardStateError("saved guard state must be a JSON object")
@@ -1178,13 +1226,29 @@ class Guard:
         if isinstance(version, bool) or version != STATE_VERSION:
             raise GuardStateError(f"saved guard state has schema version {raw.get('version')!r}; this unstuck reads "
                                   f"version {STATE_VERSION}")
+        if key is not None:
+            signature = raw.get("signature")
+            if not isinstance(signature, str):
+                raise GuardStateError("saved guard state is not signed, and this guard has a state key: a signed "
+                                      "guard loads only state signed with its key")
+            if not hmac.compare_digest(signature, _signature(key, raw)):
+                raise GuardStateError("saved guard state's signature does not verify with this guard's state key: "
+                                      "it was changed since it was saved, or signed with another key")
         try:
             _check_types(raw)
-            state = policy.RecoveryState.from_dict(raw["state"])
-            guard = cls(tools, unattended=state.unattended, task=str(raw.get("task", "")),
-                        guarded=bool(raw.get("guarded", True)), config=state.config, turn_id=str(raw["turn_id"]),
-                        **options)
+            saved = policy.RecoveryState.from_dict(raw["state"])
+            saved_guarded = bool(raw.get("guarded", True))
+            mine = config or policy.PolicyConfig()
+            policy_now = (unattended or saved.unattended, guarded or saved_guarded, mine.stricter(saved.config))
+            state = replace(saved, unattended=policy_now[0], config=policy_now[2])
+            guard = cls(tools, unattended=policy_now[0], task=str(raw.get("task", "")), guarded=policy_now[1],
+                        config=policy_now[2], turn_id=str(raw["turn_id"]), state_key=key, **options)
             guard.state = state
+            if (saved.unattended, saved_guarded, saved.config) != (unattended, guarded, mine):
+                guard.emit(EventName.STATE_POLICY_DIFFERS, saved_unattended=saved.unattended,
+                           saved_guarded=saved_guarded, saved_config=json.dumps(saved.config.to_dict()),
+                           unattended=policy_now[0], guarded=policy_now[1],
+                           config=json.dumps(policy_now[2].to_dict()))
             guard.started = guard.clock.now() - float(raw.get("elapsed_s", 0.0))
             guard.steps = [StepRecord.from_dict(s) for s in raw.get("steps", [])]
             if raw.get("escalation") is not None:

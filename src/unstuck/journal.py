@@ -54,19 +54,23 @@ arguments), an effect intent's arguments and receipt, a validator's evidence. A 
 arguments held a secret is therefore journaled with ``***`` in its place: a resumed turn never
 runs such a call again from the journal (:mod:`unstuck.resume` tells the model instead).
 
-Schema (issue 12): ``PRAGMA user_version`` is the layout's version (4); a file with the
+Schema (issue 12): ``PRAGMA user_version`` is the layout's version (5); a file with the
 journal's tables and no version (``user_version`` 0) is of version 1 and gets its version
 (and its ``application_id``) at its first writable open. Version 1 is the current tables as
 written before journals were redacted; version 2 redacted steps, messages' texts, receipts and
-turns' texts; version 3 added leases; version 4 redacts every string of every row, as the
-store boundary writes it now (the intents' and messages' call arguments, kept exact before,
-and formats unknown before). A journal of an older version opened for writing is
-migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy is kept first as
+turns' texts; version 3 added leases; version 4 each intent's runner (below); version 5
+redacts every string of every row, as the store boundary writes it now (the intents' and
+messages' call arguments, kept exact before, and formats unknown before). A journal of an
+older version opened for writing is migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy is kept first as
 ``<name>.schema<N>.bak`` (:meth:`Journal.backup_path`), then every step of
 :data:`_MIGRATIONS` runs in one write transaction; the next layout change is one function
 appended there. A journal of a newer version is refused, naming the file and both versions.
 A read-only open never migrates and never writes: an older journal is read as it is, every
 string redacted as it is read (:func:`unstuck.engines.clean_row`; :attr:`Journal.schema` tells).
+
+Version 4 (issue 23) adds each intent's *runner*: the process (machine, pid, start time) that
+ran its call or was about to (:class:`Runner`), so a resume can tell whether that process may
+still be running it (:func:`runner_gone`).
 
 Engines (issue 16): the same journal lives in an SQLite file or in a PostgreSQL database a
 fleet shares, chosen by a store URL (:mod:`unstuck.stores`, :mod:`unstuck.engines`). The
@@ -145,17 +149,19 @@ __all__ = [
     "JournalTurn",
     "Lease",
     "LeaseLostError",
+    "Runner",
     "arguments_digest",
     "host_identity",
     "process_alive",
     "process_identity",
+    "runner_gone",
     "situation_from_json",
     "situation_to_json",
 ]
 
 #: ``PRAGMA application_id`` of an unstuck journal ("unsj").
 APPLICATION_ID = 0x756E736A
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 
 #: Seconds a turn's lease lasts after each renewal; the running turn renews it every third of
 #: that, so a resumer on another machine waits at most this long after the owner stopped.
@@ -188,7 +194,8 @@ CREATE TABLE steps (
 CREATE TABLE intents (
     effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step INTEGER NOT NULL,
     call_id TEXT NOT NULL, reply_seq INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
-    state TEXT NOT NULL, prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT
+    state TEXT NOT NULL, prepared_at REAL NOT NULL, settled_at REAL, receipt TEXT, settled_by TEXT,
+    runner_host TEXT, runner_pid BIGINT, runner_start BIGINT
 );
 CREATE TABLE validations (
     turn_id TEXT NOT NULL REFERENCES turns(turn_id), name TEXT NOT NULL, verdict TEXT NOT NULL,
@@ -227,7 +234,7 @@ _POSTGRES_SCHEMA = (
         effect_ref TEXT PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id), step BIGINT NOT NULL,
         call_id TEXT NOT NULL, reply_seq BIGINT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
         state TEXT NOT NULL, prepared_at DOUBLE PRECISION NOT NULL, settled_at DOUBLE PRECISION, receipt TEXT,
-        settled_by TEXT
+        settled_by TEXT, runner_host TEXT, runner_pid BIGINT, runner_start BIGINT
     )""",
     """CREATE TABLE validations (
         rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, turn_id TEXT NOT NULL REFERENCES turns(turn_id),
@@ -325,6 +332,44 @@ def process_alive(pid: int, start: int | None) -> bool:
     return found is not None and (start is None or start == 0 or found == start)
 
 
+@dataclass(frozen=True, slots=True)
+class Runner:
+    """The process that ran an effect intent's call, or was about to (it prepared the intent,
+    or resumed it): its machine (:func:`host_identity`), pid and start time (clock ticks since
+    boot, :func:`process_identity`)."""
+
+    host: str
+    pid: int
+    start: int
+
+
+def runner_gone(runner: Runner | None) -> tuple[bool, str]:
+    """Whether the process that ran an intent's call is known not to be running it now, and
+    why (or why that cannot be known), for a resumer that already holds the turn's lease (so
+    that process, fenced, can write nothing more, but its call may still be under way).
+
+    Known gone: a process on this machine and pid namespace (the same :func:`host_identity`)
+    whose pid is gone or now belongs to a later process (another start time,
+    :func:`process_alive`); or this very process, whose run of the turn has ended (a turn
+    resumed by the process that ran it). Not known: a process on this machine that is still
+    alive (stopped with SIGSTOP, or cut off: woken, it may still finish the call), one on
+    another machine or pid namespace (whose pids mean nothing here), or a runner not recorded
+    (an intent written before schema 4).
+    """
+    if runner is None:
+        return False, "which process ran it was not recorded (an intent from before journal schema 4)"
+    here = host_identity()
+    if not here or runner.host != here:
+        return False, (f"it ran in process {runner.pid} on another machine or pid namespace (host {runner.host}), "
+                       "which cannot be checked from here: that process may still finish the call")
+    if (runner.pid, runner.start) == process_identity():
+        return True, "it ran in this process, whose run of the turn has ended"
+    if process_alive(runner.pid, runner.start):
+        return False, (f"the process that ran it ({runner.pid}) is still alive on this machine (stopped or cut off; "
+                       "woken, it may still finish the call)")
+    return True, f"the process that ran it ({runner.pid}) is gone"
+
+
 def arguments_digest(arguments_json: str) -> str:
     """SHA-256 of a call's canonical JSON arguments (hex, first 16 characters)."""
     return hashlib.sha256(arguments_json.encode("utf-8")).hexdigest()[:16]
@@ -374,6 +419,7 @@ class JournalIntent:
     receipt: str | None = None
     settled_by: str | None = None
     reply_seq: int = -1  # the model reply (its message's position) that asked for the call
+    runner: Runner | None = None  # the process that ran the call, or was about to (schema 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,7 +471,7 @@ class Journal:
             PostgreSQL's ``synchronous_commit`` on).
         riding_commits: commits made without their own sync.
         schema: the layout version (SQLite's ``PRAGMA user_version``, 1 for a file without
-            one; PostgreSQL's ``unstuck_schema`` row): 3 once a writable open migrated it;
+            one; PostgreSQL's ``unstuck_schema`` row): 4 once a writable open migrated it;
             older only in a read-only open of an older file, which reads steps, messages
             and receipts redacted (version 1).
 
@@ -818,33 +864,38 @@ class Journal:
 
     def resume_intent(self, ref: str) -> None:
         """A prepared intent is about to run again on resume: whatever a person said of it
-        is spent (so a second crash asks again, never re-runs on an old answer). Requires
-        the lease."""
+        is spent (so a second crash asks again, never re-runs on an old answer), and this
+        process is its runner now (:class:`Runner`). Requires the lease."""
+        pid, start = process_identity()
         with self._write() as tx:
             self._fence_ref(tx, ref)
             tx.execute("UPDATE intents SET settled_by = NULL WHERE effect_ref = ? AND state = ?",
                        (ref, IntentState.PREPARED.value))
+            tx.execute("UPDATE intents SET runner_host = ?, runner_pid = ?, runner_start = ? WHERE effect_ref = ?",
+                       (host_identity(), pid, start, ref))
 
     def prepare_intent(
         self, turn_id: str, step: int, call_id: str, tool: str, arguments_json: str, *, reply_seq: int = -1
     ) -> str:
         """Write the intent of a side-effecting call and sync it, before the call; returns
-        its ``effect_ref`` (``{turn_id}:{step}``). Requires the lease.
+        its ``effect_ref`` (``{turn_id}:{step}``), with this process as its :class:`Runner`.
+        Requires the lease.
 
         Raises:
             JournalError: when that ref exists already (two effects must never share one).
             LeaseLostError: another owner took the turn over: the call must not run.
         """
         ref = f"{turn_id}:{step}"
+        pid, start = process_identity()
         with self._write() as tx:
             if tx.execute("SELECT 1 FROM intents WHERE effect_ref = ?", (ref,)).fetchone() is not None:
                 raise JournalError(f"effect intent {ref} already exists in {self.where}")
             self._fence(tx, turn_id)
             tx.execute(
                 "INSERT INTO intents (effect_ref, turn_id, step, call_id, reply_seq, tool, arguments, state,"
-                " prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " prepared_at, runner_host, runner_pid, runner_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (ref, turn_id, step, clean_text(call_id), reply_seq, clean_text(tool), clean_text(arguments_json),
-                 IntentState.PREPARED.value, time.time()),
+                 IntentState.PREPARED.value, time.time(), host_identity(), pid, start),
             )
         self._point("intent.prepared", ref)
         return ref
@@ -981,11 +1032,14 @@ class Journal:
 
     def intents(self, turn_id: str) -> list[JournalIntent]:
         """A turn's effect intents in step order."""
+        runner = "runner_host, runner_pid, runner_start" if self.schema >= 4 else "NULL, NULL, NULL"
         rows = self._db.all(
-            "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq"
-            " FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
+            "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq,"
+            f" {runner} FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
         )
-        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9]) for r in rows]
+        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9],
+                              Runner(str(r[10]), int(r[11]), int(r[12] or 0)) if r[10] and r[11] is not None
+                              else None) for r in rows]
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""
@@ -1073,14 +1127,23 @@ def _leases_3(db: Transaction) -> None:
     db.execute("ALTER TABLE turns ADD COLUMN lease_expires_at REAL")
 
 
-def _redact_4(db: Transaction) -> None:
-    """Version 3 -> 4 (issue 23): every string of every row redacted as the store boundary
+def _runners_4(db: Transaction) -> None:
+    """Version 3 -> 4: each effect intent names the process that ran its call (issue 23:
+    a resolver's "absent" is acted on only once that process is known gone); intents
+    written before have none (``NULL``: not known, so "absent" holds them for a person)."""
+    for column, kind in (("runner_host", "TEXT"), ("runner_pid", "BIGINT"), ("runner_start", "BIGINT")):
+        db.execute(f"ALTER TABLE intents ADD COLUMN {column} {kind}")
+
+
+def _redact_5(db: Transaction) -> None:
+    """Version 4 -> 5 (issue 23): every string of every row redacted as the store boundary
     writes it now (:func:`_redact_rows`): the arguments of intents and of the tool calls in
-    messages, which versions 2 and 3 kept exact, and tokens of formats added since."""
+    messages, which versions 2 to 4 kept exact, and tokens of formats added since."""
     _redact_rows(db)
+    redact_rows(db, "intents", ("effect_ref",), ("runner_host",))  # version 4's column
 
 
 #: The layout steps, in order: step ``i`` turns version ``i + 1`` into ``i + 2``
 #: (:func:`unstuck.sqlite_store.migrate`); the last gives :data:`_SCHEMA_VERSION`. A layout
 #: change is one function appended here (and :data:`_SCHEMA` and :data:`_SCHEMA_VERSION`).
-_MIGRATIONS: tuple[Migration, ...] = (_redact_2, _leases_3, _redact_4)
+_MIGRATIONS: tuple[Migration, ...] = (_redact_2, _leases_3, _runners_4, _redact_5)

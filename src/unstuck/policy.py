@@ -28,6 +28,13 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
   ``auth`` or ``permission`` is open, a call that changes credentials, scopes, identities or
   permissions (:mod:`unstuck.credentials`) is refused and named in the question, unless
   :attr:`PolicyConfig.allowed_credential_changes` names it.
+* **A failure beside a blocker is charged to it, a sign-in failure never**: while a blocker is
+  open (or a subject is waited on), an inferred blocker on another subject is the fallout of
+  working around it and opens no question of its own; but a sign-in failure (``auth``) opens
+  its own blocker whatever else fails beside it, in one reply or across replies, and so does
+  any blocker beside one first opened earlier in the same reply (the model had not seen it).
+  The question is about a blocker that needs the user before one that waiting ran out on
+  (a 503): :func:`_worked_around`, :func:`_first_real`.
 * **An interactive result is a blocker**: a result that needs a person at a keyboard (a
   pager or prompt that waited until the deadline included) opens a blocker on its subject,
   whatever its kind; it is never retried as transient.
@@ -151,6 +158,19 @@ class PolicyConfig:
                 raise ValueError(f"PolicyConfig.allowed_credential_changes must be a list, got {allowed!r}")
             values["allowed_credential_changes"] = frozenset(allowed)
         return cls(**values)  # type: ignore[arg-type]
+
+    def stricter(self, other: PolicyConfig) -> PolicyConfig:
+        """The stricter of two configurations, field by field: the smaller budget or limit
+        (fewer workarounds, fewer identical failures, fewer unknown tools, a shorter failing
+        streak), and only the credential changes both allow. What a guard loaded from saved
+        state runs with, so that a saved state can never widen what its caller allows."""
+        return PolicyConfig(
+            min(self.max_workarounds_after_blocker, other.max_workarounds_after_blocker),
+            min(self.max_workarounds_after_inferred_blocker, other.max_workarounds_after_inferred_blocker),
+            min(self.repetition, other.repetition), min(self.unknown_tool_calls, other.unknown_tool_calls),
+            min(self.failures_in_a_row, other.failures_in_a_row),
+            self.allowed_credential_changes & other.allowed_credential_changes,
+        )
 
     def budget_for(self, situation: Situation) -> int:
         """The workaround budget for a blocker opened by ``situation``."""
@@ -602,14 +622,35 @@ def _opens(situation: Situation, books: _Books, outcome: CallOutcome, exhausted_
     # While a blocker is open, an *inferred* blocker on another subject is a failed workaround
     # (brew, snap, curl tried in place of a missing gh), charged already, not a new question.
     # A declared one on another subject is the tool's own word and opens (seed 000 §8: budgets
-    # count per subject). A subject still being waited on (retries counted, not yet a
-    # blocker), or whose blocker a mere success closed, counts as open too.
-    others_open = (
-        any(key != situation.subject and not b.situation.is_refusal for key, b in books.blockers.items())
-        or any(key != situation.subject for key in books.settled)
-        or any(key[0] != situation.subject for key in books.retries)
+    # count per subject). What counts as worked around is :func:`_worked_around`'s.
+    return situation.is_declared or not _worked_around(situation, books, outcome)
+
+
+def _worked_around(situation: Situation, books: _Books, outcome: CallOutcome) -> bool:
+    """Whether an inferred blocker may be the fallout of working around something else, so
+    that it is charged there and opens no question of its own.
+
+    Something is worked around when it stops the agent and the agent, having seen it, tries
+    another way: an open blocker on another subject (``ping`` missing while the network is
+    down, ``brew`` refused while gh is missing), one a mere success closed (``select 1``
+    works while writes stay locked), or another subject still being waited on (``pkill``
+    refused while a lock's holder lives). Two things never are:
+
+    * a sign-in failure (``auth``): that a program is not signed in is a fact of the user's
+      setup, whatever else fails beside it, and the one a person must act on; it opens its
+      own blocker beside a 503 as beside anything else, in one reply or across replies;
+    * a blocker first opened by an earlier call of the *same* reply (``outcome.exempt``): the
+      model chose this call before it saw that result (as the charging rule says).
+    """
+    if situation.kind is Kind.AUTH:
+        return False
+    subject = situation.subject
+    return (
+        any(key != subject and key not in outcome.exempt and not b.situation.is_refusal
+            for key, b in books.blockers.items())
+        or any(key != subject for key in books.settled)
+        or any(key[0] != subject for key in books.retries)
     )
-    return situation.is_declared or not others_open
 
 
 def _outranks(new: Situation, current: Situation) -> bool:
@@ -720,12 +761,16 @@ def call_key(call: ToolCall) -> str:
 
 def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:
     """The blocker to ask about: the first real one (a tool's word, not unstuck's refusal) by
-    when it opened, else the first given."""
-    real = sorted((b for b in open_now.values() if not b.situation.is_refusal), key=lambda b: b.opened_at_call)
+    when it opened, among ``blockers`` when one of them is real, else the first given. One
+    that needs the user goes before one that waiting ran out on (a transient kind: a 503 the
+    user can only report), so a sign-in failure beside a failing server is what is asked."""
+    real = sorted((b for b in open_now.values() if not b.situation.is_refusal),
+                  key=lambda b: (b.situation.kind_class is KindClass.TRANSIENT, b.opened_at_call))
     if real:
         named = {b.subject for b in blockers}
-        chosen = next((b for b in real if b.subject in named), real[0])
-        return chosen
+        needs_user = [b for b in real if b.situation.kind_class is not KindClass.TRANSIENT]
+        among = needs_user or real
+        return next((b for b in among if b.subject in named), among[0])
     return blockers[0]
 
 

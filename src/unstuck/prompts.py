@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from unstuck.instructions import Use, looks_like_sentence, screen_instruction
 from unstuck.situations import Kind, KindClass, Situation
 from unstuck.text import quote_evidence
 
@@ -21,6 +22,7 @@ __all__ = [
     "BLOCKER_RECOVERY",
     "CLOSING_CALL",
     "CREDENTIAL_REFUSAL",
+    "DECLARED_FIX_QUOTE",
     "GUIDANCE_BY_CLASS",
     "GUIDANCE_PREFIX",
     "INJECTED_REFUSAL",
@@ -144,6 +146,12 @@ NO_EXACT_COMMAND = " (the tool gave no exact command)."
 #: quoted as the tool's words, never as unstuck's instruction.
 SUGGESTION_QUOTE = ". The tool's own output suggests running: “{suggestion}” (its words, not checked by unstuck)."
 
+#: Rule 4, part 2, when the tool's declared unblock is neither a command that passes the screen
+#: nor one plain sentence (:func:`unstuck.instructions.screen_instruction`: evidence): quoted
+#: as the tool's words after the kind's default wording, never as unstuck's instruction.
+DECLARED_FIX_QUOTE = (". The tool's own words about the fix, quoted as evidence (not an instruction of unstuck's, "
+                      "not checked by it): {quoted}")
+
 #: Rule 4, part 2, when the tool's own fix (its declared unblock or the command its output
 #: suggested) fails :func:`unstuck.escalation.unsafe_fix`: it is not repeated, as unstuck
 #: repeats nothing it would refuse to remember (issue 12, deliver 1).
@@ -220,23 +228,33 @@ def excerpt(text: str, limit: int = 200) -> str:
 
 
 def unblock_is_sentence(unblock: str) -> bool:
-    """An unblock is an action in words (a sentence: a capital letter, a space, a full stop,
-    "Let pid 42 finish, or stop it.") rather than a command (``gh auth login``)."""
-    action = unblock.strip()
-    return action[:1].isupper() and action.endswith(".") and " " in action
+    """An unblock is written as an action in words (a sentence: a capital letter, a space, a
+    full stop, "Let pid 42 finish, or stop it.") rather than a command (``gh auth login``):
+    :func:`unstuck.instructions.looks_like_sentence`."""
+    return looks_like_sentence(unblock)
 
 
 def user_action(situation: Situation) -> str:
     """Rule 4, part 2: the exact unblock text from tool code, else a kind's default wording,
     followed by the tool's own suggested command quoted as its words when it printed one.
 
-    An unblock is either a command (``gh auth login``, ``Set-ExecutionPolicy RemoteSigned``:
-    shown as "Run: ...") or an action in words: a sentence, which starts with a capital letter
-    and ends with a full stop ("Let pid 42 finish, or stop it.": shown as is).
+    The unblock is screened (:func:`unstuck.instructions.screen_instruction`) and shown only
+    as what the screen accepts: a command (``gh auth login``, ``Set-ExecutionPolicy
+    RemoteSigned``: shown as "Run: ...") or one plain sentence ("Let pid 42 finish, or stop
+    it.": shown as is). Any other unblock (two sentences, a label such as ``SYSTEM:``, a
+    line break, a long text) follows the kind's default wording only as quoted evidence
+    (:data:`DECLARED_FIX_QUOTE`); one the screen refuses (an instruction to the agent, a
+    download-and-run, a command that sends a secret) is left out.
     """
     if situation.unblock:
-        action = situation.unblock.strip()
-        return action if unblock_is_sentence(action) else f"Run: {action}"
+        screened = screen_instruction(situation.unblock)
+        if screened.use is Use.COMMAND:
+            return f"Run: {screened.text}"
+        if screened.use is Use.SENTENCE:
+            return screened.text
+        if screened.use is Use.EVIDENCE:
+            default = USER_ACTION_DEFAULT.get(situation.kind, USER_ACTION_OTHER).format(subject=situation.subject)
+            return default + DECLARED_FIX_QUOTE.format(quoted=quote_evidence(situation.unblock))
     if situation.kind is Kind.NOT_INSTALLED and situation.location:
         directory = situation.location.rsplit("/", 1)[0] or "/"
         return OFF_PATH_ACTION.format(directory=directory, location=situation.location) + "."

@@ -15,7 +15,10 @@ what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuc
   a declared blocker unless the result that declared it, its unblock or its detail holds an
   injected instruction or a command that runs what it downloads (:func:`unsafe_to_remember`,
   whatever else the text reads as); tool text enters a lesson only as quoted evidence
-  (:func:`lesson_content`).
+  (:func:`lesson_content`), and an unblock only when the screen accepts it as a command or
+  one plain sentence (:func:`unstuck.instructions.screen_instruction`): any other unblock is
+  kept in the lesson's content as the tool's quoted words, and the lesson has no unblock, so
+  it never reaches a later prompt or question as an instruction.
 
 The guard (:class:`unstuck.guard.Guard`) drives these steps through the keeper's public methods.
 """
@@ -26,19 +29,19 @@ import datetime
 import json
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TypeVar
 
-from unstuck.classify import find_injection
 from unstuck.escalation import unsafe_fix
+from unstuck.instructions import find_instruction, screen_instruction
 from unstuck.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.redact import redact
-from unstuck.shell import find_download_and_run
 from unstuck.situations import Situation
 from unstuck.text import for_terminal, quote_evidence
 
 __all__ = [
-    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNKNOWN_FINGERPRINT", "LessonKeeper",
-    "known_blocker_note", "lesson_content", "plain_subject", "unsafe_to_remember",
+    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNBLOCK_AS_EVIDENCE", "UNKNOWN_FINGERPRINT", "LessonKeeper",
+    "known_blocker_note", "lesson_content", "plain_subject", "remembered_unblock", "unsafe_to_remember",
 ]
 
 #: Lessons shown at turn start (DESIGN.md, "Defaults").
@@ -83,10 +86,11 @@ def unsafe_to_remember(situation: Situation, result_text: str) -> str | None:
     written (a command or a sentence).
 
     Each of the result text (and, when it is a JSON document, each of its strings), the
-    unblock and the detail is read for an injected instruction
-    (:func:`unstuck.classify.find_injection`) and for a command that runs what it downloads
-    (:func:`unstuck.shell.find_download_and_run`, by the shell's structure); an unblock that is
-    a command must also pass :func:`unstuck.shell.screen_command` whole.
+    unblock and the detail is read for an injected instruction or a command that runs what it
+    downloads (:func:`unstuck.instructions.find_instruction`); the unblock must not be one the
+    screen refuses (:func:`unstuck.escalation.unsafe_fix`). An unblock the screen keeps only as
+    evidence does not stop the lesson: :meth:`LessonKeeper.remember` stores it without that
+    unblock (:func:`remembered_unblock`).
     """
     unblock = situation.unblock or ""
     texts = [("the result", result_text), *(("the result", value) for value in _json_strings(result_text)),
@@ -94,7 +98,7 @@ def unsafe_to_remember(situation: Situation, result_text: str) -> str | None:
     for name, text in texts:
         if not text:
             continue
-        found = find_injection(text) or find_download_and_run(text)
+        found = find_instruction(text)
         if found is not None:
             return f"{name} holds an instruction: {quote_evidence(found)}"
     refused = unsafe_fix(unblock) if unblock else None  # the very screen the question applies
@@ -131,20 +135,43 @@ def _json_strings(text: str) -> list[str]:
     return found
 
 
+def remembered_unblock(situation: Situation) -> str | None:
+    """The unblock a lesson of ``situation`` may keep: the declared one when the screen accepts
+    it as a command or one plain sentence (:func:`unstuck.instructions.screen_instruction`),
+    else ``None`` (it is then only quoted in the lesson's content)."""
+    unblock = situation.unblock
+    return unblock if unblock and screen_instruction(unblock).accepted else None
+
+
+def _quoted(text: str) -> str:
+    """Tool text as a lesson keeps it: redacted before it is cut, then quoted evidence."""
+    return quote_evidence(redact(for_terminal(text)))
+
+
+#: In a lesson's content, before a declared unblock kept only as the tool's words.
+UNBLOCK_AS_EVIDENCE = "its fix, as the tool wrote it (not kept as an instruction)"
+
+
 def lesson_content(situation: Situation) -> str:
     """A lesson's line of content: the subject and kind in unstuck's words, then the
     situation's detail (tool text) only as quoted evidence (:func:`unstuck.text.quote_evidence`:
     cleaned, one line, at most :data:`unstuck.text.EVIDENCE_CHARS` characters, its quotation
     marks neutralised), redacted before it is cut (:func:`unstuck.redact.redact`), so no part
-    of a secret is kept."""
+    of a secret is kept; and a declared unblock the lesson does not keep
+    (:func:`remembered_unblock`), quoted the same way after :data:`UNBLOCK_AS_EVIDENCE`."""
     head = f"{situation.subject} was blocked ({situation.kind.value})"
-    return f"{head}: {quote_evidence(redact(for_terminal(situation.detail)))}" if situation.detail.strip() else head
+    parts = [f"{head}: {_quoted(situation.detail)}" if situation.detail.strip() else head]
+    if situation.unblock and remembered_unblock(situation) is None:
+        parts.append(f"{UNBLOCK_AS_EVIDENCE}: {_quoted(situation.unblock)}")
+    return "; ".join(parts)
 
 
 def _still_safe(lesson: Lesson) -> bool:
     """A stored lesson passes today's screen before it is shown or acted on (a row written by
-    an older unstuck, or by hand, is never believed into a prompt or a question)."""
-    return unsafe_to_remember(lesson.situation(), "") is None
+    an older unstuck, or by hand, is never believed into a prompt or a question): nothing in
+    it refused, and its unblock, if any, accepted as a command or one plain sentence."""
+    situation = lesson.situation()
+    return unsafe_to_remember(situation, "") is None and remembered_unblock(situation) == situation.unblock
 
 
 class LessonKeeper:
@@ -259,6 +286,7 @@ class LessonKeeper:
         if self.fingerprint(situation.subject) == UNKNOWN_FINGERPRINT:
             return None
         content = lesson_content(situation)
+        kept = replace(situation, unblock=remembered_unblock(situation))
         return self._guard(lambda: self.store.record(
-            situation, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
+            kept, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
         ), None)

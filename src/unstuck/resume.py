@@ -10,9 +10,14 @@ then settled in order (seed 002, "effect journal"; DESIGN.md, "effect intent"):
   to the model; it is not run again;
 * a call whose intent has no receipt: its tool's *resolver* is asked whether the effect
   happened. ``committed`` → a receipt is recorded and the call is not repeated; ``absent`` →
-  the same intent is executed now; ``unknown``, a resolver that raises, or no resolver →
-  the turn is *held*: it ends ``interrupted`` with the held intents listed, and no later
-  effect runs;
+  the same intent is executed now, but only when the process that ran the call is known not
+  to be running it any more (:func:`unstuck.journal.runner_gone`: this resumer holds the
+  lease, so that process is fenced, *and* it is dead on this machine: its pid gone or reused;
+  or it is this very process). A process still alive here (stopped, cut off: woken, it would
+  finish its call) or one on another machine (whose pids mean nothing here) may still make
+  the effect, so "absent" then holds the intent like ``unknown``; ``unknown``, a resolver
+  that raises, or no resolver → the turn is *held*: it ends ``interrupted`` with the held
+  intents listed, and no later effect runs;
 * a call with no intent (a read, or a write the crash came before): it runs as usual.
 
 A call whose arguments held a secret is journaled with ``***`` in its place (the journal never
@@ -45,7 +50,7 @@ from unstuck.clock import Clock
 from unstuck.escalation import EscalationReason
 from unstuck.events import EventName, EventSink
 from unstuck.guard import Decision, Guard
-from unstuck.journal import IntentState, Journal, JournalError, JournalIntent
+from unstuck.journal import IntentState, Journal, JournalError, JournalIntent, runner_gone
 from unstuck.lessons import LessonStore
 from unstuck.loop import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.models import Message, Model, Role, message_from_json
@@ -152,6 +157,8 @@ def resume_turn(
     asker: Asker | None = None,
     events: EventSink | None = None,
     config: policy.PolicyConfig | None = None,
+    unattended: bool | None = None,
+    guarded: bool | None = None,
     validators: Sequence[Validator] = (),
     max_steps: int = 60,
     max_asks: int = 3,
@@ -171,10 +178,15 @@ def resume_turn(
         events: where events go, as for ``run_turn``.
         validators: what checks the answer, as for ``run_turn``.
         max_steps: the turn's step limit, as for ``run_turn``.
-        max_asks: the questions the turn may ask, as for ``run_turn``. ``unattended`` and
-            ``guarded`` are the turn's own, as journaled.
+        max_asks: the questions the turn may ask, as for ``run_turn``.
         resolvers: by tool name, who says whether an intent without a receipt took effect.
-        config: the policy's budgets; the turn's own, as journaled, by default.
+        config: the caller's budgets: the turn runs with the stricter of these and the turn's
+            own, as journaled (:meth:`unstuck.policy.PolicyConfig.stricter`); the journaled
+            ones when ``None``.
+        unattended: the caller's: the turn is unattended when the caller or the journal says
+            so (a journal cannot make a turn attended that its caller runs unattended); the
+            journaled value when ``None``.
+        guarded: the caller's, in the same way: guarded when either says so.
         force: take the turn over from an owner that cannot be checked from here (another
             machine or pid namespace); only once a person knows it is gone.
         lessons: the lesson store, as for :func:`unstuck.loop.run_turn`: the resumed turn
@@ -190,15 +202,16 @@ def resume_turn(
     """
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
-    if config is None:
-        try:
-            config = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
-        except ValueError as exc:
-            raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
-                               ) from None
+    try:
+        journaled = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
+    except ValueError as exc:
+        raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
+                           ) from None
+    config = journaled if config is None else config.stricter(journaled)
     steps = journal.steps(turn_id)
     toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
-    guard = Guard(toolset, unattended=header.unattended, task=header.task, guarded=header.guarded, config=config,
+    guard = Guard(toolset, unattended=header.unattended or bool(unattended), task=header.task,
+                  guarded=header.guarded or bool(guarded), config=config,
                   clock=clock, events=events, turn_id=turn_id, journal=journal, lessons=lessons,
                   fingerprint=fingerprint, validators=validators)
     guard.state = rebuild_state(steps, guard.state, journal.decisions(turn_id), toolset)
@@ -281,6 +294,10 @@ def _settle(
             ), None)
             continue
         resolution, reason = _resolve(intent, resolvers)
+        if resolution is Resolution.ABSENT and intent.settled_by != Journal.USER_ABSENT:
+            gone, why = runner_gone(intent.runner)
+            if not gone:  # its call may still be under way: running it now could make the effect twice
+                resolution, reason = Resolution.UNKNOWN, f"the resolver says it did not happen, but {why}"
         if resolution is Resolution.UNKNOWN:
             later = [intents[c.id] for c in calls[position + 1:] if c.id in intents]
             return overrides, [(intent.effect_ref, reason)] + [

@@ -417,7 +417,7 @@ def _not_installed(workspace: Workspace, facts: CliFacts, name: str, probe: Prob
                 "message": f"{facts.display} is installed at {found}, but that directory is not on PATH.",
                 "situation": situation}
     command = facts.install
-    unblock = command or f"Install {name} and make sure it is on PATH"
+    unblock = command or f"Install {name} and make sure it is on PATH."  # a sentence: shown as it is
     detail = f"{name}: command not found on PATH"
     if declined:
         detail += f"; the user declined to install it with: {command}"

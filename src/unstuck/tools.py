@@ -170,6 +170,10 @@ class ToolResult:
             an MCP ``isError`` flag), so ``ok`` is its word, not a guess from the content.
         waiting_for_input: the program that was waiting for input (a pager, a prompt) when
             the call's deadline passed (:attr:`CommandOutput.waiting_for_input`), else ``None``.
+        sent: ``False`` when the request never left for the tool (a transport that failed
+            before sending it, e.g. an MCP connection already closed): the call had no
+            effect, so the guard may retry it whatever the tool's effect. Its failure is
+            classified as any other.
     """
 
     tool: str
@@ -184,6 +188,7 @@ class ToolResult:
     injected: str | None = None
     status_stated: bool = False
     waiting_for_input: str | None = None
+    sent: bool = True
 
     def header(self, name: str) -> str | None:
         """The first response header called ``name`` (case-insensitive), or ``None``."""
@@ -439,6 +444,10 @@ class ToolSpec:
             when not given).
         interactive: the tool's whole job is a hand-off to a person.
         effect: ``read`` or ``write``.
+        idempotent: calling it again with the same arguments has no effect beyond the first
+            call's (MCP's ``idempotentHint``): the guard may retry such a write after a
+            transient failure, as it retries a read. ``False`` by default: a write that timed
+            out may have happened, so it is handed to the model, never sent again by unstuck.
         probe: the call that re-checks a blocker on this tool, if any.
         subject: what a call affects: a fixed string, or a function of the arguments returning
             one (``None`` from it falls back to the tool's name). Without one, a
@@ -473,6 +482,13 @@ class ToolSpec:
     terminal: bool = False
     setup_probe: Callable[[str], Probe | None] | None = None
     environ: Mapping[str, str] | None = None
+    idempotent: bool = False
+
+    @property
+    def retry_safe(self) -> bool:
+        """Whether the guard may send a call of this tool again by itself after a transient
+        failure: a read, or an idempotent write, and not an interactive tool."""
+        return not self.interactive and (self.effect is Effect.READ or self.idempotent)
 
     @property
     def runs_here(self) -> bool:
@@ -544,6 +560,7 @@ def tool(
     terminal: bool = False,
     setup_probe: Callable[[str], Probe | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -563,6 +580,7 @@ def tool(
     terminal: bool = False,
     setup_probe: Callable[[str], Probe | None] | None = None,
     environ: Mapping[str, str] | None = None,
+    idempotent: bool = False,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Declare a tool: ``@tool`` or ``@tool(interactive=True, effect="write", ...)``.
 
@@ -588,6 +606,7 @@ def tool(
             terminal=terminal,
             setup_probe=setup_probe,
             environ=environ,
+            idempotent=idempotent,
         )
 
     return wrap(fn) if fn is not None else wrap

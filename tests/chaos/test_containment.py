@@ -121,7 +121,7 @@ expect:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_unstuck_run_killed_mid_tool_leaves_no_process_of_its_turn(tmp_path: Path, signum: int) -> None:
     (tmp_path / "long_tree.yaml").write_text(LONG_TREE)
-    run = subprocess.Popen([sys.executable, "-m", "unstuck", "run", "long_tree", "--scenario-dir", str(tmp_path),
+    run = subprocess.Popen([sys.executable, "-m", "unstuck", "run", "long_tree", "--trust", "--scenario-dir", str(tmp_path),
                             "--unattended"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:

@@ -138,17 +138,17 @@ PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
 def test_an_env_dump_with_tokens_never_reaches_the_journal_events_lessons_or_terminal(tmp_path: Path) -> None:
     """Issue 12, deliver 5: "tool outputs, arguments and messages are redacted before they reach
     the journal, events, lessons, traces or a terminal"; deliver 7: "``env`` output holding tokens"."""
-    dump = tmp_path / "env.txt"
-    dump.write_text("HOME=/root\n" + "".join(f"{k}={v}\n" for k, v in SECRETS.items())
-                    + f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----\n", encoding="utf-8")
+    dump = ("HOME=/root\n" + "".join(f"{k}={v}\n" for k, v in SECRETS.items())
+            + f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----\n")
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
-    (scenarios / "env_dump.yaml").write_text(
+    (scenarios / "env_dump.yaml").write_text(  # the dump is in the sandbox's workspace (its tools run as nobody)
         "name: env_dump\ntitle: a step prints the environment, tokens included\nrole: counter\ntags: [chaos]\n"
-        f"task: Show the environment.\nplan:\n  - {{tool: run_command, args: {{command: {json.dumps(f'cat {dump}')}}}}}\n"
+        f"setup:\n  files: {{env.txt: {json.dumps(dump)}}}\n"
+        "task: Show the environment.\nplan:\n  - {tool: run_command, args: {command: cat env.txt}}\n"
         "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
     journal, lessons, events = tmp_path / "j.db", tmp_path / "l.db", tmp_path / "events.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "env_dump", "--agent", "compliant",
+    proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "env_dump", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal),
                            "--lessons", str(lessons), "--events", str(events)],
                           capture_output=True, text=True, timeout=120, check=False, env=ENV)
@@ -182,7 +182,7 @@ def test_unstuck_run_with_a_printer_that_never_stops_ends_in_bounded_time_and_me
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
                "sys.exit(code)\n")
     proc = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "unstuck", "run", "endless_printer",
-                           "--agent", "compliant", "--unattended", "--scenario-dir", str(scenarios)],
+                           "--trust", "--agent", "compliant", "--unattended", "--scenario-dir", str(scenarios)],
                           capture_output=True, text=True, timeout=60, check=False, env=ENV)
     elapsed = time.monotonic() - started
     peak_mib = int(proc.stderr.strip().splitlines()[-1]) / 1024

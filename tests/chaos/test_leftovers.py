@@ -133,7 +133,7 @@ def test_unstuck_run_killed_while_a_lock_fixture_holds_leaves_no_holder_and_its_
     (tmp_path / "locked_long.yaml").write_text(LOCKED_LONG)
     temp = tmp_path / "tmp"
     temp.mkdir()
-    run = subprocess.Popen([sys.executable, "-m", "unstuck", "run", "locked_long", "--scenario-dir", str(tmp_path),
+    run = subprocess.Popen([sys.executable, "-m", "unstuck", "run", "locked_long", "--trust", "--scenario-dir", str(tmp_path),
                             "--unattended"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            env={**os.environ, "TMPDIR": str(temp)}, start_new_session=True)
     prefix = token_prefix(run.pid)

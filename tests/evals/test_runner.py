@@ -169,7 +169,8 @@ def test_eval_runs_a_file_and_a_folder_added_to_the_bundled(tmp_path: Path) -> N
     write(folder, "in_folder", file="in_folder.yml")
     single = write(tmp_path, "single", "  validators: ['test -f nothing.txt']")
     out = tmp_path / "r.json"
-    proc = unstuck("eval", str(single), str(folder), "--json", str(out), "--agents", "compliant", "--no-sessions")
+    proc = unstuck("eval", str(single), str(folder), "--trust", "--json", str(out), "--agents", "compliant",
+                   "--no-sessions")
     assert proc.returncode == 0, proc.stderr
     names = {str(r["scenario"]) for r in runs(out)}
     assert {"single", "in_folder"} <= names and "wrong_path" in names  # added to the bundled
@@ -188,7 +189,7 @@ def test_a_setup_command_that_fails_is_a_harness_error_exit_1(tmp_path: Path) ->
     path.write_text(COUNTER.format(name="broken", plan="  - {tool: read_file, args: {path: a.md}}", expect="")
                     .replace("setup:\n", "setup:\n  commands: ['exit 3']\n"), encoding="utf-8")
     out = tmp_path / "r.json"
-    proc = unstuck("eval", str(path), "--only", "--json", str(out), "--no-sessions")
+    proc = unstuck("eval", str(path), "--only", "--trust", "--json", str(out), "--no-sessions")
     assert proc.returncode == 1 and "harness error in broken · compliant" in proc.stderr
     assert f"{path}: field 'setup.commands[0]': the setup command 'exit 3' exited 3" in proc.stderr
     assert all(r["harness_error"] is True and r["outcome"] == "failed" for r in runs(out))
@@ -211,7 +212,7 @@ def test_a_guarded_run_that_does_not_pass_says_why() -> None:
 
 def test_eval_only_runs_just_the_given_scenarios(tmp_path: Path) -> None:
     out, html = tmp_path / "r.json", tmp_path / "r.html"
-    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--json", str(out), "--html", str(html),
+    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--trust", "--json", str(out), "--html", str(html),
                    "--no-sessions")
     assert proc.returncode == 0, proc.stderr
     assert {str(r["scenario"]) for r in runs(out)} == {"alone"}
@@ -232,7 +233,7 @@ def test_a_filter_that_selects_nothing_is_a_usage_error(args: tuple[str, ...], m
 
 
 def test_eval_agents_a_scenario_does_not_list_is_an_error(tmp_path: Path) -> None:
-    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--agents", "retrier", "--no-sessions")
+    proc = unstuck("eval", str(write(tmp_path, "alone")), "--only", "--trust", "--agents", "retrier", "--no-sessions")
     assert proc.returncode == 2 and "retrier" in proc.stderr and "compliant" in proc.stderr
 
 
@@ -245,10 +246,10 @@ def test_a_name_clash_is_an_error_naming_both_files(tmp_path: Path) -> None:
 
 def test_run_takes_a_scenario_file_and_refuses_an_unlisted_agent(tmp_path: Path) -> None:
     path = write(tmp_path, "by_path", file="by_path.yml")
-    proc = unstuck("run", str(path), "--agent", "compliant", "--unattended")
+    proc = unstuck("run", str(path), "--trust", "--agent", "compliant", "--unattended")
     assert proc.returncode == 0, proc.stderr
     assert "turn: done · task: done" in proc.stdout
-    refused = unstuck("run", str(path), "--agent", "retrier", "--unattended")
+    refused = unstuck("run", str(path), "--trust", "--agent", "retrier", "--unattended")
     assert refused.returncode == 2 and "does not list the agent retrier" in " ".join(refused.stderr.split())
 
 
@@ -257,7 +258,7 @@ def test_a_new_template_checks_clean_and_runs(tmp_path: Path) -> None:
     path = tmp_path / "my_incident.yaml"
     checked = unstuck("scenarios", "check", str(path))
     assert checked.returncode == 0 and "1 scenario file(s) OK" in checked.stdout
-    ran = unstuck("run", str(path), "--unattended")  # as the template's header says: its first agent by default
+    ran = unstuck("run", str(path), "--trust", "--unattended")  # as the template's header says: its first agent by default
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "validator: passed" in ran.stdout
     again = unstuck("scenarios", "new", "my_incident", "--out", str(path))

@@ -35,7 +35,7 @@ def test_lessons_cli_lists_shows_searches_and_forgets_keeping_the_row(tmp_path: 
     lesson_id = str(listed[0]["id"])
     shown = json.loads(unstuck("lessons", "show", lesson_id, "--store", str(store), "--json").stdout)
     assert shown["probe"] == {"tool": "check_cli_setup", "args": {"name": "gh"}}
-    assert shown["fingerprint"].startswith("/usr/bin/gh|gh version")
+    assert shown["fingerprint"].startswith("sandbox|/usr/bin/gh|gh version")  # a sandbox's: never a real session's
     found = json.loads(unstuck("lessons", "search", "logged", "--store", str(store), "--json").stdout)
     assert [x["id"] for x in found] == [int(lesson_id)]
     forgot = unstuck("lessons", "forget", lesson_id, "--store", str(store))

@@ -154,3 +154,14 @@ def test_each_harvested_form_classifies_as_the_kind_of_the_state_that_produced_i
     tool = form.tools[0]
     situation = classify_result(tool, {}, form.to_result(tool))
     assert situation is not None and situation.kind is form.kind, form.output
+
+
+def test_writing_the_bank_never_writes_through_a_link_at_a_temporary_name(tmp_path: Path) -> None:
+    # the name the writer used before ("NAME.partial") planted as a link to a file elsewhere
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("keep\n")
+    target = tmp_path / "bank.jsonl"
+    (tmp_path / "bank.jsonl.partial").symlink_to(victim)
+    FailureBank(load_bank(write_lines(tmp_path / "source.jsonl", GOOD, ""))).write(target)
+    assert victim.read_text() == "keep\n"
+    assert json.loads(target.read_text()) == GOOD

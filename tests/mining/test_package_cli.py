@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from outside import Outside
 from unstuck.classify import classify_result
 from unstuck.faults.injector import Injector
 from unstuck.filelocks import lock_holders
 from unstuck.mining.environment import ASK_TOOL, MiningError, Step, Task, asked_questions
+from unstuck.mining.envs import package_cli
 from unstuck.mining.envs.package_cli import (
     DEADLINE_S,
     LOCK_FILE,
@@ -473,3 +475,43 @@ def test_blocker_question_is_state(tmp_path: Path, opened: list[PackageCliSessio
     session = open_task(opened, tmp_path, "pc-14")
     run(session, ASK_TOOL, question="Please install shellcheck.")
     assert asked_questions(session.root) == ["Please install shellcheck."]
+
+
+def test_restore_after_an_agent_planted_links_out_changes_nothing_outside(
+        tmp_path: Path, opened: list[PackageCliSession]) -> None:
+    made = Outside.make(tmp_path / "outside")
+    try:
+        session = open_task(opened, tmp_path, "pc-01")
+        before = session.snapshot()
+        root = session.root
+        made.plant_links(root / "project" / "linked")
+        made.plant_links(root / "bin" / "more")
+        (root / "bin" / "pkg").unlink()
+        (root / "bin" / "pkg").symlink_to(made.targets["program"])  # a stand-in replaced by a link out
+        session.restore(before)
+        assert made.changed() == {}
+        assert not (root / "bin" / "pkg").is_symlink() and os.access(root / "bin" / "pkg", os.X_OK)
+        assert session.snapshot() == before
+    finally:
+        made.close()
+
+
+def test_a_host_program_an_agent_replaced_is_never_snapshotted_nor_written_on_restore(
+        tmp_path: Path, opened: list[PackageCliSession], monkeypatch: pytest.MonkeyPatch) -> None:
+    # .system links to the host's programs; here to a program of the test's own
+    made = Outside.make(tmp_path / "outside")
+    try:
+        monkeypatch.setattr(package_cli, "_system_programs", lambda: {"jq": str(made.targets["program"])})
+        session = open_task(opened, tmp_path, "pc-01", "a")
+        jq = session.root / ".system" / "jq"
+        patched = jq.read_bytes().replace(b"exit 0", b"exit 7")
+        jq.unlink()  # as sed -i does: a new regular file where the link was
+        jq.write_bytes(patched)
+        final = session.snapshot()
+        assert not any(name.startswith(".system/") for name, _ in final.files)
+        fresh = open_task(opened, tmp_path, "pc-01", "b")  # as a verification reopens a task
+        fresh.restore(final)
+        assert (fresh.root / ".system" / "jq").is_symlink()
+        assert made.changed() == {}
+    finally:
+        made.close()

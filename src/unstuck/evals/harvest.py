@@ -28,7 +28,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
@@ -38,6 +37,7 @@ from pathlib import Path
 from unstuck.evals.sandbox import Sandbox
 from unstuck.faults.bank import Channel, FailureForm, Provenance, family_of
 from unstuck.situations import Kind
+from unstuck.trees import temporary_tree
 
 __all__ = ["RECIPES", "HarvestReport", "Observed", "Recipe", "Scratch", "forms_from_cases", "harvest"]
 
@@ -64,7 +64,7 @@ class Scratch:
 
     def __init__(self, stack: ExitStack) -> None:
         self.stack = stack
-        self.root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="unstuck-harvest-")))
+        self.root = stack.enter_context(temporary_tree("unstuck-harvest-"))
         self.work = self.root / "project"
         self.work.mkdir()
         self.ports: list[int] = []

@@ -60,6 +60,7 @@ from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox, SetupCommandError
 from unstuck.evals.scenario_tools import scenario_tools
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioError, ValidatorSpec
+from unstuck.evals.trust import confinement
 from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
@@ -74,6 +75,7 @@ from unstuck.toolkit import TIMEOUT_EXIT_CODE, Workspace, cli_fingerprint
 
 __all__ = [
     "REFERENCE_INCIDENT",
+    "SANDBOX_FINGERPRINT",
     "ModeComparison",
     "ModelFactory",
     "RunMetrics",
@@ -85,6 +87,7 @@ __all__ = [
     "run_eval",
     "run_scenario",
     "run_validators",
+    "sandbox_fingerprint",
     "scenario_validators",
     "write_json",
 ]
@@ -155,12 +158,29 @@ class RunMetrics:
         return asdict(self)
 
 
+#: What the fingerprint of a subject in a scenario's sandbox starts with (:func:`sandbox_fingerprint`).
+SANDBOX_FINGERPRINT = "sandbox|"
+
+
+def sandbox_fingerprint(workspace: Workspace, subject: str) -> str:
+    """The environment fingerprint of ``subject`` in a scenario's sandbox:
+    :data:`SANDBOX_FINGERPRINT` then :func:`unstuck.toolkit.cli_fingerprint`'s. A lesson learnt
+    in a sandbox ("gh is signed out" there) is about a made-up machine: it matches later
+    scenario runs (the multi-session lessons scenario: stored, cited, then closed by a signed-in
+    sandbox) and never a real session on this machine, even in a store they share (issue 23)."""
+    return SANDBOX_FINGERPRINT + cli_fingerprint(workspace, subject)
+
+
 def prepare_sandbox(scenario: Scenario, root: Path | None = None, *, keep: bool = False) -> Sandbox:
     """Build the scenario's machine state: gh's state and token scopes, hidden programs,
-    workspace files, unreadable paths, the account tools run as.
+    workspace files, unreadable paths, the account tools run as and their network
+    (:func:`unstuck.evals.trust.confinement`: a user's file that states neither runs its
+    setup, programs, tools and validators as ``nobody`` with no network where this machine
+    allows it).
     """
     hidden = tuple(scenario.hide_programs) + (("gh",) if scenario.gh is GhState.MISSING else ())
-    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=scenario.run_as, network=scenario.network)
+    run_as, network = confinement(scenario)
+    sandbox = Sandbox(root, hide_programs=hidden, keep=keep, run_as=run_as, network=network)
     try:
         sandbox.write_files(dict(scenario.files))
         sandbox.write_files(dict(scenario.encoded_files))
@@ -395,7 +415,8 @@ def run_scenario(
             scenario.task, model=model, tools=tools, unattended=unattended,
             guarded=guarded, config=config, clock=VirtualClock(), asker=asker,
             events=Tee(log, events) if events is not None else log, journal=journal, lessons=lessons,
-            fingerprint=functools.partial(cli_fingerprint, workspace) if lessons is not None else None,
+            fingerprint=(functools.partial(sandbox_fingerprint, workspace)
+                         if lessons is not None else None),
             validators=checks if guarded else (),  # the guard checks them before done; a bare loop does not
         )
         validations = tuple(check.run() for check in checks)

@@ -26,11 +26,18 @@ they carry the lease token, so :meth:`Sandbox.close`, the signal drain and super
 that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`
 leaves them there, and the next sandbox made removes those whose maker is gone
 (:func:`sweep_sandboxes`). A sandbox given a ``root`` is the caller's to remove.
+
+**Nothing outside the run is touched.** Every folder a sandbox makes in the temporary directory
+holds a marker file, :data:`MARKER`, naming its maker; the sweep removes only a folder whose
+name, marker, owner (this process's user) and device (the temporary directory's) all say this
+code made it, and every clean-up goes through :mod:`unstuck.trees`, which never follows a link:
+the shadow ``bin/`` is a folder of links to the host's own programs, and chmod(2) through them
+once set 1,173 of the host's files to mode 700 (issue 23).
 """
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import http.server
 import os
 import pwd
@@ -38,7 +45,7 @@ import select
 import shlex
 import shutil
 import socket
-import subprocess
+import stat
 import sys
 import tempfile
 import threading
@@ -53,8 +60,18 @@ from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
 from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
 from unstuck.toolkit import Workspace
+from unstuck.trees import (
+    OutsideTreeError,
+    chmod_inside,
+    chown_inside,
+    is_inside,
+    mount_points_under,
+    remove_tree,
+    set_immutable,
+    write_inside,
+)
 
-__all__ = ["NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
+__all__ = ["MARKER", "NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
 
 #: The network states a sandbox can have (see :meth:`Sandbox.sign_in_gh`).
 NETWORKS = ("ok", "refused", "none")
@@ -82,49 +99,115 @@ SOCKET_PREFIX = "ugh-"
 _MAKER = re2.compile(r"^(?:unstuck-sandbox-|ugh-)([0-9]{1,7})\.([0-9]{1,20})-")
 
 
+#: The file each folder a sandbox makes in the temporary directory holds: ``unstuck sandbox``,
+#: a space, and the ``PID.START-`` tag its name carries. The sweep removes no folder without it.
+MARKER = ".unstuck-sandbox"
+
+
 def _maker_tag() -> str:
     """``PID.START-`` of this process (see the module doc)."""
     return f"{os.getpid()}.{start_time(os.getpid()) or 0}-"
 
 
+def _mark(folder: Path, tag: str) -> int:
+    """Write :data:`MARKER` into a folder this process just made (``O_EXCL``: never through a
+    file or link that is already there) and hold an exclusive flock(2) on it; the descriptor,
+    to keep open while the sandbox lives (the lock ends with it, or with the process)."""
+    fd = os.open(folder / MARKER, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"unstuck sandbox {tag}\n".encode())
+    return fd
+
+
+def _made_here(entry: os.DirEntry[str], tag: str, device: int) -> bool:
+    """Whether ``entry`` is a folder a sandbox made and its maker is gone: a directory (not a
+    link) owned by this process's user on ``device``, holding a regular-file :data:`MARKER` of
+    the same owner that names ``tag``, whose flock(2) no process holds. The lock, not the pid,
+    says the maker is gone: a maker in another PID namespace (a container sharing the
+    temporary directory) has a pid that means nothing here, but its lock is seen."""
+    try:
+        folder = entry.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid() or folder.st_dev != device:
+            return False
+        fd = os.open(os.path.join(entry.path, MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        marker = os.fstat(handle.fileno())
+        if not stat.S_ISREG(marker.st_mode) or marker.st_uid != os.geteuid():
+            return False
+        if handle.read(200) != f"unstuck sandbox {tag}\n".encode():
+            return False
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # its maker still holds it
+        return True
+
+
+def _claim_root(root: Path) -> Path:
+    """A caller's folder for a sandbox, checked to be this process's alone (resolved): new
+    (made here, mode 700), or an empty directory owned by this user that nobody else may
+    write; and its parent one nobody else can swap it out of (owned by this user or root,
+    and writable by others only with the sticky bit, as ``/tmp``). Otherwise another user
+    could put a link where the sandbox writes (its gh config, its programs) and point root's
+    writes anywhere.
+
+    Raises:
+        ValueError: naming what is wrong with the folder.
+    """
+    target = Path(root).resolve()
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    found = os.lstat(parent)
+    me = os.geteuid()
+    if found.st_uid not in (me, 0) or (found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX):
+        raise ValueError(f"sandbox root {target}: its folder {parent} can be changed by another user "
+                         f"(owner uid {found.st_uid}, mode {stat.filemode(found.st_mode)}); name a folder of your own")
+    try:
+        os.mkdir(target, 0o700)
+    except FileExistsError:
+        found = os.lstat(target)
+        if not stat.S_ISDIR(found.st_mode):
+            raise ValueError(f"sandbox root {target} exists and is not a directory") from None
+        if found.st_uid != me or found.st_mode & 0o022:
+            raise ValueError(f"sandbox root {target} is not yours alone (owner uid {found.st_uid}, mode "
+                             f"{stat.filemode(found.st_mode)}): name a new folder") from None
+        if any(os.scandir(target)):
+            raise ValueError(f"sandbox root {target} is not empty: a sandbox is built in a new or empty "
+                             "folder (name another folder)") from None
+    return target
+
+
 def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
     """Remove the sandbox and socket directories in ``directory`` (the temporary directory by
     default) whose maker is gone: no process has the pid in the name, or the one that has it
-    started at another time (a reused pid). Directories of live makers, and names of another
-    shape, are left alone. Never raises (what cannot be removed stays).
+    started at another time (a reused pid). Directories of live makers, names of another
+    shape, and folders a sandbox did not make (no :data:`MARKER` naming the same maker,
+    another owner, another device, a link) are left alone, and nothing is followed out of
+    the folders removed (:func:`unstuck.trees.remove_tree`). Never raises (what cannot be
+    removed stays).
 
     Returns the directories removed, sorted."""
     where = Path(tempfile.gettempdir()) if directory is None else directory
     removed: list[Path] = []
     try:
+        device = os.stat(where).st_dev
         entries = list(os.scandir(where))
     except OSError:
         return ()
     for entry in entries:
         found = _MAKER.match(entry.name)
-        if found is None or not entry.is_dir(follow_symlinks=False):
+        if found is None:
             continue
         if start_time(int(found.group(1))) == int(found.group(2)):
             continue
+        if not _made_here(entry, f"{found.group(1)}.{found.group(2)}-", device):
+            continue
         path = Path(entry.path)
-        _unlock(path)
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
+        if remove_tree(path):
             removed.append(path)
     return tuple(sorted(removed))
-
-
-def _unlock(root: Path) -> None:
-    """Give back what :meth:`Sandbox.make_unreadable` and :meth:`Sandbox.apply_state`'s
-    read-only paths took away (mode bits; the immutable attribute, chattr(1) ``-i``, as root),
-    so removal can read and delete it."""
-    if os.geteuid() == 0 and shutil.which("chattr") is not None:
-        subprocess.run(["chattr", "-R", "-f", "-i", os.fspath(root)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    for top, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(top, name), 0o700)
 
 
 def _host_path() -> str:
@@ -158,17 +241,18 @@ class Sandbox:
             sweep_sandboxes()
         tag = _maker_tag()
         # absolute: the environment names folders inside it, and the tools run from inside it
-        self.root = Path(root).resolve() if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
-        if self.root.exists() and not self.root.is_dir():
-            raise ValueError(f"sandbox root {self.root} exists and is not a directory")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = _claim_root(root) if root is not None else Path(tempfile.mkdtemp(prefix=SANDBOX_PREFIX + tag))
+        self._markers: list[int] = []
+        if root is None and not keep:  # a kept one is the user's to look at: never swept
+            self._markers.append(_mark(self.root, tag))
         self.home = self.root / "home"
         self.work = self.root / "work"
         self.gh_config = self.root / "gh-config"
         for directory in (self.home, self.work, self.gh_config):
-            directory.mkdir(exist_ok=True)
+            directory.mkdir()
         self.keep = keep
         self._socket_dir = Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX + tag))  # unix socket paths must stay short
+        self._markers.append(_mark(self._socket_dir, tag))
         self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._blackhole.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
         self.proxy_url = f"http://127.0.0.1:{self._blackhole.getsockname()[1]}"
@@ -241,9 +325,18 @@ class Sandbox:
 
     def workspace(self) -> Workspace:
         """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory; with
-        ``run_as``, its subprocesses run as that user (``setpriv``, util-linux).
+        ``run_as``, its subprocesses run as that user (``setpriv``, util-linux). As root, each
+        runs in a mount namespace of its own with private propagation (unshare(1)
+        ``--mount --propagation private``), so a mount a tool or a setup command makes ends
+        with it and is never left on the host, where the sandbox's clean-up would meet it;
+        with ``network="none"``, also in a network namespace with no network (``--net``).
         """
-        prefix: tuple[str, ...] = ("unshare", "--net", "--") if self.network == "none" else ()
+        spaces: list[str] = []
+        if os.geteuid() == 0 and shutil.which("unshare") is not None:
+            spaces += ["--mount", "--propagation", "private"]
+        if self.network == "none":
+            spaces.append("--net")
+        prefix: tuple[str, ...] = ("unshare", *spaces, "--") if spaces else ()
         if self.run_as is not None:
             uid, gid = self.run_as
             prefix = (*prefix, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--")
@@ -255,42 +348,47 @@ class Sandbox:
         """Let ``account`` into the sandbox: its home and work directory become its own."""
         uid, gid = account
         for directory in (self.root, self.home, self.gh_config, self.work):
-            directory.chmod(0o755)
+            chmod_inside(self.root, directory, 0o755)
         for directory in (self.home, self.gh_config, self.work):
-            os.chown(directory, uid, gid)
+            os.chown(directory, uid, gid, follow_symlinks=False)
 
     def make_unreadable(self, names: Iterable[str]) -> None:
         """Make work-directory paths unreadable to the tool processes: owned by root, mode 000
         (a directory or file they then get a real EACCES on, and cannot chmod back).
+
+        Raises:
+            ValueError: a path that escapes the work directory, or a file with another hard
+                link (its other name may be outside: :class:`unstuck.trees.OutsideTreeError`).
         """
         for name in names:
             target = self.work / name
-            if not target.resolve().is_relative_to(self.work.resolve()):
+            if not is_inside(self.work, target):
                 raise ValueError(f"sandbox path {name!r} escapes the work directory")
             if not target.exists():
                 target.mkdir(parents=True)
             if os.geteuid() == 0:
-                os.chown(target, 0, 0)
-            target.chmod(0)
+                chown_inside(self.work, target, 0, 0)
+            chmod_inside(self.work, target, 0)
 
     # -- state -------------------------------------------------------------------------------
 
     def write_files(self, files: Mapping[str, str | bytes]) -> None:
         """Create files under the work directory (parents made): text as UTF-8, bytes as they
-        are; with ``run_as``, owned by that user.
+        are; with ``run_as``, owned by that user. Each is written new, never through a link or
+        a folder link on the way (:func:`unstuck.trees.write_inside`).
+
+        Raises:
+            ValueError: a name that is absolute or climbs out of the work directory.
         """
         for name, content in files.items():
-            target = self.work / name
-            if not target.resolve().is_relative_to(self.work.resolve()):
-                raise ValueError(f"sandbox file {name!r} escapes the work directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
+            try:
+                write_inside(self.work, name, content if isinstance(content, bytes) else content.encode("utf-8"))
+            except OutsideTreeError as error:
+                raise ValueError(f"sandbox file {name!r} escapes the work directory ({error})") from error
             if self.run_as is not None:
+                target = self.work / name
                 for part in (target, *target.relative_to(self.work).parents):
-                    os.chown(self.work / part, *self.run_as)
+                    chown_inside(self.work, self.work / part, *self.run_as)
 
     def serve_github(self, **options: object) -> FakeGitHub:
         """Start the fake GitHub API on a unix socket (options go to :class:`FakeGitHub`)."""
@@ -357,20 +455,33 @@ class Sandbox:
         if not target.exists():
             raise ValueError(f"field 'setup.read_only': {name!r} does not exist in the workspace (write it with "
                              "setup.files or a setup command)")
-        paths = [target, *(target.rglob("*") if target.is_dir() else ())]
+        mounted = mount_points_under(target)
+        if mounted:
+            raise ValueError(f"field 'setup.read_only': {name!r} holds a mount point ({mounted[0]}): what is mounted "
+                             "there is outside the sandbox, so it is not made read-only")
+        paths = [target]
+        if target.is_dir() and not target.is_symlink():
+            for top, dirs, files in os.walk(target):  # never into a link to a directory
+                paths.extend(Path(top, name) for name in (*dirs, *files))
+        shared = [path for path in paths if not path.is_symlink() and path.is_file() and path.lstat().st_nlink > 1]
+        if shared:
+            raise ValueError(f"field 'setup.read_only': {shared[0].relative_to(self.work)} has another hard link, "
+                             "which may be a file outside the sandbox: it is not made read-only (copy it instead)")
         for path in paths:
             if self.run_as is not None:
-                os.chown(path, 0, 0, follow_symlinks=False)
+                chown_inside(self.work, path, 0, 0)
             if not path.is_symlink():
-                path.chmod(path.stat().st_mode & ~0o222)
+                chmod_inside(self.work, path, path.lstat().st_mode & 0o7777 & ~0o222)
         if os.geteuid() != 0:
             return
-        done = shutil.which("chattr") is not None and subprocess.run(
-            ["chattr", "-R", "+i", os.fspath(target)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, check=False).returncode == 0
+        # as root, mode bits are not enough: the immutable attribute, on directories and files
+        # only (a link or a special file is left as it is)
+        settable = [path for path in paths if not path.is_symlink() and (path.is_dir() or path.is_file())]
+        done = all(set_immutable(path) for path in settable)
         if not done and self.run_as is None:
             raise ValueError(f"field 'setup.read_only': {name!r}: the tools run as root, which ignores mode bits, "
-                             "and chattr +i does not work here; set setup.run_as (e.g. nobody)")
+                             "and the immutable attribute (chattr +i) does not hold here; set setup.run_as "
+                             "(e.g. nobody)")
 
     def _start_service(self, service: Service) -> str:
         """Serve ``service`` on 127.0.0.1, an ephemeral port, in a thread; returns its base URL."""
@@ -444,10 +555,10 @@ class Sandbox:
             # Another user's lock on a shared file: the tools' account may read and write it
             # (mode 666), and create files beside it, but not delete or replace what root owns
             # (a sticky, world-writable directory, as /tmp is).
-            os.chown(target, 0, 0)
-            os.chown(target.parent, 0, 0)
-            target.chmod(0o666)
-            target.parent.chmod(0o1777)
+            os.chown(target, 0, 0, follow_symlinks=False)
+            os.chown(target.parent, 0, 0, follow_symlinks=False)
+            chmod_inside(self.work, target, 0o666)
+            chmod_inside(self.work, target.parent, 0o1777)
 
     def close(self) -> None:
         """Stop the lock holders and the fake API, release the port, and remove the
@@ -460,17 +571,18 @@ class Sandbox:
             server.shutdown()
             server.server_close()
         self._services.clear()
-        if not self.keep:
-            _unlock(self.work)
         if self.github is not None:
             self.github.stop()
             self.github = None
         if self._dead_socket is not None:
             self._dead_socket.close()
         self._blackhole.close()
-        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        remove_tree(self._socket_dir)
         if not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)
+        for fd in self._markers:
+            os.close(fd)
+        self._markers.clear()
 
     def __enter__(self) -> Sandbox:
         return self

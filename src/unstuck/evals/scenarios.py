@@ -62,8 +62,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -262,7 +263,11 @@ class ToolChoice:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """One scenario, validated. ``source`` is the file it came from."""
+    """One scenario, validated. ``source`` is the file it came from; ``digest`` the SHA-256
+    (hex) of that file's bytes as read; ``bundled`` whether it is one of unstuck's own
+    (:func:`builtin_scenarios`); ``setup_keys`` the ``setup:`` keys the file states (what it
+    leaves unstated, such as ``run_as`` and ``network``, takes unstuck's default:
+    :func:`unstuck.evals.trust.confinement`)."""
 
     name: str
     title: str
@@ -290,6 +295,9 @@ class Scenario:
     tools: ToolChoice = ToolChoice()
     state: ScenarioState = ScenarioState()  # noqa: RUF009 (frozen) -- the setup keys of scenario_state.STATE_KEYS
     unguarded: tuple[UnguardedExpectation, ...] = ()
+    digest: str = ""
+    bundled: bool = False
+    setup_keys: frozenset[str] = frozenset()
 
     def unguarded_for(self, agent: str) -> UnguardedExpectation | None:
         """The stated unguarded outcome of ``agent``, if the scenario states one."""
@@ -380,7 +388,7 @@ class _Reader:
         return tuple(calls)
 
 
-def _parse(data: object, source: str) -> Scenario:
+def _parse(data: object, source: str, digest: str = "") -> Scenario:
     read = _Reader(source)
     top = read.mapping("(top level)", data, _TOP_FIELDS)
     setup = read.mapping("setup", top.get("setup") or {}, _SETUP_FIELDS)
@@ -435,6 +443,8 @@ def _parse(data: object, source: str) -> Scenario:
         tools=tools,
         state=parse_state(setup, source, error=ScenarioError),
         unguarded=_unguarded(read, top.get("unguarded"), agents),
+        digest=digest,
+        setup_keys=frozenset(map(str, setup)),
     )
 
 
@@ -613,7 +623,8 @@ def load_scenario(path: str | Path) -> Scenario:
                             "(write large files with setup.generated_files or a setup command)")
     text = read_text(path, what="the file", error=ScenarioError)
     data = parse_yaml(text, where=source, error=ScenarioError)
-    return _parse(data, source)
+    # the bytes read (strict UTF-8 decodes and encodes back to the same bytes): what sha256sum(1) prints
+    return _parse(data, source, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -719,7 +730,7 @@ def load_scenarios(directory: str | Path) -> list[Scenario]:
 def _bundled() -> tuple[Scenario, ...]:
     folder = resources.files("unstuck.evals").joinpath("scenarios")
     with resources.as_file(folder) as path:
-        return tuple(load_scenarios(path))
+        return tuple(replace(scenario, bundled=True) for scenario in load_scenarios(path))
 
 
 def builtin_scenarios() -> list[Scenario]:
@@ -750,6 +761,9 @@ def scenario_template(name: str) -> str:
 _TEMPLATE = """\
 # A scenario for `unstuck eval`/`unstuck run`: a machine state, a task, and what must happen.
 # Check it with `unstuck scenarios check FILE`; run it with `unstuck run FILE`.
+# A scenario file runs commands (setup.commands, programs, extra tools, the plan's commands,
+# validators): unstuck shows them and asks before it runs a file it has not seen (--trust
+# skips the question), and runs them as nobody with no network where the machine allows.
 {name_line}# unique among all scenarios (letters, digits, _ and -)
 title: "what this scenario is about"  # one line for tables (default: the name)
 role: counter                     # blocker (asking the user is right) | counter (asking is over-asking)
@@ -758,7 +772,7 @@ setup:                            # the machine state (every key optional)
   gh: logged_out                  # logged_out | signed_in | missing: the gh CLI's state
   # token_scopes: [repo, read:org]  # scopes of the signed-in token (gh: signed_in)
   # api_fault: rate_limited       # {faults}: a fault of the local GitHub API
-  # network: ok                   # {networks}: ok, the proxy socket refuses, or no network (root)
+  # network: ok                   # {networks}: ok, the proxy socket refuses, or none (root; its default there)
   # hide_programs: [curl]         # programs left off PATH
   files:                          # workspace files (relative paths; UTF-8 text)
     notes.txt: "The deploy key lives in vault path ops/deploy.\\n"
@@ -766,7 +780,7 @@ setup:                            # the machine state (every key optional)
   # generated_files: {{app.log: {{line: "INFO ok", lines: 1000, last: "ERROR disk full"}}}}
   # unreadable: [secrets]         # workspace paths the tools get EACCES on (made if missing)
   # hold_locks: {{data/app.db: sqlite}}   # sqlite | flock: a live process holds the lock
-  # run_as: nobody                # run tools as this unprivileged user (needs root)
+  # run_as: nobody                # run tools as this user (needs root; nobody is the default as root)
   # env: {{AWS_PROFILE: prod}}      # variables added to the tools' environment (strings)
   # path: [tools/bin]             # workspace folders put first on PATH (made if missing)
   # programs:                     # stand-in programs, first on PATH

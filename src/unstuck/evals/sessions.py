@@ -14,15 +14,16 @@ carries over: no process state, no cache.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from unstuck.events import EventName, read_events
+from unstuck.stores import ENV_VAR as STORE_VARIABLE
+from unstuck.trees import temporary_tree
 
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 
@@ -82,15 +83,17 @@ def run_sessions(
     shared, fresh lesson store; the results in order. A session that cannot run is
     recorded with its error (and fails); the next ones still run."""
     results: list[SessionResult] = []
-    with tempfile.TemporaryDirectory(prefix="unstuck-sessions-") as scratch:
-        folder = Path(scratch)
+    with temporary_tree("unstuck-sessions-") as folder:
         store = folder / "lessons.db"
+        # the sessions keep their turns and lessons in the scratch folder, never in the user's
+        # shared store (UNSTUCK_STORE would otherwise take the journal of each `unstuck run`)
+        env = {name: value for name, value in os.environ.items() if name != STORE_VARIABLE}
         for number, step in enumerate(plan, 1):
             events, metrics = folder / f"events-{number}.jsonl", folder / f"metrics-{number}.json"
             argv = [sys.executable, "-m", "unstuck", "run", step.scenario, "--agent", agent, "--unattended",
                     "--lessons", str(store), "--events", str(events), "--json", str(metrics)]
             try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
                 run = json.loads(metrics.read_text(encoding="utf-8"))["runs"][0]
             except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError) as exc:
                 results.append(SessionResult(number, step.scenario, step.expect, "failed", "failed", 0, 0, (), False,

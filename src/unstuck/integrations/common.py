@@ -72,6 +72,7 @@ def spec_for(
     command_argument: str | None = None,
     interactive: bool = False,
     document_output: bool = False,
+    idempotent: bool = False,
 ) -> ToolSpec:
     """A :class:`~unstuck.tools.ToolSpec` for a tool a framework runs.
 
@@ -92,6 +93,8 @@ def spec_for(
             do not say it.
         interactive: the tool's whole job is a hand-off to a person.
         document_output: the tool returns a document from the world (a file's text, a page).
+        idempotent: a write whose repeat has no further effect: the guard may retry it
+            after a transient failure (:attr:`unstuck.tools.ToolSpec.idempotent`).
 
     Raises:
         ValueError: for an empty name or an unknown effect.
@@ -103,7 +106,7 @@ def spec_for(
         name, fn or run_elsewhere, description=description, parameters=schema, interactive=interactive,
         effect=Effect(effect), subject=subject,
         command_argument=command_argument if command_argument is not None else command_argument_of(schema),
-        document_output=document_output,
+        document_output=document_output, idempotent=idempotent,
     )
 
 

@@ -35,6 +35,14 @@ as blocked; the next step (the middleware's ``before_model`` hook, or the gate) 
   :func:`unstuck.integrations.common.read_answer`; "I've done it" runs the blocker's probe
   through :meth:`unstuck.Guard.answer`, and the model is told the block is lifted.
 
+A tool that returns a ``Command`` (LangGraph's idiom for a tool that updates state,
+``Command(update={"messages": [ToolMessage(...)]})``) is guarded like any other: the text and
+status of its ``ToolMessage`` for the call are what the guard classifies, the model gets the
+guard's content in that message's place, the rest of its update goes through except
+:data:`STATE_KEY` (no tool's return writes the guard's state), and its ``goto`` only while
+the run goes on. A guard loaded from state runs with this node's policy (``unattended``,
+``guarded``, ``config``: the stricter of them and the state's, :meth:`unstuck.Guard.from_json`).
+
 A model's answer (a reply with no tool calls) is checked too (:meth:`unstuck.Guard.check_answer`,
 in the middleware's ``after_model`` hook or the gate): an answer given while a blocker is still
 open (gh signed out, the model makes one up) stops the run blocked, ended or paused as above,
@@ -197,6 +205,38 @@ def _text_of(message: ToolMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
 
 
+def _command_result(command: Command[Any], call: ToolCall) -> tuple[str, bool, dict[str, Any], list[Any]]:
+    """What a tool that returned a ``Command`` (LangGraph's idiom for a tool that updates
+    state: ``Command(update={"messages": [ToolMessage(..., tool_call_id=...)], ...})``)
+    returned for ``call``: (the text of its ``ToolMessage`` for the call, the ``ToolMessage``'s
+    ``status == "error"``, the rest of its update without ``messages`` and without
+    :data:`STATE_KEY`, the other messages of the update). The texts of several such
+    messages are joined; none at all reads as an empty result (the guard assesses that too).
+    An update that is not a mapping or a sequence of ``(key, value)`` pairs is read as text
+    (``str``), with nothing kept."""
+    raw = command.update
+    if isinstance(raw, Mapping):
+        items = list(raw.items())
+    elif isinstance(raw, list | tuple) and all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str)
+                                               for i in raw):
+        items = list(raw)
+    elif raw is None:
+        items = []
+    else:
+        return str(raw), False, {}, []
+    rest: dict[str, Any] = {}
+    messages: list[Any] = []
+    for key, value in items:
+        if key == "messages":
+            messages.extend(value if isinstance(value, list | tuple) else [value])
+        elif key != STATE_KEY:  # the guard's state is the guard's: no tool writes it
+            rest[key] = value
+    mine = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == call.id]
+    others = [m for m in messages if not any(m is n for n in mine)]
+    text = "\n".join(_text_of(m) for m in mine)
+    return text, any(m.status == "error" for m in mine), rest, others
+
+
 @dataclass(slots=True)
 class _Live:
     """The guard of one thread between calls (shared by the parallel calls of one reply)."""
@@ -230,8 +270,8 @@ class _Core:
         return Guard(self.specs, unattended=self.unattended, task=self.task, **self.options)
 
     def load(self, snap: Mapping[str, Any]) -> Guard:
-        loading = {k: v for k, v in self.options.items() if k not in ("config", "guarded", "turn_id")}
-        return Guard.from_json(str(snap["guard"]), self.specs, **loading)
+        loading = {k: v for k, v in self.options.items() if k != "turn_id"}  # the policy is this node's
+        return Guard.from_json(str(snap["guard"]), self.specs, unattended=self.unattended, **loading)
 
     def live(self, state: Mapping[str, Any], thread: str, call_id: str = "") -> _Live:
         """The thread's guard: the one in memory when it is at least as new as the state's,
@@ -330,7 +370,13 @@ class _Core:
             with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
                 loop.call_soon_threadsafe(_wake, future)
 
-    def finish(self, live: _Live, call: ToolCall, decision: Decision, failed: bool) -> Command[Any]:
+    def finish(self, live: _Live, call: ToolCall, decision: Decision, failed: bool,
+               returned: Command[Any] | None = None) -> Command[Any]:
+        """The call's ``Command``: its ``ToolMessage`` (the guard's content) and the guard's
+        snapshot; for a tool that returned a ``Command`` itself (``returned``), that command
+        with its own ``ToolMessage`` for this call replaced by the guard's, its update of
+        :data:`STATE_KEY` dropped (no tool writes the guard's state), and its ``goto`` kept
+        only when the run goes on (a stopped run's next step is the stop)."""
         content = decision.content or (decision.escalation.text if decision.escalation is not None else "")
         refused = decision.action is Action.REFUSE or decision.action is Action.ESCALATE
         status = "error" if failed or refused else "success"
@@ -338,7 +384,16 @@ class _Core:
             live.done[call.id] = {"content": content, "status": status}
             live.seq += 1
             snap = self.snapshot(live)
-        return self.command(call, content, status, snap)
+        if returned is None:
+            return self.command(call, content, status, snap)
+        _, _, update, others = _command_result(returned, call)
+        message = ToolMessage(content, tool_call_id=call.id, name=call.tool, status=status)
+        update["messages"] = [*others, message]
+        if returned.graph is None:  # a command for a parent graph carries no state of this one
+            update[STATE_KEY] = dict(snap)
+        goes_on = decision.action is Action.CONTINUE and live.guard.escalation is None
+        return Command(graph=returned.graph, update=update, resume=returned.resume,
+                       goto=returned.goto if goes_on else ())
 
     @staticmethod
     def command(call: ToolCall, content: str, status: str, snap: Mapping[str, Any] | None) -> Command[Any]:
@@ -357,17 +412,18 @@ class _Core:
         try:
             guard, failed = live.guard, False
             decision = guard.before(call)
+            returned: Command[Any] | None = None
             while decision.action is Action.DISPATCH:
                 raw, failed = _run(handler, request)
-                if isinstance(raw, Command):  # a tool that updates state itself: passed through, assessed as run
-                    guard.after(call, "")
-                    return raw
+                returned = raw if isinstance(raw, Command) else None
+                if returned is not None:  # a tool that updates state itself: its result is read like any other
+                    raw, failed, _, _ = _command_result(returned, call)
                 decision = guard.after(call, raw)
                 if decision.action is not Action.RETRY:
                     break
                 guard.clock.sleep(decision.delay_s)
                 decision = guard.before(call)
-            return self.finish(live, call, decision, failed)
+            return self.finish(live, call, decision, failed, returned)
         finally:
             self.leave(live, call.id)
 
@@ -381,17 +437,18 @@ class _Core:
         try:
             guard, failed = live.guard, False
             decision = await guard.abefore(call)
+            returned: Command[Any] | None = None
             while decision.action is Action.DISPATCH:
                 raw, failed = await _arun(handler, request)
-                if isinstance(raw, Command):
-                    await guard.aafter(call, "")
-                    return raw
+                returned = raw if isinstance(raw, Command) else None
+                if returned is not None:
+                    raw, failed, _, _ = _command_result(returned, call)
                 decision = await guard.aafter(call, raw)
                 if decision.action is not Action.RETRY:
                     break
                 await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
                 decision = await guard.abefore(call)
-            return self.finish(live, call, decision, failed)
+            return self.finish(live, call, decision, failed, returned)
         finally:
             self.leave(live, call.id)
 

@@ -35,7 +35,10 @@ What it does with each call:
   of :func:`unstuck.tools.truncate_content`: head and tail kept, the cut marked) before the
   guard reads it, so a tool that returns 20 MB never reaches the model whole;
 * ``refuse``: a ``CallToolResult`` with ``isError: true`` and the refusal (nothing was sent to
-  the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again; ``escalate``: it raises
+  the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again (the guard
+  retries only a read-only or idempotent tool, by its annotations, or a call never sent: a
+  tool without annotations may be destructive, so a call of it that timed out or whose server
+  died is never sent twice, :func:`specs_of`); ``escalate``: it raises
   :class:`~unstuck.integrations.common.Blocked` (the question, and the guard's state) for the
   host application to ask its user.
 
@@ -136,10 +139,29 @@ def result_of(tool: str, result: CallToolResult, *, trusted: bool) -> ToolResult
     return ToolResult(tool, not result.is_error, _text_of(result), declared=declared, status_stated=True)
 
 
+def _connection_closed(exc: BaseException) -> bool:
+    """The SDK says the connection is gone (``MCPError`` with ``mcp.types.CONNECTION_CLOSED``;
+    or the stream itself closed): no later request can be sent."""
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return True
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED
+    return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+
+
 def _effect_of(tool: Tool) -> Effect:
+    """``read`` only when the tool says ``readOnlyHint: true``; otherwise ``write``: MCP's
+    ``ToolAnnotations`` default ``readOnlyHint`` to false and ``destructiveHint`` to true (a
+    tool without annotations "may perform destructive updates")."""
     hints = tool.annotations
-    return Effect.WRITE if hints is not None and hints.destructive_hint is True and not hints.read_only_hint \
-        else Effect.READ
+    return Effect.READ if hints is not None and hints.read_only_hint is True else Effect.WRITE
+
+
+def _idempotent(tool: Tool) -> bool:
+    """The tool says a repeated call has no further effect: ``idempotentHint: true`` (MCP's
+    default is false), or it is read-only."""
+    hints = tool.annotations
+    return hints is not None and (hints.read_only_hint is True or hints.idempotent_hint is True)
 
 
 class GuardedSession:
@@ -171,6 +193,9 @@ class GuardedSession:
         self.guard = guard if guard is not None else Guard(self.specs, **guard_options)
         self._ids = itertools.count(1)
         self._ended = False
+        #: Why the connection to the server is known closed (a call met it closed), else ``None``:
+        #: later calls are not sent, and their results say so (``ToolResult.sent`` false).
+        self.closed: str | None = None
 
     async def raw_call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult | BaseException:
         """The real ``tools/call``, bounded by ``deadline_s``: the result read by
@@ -180,6 +205,9 @@ class GuardedSession:
 
     async def _send(self, name: str, arguments: Mapping[str, Any]) -> tuple[ToolResult | BaseException,
                                                                            CallToolResult | None]:
+        if self.closed is not None:  # the connection is gone: the request is never sent
+            return ToolResult(name, False, f"not sent: the connection to the MCP server closed before this call "
+                                           f"({self.closed})", sent=False), None
         try:
             with anyio.fail_after(self.deadline_s):
                 result = await self.session.call_tool(name, dict(arguments), read_timeout_seconds=self.deadline_s)
@@ -187,6 +215,8 @@ class GuardedSession:
             return TimeoutError(f"the MCP server gave no result for {name} within {self.deadline_s:g} s "
                                 "(timed out)"), None
         except Exception as exc:  # a crashed or closed server: a failed result, never a traceback
+            if _connection_closed(exc):
+                self.closed = f"{type(exc).__name__}: {exc}"
             return exc, None
         from mcp.types import CallToolResult
         if not isinstance(result, CallToolResult):
@@ -269,11 +299,15 @@ class GuardedSession:
 
 def specs_of(tools: Iterable[Tool], runner: Any = None) -> tuple[ToolSpec, ...]:
     """The guard's :class:`~unstuck.tools.ToolSpec` of each MCP tool: its name, description
-    and ``inputSchema`` (:func:`~unstuck.integrations.common.spec_for`), ``effect="write"``
-    only when its annotations say ``destructiveHint: true`` and not ``readOnlyHint``;
+    and ``inputSchema`` (:func:`~unstuck.integrations.common.spec_for`); ``effect="read"``
+    only when its annotations say ``readOnlyHint: true``, else ``write`` (MCP's defaults: a
+    tool without annotations may be destructive and is not idempotent); ``idempotent`` when
+    they say ``idempotentHint: true`` (or read-only). The guard retries a timed-out or
+    failed call only for a read-only or idempotent tool, or a call that was never sent;
     ``runner(name)`` gives the callable a probe runs."""
     return tuple(spec_for(t.name, description=t.description or "", parameters=t.input_schema, effect=_effect_of(t),
-                          fn=runner(t.name) if runner is not None else None) for t in tools)
+                          idempotent=_idempotent(t), fn=runner(t.name) if runner is not None else None)
+                 for t in tools)
 
 
 async def guarded_session(session: ClientSession, *, trusted: bool = False, deadline_s: float = DEFAULT_DEADLINE_S,

@@ -177,12 +177,14 @@ class GuardedAgent:
         agent: the agent to run (a clone of the original with guarded tools).
         guard: the guard of the current run (rebuilt by :meth:`resume`).
         specs: what the guard knows of each tool, plus the extra tools (probes).
+        unattended: the run's own (as given): a guard loaded from saved state (:meth:`resume`)
+            runs with the stricter of it and the state's (:meth:`unstuck.Guard.from_json`).
     """
 
     def __init__(self, agent: Agent[Any], *, unattended: bool = False, task: str = "",
                  events: EventSink | None = None, extra_tools: Iterable[ToolSpec] = (),
                  guard_options: Mapping[str, Any] | None = None) -> None:
-        self.events = events
+        self.events, self.unattended = events, unattended
         self.options = dict(guard_options or {})
         tools = [t for t in agent.tools if isinstance(t, FunctionTool)]
         self.specs = [spec_for(t.name, description=t.description, parameters=t.params_json_schema) for t in tools]
@@ -291,7 +293,8 @@ class GuardedAgent:
                      for server in self.agent.mcp_servers for tool in await server.list_tools(None, self.agent)]
         self.specs.extend(spec_for(t.name, description=t.description, parameters=t.params_json_schema)
                           for t in converted)
-        self.guard = Guard.from_json(self.guard.to_json(), self.specs, events=self.events, **self.options)
+        self.guard = Guard.from_json(self.guard.to_json(), self.specs, unattended=self.unattended, events=self.events,
+                                     **self.options)
         self._guarded_names.update(t.name for t in converted)
         self.agent = self.agent.clone(tools=[*self.agent.tools, *(self._wrap(t) for t in converted)], mcp_servers=[])
 
@@ -364,7 +367,8 @@ class GuardedAgent:
         said = read_answer(answer)
         text = blocked.run_state.to_string() if isinstance(blocked, RunBlocked) else blocked
         saved = _saved_context(text)
-        self.guard = Guard.from_json(saved[STATE_KEY], self.specs, events=self.events, **self.options)
+        self.guard = Guard.from_json(saved[STATE_KEY], self.specs, unattended=self.unattended, events=self.events,
+                                     **self.options)
         self.guard.start(resumed=True)
         decision = self.guard.answer(said)
         context = {**saved, STATE_KEY: self.guard.to_json()}

@@ -253,11 +253,11 @@ class UnstuckToolset(WrapperToolset[Any]):
                      parameters=tool.tool_def.parameters_json_schema, effect=self.effects.get(name, Effect.READ))
             for name, tool in tools.items()]
         if state:
-            held.guard = Guard.from_json(state, specs, **self.options)
+            held.guard = Guard.from_json(state, specs, unattended=self.unattended, **self.options)
         elif held.guard is None:
             held.guard = Guard(specs, unattended=self.unattended, task=self.task, **self.options)
         else:  # tools appeared (a dynamic toolset): the same turn, a larger tool set
-            held.guard = Guard.from_json(held.guard.to_json(), specs, **self.options)
+            held.guard = Guard.from_json(held.guard.to_json(), specs, unattended=self.unattended, **self.options)
         held.names = names | held.names
         return held.guard
 

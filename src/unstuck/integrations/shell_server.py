@@ -4,12 +4,15 @@ way third-party shell servers do (a failure is ``isError: true`` with the output
 status as text).
 
 Run as ``python -m unstuck.integrations.shell_server [--crash-on TEXT] [--hang-on TEXT]
-[--declare-url URL]`` (needs ``unstuck[mcp]``; the peer comparison, :mod:`unstuck.integrations.peers`,
-and the MCP tests run it):
+[--declare-url URL] [--read-only]`` (needs ``unstuck[mcp]``; the peer comparison,
+:mod:`unstuck.integrations.peers`, and the MCP tests run it):
 a call whose command contains ``--crash-on``'s text kills the process mid-call (``os._exit``),
 one containing ``--hang-on``'s never answers; ``--declare-url`` makes every failure carry a
 declared ``auth`` situation under ``_meta["io.unstuck/situation"]`` whose unblock is that sign-in
-page (what a trusted server that knows its own sign-in does). With ``$SHELL_SERVER_LOG`` set,
+page (what a trusted server that knows its own sign-in does); ``--read-only`` annotates the tool
+``readOnlyHint: true`` (a server that promises its commands only read, so a client may send a
+call again, or re-run it as a probe; without it the tool has MCP's defaults: it may be
+destructive and is not idempotent). With ``$SHELL_SERVER_LOG`` set,
 every command it runs is appended to that file (what the tests count as tool calls that ran).
 """
 
@@ -50,11 +53,14 @@ def _run(command: str) -> tuple[int, str]:
     return out.returncode, text
 
 
-def build(crash_on: str | None, hang_on: str | None, declare_url: str | None) -> Server[Any]:
+def build(crash_on: str | None, hang_on: str | None, declare_url: str | None, *,
+          read_only: bool = False) -> Server[Any]:
     """The low-level ``mcp.server.lowlevel.Server`` with the ``run_command`` tool (see the module doc)."""
+    listed = RUN_COMMAND.model_copy(update={"annotations": types.ToolAnnotations(read_only_hint=True)}) \
+        if read_only else RUN_COMMAND
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[RUN_COMMAND])
+        return types.ListToolsResult(tools=[listed])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         command = str((params.arguments or {}).get("command", ""))
@@ -82,8 +88,9 @@ def main() -> None:
     parser.add_argument("--crash-on")
     parser.add_argument("--hang-on")
     parser.add_argument("--declare-url")
+    parser.add_argument("--read-only", action="store_true")
     args = parser.parse_args()
-    server = build(args.crash_on, args.hang_on, args.declare_url)
+    server = build(args.crash_on, args.hang_on, args.declare_url, read_only=args.read_only)
 
     async def serve() -> None:
         async with stdio_server() as (read, write):

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from pathlib import Path
 
 from unstuck.mining.environment import Environment, MiningError
 from unstuck.mining.rollout import RolloutSpec, check_spec, resolve_environment, run_spec
 from unstuck.mining.trace import Trace
+from unstuck.trees import temporary_tree
 
 __all__ = ["BACKENDS", "Progress", "run_in_folder", "run_rollouts"]
 
@@ -36,8 +35,8 @@ Progress = Callable[[int, int], None]
 
 def run_in_folder(spec: RolloutSpec) -> Trace:
     """Run ``spec`` in a fresh temporary folder, removed afterwards (what each worker runs)."""
-    with tempfile.TemporaryDirectory(prefix="unstuck-rollout-") as folder:
-        return run_spec(spec, Path(folder))
+    with temporary_tree("unstuck-rollout-") as folder:
+        return run_spec(spec, folder)
 
 
 def _check(specs: tuple[RolloutSpec, ...]) -> None:

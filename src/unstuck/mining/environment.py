@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from unstuck.errors import UnstuckError
 from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.trees import OutsideTreeError, write_inside
 
 __all__ = [
     "ASK_TOOL",
@@ -241,28 +242,55 @@ class FolderSession:
     """A :class:`Session` whose whole state is the files under ``root``: snapshot and restore
     copy them. Subclasses set ``tools`` and implement :meth:`verify`; those with services stop
     them in :meth:`close`. A tool must not hold a file open between calls (a SQLite tool opens
-    its connection per call), so a copy between calls is consistent."""
+    its connection per call), so a copy between calls is consistent.
+
+    :attr:`kept` names what a subclass keeps as it is across a restore (links to the host's
+    programs, a lock file a process holds): a snapshot leaves it out, a restore neither removes
+    nor writes it. A restore never writes outside ``root``: a snapshot's name that is absolute
+    or climbs out (``..``) is refused, and each file is written new, never through a link
+    (:func:`unstuck.trees.write_inside`)."""
+
+    #: Relative names (``/``-separated) a snapshot leaves out and a restore keeps as they are.
+    kept: tuple[str, ...] = ()
 
     def __init__(self, root: Path, tools: Toolset) -> None:
         self.root = root
         self.tools = tools
 
+    def _is_kept(self, name: str) -> bool:
+        return any(name == kept or name.startswith(kept + "/") for kept in self.kept)
+
     def snapshot(self) -> Snapshot:
-        """Every file under ``root``, in path order."""
-        files = sorted(p for p in self.root.rglob("*") if p.is_file() and not p.is_symlink())
+        """Every file under ``root`` but the :attr:`kept` ones, in path order."""
+        files = sorted(p for p in self.root.rglob("*") if p.is_file() and not p.is_symlink()
+                       and not self._is_kept(p.relative_to(self.root).as_posix()))
         return Snapshot(tuple((p.relative_to(self.root).as_posix(), p.read_bytes()) for p in files))
 
     def restore(self, snapshot: Snapshot) -> None:
-        """Remove everything under ``root`` and write the snapshot's files back."""
-        for child in self.root.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
+        """Remove everything under ``root`` but the :attr:`kept` names (a link as a link, a
+        folder that still holds a kept name left in place), then write the snapshot's files
+        back.
+
+        Raises:
+            MiningError: a snapshot name that is absolute or climbs out of ``root``.
+        """
+        for path in sorted(self.root.rglob("*"), reverse=True):  # Python 3.11's rglob enters no link
+            name = path.relative_to(self.root).as_posix()
+            if self._is_kept(name):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                if any(self._is_kept(k) and k.startswith(name + "/") for k in self.kept):
+                    continue
+                shutil.rmtree(path, ignore_errors=True)
             else:
-                child.unlink()
+                path.unlink(missing_ok=True)
         for name, data in snapshot.files:
-            target = self.root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            if self._is_kept(name):
+                continue
+            try:
+                write_inside(self.root, name, data)
+            except OutsideTreeError as error:
+                raise MiningError(f"{self.root}: snapshot file {name!r} is not restored: {error}") from error
 
     def verify(self, task: Task, answer: str) -> Verification:
         """Subclasses check the final state."""

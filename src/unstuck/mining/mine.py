@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,6 +41,7 @@ from unstuck.mining.rollout import DEFAULT_MAX_TURNS, RolloutSpec
 from unstuck.mining.rules import BadPatternCount, EnvironmentRecord, Rule, RuleEffect
 from unstuck.mining.trace import Trace
 from unstuck.tools import Effect
+from unstuck.trees import temporary_tree
 
 __all__ = [
     "LEVEL_SEED_OFFSET",
@@ -162,8 +162,8 @@ def tool_effects(environment: Environment) -> dict[str, Effect]:
     """Each tool's effect (read or write), read from a session of the first task."""
     if not environment.tasks:
         raise MiningError(f"environment {environment.name!r} has no task")
-    with tempfile.TemporaryDirectory(prefix="unstuck-effects-") as folder:
-        session = environment.open(environment.tasks[0], Path(folder))
+    with temporary_tree("unstuck-effects-") as folder:
+        session = environment.open(environment.tasks[0], folder)
         try:
             return {name: spec.effect for name, spec in session.tools.items()}
         finally:
@@ -176,8 +176,8 @@ def verify_trace(environment: Environment, task: Task, trace: Trace) -> Verifica
     made by hand, a trace from elsewhere)."""
     if trace.verdict is not None:
         return trace.verdict
-    with tempfile.TemporaryDirectory(prefix="unstuck-verify-") as folder:
-        session = environment.open(task, Path(folder))
+    with temporary_tree("unstuck-verify-") as folder:
+        session = environment.open(task, folder)
         try:
             session.restore(trace.final)
             return session.verify(task, trace.answer)

@@ -5,7 +5,9 @@ A :class:`Rule` is "when P, do A" as data: a structured :class:`Trigger` (a patt
 trace: the moment, the tool, the situation kind, the argument) and a :class:`RuleAction` (what
 to do instead, naming the environment's own tools), with the sentence a model reads. Scripted
 agents apply a rule only by matching its stored trigger against their own trace; models get the
-sentences as a prompt section (:func:`rules_prompt`).
+sentences as a prompt section (:func:`rules_prompt`), each screened first: a record is a data
+file anyone can edit or share, so a rule's text reaches a prompt only as one plain sentence
+with no instruction markers (:func:`withheld_rules`; issue 23, deliver 4).
 
 An :class:`EnvironmentRecord` is an environment's record ``(description and objects, tools,
 bad patterns, rules)``, versioned and stored as one JSON data file
@@ -22,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from unstuck.instructions import Use, screen_instruction
 from unstuck.mining.environment import BusinessObject, MiningError
 from unstuck.mining.trace import BadPattern
 from unstuck.output import write_json
@@ -42,6 +45,7 @@ __all__ = [
     "record_path",
     "rules_prompt",
     "save_record",
+    "withheld_rules",
 ]
 
 #: The version of the record file's format; a file of another version is refused.
@@ -203,10 +207,29 @@ def record_path(environment: str, folder: Path | None = None) -> Path:
     return (folder if folder is not None else default_records_dir()) / f"{environment}.json"
 
 
+def withheld_rules(rules: Sequence[Rule]) -> tuple[tuple[Rule, str], ...]:
+    """The enabled rules whose text may not reach a prompt, each with why: a rule's text is
+    accepted only as one plain sentence of at most
+    :data:`unstuck.instructions.SENTENCE_MAX_CHARS` characters with no instruction markers
+    (:func:`unstuck.instructions.screen_instruction`: an injected instruction, a
+    download-and-run, hidden characters, escape sequences, two sentences or a line break
+    withhold it)."""
+    withheld: list[tuple[Rule, str]] = []
+    for rule in rules:
+        if not rule.enabled:
+            continue
+        screened = screen_instruction(rule.text)
+        if screened.use is not Use.SENTENCE:
+            withheld.append((rule, screened.reason or "it is a command, not a sentence"))
+    return tuple(withheld)
+
+
 def rules_prompt(rules: Sequence[Rule], environment: str) -> str:
     """The prompt section that gives a model the rules in force: a heading naming the
-    environment, then one line per enabled rule. Empty when none is enabled."""
-    lines = [f"- {rule.text}" for rule in rules if rule.enabled]
+    environment, then one line per enabled rule whose text passes the screen (the others are
+    left out: :func:`withheld_rules`). Empty when none is left."""
+    withheld = {id(rule) for rule, _ in withheld_rules(rules)}
+    lines = [f"- {rule.text.strip()}" for rule in rules if rule.enabled and id(rule) not in withheld]
     if not lines:
         return ""
     return f"Recovery rules learned in the {environment} environment:\n" + "\n".join(lines)

@@ -59,6 +59,7 @@ from unstuck.mining.environment import (
 from unstuck.shell import command_subject
 from unstuck.toolkit import Workspace
 from unstuck.tools import CommandOutput, Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.trees import chmod_inside
 
 __all__ = [
     "DEADLINE_S",
@@ -573,6 +574,9 @@ class PackageCliSession(FolderSession):
     ``search_packages``, ``install_package``, ``run_tests``, ``ask_user``.
     """
 
+    #: The links to the host's programs and the lock file a holder process keeps locked.
+    kept = (".system", LOCK_FILE)
+
     def __init__(self, root: Path, spec: _Spec) -> None:
         self._spec = spec
         self._holder: subprocess.Popen[bytes] | None = None
@@ -608,8 +612,11 @@ class PackageCliSession(FolderSession):
 
     @staticmethod
     def _make_executable(root: Path) -> None:
+        """Mode 755 on the stand-in programs in ``bin/``; a link an agent put there is left
+        alone, never its target (:func:`unstuck.trees.chmod_inside`)."""
         for path in (root / "bin").iterdir():
-            path.chmod(0o755)
+            if not path.is_symlink():
+                chmod_inside(root, path, 0o755)
 
     @staticmethod
     def _link_system(root: Path) -> None:
@@ -694,22 +701,11 @@ class PackageCliSession(FolderSession):
                 ask_tool(root)]
 
     def restore(self, snapshot: Snapshot) -> None:
-        """Put the state back as it was at ``snapshot``. The lock file keeps its inode (a
-        process holding the lock still holds it), ``.system``'s links stay, and the stand-in
-        programs get their execute bits back (a snapshot keeps bytes, not modes)."""
-        keep = {self.root / ".system", self.root / LOCK_FILE}
-        for path in sorted(self.root.rglob("*"), reverse=True):
-            if path in keep or (self.root / ".system") in path.parents:
-                continue
-            if path.is_dir() and not path.is_symlink():
-                if not any(path.iterdir()):
-                    path.rmdir()
-            else:
-                path.unlink()
-        for name, data in snapshot.files:
-            target = self.root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        """Put the state back as it was at ``snapshot`` (:meth:`FolderSession.restore`, with
+        :attr:`kept`: the lock file keeps its inode, so a process holding the lock still holds
+        it, and ``.system``'s links stay, never written through), then give the stand-in
+        programs their execute bits back (a snapshot keeps bytes, not modes)."""
+        super().restore(snapshot)
         if (self.root / "bin").is_dir():
             self._make_executable(self.root)
 
