@@ -850,3 +850,22 @@ def test_a_signed_state_loads_only_with_its_key_and_a_signed_guard_refuses_an_un
     with pytest.raises(TypeError, match="state_key"):
         Guard.from_json(signed, [sign_in], unattended=True, state_key="text")  # type: ignore[arg-type]
     assert ran == []
+
+
+def test_saved_state_keeps_no_secret_a_call_carried_or_a_tool_returned() -> None:
+    # a checkpointer stores what to_json gives: the same rule as the journal
+    from secret_samples import samples
+
+    seeded = samples()[:6]
+
+    @tool(subject="gh")
+    def gh(args: str) -> str:
+        return f"gh: HTTP 401: Bad credentials ({args})"  # the tool echoes what it was given
+
+    guard = Guard([gh], unattended=True, clock=VirtualClock())
+    for n, sample in enumerate(seeded):
+        guard.call(ToolCall.of(str(n), "gh", {"args": sample.text}))
+    saved = guard.to_json()
+    assert [piece for sample in seeded for piece in sample.secrets if piece in saved] == []
+    loaded = Guard.from_json(saved, [gh], unattended=True, clock=VirtualClock())
+    assert loaded.state == guard.state and len(loaded.steps) == len(guard.steps)

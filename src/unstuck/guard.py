@@ -62,7 +62,7 @@ from unstuck.outcome import StepRecord, TurnStatus, Validation, Validator, Verdi
 from unstuck.policy import Action
 from unstuck.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.readers import parse_json
-from unstuck.redact import redact_document, redacted_prefix
+from unstuck.redact import redact_document, redact_value, redacted_prefix
 from unstuck.remember import LessonKeeper, known_blocker_note
 from unstuck.retry import full_jitter
 from unstuck.second_opinion import SecondOpinion
@@ -1160,7 +1160,9 @@ class Guard:
         set, clock, sinks and stores are not state: they are given again on load; nor is the
         policy (guarded, unattended, budgets): the state records it, but the caller of
         :meth:`from_json` gives it again, and the stricter of the two applies. With a
-        ``state_key``, the state carries its HMAC-SHA256 ``signature``."""
+        ``state_key``, the state carries its HMAC-SHA256 ``signature``. Every string in it is
+        redacted (:func:`unstuck.redact.redact_value`): a secret a tool returned or a call
+        carried is never kept in saved state."""
         with self._lock:
             reply = self._reply
             saved = {
@@ -1185,6 +1187,10 @@ class Guard:
                 "lessons_checked": sorted(self.keeper.checked) if self.keeper is not None else [],
                 "held_writes": dict(self.held_writes),
             }
+            # saved state is stored (a checkpointer, a framework's context): no secret in it,
+            # like the journal (each string redacted, unstuck.redact.redact_value); a call is
+            # never run from saved state, and a held write is looked up masked too
+            saved = redact_value(saved)
             if self.state_key is not None:
                 saved["signature"] = _signature(self.state_key, saved)
             return json.dumps(saved)

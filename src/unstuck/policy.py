@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from unstuck import prompts
 from unstuck.escalation import EscalationReason
+from unstuck.redact import redact_document, redact_value
 from unstuck.retry import next_retry, waitable
 from unstuck.situations import Kind, KindClass, Situation, Source, validate_situation
 from unstuck.tools import ToolCall
@@ -751,12 +752,14 @@ def call_key(call: ToolCall) -> str:
     the tool and its arguments with keys sorted, whitespace runs in strings collapsed
     (``false`` and `` false  `` are one call) and integral numbers written one way (``1``,
     ``1.0`` and ``1e0`` are one call). A string and a number stay different calls, as a
-    tool's schema tells them apart."""
+    tool's schema tells them apart. A secret in the arguments is masked
+    (:func:`unstuck.redact.redact_value`), so a key is the same in memory, in saved guard
+    state and in the journal, which keep no secret."""
     try:
         arguments = json.loads(call.arguments_json)
     except (ValueError, RecursionError):
-        return f"{call.tool}\x00{call.arguments_json}"
-    return f"{call.tool}\x00{json.dumps(_canonical(arguments), sort_keys=True)}"
+        return f"{call.tool}\x00{redact_document(call.arguments_json)}"
+    return f"{call.tool}\x00{json.dumps(redact_value(_canonical(arguments)), sort_keys=True)}"
 
 
 def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:
