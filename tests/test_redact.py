@@ -296,3 +296,14 @@ def test_a_netrc_line_inside_a_command_or_a_sentence_loses_its_password() -> Non
         f"printf '%s\\n' 'machine h.example login me password {MASK}' >> ~/.netrc"
     assert redact("I added machine h.example login me password s3cr3tPW to it") == \
         f"I added machine h.example login me password {MASK} to it"
+
+
+def test_a_tools_own_words_about_a_secrets_state_and_names_that_only_start_with_a_secret_word_are_kept() -> None:
+    # what gh, doctl and the scenario template print: no secret in them
+    for text in ("Error: Unable to read DigitalOcean access token: unknown terminal",
+                 "# token_scopes: [repo, read:org]", "token: missing required scope", "password: not set",
+                 "secret_name: my-app", "password_policy: strict"):
+        assert redact(text) == text
+    for text, shown in (("password: hunter2xyz", f"password: {MASK}"), ("DB_PASSWORD=unknown", f"DB_PASSWORD={MASK}"),
+                        ('"token": "unknown"', f'"token": "{MASK}"'), ("GITHUB_TOKEN2=abcd1234", f"GITHUB_TOKEN2={MASK}")):
+        assert redact(text) == shown  # assigned or quoted: a value, whatever word it is

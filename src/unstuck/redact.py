@@ -84,8 +84,13 @@ _FORMAT_PLUGINS = (
 #: A name that says its value is secret (environment variables, config keys, JSON fields, options).
 #: Names ending in ``_PWD`` (``MYSQL_PWD``: MySQL reference manual, "Environment Variables")
 #: and ``SSHPASS`` (sshpass(1), ``-e``) are documented secret variables too.
-_SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:token(?!s)|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key"
-                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key|_pwd\b|(?-i:\bSSHPASS\b))[A-Za-z0-9_.-]*")
+#: The secret word ends the name (``GITHUB_TOKEN``, ``db_password``, ``token2``; or names the
+#: file that holds it, ``--password-file``: a path is then kept, see :data:`_PATH_NAME`), so a name that
+#: only starts with one (``token_scopes``, ``password_policy``, ``secret_name``) says nothing of
+#: its value.
+_SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key"
+                r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key|_pwd|(?-i:SSHPASS))[0-9]*"
+                r"(?:[-_.](?:file|path|dir))?(?![A-Za-z0-9_])")
 #: ``NAME=value``, ``NAME: value``, ``"NAME": "value"``, ``--name value`` / ``--name=value``.
 _ASSIGNED = re.compile(
     r"""(?P<name>["']?\b""" + _SECRET_NAME + r"""\b["']?)(?P<sep>\s*[=:]\s*|\s+(?=["']))(?P<quote>["']?)"""
@@ -252,9 +257,23 @@ def _mask_credentials(match: re.Match[str]) -> str:
     return f"{match.group('name')}{MASK}"
 
 
+#: Words that follow a secret's name in a tool's own sentence, as its state, not its value
+#: ("access token: unknown terminal", "token: missing required scope", "password: not set"):
+#: after ``NAME:`` in prose, unquoted, they are left as they are.
+_STATE_WORDS = frozenset({
+    "absent", "bad", "denied", "disabled", "empty", "expired", "false", "given", "invalid", "is", "malformed",
+    "missing", "needed", "no", "none", "not", "null", "optional", "present", "provided", "redacted", "refused",
+    "rejected", "required", "revoked", "set", "true", "undefined", "unknown", "unset", "was", "yes",
+})
+
+
 def _mask_group(match: re.Match[str]) -> str:
     if _PATH_NAME.search(match.group("name")) and _PATH_VALUE.search(match.group("value")):
         return match.group(0)  # a path to a secret, not the secret (module doc)
+    groups = match.groupdict()
+    if (":" in (groups.get("sep") or "") and not groups.get("quote")
+            and match.group("value").lower().rstrip(".") in _STATE_WORDS):
+        return match.group(0)  # the tool saying what state the secret is in
     return f"{match.group('name')}{match.groupdict().get('sep') or ''}{match.groupdict().get('quote') or ''}{MASK}"
 
 
