@@ -595,3 +595,39 @@ def test_a_library_turn_keeps_seeded_secrets_out_of_its_journal_lessons_events_a
     else:
         assert leaks_in_files(tmp_path) == {}
 
+
+
+def test_a_secret_used_as_a_json_key_or_a_declared_subject_is_kept_out_of_the_journal_and_saved_guard_state(
+        tmp_path: Path) -> None:
+    """A token as a JSON document's key and a URL password in a declared blocker's subject (the
+    key of the saved state's open blockers): the journal's files and ``Guard.to_json`` hold
+    neither, masked keys keep the documents whole (RFC 8259 section 4)."""
+    from unstuck import Guard, ToolCall
+
+    token = _by_name("GitHub personal access token (classic)").text
+    password = _by_name("URL userinfo password").secrets[0]
+    subject = f"https://bot:{password}@git.example"
+
+    @tool(subject="deploy")
+    def deploy(target: str) -> dict[str, Any]:
+        """Deploy."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": subject, "unblock": "deploy login"}}
+
+    @tool
+    def read_keys() -> str:
+        """Read the key file."""
+        return json.dumps({token: {"scopes": ["repo"]}, f"https://ci:{password}@registry.example": {}})
+
+    with Journal(tmp_path / "journal.db") as journal:
+        run_turn("read the keys", model=PlaybackModel([("read_keys", {}), ("deploy", {"target": "prod"}), "done"]),
+                 tools=[read_keys, deploy], unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
+        kept = [json.loads(m) for m in journal.messages("t1")]
+    assert leaks_in_files(tmp_path) == {}
+    tool_output = next(json.loads(m["content"]) for m in kept if m["role"] == "tool" and "scopes" in m["content"])
+    assert tool_output == {"***": {"scopes": ["repo"]}, "https://ci:***@registry.example": {}}
+
+    guard = Guard([deploy, read_keys], unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "deploy", {"target": "prod"}))
+    guard.call(ToolCall.of(f"id-{token}", "read_keys", {}))
+    saved = guard.to_json()
+    assert leaks(saved) == [] and "https://bot:***@git.example" in json.loads(saved)["state"]["open_blockers"]

@@ -181,6 +181,16 @@ _ENVELOPE_WORDS = ("error", "fail", "fault", "exception", "false", "detail", "co
                    "severity", "reason", "__type")
 
 
+def _lowered_offsets(text: str, lowered: str) -> list[int]:
+    """For each offset of ``lowered`` (``text.lower()``), the offset in ``text`` of the character it
+    was lowered from, and ``len(text)`` after the last: each character lowers on its own, to one
+    character or more (SpecialCasing.txt; the conditional mappings Python applies, final sigma,
+    keep the length)."""
+    positions = [index for index, char in enumerate(text) for _ in range(len(char.lower()))]
+    positions += [len(text)] * (len(lowered) + 1 - len(positions))
+    return positions[:len(lowered) + 1]
+
+
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
 
@@ -191,8 +201,11 @@ class _Reader:
         self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
                      or has_invisible(text) else text)
         self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
-        # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
-        self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered
+        # Lower-casing can change a string's length ("İ", U+0130, is "i̇", two characters:
+        # Unicode SpecialCasing.txt): offsets into lowered are then mapped back to the text, so
+        # what is shown is always the tool's own text, in its case (a lower-cased AWS key or
+        # JWT would no longer look like one to the redaction of what is stored).
+        self._to_text = None if len(self.lowered) == len(self.text) else _lowered_offsets(self.text, self.lowered)
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
         # an ASCII-only text is matched with the alternatives it can match (most output is)
         plain = self.lowered.isascii()
@@ -210,7 +223,26 @@ class _Reader:
         return key in self._cache
 
     def excerpt(self, match: RowMatch) -> str:
-        return _line_around(self.shown, match.start, match.end)
+        return self.line_around(match.start, match.end)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The span of :attr:`text` that the span ``start:end`` of :attr:`lowered` was lowered from."""
+        positions = self._to_text
+        if positions is None:
+            return start, end
+        first = positions[min(start, len(positions) - 1)]
+        last = positions[min(end - 1, len(positions) - 1)] + 1 if end > start else first
+        return first, max(first, last)
+
+    def original(self, start: int, end: int) -> str:
+        """The text that ``lowered[start:end]`` was lowered from, in its own case."""
+        first, last = self.span(start, end)
+        return self.text[first:last]
+
+    def line_around(self, start: int, end: int) -> str:
+        """:func:`_line_around` the match at ``start:end`` of :attr:`lowered`, from :attr:`text`."""
+        first, last = self.span(start, end)
+        return _line_around(self.text, first, last)
 
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
@@ -425,7 +457,7 @@ def _decide(
     weak_code = next((c for c in codes if c.weak), None)
     if weak_code is not None:
         return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
-    text = reader.shown.strip()
+    text = reader.text.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
                                                     "DESIGN.md: a failure that matches nothing is execution_error"),
@@ -464,7 +496,7 @@ def _status_verdict(
     if result.error_type and result.error_type in table.exception:
         exc = table.exception[result.error_type]
         if exc.verdict is not None:
-            line = reader.shown.strip().splitlines()[-1] if reader.shown.strip() else result.error_type
+            line = reader.text.strip().splitlines()[-1] if reader.text.strip() else result.error_type
             return exc.verdict, Decision(Stage.STATUS, f"exception {result.error_type}", exc.source), None, line
     if result.exit_code is not None and result.exit_code in table.exit_code:
         coded_exit = table.exit_code[result.exit_code]
@@ -479,7 +511,7 @@ def _status_verdict(
 
 def _first_line(reader: _Reader) -> str:
     """The first line of the output that says something (not a bare status line)."""
-    for line in reader.shown.splitlines():
+    for line in reader.text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.lower().startswith("http "):
             return stripped[:_DETAIL_CHARS]
@@ -543,12 +575,13 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
             (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
         if found is not None and index is not None:
             start, end = found.span(index)
-            named = reader.shown[start:end].strip()
+            named = reader.original(start, end).strip()
     elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
         start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
-        before = _BEFORE_MESSAGE.search(reader.shown[first:start])
+        head = reader.original(first, start)
+        before = _BEFORE_MESSAGE.search(head)
         candidate = before.group(1) if before is not None else None
-        program_prefix = reader.shown[first:start].split(":", 1)[0].strip()
+        program_prefix = head.split(":", 1)[0].strip()
         if candidate and candidate != program_prefix and ("/" in candidate or "." in candidate):
             named = candidate
     if not named or named.lower() in _NOT_SUBJECTS:
@@ -582,7 +615,7 @@ def _suggestion(reader: _Reader) -> str | None:
         if found is None or found.group(1) is None:
             continue
         start, end = found.span(1)
-        raw = reader.shown[start:end]
+        raw = reader.original(start, end)
         words = raw.split()
         kept: list[str] = []
         for position, word in enumerate(words):
@@ -741,9 +774,9 @@ def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classificati
         found = row.subject.search(reader.lowered)
         if found is not None:
             named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
-            line = _line_around(reader.shown, found.start(), found.end())
+            line = reader.line_around(found.start(), found.end())
             break
-    text = reader.shown.strip()
+    text = reader.text.strip()
     line = line or (text.splitlines()[0] if text else f"exit code {code}")
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, Decision(Stage.DECISIVE_EXIT, f"exit code {code}", coded.source))
