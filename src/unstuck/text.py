@@ -12,7 +12,10 @@ Two transformations, each in one place:
   zero-width space, and no instruction can ride along in tag characters;
 * :func:`for_terminal`: the same for text printed on a terminal, except that a zero-width
   joiner or non-joiner or a variation selector after a non-ASCII character stays (it shapes
-  Arabic and Indic scripts and emoji; see :data:`_SHAPING`).
+  Arabic and Indic scripts and emoji; see :data:`_SHAPING`);
+* :func:`match_form`: the form in which text is read for an instruction's wording: cleaned,
+  every format character removed and NFKC-normalised, so ``Ｉｇｎｏｒｅ`` (fullwidth) and
+  ``Ign\u00adore`` (a soft hyphen) read ``Ignore``.
 
 Line and paragraph separators (U+2028, U+2029) become newlines in both: they end a line
 (Unicode Standard, section 5.8 "Newline Guidelines", and UAX #14 classes BK), and a terminal
@@ -21,10 +24,12 @@ that does not break on them would join two lines a reader should see apart.
 
 from __future__ import annotations
 
+import unicodedata
+
 import re2
 
 __all__ = ["DEFAULT_IGNORABLE", "EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "has_invisible",
-           "quote_evidence", "valid_utf8"]
+           "match_form", "quote_evidence", "valid_utf8"]
 
 _SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 
@@ -138,6 +143,23 @@ def for_terminal(text: str) -> str:
     kept = _IGNORABLE_BUT_SHAPING.sub("", stripped.translate(_SEPARATORS))
     shown: str = _SHAPING_AFTER_ASCII.sub(r"\1", kept)
     return shown
+
+
+def match_form(text: str) -> str:
+    """``text`` as an instruction's wording is matched in: cleaned as by
+    :func:`clean_terminal_text`, every remaining format character (general category Cf: the
+    prepended concatenation marks, the interlinear annotation and Egyptian format controls
+    :data:`DEFAULT_IGNORABLE` leaves out) removed, then normalised to NFKC (UAX #15, "Unicode
+    Normalization Forms": compatibility characters such as the fullwidth forms U+FF01-U+FF5E,
+    ligatures and circled or styled letters become the letters they stand for; UTS #39 section
+    4 applies NFKC before comparing identifiers for the same reason). Lines stay lines (no
+    character is normalised into a line break), so the n-th line of the result is the n-th line
+    of the cleaned text. ASCII text without controls comes back as it is (fast path)."""
+    cleaned = clean_terminal_text(text)
+    if cleaned.isascii():
+        return cleaned
+    visible = "".join(char for char in cleaned if unicodedata.category(char) != "Cf")
+    return unicodedata.normalize("NFKC", visible)
 
 
 #: Characters at most in a quoted piece of tool text (:func:`quote_evidence`).
