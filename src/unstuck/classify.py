@@ -249,9 +249,11 @@ class _Reader:
             found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
             if found is not None or self.lowered.isascii():
                 return found
-            # line by line, so the n-th line of the folded text is the n-th of this one (a
-            # carriage return the cleaning turns into a line break stays inside its line)
-            folded = "\n".join(match_form(line).replace("\n", " ") for line in self.text.split("\n"))
+            # the n-th line of the folded text is the n-th of this one: only a carriage return
+            # (which the cleaning turns into a line break) could add one, so such text is folded
+            # line by line
+            folded = match_form(self.text) if "\r" not in self.text else "\n".join(
+                match_form(line).replace("\n", " ") for line in self.text.split("\n"))
             if folded == self.text:
                 return None
             inner = _Reader(self.table, folded).injection()
