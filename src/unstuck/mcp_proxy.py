@@ -352,7 +352,7 @@ class Proxy:
         arguments = dict(params.arguments or {})
         if params.name == ANSWER_TOOL:
             return await self.answer(arguments)
-        if params.name in self.withheld:  # not exported (its name breaks MCP's rule): never sent on
+        if params.name in self.withheld:  # not exported (its name breaks MCP's rule, or reads as an instruction)
             return CallToolResult(content=[TextContent(type="text", text=f"No tool named {params.name!r} here.")],
                                   is_error=True)
         if self.pending_url is not None and self.guarded.guard.escalation is not None:
@@ -443,7 +443,8 @@ async def _serve(upstream: Any, errlog: Any, *, trusted: bool, deadline_s: float
         proxy = Proxy(guarded)
         for name in proxy.withheld:
             sys.stderr.write(for_terminal(f"unstuck mcp-proxy: the upstream tool {name!r} is not exported: its name "
-                                          "is not an MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .)") + "\n")
+                                          "is not an MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .), or its name or "
+                                          "a key of its schemas reads as an instruction to the agent") + "\n")
         server: Server[Any] = Server("unstuck-mcp-proxy", on_list_tools=proxy.list_tools,
                                      on_call_tool=proxy.call_tool)
         async with stdio_server() as (client_read, client_write):
