@@ -262,7 +262,10 @@ class _Reader:
             number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
             start = 0
             for _ in range(number):
-                start = self.lowered.index("\n", start) + 1
+                after = self.lowered.find("\n", start)
+                if after == -1:
+                    break
+                start = after + 1
             end = self.lowered.find("\n", start)
             return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
         return self._once("injection", compute)  # type: ignore[no-any-return]

@@ -174,14 +174,12 @@ def _title(text: str | None) -> str | None:
 
 #: What :func:`_schema_value` returns for a value that is withheld: its keyword is dropped.
 _DROP = object()
+#: What :func:`_schema_value` returns when a key reads as an instruction: the tool is withheld.
+_WITHHOLD_TOOL = object()
 #: The separators of MCP's tool name rule, read as spaces; a lower-case letter or digit before an
 #: upper-case one starts a word (``sendToken``).
 _NAME_SEPARATORS = re2.compile(r"[_.\-]+")
 _CAMEL = re2.compile(r"([a-z0-9])([A-Z])")
-
-
-class _WithheldToolError(Exception):
-    """A tool whose name or a key of its schemas reads as an instruction: not exported."""
 
 
 def _as_words(name: str) -> str:
@@ -202,39 +200,37 @@ def _schema_value(value: Any) -> Any:
     :data:`WITHHELD_DESCRIPTION` (cleaned of control sequences otherwise); any other string that
     fails or holds a control sequence is withheld (:data:`_DROP`: the keyword holding it is
     dropped, a list with one such item whole); a key that fails or holds a control sequence
-    withholds the tool (:class:`_WithheldToolError`)."""
+    withholds the tool (:data:`_WITHHOLD_TOOL`, passed up to the schema's root)."""
     if isinstance(value, Mapping):
         shown: dict[Any, Any] = {}
         for key, item in value.items():
             if isinstance(key, str) and (_fails(key) or clean_terminal_text(key) != key):
-                raise _WithheldToolError(key)
+                return _WITHHOLD_TOOL
             if key == "description" and isinstance(item, str):
                 shown[key] = WITHHELD_DESCRIPTION if _fails(item) else clean_terminal_text(item)
                 continue
             kept = _schema_value(item)
+            if kept is _WITHHOLD_TOOL:
+                return _WITHHOLD_TOOL
             if kept is not _DROP:
                 shown[key] = kept
         return shown
     if isinstance(value, list):
         items = [_schema_value(item) for item in value]
+        if any(item is _WITHHOLD_TOOL for item in items):
+            return _WITHHOLD_TOOL
         return _DROP if any(item is _DROP for item in items) else items
     if isinstance(value, str):
         return _DROP if _fails(value) or clean_terminal_text(value) != value else value
     return value
 
 
-def _schema(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _schema(schema: Mapping[str, Any] | None) -> Any:
     """An input or output schema with every string screened (:func:`_schema_value`): every
     keyword (``enum``, ``default``, ``examples``, ``const``, ``$comment``, ``x-*`` …) and every
-    key (property names too), at any depth.
-
-    Raises:
-        _WithheldToolError: when a key reads as an instruction or hides characters.
-    """
-    if schema is None:
-        return None
-    shown: dict[str, Any] = _schema_value(schema)
-    return shown
+    key (property names too), at any depth; :data:`_WITHHOLD_TOOL` when a key reads as an
+    instruction or hides characters."""
+    return None if schema is None else _schema_value(schema)
 
 
 def exported_tools(tools: Iterable[Tool]) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
@@ -259,9 +255,8 @@ def exported_tools(tools: Iterable[Tool]) -> tuple[tuple[Tool, ...], tuple[str, 
         if not MCP_TOOL_NAME.match(tool.name) or _fails(tool.name):
             withheld.append(tool.name)
             continue
-        try:
-            input_schema, output_schema = _schema(tool.input_schema), _schema(tool.output_schema)
-        except _WithheldToolError:
+        input_schema, output_schema = _schema(tool.input_schema), _schema(tool.output_schema)
+        if input_schema is _WITHHOLD_TOOL or output_schema is _WITHHOLD_TOOL:
             withheld.append(tool.name)
             continue
         annotations = tool.annotations

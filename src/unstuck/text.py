@@ -165,8 +165,8 @@ def match_form(text: str) -> str:
     prepended concatenation marks, the interlinear annotation and Egyptian format controls
     :data:`DEFAULT_IGNORABLE` leaves out) removed, then normalised to NFKC (UAX #15, "Unicode
     Normalization Forms": compatibility characters such as the fullwidth forms U+FF01-U+FF5E,
-    ligatures and circled or styled letters become the letters they stand for; UTS #39 section
-    4 applies NFKC before comparing identifiers for the same reason). Lines stay lines (no
+    ligatures and circled or styled letters become the letters they stand for; UAX #31 section 5
+    normalises identifiers to NFKC before comparing them for the same reason). Lines stay lines (no
     character is normalised into a line break), so the n-th line of the result is the n-th line
     of the cleaned text. ASCII text without controls comes back as it is (fast path)."""
     cleaned = clean_terminal_text(text)
