@@ -25,13 +25,16 @@ from unstuck.shell import (
     Screened,
     SimpleCommand,
     Stream,
+    VariableEffect,
     Waits,
     command_subject,
     find_download_and_run,
     interactive_call,
     load_interactive_catalogue,
     parse_command_line,
+    plain_command_refusal,
     screen_command,
+    variable_rule,
 )
 from unstuck.text import clean_terminal_text
 
@@ -1340,3 +1343,56 @@ def test_text_built_to_exhaust_the_prose_screen_fails_closed() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# -- plain command lines (what an unblock may be) and the variables table -------------------------
+
+
+@pytest.mark.parametrize(("name", "effect"), [
+    ("BASH_ENV", VariableEffect.RUNS), ("ENV", VariableEffect.RUNS),  # bash(1) INVOCATION
+    ("PROMPT_COMMAND", VariableEffect.RUNS), ("GIT_SSH_COMMAND", VariableEffect.RUNS),  # bash(1), git(1)
+    ("GIT_CONFIG_COUNT", VariableEffect.RUNS), ("npm_config_script_shell", VariableEffect.RUNS),
+    ("NODE_OPTIONS", VariableEffect.RUNS), ("PERL5OPT", VariableEffect.RUNS), ("RUBYOPT", VariableEffect.RUNS),
+    ("EDITOR", VariableEffect.RUNS), ("PYTHONSTARTUP", VariableEffect.RUNS),
+    ("LD_PRELOAD", VariableEffect.LOADS), ("LD_LIBRARY_PATH", VariableEffect.LOADS),  # ld.so(8)
+    ("PYTHONPATH", VariableEffect.LOADS), ("PYTHONHOME", VariableEffect.LOADS), ("PERL5LIB", VariableEffect.LOADS),
+    ("HTTPS_PROXY", VariableEffect.REDIRECTS), ("https_proxy", VariableEffect.REDIRECTS),  # curl(1)
+    ("PIP_INDEX_URL", VariableEffect.REDIRECTS), ("OPENAI_BASE_URL", VariableEffect.REDIRECTS),
+    ("AWS_ENDPOINT_URL", VariableEffect.REDIRECTS), ("GOPROXY", VariableEffect.REDIRECTS),
+])
+def test_the_variables_table_names_what_each_variable_makes_a_program_do(name: str, effect: VariableEffect) -> None:
+    rule = variable_rule(name)
+    assert rule is not None and rule.effect is effect and rule.source and rule.what
+
+
+@pytest.mark.parametrize("name", ["AWS_PROFILE", "PATH", "HOME", "GH_TOKEN", "LANG", "TERM"])
+def test_a_variable_that_changes_neither_code_nor_traffic_is_not_in_the_table(name: str) -> None:
+    assert variable_rule(name) is None
+
+
+@pytest.mark.skipif(BASH is None, reason="needs bash")
+@pytest.mark.parametrize("command", [
+    "true $(touch ran)",
+    "true `touch ran`",
+    "cat <(touch ran) > /dev/null",
+    "export BASH_ENV=./hook.sh; bash -c true",
+    "bash -c 'touch ran'",
+    "{ touch ran; }",
+])
+def test_what_a_plain_command_line_refuses_really_runs_more_than_its_words(tmp_path: Path, command: str) -> None:
+    """Real bash, with a stand-in payload: each refused form runs a command the line's own simple
+    commands do not name (bash(1) EXPANSION, INVOCATION, SHELL GRAMMAR)."""
+    (tmp_path / "hook.sh").write_text("touch ran\n", encoding="utf-8")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    subprocess.run([str(BASH), "--norc", "--noprofile", "-c", command], cwd=tmp_path, env=env, check=True, timeout=30)
+    assert (tmp_path / "ran").exists()
+    assert plain_command_refusal(command) is not None
+
+
+@pytest.mark.parametrize("command", [
+    "gh auth login", "gh auth login --hostname github.com 2>&1", "sudo apt-get install -y gh",
+    'export PATH="/opt/tools/bin:$PATH"', "cd .. && make install", "gh auth refresh -h github.com -s read:org",
+    "az login --tenant contoso.onmicrosoft.com", "echo done | cat", "pip install --user gh-helper",
+])
+def test_a_plain_command_line_is_plain(command: str) -> None:
+    assert plain_command_refusal(command) is None

@@ -194,3 +194,19 @@ def test_no_invisible_character_survives_cleaning_and_for_terminal_is_stable(tex
     assert not has_invisible(clean_terminal_text(text))
     shown = for_terminal(text)
     assert for_terminal(shown) == shown and "\u2028" not in shown and "\u200b" not in shown
+
+
+@pytest.mark.parametrize(("text", "form"), [
+    ("\uff29\uff47\uff4e\uff4f\uff52\uff45 previous", "Ignore previous"),  # fullwidth forms (UAX #15, NFKC)
+    ("\U0001d5dc\U0001d5f4\U0001d5fb\U0001d5fc\U0001d5ff\U0001d5f2", "Ignore"),  # mathematical sans-serif bold
+    ("Ign\u00adore", "Ignore"),  # a soft hyphen (Default_Ignorable)
+    ("Ig\u0600nore", "Ignore"),  # a format character (Cf) DEFAULT_IGNORABLE leaves out
+    ("ﬁle", "file"),  # a ligature
+    ("line one\nline\u2028two", "line one\nline\ntwo"),
+    ("plain ascii", "plain ascii"),
+])
+def test_match_form_reads_compatibility_letters_and_format_characters_as_the_text_they_show(
+        text: str, form: str) -> None:
+    from unstuck.text import match_form
+
+    assert match_form(text) == form

@@ -64,7 +64,7 @@ from unstuck.envelopes import Envelope, Shape, find_envelopes
 from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
-from unstuck.text import clean_terminal_text, has_invisible, valid_utf8
+from unstuck.text import clean_terminal_text, has_invisible, match_form, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
 from unstuck.waiting import non_interactive_fix
 
@@ -191,6 +191,10 @@ def _lowered_offsets(text: str, lowered: str) -> list[int]:
     return positions[:len(lowered) + 1]
 
 
+def _adversarial(row: Any) -> bool:
+    return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
+
+
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
 
@@ -264,15 +268,39 @@ class _Reader:
             "causes", self.causes, lambda row: not row.success_too))
 
     def success_signal(self) -> RowMatch | None:
-        """The first degenerate or adversarial row (what a success is read for)."""
-        return self._once("success", lambda: self._first(  # type: ignore[no-any-return]
+        """The first adversarial row (:meth:`injection`), else the first degenerate one (what a
+        success is read for)."""
+        return self._once("success", lambda: self.injection() or self._first(  # type: ignore[no-any-return]
             "degenerate", self.table.degenerate, lambda row: True))
 
     def injection(self) -> RowMatch | None:
-        """The first adversarial row, whatever else the text reads as."""
-        return self._once("injection", lambda: self._first(  # type: ignore[no-any-return]
-            "degenerate", self.table.degenerate,
-            lambda row: row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION))
+        """The first adversarial row, whatever else the text reads as: in the text, else in its
+        :func:`unstuck.text.match_form` (fullwidth or styled letters, format characters), where
+        the match stands for the whole line it is on (lines are kept one for one)."""
+        def compute() -> RowMatch | None:
+            found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+            if found is not None or self.lowered.isascii():
+                return found
+            # the n-th line of the folded text is the n-th of this one: only a carriage return
+            # (which the cleaning turns into a line break) could add one, so such text is folded
+            # line by line
+            folded = match_form(self.text) if "\r" not in self.text else "\n".join(
+                match_form(line).replace("\n", " ") for line in self.text.split("\n"))
+            if folded == self.text:
+                return None
+            inner = _Reader(self.table, folded).injection()
+            if inner is None:
+                return None
+            number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
+            start = 0
+            for _ in range(number):
+                after = self.lowered.find("\n", start)
+                if after == -1:
+                    break
+                start = after + 1
+            end = self.lowered.find("\n", start)
+            return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
+        return self._once("injection", compute)  # type: ignore[no-any-return]
 
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]

@@ -177,7 +177,8 @@ def _check_trust(chosen: list[Scenario], *, trust: bool, digests: Path | None, a
         default_digests_file,
         describe_rights,
         remember_trusted,
-        scenario_commands,
+        scenario_text,
+        shown_commands,
         trusted_digests,
         untrusted,
     )
@@ -191,19 +192,32 @@ def _check_trust(chosen: list[Scenario], *, trust: bool, digests: Path | None, a
         raise _fail(str(exc)) from exc
     can_ask = console_can_ask() and attended is not False
     for scenario in pending:
-        commands = scenario_commands(scenario)
+        commands = shown_commands(scenario, scenario_text(scenario))
         err_console.print(f"[bold]{escape(scenario.source)}[/bold] is a scenario file unstuck has not run before "
                           f"(sha256 {scenario.digest}). A scenario file is a program: it runs "
                           f"{len(commands) or 'no'} command(s) on this machine, {escape(describe_rights(scenario))}"
                           + (":" if commands else "."), soft_wrap=True)
         for item in commands:
-            err_console.print(f"  {escape(item.where)}: {escape(' '.join(item.command.split()))}", soft_wrap=True,
+            place = f" (line {item.line})" if item.line is not None else ""
+            why = f"  [{item.why}]" if item.why else ""
+            err_console.print(f"  {escape(item.where)}{place}: {escape(item.text)}{escape(why)}", soft_wrap=True,
                               highlight=False)
+            if not item.exact:
+                err_console.print(f"    (not shown as it runs: part of it is masked as a secret or held control "
+                                  f"characters; read {escape(scenario.source)}, "
+                                  + (f"line {item.line}" if item.line is not None else f"field {escape(item.where)}")
+                                  + ", before you trust it)", soft_wrap=True, highlight=False)
+        hidden = [item for item in commands if not item.exact]
+        trust_how = (f"run it with --trust, or list its SHA-256 in {default_digests_file()}, in the file "
+                     f"{TRUSTED_DIGESTS_ENV} names, or in a file given as --trusted-digests")
+        if hidden:
+            lines = ", ".join(f"line {i.line}" if i.line is not None else f"field {i.where}" for i in hidden)
+            raise _fail(f"{scenario.source}: not run: it is not trusted, and part of {len(hidden)} of its commands "
+                        f"cannot be shown here (masked as a secret, or holding control characters), so it is not "
+                        f"offered for a yes. Read {scenario.source} ({lines}), then {trust_how}")
         if not can_ask:
             raise _fail(f"{scenario.source}: not run: it is not trusted, and no one is at a terminal to ask. "
-                        "Read its commands (above), then run it with --trust, or list its SHA-256 in "
-                        f"{default_digests_file()}, in the file {TRUSTED_DIGESTS_ENV} names, or in a file "
-                        "given as --trusted-digests")
+                        f"Read its commands (above), then {trust_how}")
         if not Confirm.ask(f"Run {escape(scenario.source)} and these commands?", console=err_console, default=False):
             raise _fail(f"{scenario.source}: not run (you said no)")
         try:

@@ -8,35 +8,50 @@ a mined rule's sentence, an upstream MCP server's tool description) is read by
 
 * ``command``: a shell command line that has a command's structure (it parses; no word that
   starts a command is a label such as ``SYSTEM:`` or a capitalised word of prose such as
-  ``Export``; no sentence ends inside it) and passes the structural command screen
-  (:func:`unstuck.shell.screen_command`): it may be shown as "Run: …" and remembered;
+  ``Export``; no sentence ends inside it), passes the structural command screen
+  (:func:`unstuck.shell.screen_command`) and is a plain command line of simple commands
+  (:func:`unstuck.shell.plain_command_refusal`: no ``$(…)``, backticks or process
+  substitution, no redirection to or from a file or device, no write to a shell start-up file,
+  no variable set that runs or loads code or sends traffic elsewhere, ``LD_PRELOAD``,
+  ``HTTPS_PROXY``, ``PIP_INDEX_URL`` …): it may be shown as "Run: …" and remembered;
 * ``sentence``: one plain sentence (a capital letter, a space, one full stop at the end and no
   sentence end before it, one line, at most :data:`SENTENCE_MAX_CHARS` characters, no escape
-  sequence): it may be shown as it is and remembered;
+  sequence) that holds no instruction aimed at the agent: it may be shown as it is and
+  remembered;
 * ``evidence``: anything else (two sentences, a line break, a label, a long text): it is only
   ever quoted as the tool's words (:func:`unstuck.text.quote_evidence`), never shown as
   "Run: …", never a lesson's unblock, never a prompt's instruction;
 * ``refused``: it holds an instruction aimed at the agent or a command that runs what it
   downloads (:func:`find_instruction`), hidden characters, or a command the command screen
-  refuses (a secret sent over the network, a write to a trust file, …): it is not repeated at
-  all.
+  refuses (a secret sent over the network, a write to a trust file, …) or that is not a plain
+  command line: it is not repeated at all.
 
 :func:`find_instruction` is the one place that asks the injection shapes: the adversarial rows
-of the signal table (:func:`unstuck.classify.find_injection`) and the download-and-run
-structure (:func:`unstuck.shell.find_download_and_run`). Every screen of prose goes through it,
-so when those shapes grow, every path here uses them as they grow.
+of the signal table (:func:`unstuck.classify.find_injection`: text that addresses the agent,
+asks it to reveal, paste, send or export a secret, or to forget or ignore what it was told)
+and the download-and-run structure (:func:`unstuck.shell.find_download_and_run`), both read
+in the text's :func:`unstuck.text.match_form` (NFKC, format characters removed), so
+``Ｉｇｎｏｒｅ previous instructions`` reads as it shows. Every screen of prose goes through
+it, so when those shapes grow, every path here uses them as they grow.
 """
 
 from __future__ import annotations
 
 import enum
+import unicodedata
 from dataclasses import dataclass
 
 import re2
 
 from unstuck.classify import find_injection
-from unstuck.shell import SCREEN_MAX_CHARS, find_download_and_run, parse_command_line, screen_command
-from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, has_invisible, quote_evidence
+from unstuck.shell import (
+    SCREEN_MAX_CHARS,
+    find_download_and_run,
+    parse_command_line,
+    plain_command_refusal,
+    screen_command,
+)
+from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, has_invisible, match_form, quote_evidence
 
 __all__ = ["SENTENCE_MAX_CHARS", "Screening", "Use", "find_instruction", "looks_like_sentence",
            "screen_instruction"]
@@ -80,8 +95,9 @@ def find_instruction(text: str) -> str | None:
     line an adversarial row of the signal table matches (:func:`unstuck.classify.find_injection`:
     "ignore previous instructions", a request to paste a token into the chat, …) or a command
     that runs what it downloads (:func:`unstuck.shell.find_download_and_run`, read by the
-    shell's structure). Never raises."""
-    return find_injection(text) or find_download_and_run(text)
+    shell's structure), each read in the text's :func:`unstuck.text.match_form` too
+    (fullwidth letters, format characters). Never raises."""
+    return find_injection(text) or find_download_and_run(text) or find_download_and_run(match_form(text))
 
 
 def looks_like_sentence(text: str) -> bool:
@@ -133,32 +149,35 @@ def _command_structure(text: str) -> str | None:
 
 def screen_instruction(text: str) -> Screening:
     """Screen a text from a tool or a file before it becomes an instruction (see the module
-    doc): an injected instruction or a download-and-run anywhere in it (:func:`find_instruction`)
-    or hidden characters (what :func:`unstuck.text.has_invisible` finds) refuse it; a text
-    written as a sentence (:func:`looks_like_sentence`) is accepted when it is one plain
-    sentence of at most :data:`SENTENCE_MAX_CHARS` characters, and is evidence otherwise; any
-    other text is accepted as a command when it has a command's structure and passes
-    :func:`unstuck.shell.screen_command` (refused when the screen refuses it), and is evidence
-    otherwise. Escape sequences or control characters make it evidence. Never raises."""
+    doc): an injected instruction or a download-and-run anywhere in it (:func:`find_instruction`,
+    read in the text's NFKC form with format characters removed) or hidden characters (what
+    :func:`unstuck.text.has_invisible` finds, and any other format character, general category
+    Cf) refuse it; a text written as a sentence (:func:`looks_like_sentence`, in its NFKC form:
+    a fullwidth full stop ends a sentence too) is accepted when it is one plain sentence of at
+    most :data:`SENTENCE_MAX_CHARS` characters, and is evidence otherwise; any other text is
+    accepted as a command when it has a command's structure, passes
+    :func:`unstuck.shell.screen_command` and is a plain command line
+    (:func:`unstuck.shell.plain_command_refusal`), refused when either refuses it, and is
+    evidence otherwise. Escape sequences or control characters make it evidence. Never raises."""
     stripped = text.strip()
     found = find_instruction(text)
     if found is not None:
         return Screening(Use.REFUSED, stripped, f"it holds an instruction: {quote_evidence(found)}")
-    if has_invisible(text):
+    if has_invisible(text) or any(unicodedata.category(char) == "Cf" for char in text):
         return Screening(Use.REFUSED, stripped, "it holds invisible characters")
     if not stripped:
         return Screening(Use.EVIDENCE, stripped, "it is empty")
     if clean_terminal_text(stripped) != stripped:
         return Screening(Use.EVIDENCE, stripped, "it holds terminal control characters")
-    if looks_like_sentence(stripped):
-        why = _plain_sentence(stripped)
+    if looks_like_sentence(match_form(stripped)):
+        why = _plain_sentence(match_form(stripped))
         if why is not None:
             return Screening(Use.EVIDENCE, stripped, f"it is not one plain sentence: {why}")
         return Screening(Use.SENTENCE, stripped)
     why = _command_structure(stripped)
     if why is not None:
         return Screening(Use.EVIDENCE, stripped, f"it is neither a command nor one plain sentence: {why}")
-    refused = screen_command(stripped).refused
+    refused = screen_command(stripped).refused or plain_command_refusal(stripped)
     if refused is not None:
         return Screening(Use.REFUSED, stripped, f"it fails the command screen: {refused}")
     return Screening(Use.COMMAND, stripped)

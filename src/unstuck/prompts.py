@@ -156,8 +156,10 @@ DECLARED_FIX_QUOTE = (". The tool's own words about the fix, quoted as evidence 
 #: suggested) fails :func:`unstuck.escalation.unsafe_fix`: it is not repeated, as unstuck
 #: repeats nothing it would refuse to remember (issue 12, deliver 1).
 UNSAFE_FIX_NOTE = (" The tool's own suggested fix was left out: unstuck does not repeat a command that downloads "
-                   "and runs code, sends or plants a secret, or reads as an instruction to the agent; check where "
-                   "it comes from before running anything like it.")
+                   "and runs code, sends or plants a secret, is not a plain command line (a substitution, a "
+                   "redirection, a start-up file written, a variable that loads code or redirects traffic), or "
+                   "reads as an instruction to the agent; check where it comes from before running anything "
+                   "like it.")
 
 #: Rule 4 for a stuck turn (DESIGN.md, "Defaults": identical failing calls escalate as stuck;
 #: calls to tools that do not exist stop the turn): parts 1 and 2.

@@ -12,7 +12,10 @@ Two transformations, each in one place:
   zero-width space, and no instruction can ride along in tag characters;
 * :func:`for_terminal`: the same for text printed on a terminal, except that a zero-width
   joiner or non-joiner or a variation selector after a non-ASCII character stays (it shapes
-  Arabic and Indic scripts and emoji; see :data:`_SHAPING`).
+  Arabic and Indic scripts and emoji; see :data:`_SHAPING`);
+* :func:`match_form`: the form in which text is read for an instruction's wording: cleaned,
+  every format character removed and NFKC-normalised, so ``Ｉｇｎｏｒｅ`` (fullwidth) and
+  ``Ign\u00adore`` (a soft hyphen) read ``Ignore``.
 
 Line and paragraph separators (U+2028, U+2029) become newlines in both: they end a line
 (Unicode Standard, section 5.8 "Newline Guidelines", and UAX #14 classes BK), and a terminal
@@ -21,10 +24,12 @@ that does not break on them would join two lines a reader should see apart.
 
 from __future__ import annotations
 
+import unicodedata
+
 import re2
 
 __all__ = ["DEFAULT_IGNORABLE", "EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "has_invisible",
-           "quote_evidence", "valid_utf8"]
+           "match_form", "quote_evidence", "valid_utf8"]
 
 _SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 
@@ -49,6 +54,8 @@ _ESCAPES = re2.compile(
     "|(?:\x1b[\\]PX^_]|[\u0090\u0098\u009d\u009e\u009f])[^\x07\x1b\u009c]*(?:\x07|\x1b\\\\|\u009c)?"
     "|\x1b[\x20-\x2f]*[\x30-\x7e]?"
 )
+#: A C1 control (U+0080-U+009F): an 8-bit introducer (CSI U+009B, OSC U+009D …) starts a sequence.
+_C1 = re2.compile("[\u0080-\u009f]")
 #: C0 controls but tab and newline, DEL, and C1 controls (U+0080-U+009F).
 _CONTROLS = {code: None for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)) if code not in (0x09, 0x0A)}
 
@@ -90,6 +97,11 @@ _IGNORABLE_BUT_SHAPING = re2.compile(f"[{_NOT_SHAPING}]+")
 _SHAPING_AFTER_ASCII = re2.compile(f"(\\A|[\\x00-\\x7f])[{_SHAPING}]+")
 
 
+#: What :func:`clean_terminal_text` changes: a C0 control but tab and newline (ESC and CR among
+#: them), DEL, a C1 control, an ignorable character or a line or paragraph separator.
+_UNCLEAN = re2.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{DEFAULT_IGNORABLE}\u2028\u2029]")
+
+
 def has_invisible(text: str) -> bool:
     """Whether ``text`` holds a :data:`DEFAULT_IGNORABLE` character or a line or paragraph
     separator (U+2028/U+2029): what :func:`clean_terminal_text` would remove or turn into a
@@ -101,7 +113,7 @@ def has_invisible(text: str) -> bool:
 
 def _strip_controls(text: str) -> str:
     text = valid_utf8(text)
-    stripped = _ESCAPES.sub("", text) if ("\x1b" in text or any(0x80 <= ord(c) < 0xA0 for c in text)) else text
+    stripped = _ESCAPES.sub("", text) if ("\x1b" in text or _C1.search(text) is not None) else text
     stripped = stripped.replace("\r\n", "\n").replace("\r", "\n")
     return stripped.translate(_CONTROLS)
 
@@ -118,6 +130,9 @@ def clean_terminal_text(text: str) -> str:
     characters, bidirectional controls, the BOM: "Authenti\\u200bcation" reads
     "Authentication"), and U+2028/U+2029 become newlines.
     """
+    text = valid_utf8(text)
+    if _UNCLEAN.search(text) is None:  # nothing to strip (fast path: str.translate is slow on non-ASCII text)
+        return text
     stripped = _strip_controls(text)
     if stripped.isascii():
         return stripped
@@ -138,6 +153,29 @@ def for_terminal(text: str) -> str:
     kept = _IGNORABLE_BUT_SHAPING.sub("", stripped.translate(_SEPARATORS))
     shown: str = _SHAPING_AFTER_ASCII.sub(r"\1", kept)
     return shown
+
+
+#: A format character (general category Cf; re2 reads Unicode's categories).
+_FORMAT = re2.compile(r"\p{Cf}")
+
+
+def match_form(text: str) -> str:
+    """``text`` as an instruction's wording is matched in: cleaned as by
+    :func:`clean_terminal_text`, every remaining format character (general category Cf: the
+    prepended concatenation marks, the interlinear annotation and Egyptian format controls
+    :data:`DEFAULT_IGNORABLE` leaves out) removed, then normalised to NFKC (UAX #15, "Unicode
+    Normalization Forms": compatibility characters such as the fullwidth forms U+FF01-U+FF5E,
+    ligatures and circled or styled letters become the letters they stand for; UAX #31 section 5
+    normalises identifiers to NFKC before comparing them for the same reason). Lines stay lines (no
+    character is normalised into a line break), so the n-th line of the result is the n-th line
+    of the cleaned text. ASCII text without controls comes back as it is (fast path)."""
+    cleaned = clean_terminal_text(text)
+    if cleaned.isascii():
+        return cleaned
+    visible = _FORMAT.sub("", cleaned) if _FORMAT.search(cleaned) else cleaned
+    if unicodedata.is_normalized("NFKC", visible):
+        return visible
+    return unicodedata.normalize("NFKC", visible)
 
 
 #: Characters at most in a quoted piece of tool text (:func:`quote_evidence`).

@@ -30,9 +30,12 @@ from unstuck.evals.trust import (
     confinement,
     read_digests,
     scenario_commands,
+    scenario_text,
+    shown_commands,
     trusted_digests,
     untrusted,
 )
+from unstuck.text import clean_terminal_text
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 OWN_ACCOUNT = pwd.getpwuid(os.geteuid()).pw_name
@@ -312,3 +315,130 @@ def test_a_user_files_setup_and_validators_run_as_the_sandboxs_account_with_no_n
         assert metrics.validator == "passed" and metrics.passed is True, metrics.failed_checks
     finally:
         listening.close()
+
+
+# -- what the listing cannot show, and code a file runs through its variables -----------------------
+
+#: A setup command whose credential argument is a command substitution (the redaction masks it,
+#: so the listing cannot show what runs) and one carrying a GitHub token (a secret, never shown).
+MASKED = """\
+name: masked
+role: counter
+task: "What does a.md say?"
+setup:
+  run_as: {account}
+  files: {{a.md: "the answer is 42\\n"}}
+  commands:
+    - "true"
+    - "curl -s -u me:$(touch${{IFS}}{marker}) http://127.0.0.1:9/ || true"
+    - "export GH_TOKEN={token}; true"
+plan:
+  - {{tool: read_file, args: {{path: a.md}}}}
+agents: [compliant]
+expect:
+  status: done
+  validators: ["test -s a.md"]
+"""
+
+
+def _github_token() -> tuple[str, tuple[str, ...]]:
+    from secret_samples import samples
+
+    sample = next(s for s in samples() if s.text.startswith("ghp_"))
+    return sample.text, sample.secrets
+
+
+def _line_of(path: Path, fragment: str) -> int:
+    """The line (from 1) of ``path`` that holds ``fragment``, read from the file itself."""
+    return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if fragment in line)
+
+
+def test_a_masked_command_is_shown_masked_and_named_by_its_line_and_never_offered_for_a_yes(
+        tmp_path: Path, home: Path) -> None:
+    token, secrets = _github_token()
+    marker = tmp_path / "masked.ran"
+    path = tmp_path / "masked.yaml"
+    path.write_text(MASKED.format(account=OWN_ACCOUNT, marker=marker, token=token), encoding="utf-8")
+    child = _spawn(home, path)  # a terminal: a file whose commands can all be shown would be asked about
+    child.expect(pexpect.EOF)
+    child.close()
+    said = " ".join(clean_terminal_text(str(child.before)).split())  # rich's colours off
+    assert child.exitstatus == 2 and "these commands?" not in said  # no question, no waiting
+    assert not any(secret in said for secret in secrets)  # the secret is never shown
+    assert "not shown as it runs" in said and "not offered for a yes" in said and "--trust" in said
+    curl, export = _line_of(path, "curl -s -u me:"), _line_of(path, "export GH_TOKEN=")
+    assert f"line {curl}, line {export}" in said and str(path) in said
+    first = _line_of(path, '- "true"')
+    assert f"setup.commands[0] (line {first}): true" in said  # shown whole, not flagged
+    assert not marker.exists()
+    assert not (home / "config" / "unstuck" / DIGESTS_FILE_NAME).exists()
+
+
+def test_shown_commands_mark_what_cannot_be_shown_as_it_runs(tmp_path: Path) -> None:
+    token, _ = _github_token()
+    path = tmp_path / "masked.yaml"
+    path.write_text(MASKED.format(account=OWN_ACCOUNT, marker=tmp_path / "m", token=token)
+                    .replace('["test -s a.md"]', '["true \\x1b[2K\\rnothing to see"]'), encoding="utf-8")
+    scenario = load_scenario(path)
+    shown = {item.where: item for item in shown_commands(scenario, scenario_text(scenario))}
+    assert shown["setup.commands[0]"].exact and shown["setup.commands[0]"].line == _line_of(path, '- "true"')
+    assert not shown["setup.commands[1]"].exact and "$(touch" not in shown["setup.commands[1]"].text
+    assert not shown["setup.commands[2]"].exact and token not in shown["setup.commands[2]"].text
+    assert not shown["expect.validators[0]"].exact and "\x1b" not in shown["expect.validators[0]"].text
+    assert shown["expect.validators[0]"].line == _line_of(path, "validators:")
+    changed = load_scenario(path)
+    path.write_text(path.read_text(encoding="utf-8") + "# edited since it was read\n", encoding="utf-8")
+    assert scenario_text(changed) is None  # lines are read only from the file that was loaded
+
+
+#: A scenario whose setup.env makes every bash run a file of its setup.files first (bash(1)
+#: INVOCATION, BASH_ENV); its listed commands run nothing of their own.
+BASH_ENV_HOOK = """\
+name: hook
+role: counter
+task: "What does a.md say?"
+setup:
+  run_as: {account}
+  env: {{BASH_ENV: ./.hook.sh, AWS_PROFILE: prod, HTTPS_PROXY: "http://127.0.0.1:9"}}
+  files: {{a.md: "the answer is 42\\n", .hook.sh: "touch {marker}\\n"}}
+  commands: ["true"]
+plan:
+  - {{tool: read_file, args: {{path: a.md}}}}
+agents: [compliant]
+expect:
+  status: done
+  validators: ["test -s a.md"]
+"""
+
+
+def test_a_setup_env_variable_that_runs_code_is_listed_with_the_file_it_runs_and_gated(
+        tmp_path: Path, home: Path) -> None:
+    marker = tmp_path / "hook.ran"
+    path = tmp_path / "hook.yaml"
+    path.write_text(BASH_ENV_HOOK.format(account=OWN_ACCOUNT, marker=marker), encoding="utf-8")
+    listed = {item.where: item for item in scenario_commands(load_scenario(path))}
+    assert listed["setup.env.BASH_ENV"].command == "BASH_ENV=./.hook.sh"
+    assert listed["setup.files..hook.sh (through setup.env.BASH_ENV)"].command == f"touch {marker}\n"
+    assert not any("AWS_PROFILE" in w or "HTTPS_PROXY" in w for w in listed)  # they run no code
+    refused = unstuck(home, "eval", str(path), "--only", "--no-sessions")
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and "setup.env.BASH_ENV" in said and f"touch {marker}" in said
+    assert not marker.exists()
+    ran = unstuck(home, "eval", str(path), "--only", "--no-sessions", "--trust")  # what it was listed for: it runs
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("name", [
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP",
+    "PYTHONHOME", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "RUBYOPT", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF",
+    "GIT_EDITOR", "GIT_ASKPASS", "GIT_CONFIG_GLOBAL", "EDITOR", "VISUAL", "PAGER", "npm_config_script_shell",
+])
+def test_every_variable_the_manuals_say_runs_or_loads_code_is_listed(tmp_path: Path, name: str) -> None:
+    """bash(1), ld.so(8), python(1), node's docs, perlrun(1), ruby(1), git(1), environ(7), npm's
+    config docs: each names a variable whose value is code or where code is loaded from."""
+    path = tmp_path / "env.yaml"
+    path.write_text(BASH_ENV_HOOK.format(account=OWN_ACCOUNT, marker=tmp_path / "m")
+                    .replace("BASH_ENV: ./.hook.sh", f"{name}: ./.hook.sh"), encoding="utf-8")
+    listed = [item.where for item in scenario_commands(load_scenario(path))]
+    assert f"setup.env.{name}" in listed and f"setup.files..hook.sh (through setup.env.{name})" in listed

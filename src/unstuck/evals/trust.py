@@ -2,9 +2,19 @@
 with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands").
 
 * :func:`scenario_commands` lists what a scenario runs on this machine: its ``setup.commands``,
-  its stand-in ``setup.programs`` scripts, its ``tools.extra`` scripts, the shell commands and
-  the installs or sign-ins of its ``plan``, ``fix`` and ``replay`` (the reference agents run
+  its stand-in ``setup.programs`` scripts, each ``setup.env`` variable that makes a program run
+  or load code (:func:`unstuck.shell.variable_rule`, the sourced table
+  ``unstuck/data/environment_variables.yaml``: ``BASH_ENV``, ``PROMPT_COMMAND``,
+  ``LD_PRELOAD``, ``PYTHONPATH``, ``NODE_OPTIONS``, ``GIT_SSH_COMMAND``, ``EDITOR`` …) and the
+  ``setup.files`` its value names (a file or a folder of the workspace, so a ``BASH_ENV`` file
+  is shown, not only its name), its ``tools.extra`` scripts, the shell commands and the
+  installs or sign-ins of its ``plan``, ``fix`` and ``replay`` (the reference agents run
   them), and its ``expect.validators``.
+* :func:`shown_commands` is that list as the trust question shows it: each on one line with
+  terminal controls stripped and secrets masked (:func:`unstuck.redact.redact`: a secret is
+  never shown), with the line of the file it is written on; a command the listing cannot show
+  as it is (masked, or holding control characters) is marked, and the question then names its
+  file and line and does not offer "yes" (``unstuck eval``: ``--trust`` or a digest only).
 * Trust is by content: a scenario is trusted when it is bundled with unstuck, or when the
   SHA-256 of its file is listed in a digest file: the user's own
   (:func:`default_digests_file`, ``trusted-scenarios.sha256`` in the user config folder, where
@@ -21,9 +31,12 @@ with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import os
+import posixpath
 import pwd
 import shutil
 import subprocess
@@ -32,15 +45,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import re2
+import yaml
 
 from unstuck.errors import UnstuckError
 from unstuck.evals.scenarios import GhState, Scenario, builtin_scenarios
+from unstuck.redact import redact
+from unstuck.shell import VariableEffect, variable_rule
+from unstuck.text import for_terminal
 
 __all__ = [
     "CONFINED_ACCOUNT",
     "DIGESTS_FILE_NAME",
     "TRUSTED_DIGESTS_ENV",
     "RunsCommand",
+    "ShownCommand",
     "TrustError",
     "confinement",
     "default_digests_file",
@@ -48,6 +66,8 @@ __all__ = [
     "read_digests",
     "remember_trusted",
     "scenario_commands",
+    "scenario_text",
+    "shown_commands",
     "trusted_digests",
     "untrusted",
 ]
@@ -73,20 +93,81 @@ class TrustError(UnstuckError, ValueError):
 @dataclass(frozen=True, slots=True)
 class RunsCommand:
     """One thing a scenario runs: ``where`` in the file (``setup.commands[0]``) and ``command``,
-    the text that runs (a command line or a script)."""
+    the text that runs (a command line, a script, a variable's ``NAME=value``, a file's text).
+
+    Attributes:
+        field: the path of the YAML node that holds it (``("setup", "commands", 0)``), to find
+            its line (:func:`shown_commands`); not compared.
+        why: for a variable, what it makes a program do (the table's words); else empty; not
+            compared.
+    """
 
     where: str
     command: str
+    field: tuple[str | int, ...] = dataclasses.field(default=(), compare=False)
+    why: str = dataclasses.field(default="", compare=False)
+
+
+#: The effects of a ``setup.env`` variable that make it something the file runs.
+_RUNS_CODE = frozenset({VariableEffect.RUNS, VariableEffect.LOADS})
+#: How a variable's value names files: separated by white space, ``:`` (a path list), ``=``
+#: (``--require=./x.js``), ``,``, ``;`` or quotes.
+_VALUE_PARTS = re2.compile(r"[\s:=,;'\"]+")
+
+
+def _workspace_path(part: str) -> str | None:
+    """A value's part as a workspace-relative path (``./x``, ``$PWD/x`` and ``x`` alike; ``.``
+    is the whole workspace), or ``None`` for an absolute path or an option."""
+    for prefix in ("$PWD/", "${PWD}/"):
+        if part.startswith(prefix):
+            part = part[len(prefix):]
+    if not part or part.startswith(("/", "-", "~", "$")):
+        return None
+    return posixpath.normpath(part)
+
+
+def _files_named(value: str, files: Iterable[str]) -> list[str]:
+    """The workspace files (of ``files``) a variable's value names: as a file, or inside a
+    folder it names."""
+    named = {p for p in (_workspace_path(part) for part in _VALUE_PARTS.split(value)) if p is not None}
+    found = []
+    for name in files:
+        path = posixpath.normpath(name)
+        if any(path == p or p == "." or path.startswith(p.rstrip("/") + "/") for p in named):
+            found.append(name)
+    return found
+
+
+def _environment_commands(scenario: Scenario) -> list[RunsCommand]:
+    """Each ``setup.env`` variable that makes a program run or load code, and the workspace
+    files its value names (their text runs too)."""
+    plain = dict(scenario.files)
+    texts = {**{name: data.decode("utf-8", "replace") for name, data in scenario.encoded_files}, **plain}
+    found: list[RunsCommand] = []
+    for name, value in scenario.state.env:
+        rule = variable_rule(name)
+        if rule is None or rule.effect not in _RUNS_CODE:
+            continue
+        found.append(RunsCommand(f"setup.env.{name}", f"{name}={value}", ("setup", "env", name), rule.what))
+        for file in _files_named(value, texts):
+            where_key = "files" if file in plain else "encoded_files"
+            found.append(RunsCommand(f"setup.{where_key}.{file} (through setup.env.{name})", texts[file],
+                                     ("setup", where_key, file), f"{name} names it"))
+    return found
 
 
 def scenario_commands(scenario: Scenario) -> tuple[RunsCommand, ...]:
     """Everything ``scenario`` runs on this machine, in the order of the file's fields (see the
     module doc). A stand-in program that replays a recorded output, a recorded extra tool and
     the read-only tools run nothing of the file's, and are not listed."""
-    found = [RunsCommand(f"setup.commands[{i}]", command) for i, command in enumerate(scenario.state.commands)]
-    found += [RunsCommand(f"setup.programs.{program.name}", program.script) for program in scenario.state.programs
-              if program.script is not None]
-    found += [RunsCommand(f"tools.extra.{t.name}", t.script) for t in scenario.tools.extra if t.script is not None]
+    found = [RunsCommand(f"setup.commands[{i}]", command, ("setup", "commands", i))
+             for i, command in enumerate(scenario.state.commands)]
+    found += [RunsCommand(f"setup.programs.{program.name}", program.script, ("setup", "programs", program.name,
+                                                                             "script"))
+              for program in scenario.state.programs if program.script is not None]
+    found += _environment_commands(scenario)
+    found += [RunsCommand(f"tools.extra.{t.name}", t.script, ("tools", "extra", t.name, "script"))
+              for t in scenario.tools.extra if t.script is not None]
     for field, calls in (("plan", scenario.plan), ("fix", scenario.fix), ("replay", scenario.replay)):
         for index, call in enumerate(calls):
             argument = _RUNNING_CALLS.get(call.tool)
@@ -97,9 +178,82 @@ def scenario_commands(scenario: Scenario) -> tuple[RunsCommand, ...]:
             except (ValueError, AttributeError):
                 value = call.arguments_json
             shown = str(value) if call.tool == "run_command" else f"{call.tool} {value}"
-            found.append(RunsCommand(f"{field}[{index}] ({call.tool})", shown))
-    found += [RunsCommand(f"expect.validators[{i}]", v.run) for i, v in enumerate(scenario.expect.validators)]
+            found.append(RunsCommand(f"{field}[{index}] ({call.tool})", shown, (field, index, "args", argument)))
+    found += [RunsCommand(f"expect.validators[{i}]", v.run, ("expect", "validators", i))
+              for i, v in enumerate(scenario.expect.validators)]
     return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownCommand:
+    """One listed command (:class:`RunsCommand`) as the trust question shows it.
+
+    Attributes:
+        where: where in the file, as :attr:`RunsCommand.where`.
+        text: the command on one line (every run of white space one space), terminal controls
+            and invisible characters stripped (:func:`unstuck.text.for_terminal`) and secrets
+            masked (:func:`unstuck.redact.redact`).
+        exact: ``text`` is the command as it runs, but for its layout; ``False`` when a part
+            is masked or a control character was removed: the user cannot read it here.
+        line: the line of the scenario file (from 1) where it is written, or ``None`` when the
+            file's text is not at hand or the field is not found.
+        why: :attr:`RunsCommand.why`.
+    """
+
+    where: str
+    text: str
+    exact: bool
+    line: int | None
+    why: str = ""
+
+
+def scenario_text(scenario: Scenario) -> str | None:
+    """The text of ``scenario``'s file, when it can be read and is still the file that was
+    loaded (its SHA-256 is :attr:`Scenario.digest`), else ``None``."""
+    try:
+        data = Path(scenario.source).read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != scenario.digest:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _field_line(document: yaml.Node | None, field: Sequence[str | int]) -> int | None:
+    """The line (from 1) of the node at ``field`` in a composed YAML document; a validator
+    written as a mapping is found at its ``run``."""
+    node = document
+    for step in field:
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            node = next((value for key, value in node.value if isinstance(key, yaml.ScalarNode)
+                         and key.value == step), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+            node = node.value[step]
+        else:
+            return None
+    if isinstance(node, yaml.MappingNode):
+        node = next((value for key, value in node.value if isinstance(key, yaml.ScalarNode)
+                     and key.value in ("run", "script")), node)
+    return None if node is None else int(node.start_mark.line) + 1
+
+
+def shown_commands(scenario: Scenario, text: str | None) -> tuple[ShownCommand, ...]:
+    """:func:`scenario_commands` as the trust question shows them (see :class:`ShownCommand`),
+    with their lines found in ``text``, the scenario file's text (:func:`scenario_text`), when
+    given. Never raises: a text that is not YAML gives no lines."""
+    document: yaml.Node | None = None
+    if text is not None:
+        try:
+            document = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError:
+            document = None
+    shown = []
+    for item in scenario_commands(scenario):
+        flat = " ".join(item.command.split())
+        text_shown = " ".join(redact(for_terminal(item.command)).split())
+        exact = text_shown == flat and redact(f"{item.where}: {flat}") == f"{item.where}: {flat}"
+        shown.append(ShownCommand(item.where, text_shown, exact, _field_line(document, item.field), item.why))
+    return tuple(shown)
 
 
 def default_digests_file() -> Path:
