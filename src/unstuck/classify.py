@@ -64,7 +64,7 @@ from unstuck.envelopes import Envelope, Shape, find_envelopes
 from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
-from unstuck.text import clean_terminal_text, has_invisible, match_form, valid_utf8
+from unstuck.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
 from unstuck.waiting import non_interactive_fix
 
@@ -201,6 +201,7 @@ class _Reader:
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
         text = valid_utf8(window)
+        self.raw = text
         # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
         self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
                      or has_invisible(text) else text)
@@ -279,6 +280,9 @@ class _Reader:
         the match stands for the whole line it is on (lines are kept one for one)."""
         def compute() -> RowMatch | None:
             found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+            if found is not None or self.raw.isascii():
+                return found
+            found = self._smuggled()
             if found is not None or self.lowered.isascii():
                 return found
             # the n-th line of the folded text is the n-th of this one: only a carriage return
@@ -301,6 +305,19 @@ class _Reader:
             end = self.lowered.find("\n", start)
             return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
         return self._once("injection", compute)  # type: ignore[no-any-return]
+
+    def _smuggled(self) -> RowMatch | None:
+        """An adversarial row in the text that tag characters spell
+        (:func:`unstuck.text.smuggled_text`, read from the window as it came: cleaning removes
+        them), standing for the line of this text where the first tag character was."""
+        hidden = smuggled_text(self.raw)
+        inner = _Reader(self.table, hidden).injection() if hidden is not None else None
+        if inner is None:
+            return None
+        first = next(index for index, char in enumerate(self.raw) if 0xE0020 <= ord(char) <= 0xE007E)
+        start = self.lowered.rfind("\n", 0, len(clean_terminal_text(self.raw[:first]).lower())) + 1
+        end = self.lowered.find("\n", start)
+        return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
 
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
