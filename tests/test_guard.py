@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import PlaybackModel
-from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, tool
+from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, policy, tool
 from unstuck.clock import VirtualClock
 from unstuck.escalation import Answer
 from unstuck.events import EventLog, EventName
@@ -869,3 +869,122 @@ def test_saved_state_keeps_no_secret_a_call_carried_or_a_tool_returned() -> None
     assert [piece for sample in seeded for piece in sample.secrets if piece in saved] == []
     loaded = Guard.from_json(saved, [gh], unattended=True, clock=VirtualClock())
     assert loaded.state == guard.state and len(loaded.steps) == len(guard.steps)
+
+
+# -- a tampered state's books lift no budget and free no held write (issue 23) ---------------
+
+
+def _signed_out_gh(ran: list[str]) -> Any:
+    @tool(subject="gh")
+    def gh(args: str) -> dict[str, Any]:
+        """gh, signed out: it declares so (its exit code 4, authHelp)."""
+        ran.append(args)
+        return {"status": "error", "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    return gh
+
+
+@pytest.mark.parametrize("change", [
+    {"state__open_blockers__gh__budget": 10**6},
+    {"state__open_blockers__gh__workarounds": -10**6},
+    {"state__open_blockers__gh__workarounds": -10**6, "state__repeat": {"key": "", "failures": -10**6,
+                                                                        "streak": -10**6}},
+], ids=["budget", "workarounds", "workarounds-and-streak"])
+def test_a_tampered_blocker_count_or_budget_in_saved_state_buys_no_extra_workaround(change: dict[str, Any]) -> None:
+    """The declared sign-in blocker on gh is open (budget 2, DESIGN.md); the saved state is
+    edited to a huge budget or counts far below zero. The loaded guard still lets exactly the
+    budget's workarounds and the one that passes it run, then asks."""
+    ran: list[str] = []
+    gh = _signed_out_gh(ran)
+    guard = Guard([gh], unattended=True, clock=VirtualClock())
+    assert guard.call(ToolCall.of("0", "gh", {"args": "repo view"})).action is Action.CONTINUE
+    events = EventLog()
+    loaded = Guard.from_json(_tampered(guard.to_json(), **change), [gh], unattended=True, clock=VirtualClock(),
+                             events=events)
+    ran.clear()
+    actions = [loaded.call(ToolCall.of(str(n), "gh", {"args": f"try {n}"})).action for n in range(1, 12)]
+    allowed = PolicyConfig().max_workarounds_after_blocker + 1  # the budget's calls, and the one that passes it
+    assert len(ran) == allowed and actions.index(Action.ESCALATE) == allowed - 1
+    (differs,) = [e for e in events if e.name == EventName.STATE_POLICY_DIFFERS]
+    fixed = str(differs.get("out_of_range"))
+    assert all(f"{name}: {value}" in fixed for name, value in (
+        (path.split("__", 1)[1].replace("__", "."), value) for path, value in change.items()
+        if isinstance(value, int)))
+
+
+def test_a_pending_retry_the_saved_steps_do_not_show_skips_no_check_before_dispatch() -> None:
+    """Saved state says call ``s0`` is a retry in progress (a pending retry is dispatched
+    without the checks before dispatch); no step of the state retried it. An interactive
+    sign-in with that id is still refused in the unattended guard."""
+    ran, sign_in = _interactive_world()
+    saved = Guard([sign_in], unattended=True, clock=VirtualClock()).to_json()
+    events = EventLog()
+    loaded = Guard.from_json(_tampered(saved, retrying={"s0": 0}), [sign_in], unattended=True,
+                             clock=VirtualClock(), events=events)
+    assert loaded.call(ToolCall.of("s0", "sign_in", {})).action is Action.REFUSE
+    assert ran == []
+    (differs,) = [e for e in events if e.name == EventName.STATE_POLICY_DIFFERS]
+    assert "retrying.s0: no retry of it is pending" in str(differs.get("out_of_range"))
+
+
+def test_a_blocker_a_saved_reply_calls_fresh_exempts_its_calls_only_when_that_reply_opened_it() -> None:
+    """gh's blocker opened in the first reply. The second reply's state is edited to say gh
+    opened in it (``reply.fresh``: its later calls were chosen before the guidance, so they
+    would not be charged). They are charged: the third workaround passes the budget and asks."""
+    ran: list[str] = []
+    gh = _signed_out_gh(ran)
+    guard = Guard([gh], unattended=True, clock=VirtualClock())
+    guard.reply([ToolCall.of("0", "gh", {"args": "repo view"})])
+    guard.call(ToolCall.of("0", "gh", {"args": "repo view"}))
+    calls = [ToolCall.of(f"r{n}", "gh", {"args": f"try {n}"}) for n in range(6)]
+    guard.reply(calls)
+    guard.call(calls[0])  # workaround 1
+    loaded = Guard.from_json(_tampered(guard.to_json(), reply__fresh=["gh"]), [gh], unattended=True,
+                             clock=VirtualClock())
+    actions = [loaded.call(call).action for call in calls[1:]]
+    budget = PolicyConfig().max_workarounds_after_blocker
+    assert actions.index(Action.ESCALATE) == budget - 1  # workarounds 2 and 3: the third passes the budget of 2
+
+
+def test_held_writes_given_to_from_json_stay_held_whatever_the_state_says() -> None:
+    """The caller (a resumed turn) holds a write already made; the saved state's own list of
+    held writes was emptied. The write is refused, never made again."""
+    made: list[str] = []
+
+    @tool(effect="write", subject="ledger")
+    def pay(order: str) -> str:
+        """Book a payment for an order."""
+        made.append(order)
+        return "booked"
+
+    write = ToolCall.of("p1", "pay", {"order": "42"})
+    held = {policy.call_key(write): "intent-1"}
+    saved = Guard([pay], unattended=True, clock=VirtualClock(), held_writes=held).to_json()
+    loaded = Guard.from_json(_tampered(saved, held_writes={}), [pay], unattended=True, clock=VirtualClock(),
+                             held_writes=held)
+    assert loaded.call(write).action is Action.REFUSE and made == []
+
+
+# -- a write that timed out may have taken effect: held, never sent again (issue 23) ----------
+
+
+def test_a_write_that_timed_out_is_never_sent_again_and_the_model_is_told_it_may_have_taken_effect(
+        tmp_path: Path, bin_dir: Path) -> None:
+    """``run_command`` is a write (toolkit). A payment is appended to a ledger, then the
+    command outlives its deadline: no result came back, yet the effect was made. The model is
+    told it may have taken effect and not to send it again; the identical call asked again is
+    refused before it runs, so the ledger holds one line. Another call still runs."""
+    ledger = tmp_path / "ledger"
+    pay = {"command": f"echo 'order 42: 10 EUR' >> {ledger}; sleep 30", "timeout_s": 1.0}
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    first = guard.call(ToolCall.of("1", "run_command", pay))
+    assert first.situation is not None and first.situation.kind is Kind.TIMEOUT
+    assert first.action is Action.CONTINUE and len(guard.steps) == 1  # never retried by the guard
+    assert "may have taken effect" in first.content and "Do not send it again" in first.content
+    assert "waiting may fix" not in first.content  # the transient guidance invites a resend
+    again = guard.call(ToolCall.of("2", "run_command", pay))
+    assert again.action is Action.REFUSE and "may have taken effect already" in again.content
+    assert ledger.read_text(encoding="utf-8").splitlines() == ["order 42: 10 EUR"]
+    check = guard.call(ToolCall.of("3", "run_command", {"command": f"cat {ledger}"}))
+    assert check.action is Action.CONTINUE and "order 42" in check.content
+

@@ -437,3 +437,67 @@ def test_the_question_is_about_the_sign_in_before_a_server_that_waiting_ran_out_
         if isinstance(decision, Escalate):
             break
     assert isinstance(decision, Escalate) and decision.blocker.subject == "gh"
+
+
+# -- an effect whose outcome is unknown is held (issue 23) -----------------------------------
+
+PAY = ToolCall.of("p", "pay", {"order": 42})
+PAY_TIMED_OUT = Situation(Kind.TIMEOUT, "ledger", retryable=True, source=Source.INFERRED, detail="timed out")
+
+
+def test_a_write_that_timed_out_is_held_until_an_answer_to_a_question_that_named_it() -> None:
+    """A write the loop may not send again (``auto_retry`` off) timed out: it may have taken
+    effect. Its guidance says so instead of the transient "waiting may fix it"; the identical
+    call is refused before dispatch, as is the same order written ``42.0``; another order is
+    not; the hold lifts only for an answer that named its refusal."""
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), PAY, subject="ledger", interactive=False)
+    assessment = after(state, PAY, subject="ledger", situation=PAY_TIMED_OUT, ok=False)
+    assert isinstance(assessment.decision, Continue) and assessment.decision.guidance is not None
+    assert "may have taken effect" in assessment.decision.guidance
+    assert "waiting may fix" not in assessment.decision.guidance
+    held = assessment.state
+    for again in (PAY, ToolCall.of("q", "pay", {"order": 42.0})):
+        refused, after_refusal = policy.before_dispatch(held, again, subject="ledger", interactive=False)
+        assert isinstance(refused, Refuse) and refused.situation.source is Source.UNSTUCK
+        assert refused.reason in after_refusal.refusals  # kept for the question
+    other = ToolCall.of("o", "pay", {"order": 43})
+    assert isinstance(policy.before_dispatch(held, other, subject="ledger", interactive=False)[0], Dispatch)
+    unnamed = policy.release_unknown_effects(held, ["a question about something else"])
+    assert isinstance(policy.before_dispatch(unnamed, PAY, subject="ledger", interactive=False)[0], Refuse)
+    named = policy.release_unknown_effects(held, after_refusal.refusals)
+    assert isinstance(policy.before_dispatch(named, PAY, subject="ledger", interactive=False)[0], Dispatch)
+
+
+def test_a_timed_out_write_is_still_held_in_a_state_read_back_from_its_saved_form() -> None:
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), PAY, subject="ledger", interactive=False)
+    held = after(state, PAY, subject="ledger", situation=PAY_TIMED_OUT, ok=False).state
+    read = RecoveryState.from_dict(held.to_dict())
+    assert isinstance(policy.before_dispatch(read, PAY, subject="ledger", interactive=False)[0], Refuse)
+
+
+# -- saved books are read in range (issue 23) --------------------------------------------------
+
+
+def test_a_saved_states_counts_are_read_at_zero_or_more_and_each_budget_at_most_the_configs() -> None:
+    """Counts edited below zero read as zero; a budget edited above what the configuration
+    gives its kind reads as that (declared 2, inferred 4: DESIGN.md; a skipped subject's is the
+    declared one: :func:`policy.skip_subject`); each change is named."""
+    config = PolicyConfig()
+    missing = Situation(Kind.NOT_INSTALLED, "jq", source=Source.INFERRED)
+    state = RecoveryState(
+        unattended=True, calls=-3,
+        open_blockers={"gh": policy.OpenBlocker(GH_AUTH, -1, -10**6, 10**6),
+                       "jq": policy.OpenBlocker(missing, 0, 0, 99)},
+        skipped={"make": policy.OpenBlocker(Situation(Kind.PERMISSION, "make"), 0, -2, 50)},
+        retries={("api", Kind.UNAVAILABLE): -7}, repeat=policy.Repeat("k", -5, -5), unknown_tools=-1,
+    )
+    fixed, wrong = policy.bounded(state)
+    gh, jq, make = fixed.open_blockers["gh"], fixed.open_blockers["jq"], fixed.skipped["make"]
+    assert (gh.opened_at_call, gh.workarounds, gh.budget) == (0, 0, config.max_workarounds_after_blocker)
+    assert jq.budget == config.max_workarounds_after_inferred_blocker
+    assert (make.workarounds, make.budget) == (0, config.max_workarounds_after_blocker)
+    assert fixed.retries[("api", Kind.UNAVAILABLE)] == 0 and fixed.calls == 0 and fixed.unknown_tools == 0
+    assert (fixed.repeat.failures, fixed.repeat.streak) == (0, 0)
+    assert "open_blockers.gh.budget: 1000000" in wrong and "skipped.make.budget: 50" in wrong
+    assert "retries.api.unavailable: -7" in wrong and "calls: -3" in wrong
+    assert policy.bounded(fixed) == (fixed, ())  # nothing out of range: nothing changed, nothing named

@@ -704,3 +704,33 @@ def test_a_write_made_before_a_crash_is_refused_when_the_model_asks_again_with_i
     assert "not repeated" in replies["call_1"]
     assert "already took effect before an interruption (effect t1:0)" in replies["call_again"]
     assert ran == [DEPLOY_TOKEN]  # the identical call, asked with the secret the journal masked, did not run again
+
+
+def test_a_timed_out_write_the_user_let_run_again_is_not_held_again_on_resume() -> None:
+    """A write timed out (it may have taken effect) and its resend was refused until the turn
+    asked; the user answered "I've done it", so the guard lets it run again. The state a resume
+    rebuilds from the journaled steps and that answer (``rebuild_state``) lets it run too,
+    as the guard did: it is not held a second time."""
+    from unstuck import Guard
+    from unstuck.clock import VirtualClock
+    from unstuck.escalation import Answer
+    from unstuck.policy import Dispatch, RecoveryState, before_dispatch
+    from unstuck.resume import rebuild_state
+    from unstuck.tools import Effect, ToolCall, tool
+
+    @tool(effect=Effect.WRITE, subject="ledger")
+    def pay(order: int) -> str:
+        """Book a payment: the server took it, and the answer never came back."""
+        raise TimeoutError("read timed out")
+
+    guard = Guard([pay], unattended=False, clock=VirtualClock())
+    for n in range(4):  # the write, then three refused resends: the same failing call 3 times (DESIGN.md)
+        guard.call(ToolCall.of(str(n), "pay", {"order": 42}))
+    assert guard.escalation is not None and guard.escalated_blocker is not None
+    subject = guard.escalated_blocker.subject
+    assert guard.answer(Answer.DONE).action.value == "continue"
+    resend = ToolCall.of("9", "pay", {"order": 42})
+    assert isinstance(before_dispatch(guard.state, resend, subject="ledger", interactive=False)[0], Dispatch)
+    rebuilt = rebuild_state(guard.steps, RecoveryState(unattended=False),
+                            [(len(guard.steps) - 1, "close", subject)], tools=["pay"])
+    assert isinstance(before_dispatch(rebuilt, resend, subject="ledger", interactive=False)[0], Dispatch)

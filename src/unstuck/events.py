@@ -60,6 +60,7 @@ class EventName(enum.StrEnum):
     DIAGNOSTIC_STREAK = "diagnostic.streak"
     DIAGNOSTIC_STALL = "diagnostic.stall"
     STATE_POLICY_DIFFERS = "state.policy_differs"
+    STATE_WRITE_REFUSED = "state.write_refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,6 +176,19 @@ def _check_types(raw: Mapping[str, Any]) -> None:
         raise GuardStateError("saved guard state: reply.ids and reply.begun must be lists")
 
 
+#: How many out-of-range values of a loaded state its warning event names, at most.
+_OUT_OF_RANGE_SHOWN = 20
+
+
+def _count(out_of_range: list[str], name: str, value: int, *, high: int | None = None) -> int:
+    """A count read from saved state, in its range (``0`` to ``high``); one outside it is
+    noted in ``out_of_range`` (``name: value``)."""
+    fixed = max(value, 0) if high is None else min(max(value, 0), high)
+    if fixed != value:
+        out_of_range.append(f"{name}: {value}")
+    return fixed
+
+
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -553,6 +566,25 @@ class Guard:
             self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
             return Decision(Action.DISPATCH, call)
 
+    def _pending_retries(self, saved: Mapping[str, int], out_of_range: list[str]) -> dict[str, int]:
+        """Of a saved state's pending retries (call id → retries so far), the ones its steps
+        show: the call's last step decided ``retry`` and the guard could retry it by itself
+        (``auto_retry``), for a tool of this tool set that is no hand-off to a person. A
+        pending retry is dispatched without the checks before dispatch (it was checked when
+        the model asked for it), so saved state naming another call id would let that call
+        skip them; such an id is dropped and noted in ``out_of_range``."""
+        last: dict[str, StepRecord] = {step.call.id: step for step in self.steps}
+        kept: dict[str, int] = {}
+        for call_id, retries in saved.items():
+            step = last.get(call_id)
+            spec = self.tools.get(step.call.tool) if step is not None else None
+            if (step is not None and spec is not None and step.decision is Action.RETRY and step.auto_retry
+                    and not step.interactive and not spec.interactive):
+                kept[call_id] = retries
+            else:
+                out_of_range.append(f"retrying.{call_id}: no retry of it is pending")
+        return kept
+
     def _credential_changes(self, arguments: Mapping[str, Any], spec: ToolSpec | None) -> tuple[Any, ...]:
         """What a call changes in credentials: its command line read as a shell would; for
         other tools, credentials in its arguments, and the files its path arguments name
@@ -724,7 +756,8 @@ class Guard:
                       duration_s=round(self.at() - started, 6))
         ok = result.ok and not _reads_as_failure(situation)
         outcome = policy.CallOutcome(subject, situation, ok, result.executed, probe, retry, auto_retry, exempt,
-                                     unknown_tool=result.error_type == _UNKNOWN_TOOL and call.tool not in self.tools)
+                                     unknown_tool=result.error_type == _UNKNOWN_TOOL and call.tool not in self.tools,
+                                     interactive=interactive)
         assessment = policy.after_result(self.state, call, outcome)
         if not self.guarded:
             assessment = replace(assessment, decision=policy.Continue(None))
@@ -911,7 +944,8 @@ class Guard:
             if not clean:
                 return Decision(Action.ESCALATE, None, f"{blocker.subject} is still blocked: {evidence}",
                                 escalation=self.escalation)
-            self.state = policy.close_blocker(self.state, blocker.subject)
+            named = (blocker.situation.detail, *self.state.refusals)  # what the question said unstuck refused
+            self.state = policy.release_unknown_effects(policy.close_blocker(self.state, blocker.subject), named)
             if self.keeper is not None:  # the user resolved it, and the probe (if any) agrees
                 for lesson in self.keeper.on_subject(blocker.subject):
                     self.keeper.close(lesson, "the user resolved it")
@@ -1204,8 +1238,18 @@ class Guard:
         The policy is the caller's: saved state is data kept somewhere (a checkpointer, a
         framework's context) and cannot grant itself rights. Each setting is the stricter of
         the caller's and the state's: guarded beats unguarded, unattended beats attended, the
-        smaller budget beats the larger (:meth:`unstuck.policy.PolicyConfig.stricter`); when
-        they differ, a ``state.policy_differs`` event names what the state said.
+        smaller budget beats the larger (:meth:`unstuck.policy.PolicyConfig.stricter`). Nor
+        can the state's books lift a budget: every count read from it is in its range (at
+        least 0: a blocker's workarounds, retries, the repetition run, the failing streak...)
+        and each blocker's budget at most the caller's for its kind, declared or inferred
+        (:func:`unstuck.policy.bounded`); a pending retry is kept only when the state's steps
+        show one (it skips the checks before dispatch), and a blocker exempts calls of the
+        reply in progress only when a call of that reply opened it. What only grows within a
+        turn (tainted addresses, refusals, held writes, effects held for the user) is taken as
+        it is, and never removes one of the caller's own: ``held_writes`` given here stay held
+        beside the state's. When the policy differs, or a value was out of range, a
+        ``state.policy_differs`` event names what the state said (``out_of_range``: each
+        value fixed, ``path: value``).
 
         Args:
             text: the saved state.
@@ -1246,30 +1290,36 @@ class Guard:
             saved_guarded = bool(raw.get("guarded", True))
             mine = config or policy.PolicyConfig()
             policy_now = (unattended or saved.unattended, guarded or saved_guarded, mine.stricter(saved.config))
-            state = replace(saved, unattended=policy_now[0], config=policy_now[2])
+            # every count in range, every budget at most the caller's for its kind (policy.bounded)
+            state, wrong = policy.bounded(replace(saved, unattended=policy_now[0], config=policy_now[2]))
+            out_of_range = list(wrong)
             guard = cls(tools, unattended=policy_now[0], task=str(raw.get("task", "")), guarded=policy_now[1],
                         config=policy_now[2], turn_id=str(raw["turn_id"]), state_key=key, **options)
             guard.state = state
-            if (saved.unattended, saved_guarded, saved.config) != (unattended, guarded, mine):
-                guard.emit(EventName.STATE_POLICY_DIFFERS, saved_unattended=saved.unattended,
-                           saved_guarded=saved_guarded, saved_config=json.dumps(saved.config.to_dict()),
-                           unattended=policy_now[0], guarded=policy_now[1],
-                           config=json.dumps(policy_now[2].to_dict()))
             guard.started = guard.clock.now() - float(raw.get("elapsed_s", 0.0))
             guard.steps = [StepRecord.from_dict(s) for s in raw.get("steps", [])]
             if raw.get("escalation") is not None:
                 guard.escalation = Escalation.from_dict(raw["escalation"])
             if raw.get("escalated_blocker") is not None:
-                guard.escalated_blocker = policy.OpenBlocker.from_dict(raw["escalated_blocker"])
+                guard.escalated_blocker, fixed = policy.bounded_blocker(
+                    policy.OpenBlocker.from_dict(raw["escalated_blocker"]), policy_now[2], "escalated_blocker")
+                out_of_range.extend(fixed)
             if raw.get("escalated_at") is not None:
                 at, calls = raw["escalated_at"]
-                guard.escalated_at = (float(at), int(calls))
-            guard._replies = int(raw.get("replies", 0))
+                seconds = float(at) if math.isfinite(float(at)) and float(at) >= 0 else 0.0
+                guard.escalated_at = (seconds, _count(out_of_range, "escalated_at.calls", int(calls)))
+            guard._replies = _count(out_of_range, "replies", int(raw.get("replies", 0)))
             saved_reply = raw.get("reply")
             if saved_reply is not None:
-                guard._reply = _Reply(int(saved_reply["seq"]), [str(i) for i in saved_reply["ids"]],
-                                      int(saved_reply["position"]), set(map(str, saved_reply["begun"])),
-                                      fresh=frozenset(map(str, saved_reply["fresh"])),
+                ids = [str(i) for i in saved_reply["ids"]]
+                seq = _count(out_of_range, "reply.seq", int(saved_reply["seq"]))
+                # only blockers a call of this reply opened exempt its later calls (the charging rule)
+                opened_here = {subject for step in guard.steps if step.reply == seq for subject in step.opened}
+                fresh = frozenset(map(str, saved_reply["fresh"]))
+                out_of_range.extend(f"reply.fresh: {subject}" for subject in sorted(fresh - opened_here))
+                guard._reply = _Reply(seq, ids, _count(out_of_range, "reply.position", int(saved_reply["position"]),
+                                                       high=len(ids)),
+                                      set(map(str, saved_reply["begun"])), fresh=fresh & opened_here,
                                       declared=bool(saved_reply.get("declared", True)))
                 for cid, tool_name, arguments, situation, subject, interactive in saved_reply.get("refusals", []):
                     refusal = validate_situation("saved state", situation, allow_refusal=True)
@@ -1279,16 +1329,32 @@ class Guard:
                                                        str(subject), bool(interactive))
             guard._done = {(int(item[0]), str(item[1])): Decision(Action(item[2]), None, str(item[3]))
                            for item in raw.get("done", [])}
-            guard._retrying = {str(k): int(v) for k, v in raw.get("retrying", {}).items()}
-            guard._waited = {str(k): float(v) for k, v in raw.get("waited", {}).items()}
+            guard._retrying = guard._pending_retries(
+                {str(k): _count(out_of_range, f"retrying.{k}", int(v)) for k, v in raw.get("retrying", {}).items()},
+                out_of_range)
+            guard._waited = {str(k): float(v) for k, v in raw.get("waited", {}).items()
+                             if math.isfinite(float(v)) and float(v) >= 0}
             guard._intents = {str(k): str(v) for k, v in raw.get("intents", {}).items()}
             runs = raw.get("runs")
             if runs is not None:
-                guard.runs = RunLengths(ToolCall(*map(str, runs["call"])), int(runs["same"]), int(runs["streak"]))
+                guard.runs = RunLengths(ToolCall(*map(str, runs["call"])), _count(out_of_range, "runs.same",
+                                                                                  int(runs["same"])),
+                                        _count(out_of_range, "runs.streak", int(runs["streak"])))
             guard.setup_checked = set(map(str, raw.get("setup_checked", [])))
-            guard.saved_steps = int(raw.get("saved_steps", 0))
+            guard.saved_steps = _count(out_of_range, "saved_steps", int(raw.get("saved_steps", 0)),
+                                       high=len(guard.steps))
             guard.last_ref = str(raw.get("last_ref", ""))
-            guard.held_writes = {str(k): str(v) for k, v in raw.get("held_writes", {}).items()}
+            # what may never run again only grows: the state's are added to the caller's own
+            guard.held_writes = {**{str(k): str(v) for k, v in raw.get("held_writes", {}).items()},
+                                 **guard.held_writes}
+            if (saved.unattended, saved_guarded, saved.config) != (unattended, guarded, mine) or out_of_range:
+                shown = out_of_range[:_OUT_OF_RANGE_SHOWN]
+                more = len(out_of_range) - len(shown)
+                guard.emit(EventName.STATE_POLICY_DIFFERS, saved_unattended=saved.unattended,
+                           saved_guarded=saved_guarded, saved_config=json.dumps(saved.config.to_dict()),
+                           unattended=policy_now[0], guarded=policy_now[1],
+                           config=json.dumps(policy_now[2].to_dict()),
+                           out_of_range="; ".join(shown) + (f"; and {more} more" if more else "") or None)
             if guard.keeper is not None:
                 guard.keeper.checked.update(map(str, raw.get("lessons_checked", [])))
                 for book, saved in ((guard.cited, raw.get("cited", {})), (guard.noted, raw.get("noted", {}))):

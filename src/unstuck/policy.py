@@ -38,10 +38,16 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
 * **An interactive result is a blocker**: a result that needs a person at a keyboard (a
   pager or prompt that waited until the deadline included) opens a blocker on its subject,
   whatever its kind; it is never retried as transient.
+* **An effect whose outcome is unknown is held** (DESIGN.md: "retry only what waiting can
+  fix", "an effect runs at most once"): a call the loop may not send again by itself (a write
+  that is not idempotent) that timed out may have taken effect. It is never retried, its
+  guidance says so and invites no resend, and the identical call is refused for the rest of
+  the turn until the user answers a question that named it (:attr:`CallOutcome.effect_unknown`,
+  :func:`release_unknown_effects`).
 
 :func:`after_result` applies the rules in order, each its own function: close on success,
-schedule a retry, charge workarounds, open a blocker, taint addresses, count repetition,
-then decide.
+schedule a retry, charge workarounds, open a blocker, taint addresses, hold an effect whose
+outcome is unknown, count repetition, then decide.
 
 Nothing here sleeps, writes, reads a clock or calls a tool: each function takes a
 :class:`RecoveryState` and returns a decision with the next state.
@@ -53,7 +59,7 @@ import enum
 import json
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -83,9 +89,12 @@ __all__ = [
     "RetryAfter",
     "after_result",
     "before_dispatch",
+    "bounded",
+    "bounded_blocker",
     "call_key",
     "close_blocker",
     "open_known_blocker",
+    "release_unknown_effects",
     "skip_subject",
 ]
 
@@ -291,6 +300,11 @@ class RecoveryState:
         unknown_tools: calls so far to tools that are not in the tool set.
         refusals: unstuck's own refusals this turn, in order, each once (bounded to 8): they
             are listed beside the blocker in the question, never instead of it.
+        unknown_effects: calls that may have taken effect although no result came back (a
+            write that timed out: :attr:`CallOutcome.effect_unknown`), by
+            :func:`call_key`, each with the refusal an identical resend gets: it is held (refused
+            before dispatch) for the rest of the turn, until the user answers a question that
+            named it (:func:`release_unknown_effects`). DESIGN.md: an effect runs at most once.
     """
 
     unattended: bool
@@ -304,6 +318,7 @@ class RecoveryState:
     repeat: Repeat = field(default_factory=Repeat)
     unknown_tools: int = 0
     refusals: tuple[str, ...] = ()
+    unknown_effects: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
 
     @property
     def skipped_subjects(self) -> frozenset[str]:
@@ -322,6 +337,7 @@ class RecoveryState:
             "tainted": sorted(self.tainted), "calls": self.calls,
             "repeat": {"key": self.repeat.key, "failures": self.repeat.failures, "streak": self.repeat.streak},
             "unknown_tools": self.unknown_tools, "refusals": list(self.refusals),
+            "unknown_effects": [[key, refusal] for key, refusal in self.unknown_effects.items()],
         }
 
     @classmethod
@@ -347,9 +363,77 @@ class RecoveryState:
                 calls=int(raw.get("calls", 0)),
                 repeat=Repeat(str(repeat.get("key", "")), int(repeat.get("failures", 0)), int(repeat.get("streak", 0))),
                 unknown_tools=int(raw.get("unknown_tools", 0)), refusals=tuple(map(str, raw.get("refusals", []))),
+                unknown_effects=types.MappingProxyType(
+                    {str(key): str(refusal) for key, refusal in raw.get("unknown_effects", [])}),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"saved state is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _budget_cap(blocker: OpenBlocker, config: PolicyConfig, *, skipped: bool = False) -> int:
+    """The largest workaround budget ``config`` gives ``blocker``: a skipped subject's is the
+    declared budget (:func:`skip_subject`); a stuck escalation's is its limit less one (the
+    count that escalates: :func:`_count_repetition`); a blocker's is the budget for its kind,
+    declared or inferred (:meth:`PolicyConfig.budget_for`)."""
+    if skipped:
+        return config.max_workarounds_after_blocker
+    stuck = {EscalationReason.REPEATED_FAILURE: config.repetition - 1,
+             EscalationReason.FAILING_STREAK: config.failures_in_a_row - 1,
+             EscalationReason.UNKNOWN_TOOL: config.unknown_tool_calls - 1}
+    return stuck.get(blocker.reason, config.budget_for(blocker.situation))
+
+
+def bounded_blocker(blocker: OpenBlocker, config: PolicyConfig, where: str, *,
+                    skipped: bool = False) -> tuple[OpenBlocker, list[str]]:
+    """``blocker`` with its counts at least 0 and its budget at most :func:`_budget_cap`'s,
+    and what was out of range (``where.field: value``)."""
+    cap = _budget_cap(blocker, config, skipped=skipped)
+    fixed = replace(blocker, opened_at_call=max(blocker.opened_at_call, 0), workarounds=max(blocker.workarounds, 0),
+                    budget=min(max(blocker.budget, 0), cap))
+    found = [f"{where}.{name}: {getattr(blocker, name)}" for name in ("opened_at_call", "workarounds", "budget")
+             if getattr(fixed, name) != getattr(blocker, name)]
+    return fixed, found
+
+
+def bounded(state: RecoveryState) -> tuple[RecoveryState, tuple[str, ...]]:
+    """``state`` as read from saved state (:meth:`RecoveryState.from_dict`) with every count
+    in its valid range, and what was out of range (``"open_blockers.gh.workarounds: -5"``
+    each; empty when nothing was).
+
+    Saved state is data kept somewhere else (a checkpointer, a framework's context), and an
+    unsigned one may have been edited: it cannot lift a budget (issue 23, "Guard state cannot
+    grant itself rights"). Every count read from it is at least 0 (a blocker's workarounds and
+    the call that opened it, the retries met per subject and kind, the calls, the repetition
+    run and the failing streak, the calls to unknown tools), and each blocker's budget is at
+    most what ``state.config`` (the caller's, or stricter) gives its kind
+    (:func:`_budget_cap`). What only grows within a turn (tainted addresses, refusals, effects
+    held for the user) is taken as it is: more of it only refuses more."""
+    config = state.config
+    found: list[str] = []
+
+    def book(name: str, items: Mapping[str, OpenBlocker]) -> Mapping[str, OpenBlocker]:
+        kept: dict[str, OpenBlocker] = {}
+        for key, blocker in items.items():
+            kept[key], wrong = bounded_blocker(blocker, config, f"{name}.{key}", skipped=name == "skipped")
+            found.extend(wrong)
+        return types.MappingProxyType(kept)
+
+    open_blockers = book("open_blockers", state.open_blockers)
+    skipped = book("skipped", state.skipped)
+    settled = book("settled", state.settled)
+    retries: dict[tuple[str, Kind], int] = {}
+    for (subject, kind), n in state.retries.items():
+        retries[(subject, kind)] = max(n, 0)
+        if n < 0:
+            found.append(f"retries.{subject}.{kind.value}: {n}")
+    counts = {"calls": state.calls, "repeat.failures": state.repeat.failures, "repeat.streak": state.repeat.streak,
+              "unknown_tools": state.unknown_tools}
+    found.extend(f"{name}: {value}" for name, value in counts.items() if value < 0)
+    fixed = replace(state, open_blockers=open_blockers, skipped=skipped, settled=settled,
+                    retries=types.MappingProxyType(retries), calls=max(state.calls, 0),
+                    repeat=Repeat(state.repeat.key, max(state.repeat.failures, 0), max(state.repeat.streak, 0)),
+                    unknown_tools=max(state.unknown_tools, 0))
+    return fixed, tuple(found)
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -422,6 +506,9 @@ class Assessment:
 _CREDENTIAL_BLOCKERS = frozenset({Kind.AUTH, Kind.PERMISSION})
 #: unstuck's own refusals kept for the question, at most.
 _REFUSALS_KEPT = 8
+#: Kinds of a result that came with no answer from the tool: the call may have run
+#: (:attr:`CallOutcome.effect_unknown`).
+_NO_ANSWER = frozenset({Kind.TIMEOUT})
 
 
 def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple[Refuse, RecoveryState]:
@@ -435,8 +522,8 @@ def before_dispatch(
     state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
     credential_changes: tuple[CredentialChange, ...] = (), without_wait: str | None = None,
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
-    """Rule 1, skipped subjects, tainted addresses and credential changes: decide whether
-    ``call`` may run.
+    """Rule 1, skipped subjects, tainted addresses, effects held for the user and credential
+    changes: decide whether ``call`` may run.
 
     Args:
         state: the turn's state.
@@ -469,6 +556,9 @@ def before_dispatch(
         refusal = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK,
                             detail=prompts.SKIPPED_REFUSAL.format(subject=subject))
         return _refuse(call, counted, refusal)
+    held = state.unknown_effects.get(call_key(call)) if state.unknown_effects else None
+    if held is not None:  # it may have taken effect already: the user decides, never a resend
+        return _refuse(call, counted, Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=held))
     if interactive and state.unattended:
         if waits_for is None:
             detail = prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject)
@@ -511,6 +601,8 @@ class CallOutcome:
             them (it is still charged to every other open blocker, and a refusal is always
             charged: Rule 1).
         unknown_tool: the call named a tool that is not in the tool set.
+        interactive: the policy saw the call as a hand-off to a person (the tool, or its
+            command line).
     """
 
     subject: str
@@ -522,6 +614,7 @@ class CallOutcome:
     auto_retry: bool = False
     exempt: frozenset[str] = frozenset()
     unknown_tool: bool = False
+    interactive: bool = False
 
     @property
     def failed(self) -> bool:
@@ -538,6 +631,17 @@ class CallOutcome:
         """The model asked for this call (not the loop's probe or retry)."""
         return not self.probe and not self.retry
 
+    @property
+    def effect_unknown(self) -> bool:
+        """The call may have taken effect although no result came back: it was sent to a tool
+        the guard may not send it to again by itself (not ``auto_retry``: a write that is not
+        idempotent, :attr:`unstuck.tools.ToolSpec.retry_safe`), it is no hand-off to a person,
+        and it ran out of time (``timeout``: the lost response of DESIGN.md, "effect intent").
+        A tool's own failing answer (an exit status, an error body) is an outcome, not this."""
+        situation = self.situation
+        return (self.executed and not self.probe and not self.auto_retry and not self.interactive
+                and situation is not None and situation.kind in _NO_ANSWER and not situation.interactive)
+
 
 @dataclass(slots=True)
 class _Books:
@@ -551,6 +655,7 @@ class _Books:
     tainted: frozenset[str]
     repeat: Repeat
     unknown_tools: int
+    unknown_effects: dict[str, str] = field(default_factory=dict)
     opened: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     charged: list[str] = field(default_factory=list)
@@ -735,6 +840,18 @@ def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outco
                                   EscalationReason.FAILING_STREAK, failure.detail)
 
 
+def _hold_unknown_effect(books: _Books, call: ToolCall, outcome: CallOutcome) -> None:
+    """A call that may have taken effect although no result came back
+    (:attr:`CallOutcome.effect_unknown`) is held: the identical call is refused for the rest of
+    the turn (:func:`before_dispatch`), as a write made before an interruption is; the user
+    lifts it (:func:`release_unknown_effects`). An effect runs at most once (DESIGN.md)."""
+    situation = outcome.situation
+    if situation is None or not outcome.effect_unknown:
+        return
+    tool = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "tool"  # a model-chosen name is never unstuck's words
+    books.unknown_effects[call_key(call)] = prompts.UNKNOWN_EFFECT_REFUSAL.format(tool=tool, kind=situation.kind.value)
+
+
 def _canonical(value: Any) -> Any:
     if isinstance(value, str):
         return " ".join(value.split())
@@ -777,14 +894,21 @@ def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]
     return blockers[0]
 
 
-def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str]) -> str | None:
+def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str],
+              unknown_effect: str | None = None) -> str | None:
+    """The guidance for the model: the recovery prompt of the blocker the result is on, else
+    the generic one for its kind and a reminder of a blocker it was charged to. For a call that
+    may have taken effect (``unknown_effect``: the tool's name), that is said first, and the
+    transient "waiting may fix it" is not: no resend is invited."""
     focus = None
     if situation is not None and situation.subject in blockers:
         opened_by_kind = blockers[situation.subject].situation.kind is situation.kind
         focus = blockers[situation.subject] if situation.is_blocker or opened_by_kind else None
+    parts = [prompts.unknown_effect(situation, unknown_effect)] if situation is not None and unknown_effect else []
     if focus is not None:
-        return prompts.blocker_recovery(focus.situation, focus.remaining)
-    parts = [prompts.guidance_for(situation)] if situation is not None else []
+        return "\n".join([*parts, prompts.blocker_recovery(focus.situation, focus.remaining)])
+    if situation is not None and not parts:
+        parts.append(prompts.guidance_for(situation))
     if charged:
         reminded = blockers[charged[0]]
         parts.append(prompts.blocker_recovery(reminded.situation, reminded.remaining))
@@ -807,12 +931,13 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         guidance for the model.
     """
     books = _Books(dict(state.open_blockers), dict(state.skipped), dict(state.settled), dict(state.retries),
-                   state.tainted, state.repeat, state.unknown_tools)
+                   state.tainted, state.repeat, state.unknown_tools, dict(state.unknown_effects))
     _close_on_success(books, outcome)
     wait, exhausted_transient = _schedule_retry(books, outcome)
     _charge_workarounds(books, outcome)
     _open_blocker(books, state, outcome, exhausted_transient)
     _taint_addresses(books, outcome)
+    _hold_unknown_effect(books, call, outcome)
     _count_repetition(books, state, call, outcome)
     new_state = replace(
         state,
@@ -823,6 +948,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         settled=types.MappingProxyType(books.settled),
         repeat=books.repeat,
         unknown_tools=books.unknown_tools,
+        unknown_effects=types.MappingProxyType(books.unknown_effects),
     )
     changed = (tuple(books.opened), tuple(books.closed), tuple(books.charged))
     exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted]
@@ -833,10 +959,12 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         chosen = _first_real(real, books.blockers) if real else books.stuck
         return Assessment(Escalate(chosen), new_state, *changed)
     situation = outcome.situation
+    unknown = outcome.effect_unknown
     if wait is not None and situation is not None and outcome.auto_retry and not books.blockers:
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
-    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged)
+    tool = (call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool") if unknown else None
+    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged, tool)
     if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
         warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
         guidance = f"{guidance}\n{warning}" if guidance else warning
@@ -868,6 +996,17 @@ def close_blocker(state: RecoveryState, subject: str) -> RecoveryState:
         skipped=without(state.skipped),
         repeat=Repeat(),
     )
+
+
+def release_unknown_effects(state: RecoveryState, named: Iterable[str]) -> RecoveryState:
+    """The user answered a question that named these refusals (``named``: the blocker's
+    detail and the refusals listed beside it, :data:`RecoveryState.refusals`): the calls held
+    because their effect is unknown (:attr:`RecoveryState.unknown_effects`) whose refusal was
+    named may run again. A held call the question did not name stays held: the user decided
+    nothing about it."""
+    seen = frozenset(named)
+    kept = {key: refusal for key, refusal in state.unknown_effects.items() if refusal not in seen}
+    return replace(state, unknown_effects=types.MappingProxyType(kept))
 
 
 def skip_subject(state: RecoveryState, subject: str) -> RecoveryState:

@@ -101,7 +101,7 @@ def rebuild_state(
         unknown = known_tools is not None and call.tool not in known_tools
         state = policy.after_result(state, call, policy.CallOutcome(
             step.subject, step.situation, step.ok, step.dispatched, step.probe, step.retry, step.auto_retry,
-            frozenset(step.exempt), unknown_tool=unknown,
+            frozenset(step.exempt), unknown_tool=unknown, interactive=step.interactive,
         )).state
         for action, subject in answers.get(step.index, []):
             if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
@@ -112,7 +112,15 @@ def rebuild_state(
 
 
 def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> policy.RecoveryState:
-    return policy.skip_subject(state, subject) if action == "skip" else policy.close_blocker(state, subject)
+    """A recorded answer, as :meth:`unstuck.Guard.answer` applied it: ``skip`` skips the
+    subject; ``close`` closes its blocker and lets the calls held because their effect was
+    unknown run again when the question named their refusal (the blocker's detail or the
+    refusals beside it, :func:`unstuck.policy.release_unknown_effects`)."""
+    if action == "skip":
+        return policy.skip_subject(state, subject)
+    blocker = state.open_blockers.get(subject)
+    named = (*((blocker.situation.detail,) if blocker is not None else ()), *state.refusals)
+    return policy.release_unknown_effects(policy.close_blocker(state, subject), named)
 
 
 def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:

@@ -39,8 +39,12 @@ A tool that returns a ``Command`` (LangGraph's idiom for a tool that updates sta
 ``Command(update={"messages": [ToolMessage(...)]})``) is guarded like any other: the text and
 status of its ``ToolMessage`` for the call are what the guard classifies, the model gets the
 guard's content in that message's place, the rest of its update goes through except
-:data:`STATE_KEY` (no tool's return writes the guard's state), and its ``goto`` only while
-the run goes on. A guard loaded from state runs with this node's policy (``unattended``,
+:data:`STATE_KEY` and any message holding tool calls (no tool's return writes the guard's
+state or makes a call), and its ``goto`` only while the run goes on, without a ``Send`` whose
+payload carries the guard's state, an inlined state or tool calls. The tool node runs only
+calls of the model's latest reply in state, as the model made them (id, name, arguments);
+while a run of a thread is under way in this process, its guard in memory is the one, and
+no snapshot in graph state replaces it. A guard loaded from state runs with this node's policy (``unattended``,
 ``guarded``, ``config``: the stricter of them and the state's, :meth:`unstuck.Guard.from_json`).
 
 A model's answer (a reply with no tool calls) is checked too (:meth:`unstuck.Guard.check_answer`,
@@ -87,7 +91,14 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -95,10 +106,11 @@ from langgraph.graph import END
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 from unstuck.escalation import Answer, Escalation
+from unstuck.events import EventName
 from unstuck.guard import REPLY_WAIT_S, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
 from unstuck.outcome import TurnStatus
@@ -115,6 +127,11 @@ __all__ = ["STATE_KEY", "GuardedState", "RunOutcome", "UnstuckMiddleware", "Unst
 #: ``None``).
 STATE_KEY = "unstuck"
 _RUNNING, _BLOCKED, _DONE = "running", "blocked", "done"
+#: Why a call that no model reply made is refused (the ``call.refused`` event's reason).
+_NOT_MADE = ("not executed: no model reply made this call (a Send of a tool call that a tool or a graph node "
+             "made up); unstuck runs only the calls the model made")
+#: What :meth:`_Core.begin` gives for such a call.
+_NOT_MADE_MARK: dict[str, str] = {"content": _NOT_MADE, "status": "error"}
 
 
 def keep_latest(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -237,6 +254,84 @@ def _command_result(command: Command[Any], call: ToolCall) -> tuple[str, bool, d
     return text, any(m.status == "error" for m in mine), rest, others
 
 
+def _seq_of(snap: Mapping[str, Any]) -> int:
+    """A snapshot's ``seq`` (0 when it has none, or not a whole number)."""
+    seq = snap.get("seq", 0)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+
+
+def _makes_calls(message: Any) -> bool:
+    """Whether ``message``, in any form ``add_messages`` and ``ToolNode`` take (a message, a
+    dict, a ``(role, content)`` pair, a tool call dict), is or holds a tool call: an
+    ``AIMessage`` with ``tool_calls`` (or ``invalid_tool_calls``, which a later parse may
+    read), or a ``{"type": "tool_call"}`` dict. A form ``convert_to_messages`` cannot read
+    holds none (LangGraph refuses it on its own)."""
+    if isinstance(message, Mapping) and message.get("type") == "tool_call":
+        return True
+    if isinstance(message, BaseMessage):
+        read: list[BaseMessage] = [message]
+    else:
+        try:
+            read = convert_to_messages([message])
+        except (ValueError, TypeError, KeyError, NotImplementedError):
+            return False
+    return any(isinstance(m, AIMessage) and bool(m.tool_calls or m.invalid_tool_calls) for m in read)
+
+
+def _forged(send: Send) -> str | None:
+    """Why a ``Send`` a tool returned (in its ``Command``'s ``goto``) is dropped, or ``None``
+    when it is kept. ``ToolNode`` runs the calls of any payload that holds them, whatever node
+    it is sent to (``langgraph.prebuilt.ToolNode._parse_input``: a list of tool calls, a
+    ``ToolCallWithContext``, a state or list of messages whose last ``AIMessage`` has tool
+    calls), so a ``Send`` is dropped when its payload carries the guard's state
+    (:data:`STATE_KEY`), an inlined state (``ToolCallWithContext``, whose ``state`` becomes
+    the called node's state), or a tool call in any of those forms (calls no model reply
+    made: :func:`_makes_calls`)."""
+    arg = send.arg
+    if isinstance(arg, Mapping):
+        if arg.get("__type") == "tool_call_with_context":
+            return "a tool call with its own state (ToolCallWithContext)"
+        if STATE_KEY in arg:
+            return f"the guard's state key {STATE_KEY!r}"
+        messages = arg.get("messages")
+    elif isinstance(arg, list | tuple):
+        messages = arg
+    else:
+        if getattr(arg, STATE_KEY, None) is not None:
+            return f"the guard's state key {STATE_KEY!r}"
+        messages = getattr(arg, "messages", None)
+    if isinstance(messages, BaseMessage | Mapping):
+        messages = [messages]
+    if isinstance(messages, list | tuple) and any(_makes_calls(m) for m in messages):
+        return "tool calls no model reply made"
+    return None
+
+
+def _kept_goto(goto: Any) -> tuple[Any, list[str]]:
+    """A tool's ``Command.goto`` without the sends :func:`_forged` drops, and why each
+    was dropped."""
+    items = list(goto) if isinstance(goto, list | tuple) else [goto]
+    kept: list[Any] = []
+    dropped: list[str] = []
+    for item in items:
+        why = _forged(item) if isinstance(item, Send) else None
+        if why is None:
+            kept.append(item)
+        else:
+            dropped.append(f"a Send to {item.node!r} carrying {why}")
+    if not isinstance(goto, list | tuple):
+        return (kept[0] if kept else ()), dropped
+    return kept, dropped
+
+
+def _writes_state_key(command: Command[Any]) -> bool:
+    """The command's update names :data:`STATE_KEY` (a mapping, or ``(key, value)`` pairs)."""
+    raw = command.update
+    if isinstance(raw, Mapping):
+        return STATE_KEY in raw
+    return isinstance(raw, list | tuple) and any(isinstance(i, tuple) and i[:1] == (STATE_KEY,) for i in raw)
+
+
 @dataclass(slots=True)
 class _Live:
     """The guard of one thread between calls (shared by the parallel calls of one reply)."""
@@ -254,9 +349,11 @@ class _Core:
     the stop or pause."""
 
     def __init__(self, tools: Iterable[BaseTool | ToolSpec | Callable[..., Any]], *, pause: bool,
-                 raise_blocked: bool, unattended: bool | None, task: str, options: Mapping[str, Any]) -> None:
+                 raise_blocked: bool, unattended: bool | None, task: str, options: Mapping[str, Any],
+                 starts_turns: bool = False) -> None:
         self.specs = [_spec_of(t) for t in tools]
         self.pause, self.raise_blocked, self.task = pause, raise_blocked, task
+        self.starts_turns = starts_turns  # a hook begins each turn (the middleware's before_agent)
         self.unattended = (not pause) if unattended is None else unattended
         self.options = dict(options)
         self._live: dict[str, _Live] = {}
@@ -274,20 +371,37 @@ class _Core:
         return Guard.from_json(str(snap["guard"]), self.specs, unattended=self.unattended, **loading)
 
     def live(self, state: Mapping[str, Any], thread: str, call_id: str = "") -> _Live:
-        """The thread's guard: the one in memory when it is at least as new as the state's,
-        else the state's (a resumed or restarted process), else a new one."""
+        """The thread's guard. While a run of the thread is under way in this process, its
+        guard is held in memory and is the one: no snapshot in graph state replaces it,
+        whatever its ``seq`` or turn (a call's state is not always the checkpointed one: a
+        ``Send`` may inline any state, LangGraph's ``ToolCallWithContext``). The state's guard
+        is loaded only when this process holds none for the thread: a fresh process, or a run
+        that paused or ended here (:meth:`release`) and is resumed from the checkpointer. With
+        neither, a new guard; so too for the tool node of a hand-built graph (no hook begins
+        its turns) when the state holds no guard and the call is not of the reply in progress:
+        a new run without a checkpointer."""
         snap = state.get(STATE_KEY)
+        saved = isinstance(snap, Mapping) and bool(snap.get("guard"))
         with self._lock:
             live = self._live.get(thread)
-            if isinstance(snap, Mapping) and snap.get("guard"):
-                if live is None or live.guard.turn_id != snap.get("turn_id") or live.seq < int(snap["seq"]):
-                    live = _Live(self.load(snap), int(snap["seq"]), [str(i) for i in snap.get("reply", [])],
-                                 {str(k): dict(v) for k, v in snap.get("done", {}).items()})
-                    self._live[thread] = live
-            elif live is None or call_id not in live.reply:  # a sibling of the reply shares it
+            if live is not None and (saved or self.starts_turns or call_id in live.reply):
+                if isinstance(snap, Mapping):  # its own snapshots must win the reducer (keep_latest)
+                    live.seq = max(live.seq, _seq_of(snap))
+                return live
+            if saved:
+                assert isinstance(snap, Mapping)
+                live = _Live(self.load(snap), _seq_of(snap), [str(i) for i in snap.get("reply", [])],
+                             {str(k): dict(v) for k, v in snap.get("done", {}).items()})
+            else:
                 live = _Live(self.new_guard(), 0)
-                self._live[thread] = live
+            self._live[thread] = live
             return live
+
+    def release(self, thread: str) -> None:
+        """The thread's run paused or ended here: its guard leaves memory, and the next call
+        on the thread (a resume, perhaps in another process) loads it from the checkpointer."""
+        with self._lock:
+            self._live.pop(thread, None)
 
     def start(self, thread: str) -> dict[str, Any]:
         """A new turn on ``thread``: a new guard, its snapshot."""
@@ -308,17 +422,24 @@ class _Core:
 
     def begin(self, request: ToolCallRequest) -> tuple[_Live, ToolCall, dict[str, str] | None]:
         """The call's guard and :class:`~unstuck.tools.ToolCall`, declaring its reply on first
-        sight; and its earlier result when it already ran (to replay, not run again)."""
+        sight; and its earlier result when it already ran (to replay, not run again), or
+        :data:`_NOT_MADE_MARK` when no model reply made it: the model's latest reply with tool
+        calls in state does not hold it, with this name and these arguments (a ``Send`` of a
+        tool call that a tool or a node made up). Such a call never runs and is never declared
+        to the guard; a ``call.refused`` event names it."""
         state = request.state if isinstance(request.state, Mapping) else {}
         thread = _thread_of(request)
         raw = request.tool_call
         call = ToolCall(str(raw["id"]), raw["name"], json.dumps(raw.get("args", {}), sort_keys=True))
         live = self.live(state, thread, call.id)
         with self._lock:
+            ids = _reply_ids(state)
+            if (call.id, call.tool, call.arguments_json) not in ids:
+                live.guard.emit(EventName.CALL_REFUSED, tool=call.tool, subject=call.tool, reason=_NOT_MADE)
+                return live, call, _NOT_MADE_MARK
             if call.id in live.done:
                 return live, call, live.done[call.id]
             if call.id not in live.reply:
-                ids = _reply_ids(state, call)
                 live.guard.reply([ToolCall(i, n, a) for i, n, a in ids])
                 live.reply, live.done, live.finished = [i for i, _, _ in ids], {}, set()
         return live, call, None
@@ -375,8 +496,11 @@ class _Core:
         """The call's ``Command``: its ``ToolMessage`` (the guard's content) and the guard's
         snapshot; for a tool that returned a ``Command`` itself (``returned``), that command
         with its own ``ToolMessage`` for this call replaced by the guard's, its update of
-        :data:`STATE_KEY` dropped (no tool writes the guard's state), and its ``goto`` kept
-        only when the run goes on (a stopped run's next step is the stop)."""
+        :data:`STATE_KEY` dropped (no tool writes the guard's state), any message of its
+        update that holds tool calls dropped (no tool makes a model reply: :func:`_makes_calls`),
+        and its ``goto`` kept only when the run goes on (a stopped run's next step is the
+        stop), without any ``Send`` that carries the guard's state or a tool call
+        (:func:`_forged`): each thing dropped is a ``state.write_refused`` event."""
         content = decision.content or (decision.escalation.text if decision.escalation is not None else "")
         refused = decision.action is Action.REFUSE or decision.action is Action.ESCALATE
         status = "error" if failed or refused else "success"
@@ -388,12 +512,18 @@ class _Core:
             return self.command(call, content, status, snap)
         _, _, update, others = _command_result(returned, call)
         message = ToolMessage(content, tool_call_id=call.id, name=call.tool, status=status)
-        update["messages"] = [*others, message]
+        calling = [m for m in others if _makes_calls(m)]  # a model reply no model made: the tool node would run it
+        update["messages"] = [*(m for m in others if not any(m is c for c in calling)), message]
         if returned.graph is None:  # a command for a parent graph carries no state of this one
             update[STATE_KEY] = dict(snap)
         goes_on = decision.action is Action.CONTINUE and live.guard.escalation is None
-        return Command(graph=returned.graph, update=update, resume=returned.resume,
-                       goto=returned.goto if goes_on else ())
+        goto, dropped = _kept_goto(returned.goto)
+        dropped[:0] = ["a message with tool calls no model reply made"] * len(calling)
+        if _writes_state_key(returned):
+            dropped.insert(0, f"an update of the guard's state key {STATE_KEY!r}")
+        for what in dropped:  # no tool's return writes the guard's state or makes a call
+            live.guard.emit(EventName.STATE_WRITE_REFUSED, tool=call.tool, dropped=what)
+        return Command(graph=returned.graph, update=update, resume=returned.resume, goto=goto if goes_on else ())
 
     @staticmethod
     def command(call: ToolCall, content: str, status: str, snap: Mapping[str, Any] | None) -> Command[Any]:
@@ -406,6 +536,8 @@ class _Core:
     def wrap(self, request: ToolCallRequest,
              handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> ToolMessage | Command[Any]:
         live, call, ran = self.begin(request)
+        if ran is _NOT_MADE_MARK:
+            return Command(update={})  # nothing for the model: it never made this call
         if ran is not None:
             return self.command(call, ran["content"], ran["status"], None)
         self.enter(live, call.id)
@@ -431,6 +563,8 @@ class _Core:
                     handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
                     ) -> ToolMessage | Command[Any]:
         live, call, ran = self.begin(request)
+        if ran is _NOT_MADE_MARK:
+            return Command(update={})  # nothing for the model: it never made this call
         if ran is not None:
             return self.command(call, ran["content"], ran["status"], None)
         await self.aenter(live, call.id)
@@ -466,7 +600,8 @@ class _Core:
         escalation = guard.escalation
         if escalation is None:
             return {}, False
-        seq = int(snap["seq"]) + 1
+        seq = _seq_of(snap) + 1
+        self.release(thread)  # the run ends or pauses here: a resume loads the guard from the checkpointer
         if not self.pause:
             guard.end(TurnStatus.BLOCKED, answer=escalation.text)
             if self.raise_blocked:
@@ -510,7 +645,7 @@ class _Core:
         decision = guard.check_answer()
         if decision.action is not Action.ESCALATE or guard.escalation is None:
             return {}, ""
-        blocked = self.snapshot(_Live(guard, int(snap["seq"]) + 1), _BLOCKED)
+        blocked = self.snapshot(_Live(guard, _seq_of(snap) + 1), _BLOCKED)
         update, ends = self.settle({**state, STATE_KEY: blocked}, thread)
         return {STATE_KEY: blocked, **update}, "end" if ends else "model"
 
@@ -526,6 +661,7 @@ class _Core:
         live.guard.end(TurnStatus.DONE, answer=answer)
         with self._lock:
             live.seq += 1
+            self.release(thread)
             return {STATE_KEY: self.snapshot(live, _DONE)}
 
 
@@ -545,14 +681,15 @@ def _thread_in(config: Mapping[str, Any]) -> str:
     return str(configurable.get("thread_id", ""))
 
 
-def _reply_ids(state: Mapping[str, Any], call: ToolCall) -> list[tuple[str, str, str]]:
-    """The calls of the model reply ``call`` belongs to, in the model's order (the last
-    ``AIMessage`` that holds it); just ``call`` when the state does not show it."""
+def _reply_ids(state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The calls of the model's latest reply with tool calls in ``state`` (its last
+    ``AIMessage`` that has any), in the model's order: (id, tool, arguments as sorted JSON);
+    empty when there is none."""
     for message in reversed(state.get("messages", []) or []):
-        if isinstance(message, AIMessage) and any(c.get("id") == call.id for c in message.tool_calls):
+        if isinstance(message, AIMessage) and message.tool_calls:
             return [(str(c["id"]), c["name"], json.dumps(c.get("args", {}), sort_keys=True))
                     for c in message.tool_calls]
-    return [(call.id, call.tool, call.arguments_json)]
+    return []
 
 
 def _run(handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
@@ -617,7 +754,7 @@ class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
                  **guard_options: Any) -> None:
         super().__init__()
         self.core = _Core(tools, pause=pause, raise_blocked=raise_blocked, unattended=unattended, task=task,
-                          options=guard_options)
+                          options=guard_options, starts_turns=True)
 
     def before_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
         """A new turn (``invoke`` with new input; a resume does not run it)."""
