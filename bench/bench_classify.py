@@ -78,8 +78,8 @@ def corpus_records() -> list[dict[str, object]]:
 # The measuring side: imported by this process and by the child (which has the baseline on its path).
 MEASURE = r'''
 import json, random, statistics, sys, time
-from unstuck.classify import classify_result
-from unstuck.tools import ToolResult
+from unstuck.recognise.classify import classify_result
+from unstuck.core.tools import ToolResult
 
 def timed(tool, result, repeat):
     best = None

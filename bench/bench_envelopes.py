@@ -1,4 +1,4 @@
-"""Benchmark: the cost of unstuck.envelopes.find_envelopes on ordinary and hostile text.
+"""Benchmark: the cost of unstuck.recognise.envelopes.find_envelopes on ordinary and hostile text.
 
 Ordinary inputs: a 1 KB curl -i error response (headers and a JSON body), a 100 KB service log
 mixing JSON log lines, logfmt lines and plain text with failures near its end, and a 112 KB
@@ -22,7 +22,7 @@ import json
 import statistics
 import time
 
-from unstuck.envelopes import MAX_ATTEMPTS, MAX_CANDIDATES, MAX_SCAN_CHARS, scan_envelopes
+from unstuck.recognise.envelopes import MAX_ATTEMPTS, MAX_CANDIDATES, MAX_SCAN_CHARS, scan_envelopes
 
 
 def curl_error_1kb() -> str:

@@ -23,12 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from unstuck import Guard, policy
-from unstuck.classify import explain_result
-from unstuck.clock import VirtualClock
-from unstuck.journal import Journal
-from unstuck.signals import load_signal_table
-from unstuck.tools import CommandOutput, HttpResponse, ToolCall, normalize_result, tool
+from unstuck import Guard
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import CommandOutput, HttpResponse, ToolCall, normalize_result
+from unstuck.decide import policy
+from unstuck.recognise.classify import explain_result
+from unstuck.recognise.signals import load_signal_table
+from unstuck.store.journal import Journal
+from unstuck.toolkit.specs import tool
 
 
 def sample_results() -> list[object]:

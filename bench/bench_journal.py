@@ -20,7 +20,7 @@ Then, side by side in the same run, **synced commits per write call** (issue 12,
 scale"), over one turn of ``--writes`` write calls (default 50):
 
 * a bare synced commit (one ``INSERT`` per call, ``synchronous=FULL``): 1.0 by definition;
-* the journal (:attr:`unstuck.journal.Journal.commits`: the intent before each call is
+* the journal (:attr:`unstuck.store.journal.Journal.commits`: the intent before each call is
   synced, the receipt and the checkpoints ride on the next synced commit);
 * the journal with ``sync_window=0`` (every commit synced: the cost before riding commits);
 * LangGraph's ``SqliteSaver`` (its ``COMMIT`` statements, seen by ``sqlite3``'s trace
@@ -67,11 +67,12 @@ except ImportError as exc:  # optional: the LangGraph columns are skipped
 else:
     LANGGRAPH_MISSING = None
 
-from unstuck.clock import VirtualClock
-from unstuck.journal import Journal
-from unstuck.loop import run_turn
-from unstuck.models import Message, ModelReply
-from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import Effect, ToolCall
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import Journal
+from unstuck.toolkit.models import Message, ModelReply
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 
 class CountingModel:

@@ -3,13 +3,13 @@
 For each size, a fresh store is filled (rows written straight into its ``knowledge`` table
 in one transaction, so filling is quick; the FTS triggers still fire), then the lookup the
 loop makes before a call's first dispatch (``LessonStore.on_subject`` and the fingerprint
-comparison, as :meth:`unstuck.remember.LessonKeeper.lesson_for` does) runs for random
+comparison, as :meth:`unstuck.guard.lessons.LessonKeeper.lesson_for` does) runs for random
 subjects, half of them with a lesson and half without. Printed: median and p99 in
 microseconds, and the ratio of each size's p99 to the 10^3 store's (the baseline, in the
 same run). Target: p99 under 1 ms at 10^5.
 
 The turn-start query (issue 12, deliver 6): ``LessonStore.active(tools=..., limit=20)`` as
-:meth:`unstuck.remember.LessonKeeper.known_blockers` asks it, for 5 tools of the 50 that
+:meth:`unstuck.guard.lessons.LessonKeeper.known_blockers` asks it, for 5 tools of the 50 that
 declared the stored lessons (one lesson in ten closed, so the partial index matters), with
 p50/p99 in microseconds. Target: p99 under 1 ms at 10^6. ``--sizes`` picks the sizes.
 
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from unstuck.lessons import LessonStore
-from unstuck.remember import CANDIDATES_AT_START
+from unstuck.guard.lessons import CANDIDATES_AT_START
+from unstuck.store.lessons import LessonStore
 
 FINGERPRINT = "/usr/bin/tool|tool version 1.0"
 TOOLS = 50

@@ -18,11 +18,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from unstuck import policy
-from unstuck.classify import classify_result
-from unstuck.loop import run_turn
-from unstuck.models import Message, ModelReply, Role
-from unstuck.tools import CommandOutput, HttpResponse, ToolCall, Toolset, ToolSpec, normalize_result, tool
+from unstuck.core.tools import CommandOutput, HttpResponse, ToolCall, normalize_result
+from unstuck.decide import policy
+from unstuck.loop.turn import run_turn
+from unstuck.recognise.classify import classify_result
+from unstuck.toolkit.models import Message, ModelReply, Role
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 
 def sample_results() -> list[tuple[str, object]]:

@@ -11,7 +11,7 @@ touches them alike:
 * ``python -c "import unstuck"``: the package itself;
 * ``unstuck --version``: the CLI's start-up with no command run;
 * ``unstuck classify`` reading gh's logged-out message on stdin, with a warm derived-data
-  cache (:mod:`unstuck.cache`; its folder is a temporary ``UNSTUCK_CACHE_DIR`` filled by the
+  cache (:mod:`unstuck.core.cache`; its folder is a temporary ``UNSTUCK_CACHE_DIR`` filled by the
   warm-up);
 * the same with a new, empty ``UNSTUCK_CACHE_DIR`` for every run (a cold cache: the derived
   data is derived again and written).

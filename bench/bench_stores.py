@@ -10,15 +10,15 @@ like-for-like baseline) and on a tmpfs (``/dev/shm``, where an fsync returns at 
 cost of the SQL alone).
 
 1. **Per-call journal cost.** One turn of ``--calls`` write calls (default 300) through
-   :func:`unstuck.loop.run_turn` with a scripted model (bench/bench_journal.py's
+   :func:`unstuck.loop.turn.run_turn` with a scripted model (bench/bench_journal.py's
    ``CountingModel`` and ``ledger_tools``): without a journal (the baseline), then with a
-   :class:`~unstuck.journal.Journal` on each store. Each write call costs the journal an effect
+   :class:`~unstuck.store.journal.Journal` on each store. Each write call costs the journal an effect
    intent (a synced commit), a receipt and a checkpoint. Printed: microseconds per call, best
    of ``--repeats``; the journal's added cost per call (journal minus none); the ratio
    PostgreSQL / SQLite of the added cost.
 2. **Lesson lookups** on a store of ``--lessons`` lessons (default 1,000, recorded through
-   :meth:`LessonStore.record <unstuck.lessons.LessonStore.record>`, 50 declaring tools, one in
-   ten closed): the turn-start query as :meth:`unstuck.remember.LessonKeeper.known_blockers`
+   :meth:`LessonStore.record <unstuck.store.lessons.LessonStore.record>`, 50 declaring tools, one in
+   ten closed): the turn-start query as :meth:`unstuck.guard.lessons.LessonKeeper.known_blockers`
    asks it (``active(tools=5 of the 50, limit=CANDIDATES_AT_START)``) and the lookup before a
    call (``on_subject``, half the subjects with a lesson, half without). Printed: p50 and p99
    in microseconds; the ratio PostgreSQL / SQLite of the p50.
@@ -57,12 +57,12 @@ from bench_journal import CountingModel, ledger_tools  # noqa: E402
 
 from fleet_worker import prepare_effects, run_fleet, standard_plans  # noqa: E402
 from pg_cluster import PostgresCluster  # noqa: E402
-from unstuck.clock import VirtualClock  # noqa: E402
-from unstuck.journal import Journal  # noqa: E402
-from unstuck.lessons import LessonStore  # noqa: E402
-from unstuck.loop import run_turn  # noqa: E402
-from unstuck.remember import CANDIDATES_AT_START  # noqa: E402
-from unstuck.situations import Kind, Situation  # noqa: E402
+from unstuck.core.clock import VirtualClock  # noqa: E402
+from unstuck.core.situations import Kind, Situation  # noqa: E402
+from unstuck.guard.lessons import CANDIDATES_AT_START  # noqa: E402
+from unstuck.loop.turn import run_turn  # noqa: E402
+from unstuck.store.journal import Journal  # noqa: E402
+from unstuck.store.lessons import LessonStore  # noqa: E402
 
 TOOLS = 50
 IN_PLAY = 5

@@ -1,8 +1,8 @@
 """Benchmark: the injection shapes' recall on the shared cases, false positives on documents.
 
 Two measurements over the adversarial rows of ``src/unstuck/data/signals.yaml`` (issue 25,
-deliver 2), each for the classifier (:func:`unstuck.classify.classify_output`: the kind a
-tool result is given) and for the prose screen (:func:`unstuck.instructions.find_instruction`:
+deliver 2), each for the classifier (:func:`unstuck.recognise.classify.classify_output`: the kind a
+tool result is given) and for the prose screen (:func:`unstuck.recognise.instructions.find_instruction`:
 the rows plus the download-and-run structure, what mcp-proxy and the unblock screen refuse):
 
 1. **Recall** on every shared case labelled ``injected_instruction``
@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from unstuck.classify import classify_output, find_injection
-from unstuck.instructions import find_instruction
-from unstuck.situations import Kind
+from unstuck.core.situations import Kind
+from unstuck.recognise.classify import classify_output, find_injection
+from unstuck.recognise.instructions import find_instruction
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES_DIR = ROOT.parent / "shared" / "cases"

@@ -1,6 +1,6 @@
 """Benchmark: a semantic fallback for failures nothing else decides, measured before it is kept.
 
-Issue 25, deliver item 6. When :func:`unstuck.classify.explain_output` reads a result as a
+Issue 25, deliver item 6. When :func:`unstuck.recognise.classify.explain_output` reads a result as a
 failure that no signal explains (stage ``unrecognised``: it stays ``execution_error``,
 inferred), a fallback would embed the output's lines with a sentence-embedding model whose
 weights ship inside a registry package, find the nearest *exemplar*, and take that exemplar's
@@ -78,10 +78,10 @@ from typing import Any
 
 import yaml
 
-from unstuck.catalogues import load_message_rows, load_translations
-from unstuck.classify import Stage, explain_output
+from unstuck.core.situations import Kind
 from unstuck.faults.bank import load_bank
-from unstuck.situations import Kind
+from unstuck.recognise.catalogues import load_message_rows, load_translations
+from unstuck.recognise.classify import Stage, explain_output
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src" / "unstuck" / "data"
@@ -472,7 +472,7 @@ def cold_start(candidate: Candidate, matrix: Any, kinds: list[str], runs: int, t
         np.save(path, matrix)
         kinds_path = Path(folder) / "kinds.json"
         kinds_path.write_text(json.dumps(kinds), encoding="utf-8")
-        classify = (f"from unstuck.classify import explain_output\n"
+        classify = (f"from unstuck.recognise.classify import explain_output\n"
                     f"c = explain_output({tool!r}, {{}}, {text!r}, exit_code=1)\n")
         lines_src = ("def LINES_OF(text):\n"
                      f"    lines = [' '.join(l.split())[:{LINE_CHARS}] for l in text.splitlines()]\n"

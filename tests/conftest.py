@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from unstuck.models import Message, ModelError, ModelReply
-from unstuck.tools import ToolCall, ToolSpec
+from unstuck.core.tools import ToolCall
+from unstuck.toolkit.models import Message, ModelError, ModelReply
+from unstuck.toolkit.specs import ToolSpec
 
 #: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py); the
 #: check that the session leaves PATH's programs and the real home as they were, with HOME and
@@ -104,7 +105,7 @@ __all__ = ["ModelError", "PlaybackModel", "until"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Derived caches (unstuck.cache) go to a folder of this run, never the user's own, and
+    """Derived caches (unstuck.core.cache) go to a folder of this run, never the user's own, and
     every subprocess the tests start inherits it."""
     import os
     import tempfile

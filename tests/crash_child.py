@@ -20,12 +20,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from unstuck.clock import VirtualClock
-from unstuck.journal import Journal
-from unstuck.loop import run_turn
-from unstuck.models import Message, ModelReply, Role
-from unstuck.resume import Resolution, resume_turn
-from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import Effect, ToolCall
+from unstuck.loop.resume import Resolution, resume_turn
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import Journal
+from unstuck.toolkit.models import Message, ModelReply, Role
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 ORDERS = 3
 

@@ -3,10 +3,10 @@ the functions that start a fleet and read back what it did. Used by tests/test_f
 load test) and bench/bench_stores.py (turns per second).
 
 A worker is its own process (``python tests/fleet_worker.py --index N ...``), its host named
-by the environment variable ``UNSTUCK_HOST_ID`` (:data:`unstuck.stores.HOST_ENV`, set by
-:func:`spawn`), with its own :class:`~unstuck.journal.Journal` and
-:class:`~unstuck.lessons.LessonStore` on the one store URL. It runs ``turns`` turns through
-:func:`unstuck.loop.run_turn` with a scripted model (tests/conftest.py's ``PlaybackModel``).
+by the environment variable ``UNSTUCK_HOST_ID`` (:data:`unstuck.store.urls.HOST_ENV`, set by
+:func:`spawn`), with its own :class:`~unstuck.store.journal.Journal` and
+:class:`~unstuck.store.lessons.LessonStore` on the one store URL. It runs ``turns`` turns through
+:func:`unstuck.loop.turn.run_turn` with a scripted model (tests/conftest.py's ``PlaybackModel``).
 Each turn makes ``writes`` calls of the write tool ``ship``, each inserting one row into the
 ``effects`` table of a separate database (:func:`prepare_effects`), keyed by
 ``w<worker>-t<turn>-s<call>`` (the key is in the call's arguments, so in its journaled intent).
@@ -49,14 +49,15 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from conftest import PlaybackModel  # noqa: E402
-from unstuck.clock import RealClock  # noqa: E402
-from unstuck.events import EventLog  # noqa: E402
-from unstuck.journal import Journal  # noqa: E402
-from unstuck.lessons import LessonStore  # noqa: E402
-from unstuck.loop import run_turn  # noqa: E402
-from unstuck.signals import load_signal_table  # noqa: E402
-from unstuck.stores import HOST_ENV  # noqa: E402
-from unstuck.tools import Effect, Toolset, tool  # noqa: E402
+from unstuck.core.clock import RealClock  # noqa: E402
+from unstuck.core.tools import Effect  # noqa: E402
+from unstuck.loop.turn import run_turn  # noqa: E402
+from unstuck.recognise.signals import load_signal_table  # noqa: E402
+from unstuck.store.events import EventLog  # noqa: E402
+from unstuck.store.journal import Journal  # noqa: E402
+from unstuck.store.lessons import LessonStore  # noqa: E402
+from unstuck.store.urls import HOST_ENV  # noqa: E402
+from unstuck.toolkit.specs import Toolset, tool  # noqa: E402
 
 #: The subject the deploy token blocks, its unblock, and the environment fingerprint every
 #: worker of a fleet shares (one worker may be given another, :data:`OTHER_FINGERPRINT`).

@@ -3,7 +3,7 @@ SIGSTOP it while it holds the turn's lease, and resume the turn from another "ma
 
 Usage: python lease_child.py STORE_URL LEDGER run|resume TURN_ID
 
-Environment: ``UNSTUCK_HOST_ID`` (the machine: :data:`unstuck.stores.HOST_ENV`),
+Environment: ``UNSTUCK_HOST_ID`` (the machine: :data:`unstuck.store.urls.HOST_ENV`),
 ``LEASE_TTL`` (seconds), ``READY_FILE`` (made when the turn waits in its read call) and
 ``GO_FILE`` (the read call returns once it exists).
 
@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from crash_child import ledger_tools, resolvers
-from unstuck.clock import VirtualClock
-from unstuck.journal import Journal, JournalError
-from unstuck.loop import run_turn
-from unstuck.models import Message, ModelReply, Role
-from unstuck.resume import resume_turn
-from unstuck.tools import ToolCall, Toolset, ToolSpec, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import ToolCall
+from unstuck.loop.resume import resume_turn
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import Journal, JournalError
+from unstuck.toolkit.models import Message, ModelReply, Role
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 #: The calls of the turn, in order, by how many tool results the conversation holds.
 PLAN: tuple[tuple[str, dict[str, int]], ...] = (("book_order", {"order": 1}), ("check_stock", {}), ("book_order", {"order": 2}), ("book_order", {"order": 3}))

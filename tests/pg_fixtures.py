@@ -30,8 +30,8 @@ from urllib.parse import quote
 import pytest
 
 from pg_cluster import DEBIAN_BIN_GLOB, PostgresCluster, find_bin_dir
-from unstuck.engines import postgres_sql
-from unstuck.stores import Engine, parse_store_url
+from unstuck.store.engines import postgres_sql
+from unstuck.store.urls import Engine, parse_store_url
 
 NO_POSTGRES = (f"no PostgreSQL server programs (initdb, pg_ctl, postgres, createdb) on PATH or in {DEBIAN_BIN_GLOB}; "
                "./bootstrap installs Debian's postgresql package")
@@ -68,7 +68,7 @@ class StoreTarget:
     @property
     def where(self) -> str:
         """The store as a journal's or lesson store's messages name it: the file's path, or
-        the URL with its password masked (:attr:`unstuck.stores.StoreURL.shown`)."""
+        the URL with its password masked (:attr:`unstuck.store.urls.StoreURL.shown`)."""
         return str(self.path) if self.path is not None else parse_store_url(self.url).shown
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -1,6 +1,6 @@
 """Secrets of every known format, made from ``tests/data/secret_samples.yaml`` (each issuer's
 documented prefix and shape, with its source), for the tests that check no secret is stored or
-shown. Built from that file only, never from :mod:`unstuck.redact`'s own patterns.
+shown. Built from that file only, never from :mod:`unstuck.core.redact`'s own patterns.
 
 :func:`samples` gives each sample's text (its template with every ``{ALPHABET:N}`` piece filled
 with random characters of the alphabet, from a fixed seed, so a failure repeats) and its

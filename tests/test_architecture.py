@@ -3,13 +3,12 @@ with ``ast`` (nothing is imported): no module reaches into another's private nam
 cycle at module level, and every module-level import points to the same or a lower layer.
 
 Each violation is printed as ``file:line: what``, e.g.
-``src/unstuck/resume.py:37: imports private name loop._Turn``.
+``src/unstuck/loop/resume.py:37: imports private name loop.turn._Turn``.
 """
 
 from __future__ import annotations
 
 import ast
-import enum
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,7 +60,7 @@ def is_private(name: str) -> bool:
 
 
 def short(dotted: str) -> str:
-    """``unstuck.loop._Turn`` → ``loop._Turn`` (as a person names it)."""
+    """``unstuck.loop.turn._Turn`` → ``loop._Turn`` (as a person names it)."""
     return dotted.removeprefix("unstuck.")
 
 
@@ -106,7 +105,7 @@ class Parsed:
     module: Module
     tree: ast.Module
     edges: tuple[Edge, ...]
-    private_imports: tuple[str, ...]  # "file:line: imports private name loop._Turn"
+    private_imports: tuple[str, ...]  # "file:line: imports private name loop.turn._Turn"
     bindings: dict[str, str]  # a local name → the unstuck module or name it was imported as
 
 
@@ -173,7 +172,7 @@ def dotted(node: ast.expr) -> list[str] | None:
 
 def private_attribute_uses(parsed: Parsed) -> Iterator[str]:
     """``x._name`` where ``x`` was imported from unstuck (a module, or a name of another
-    module): ``shell._cache``, ``Journal._turn``, ``unstuck.loop._Turn``. Dunders are fine."""
+    module): ``shell._cache``, ``Journal._turn``, ``unstuck.loop.turn._Turn``. Dunders are fine."""
     for node in ast.walk(parsed.tree):
         if not isinstance(node, ast.Attribute) or not is_private(node.attr):
             continue
@@ -265,152 +264,77 @@ def test_no_import_cycle_among_modules_at_module_level() -> None:
     assert not violations, "\n".join(violations)
 
 
-class Layer(enum.IntEnum):
-    """DESIGN.md, "Layers and the direction of imports", lowest first."""
+# -- layers: the folders (DESIGN.md, "Layers and the direction of imports") -------------------
 
-    VOCABULARY = 0  # situations · classify · tools, and the modules they use
-    DECISIONS = 1  # policy · retry · escalation · prompts: pure decisions
-    STORES = 2  # lessons · journal · events · diagnostics: stores and observers
-    GUARD = 3  # one tool call: before/after, state, latch
-    LOOP = 4  # the agent loop: model ↔ tools, presence
-    EVALS = 5  # evals · faults · mining
-    INTEGRATIONS = 6  # mcp, openai-agents, langgraph, pydantic-ai
-    CLI = 7
-
-
-#: Every module's layer. The modules DESIGN.md names sit where it puts them; the others where
-#: their own module-level imports put them (the lowest layer that holds everything they import).
-LAYERS: dict[str, Layer] = {
-    # vocabulary: the words and the tools, and what they are built from
-    "unstuck.situations": Layer.VOCABULARY,
-    "unstuck.classify": Layer.VOCABULARY,
-    "unstuck.tools": Layer.VOCABULARY,
-    "unstuck.errors": Layer.VOCABULARY,  # imports nothing: the root of every error
-    "unstuck.text": Layer.VOCABULARY,  # imports nothing: tool text made safe
-    "unstuck.clock": Layer.VOCABULARY,  # imports nothing: time comes in as an argument
-    "unstuck.trees": Layer.VOCABULARY,  # errors: file trees changed and removed without following a link
-    "unstuck.shell": Layer.VOCABULARY,  # text
-    "unstuck.envelopes": Layer.VOCABULARY,  # text
-    "unstuck.codes": Layer.VOCABULARY,  # situations
-    "unstuck.catalogues": Layer.VOCABULARY,  # situations
-    "unstuck.signals": Layer.VOCABULARY,  # catalogues, codes, shell, situations
-    "unstuck.declare": Layer.VOCABULARY,  # classify, situations
-    "unstuck.instructions": Layer.VOCABULARY,  # classify, shell, text: what tool text may become
-    "unstuck.leases": Layer.VOCABULARY,  # imports nothing: tool processes and their deadline
-    "unstuck.supervisor": Layer.VOCABULARY,  # leases: ends what a dead process's leases left
-    "unstuck.filelocks": Layer.VOCABULARY,  # declare
-    "unstuck.toolkit": Layer.VOCABULARY,  # classify, declare, filelocks, leases, shell, tools
-    "unstuck.models": Layer.VOCABULARY,  # tools: messages and the Model protocol
-    "unstuck.readers": Layer.VOCABULARY,  # errors: bounded, depth-limited reading of files and streams
-    "unstuck.redact": Layer.VOCABULARY,  # cache: secrets masked in stored and shown text
-    "unstuck.output": Layer.VOCABULARY,  # redact: the output boundary (streams, JSON, files, HTML) shows no secret
-    "unstuck.credentials": Layer.VOCABULARY,  # shell, text: credential-changing command lines
-    "unstuck.waiting": Layer.VOCABULARY,  # shell: the non-interactive fix of a call that waited
-    "unstuck.installed": Layer.VOCABULARY,  # imports nothing: programs on disk outside PATH
-    "unstuck.cache": Layer.VOCABULARY,  # imports nothing of ours: derived data kept between processes
-    "unstuck.cgroups": Layer.VOCABULARY,  # imports nothing of ours: a cgroup v2 subtree per lease
-    # pure decisions
-    "unstuck.policy": Layer.DECISIONS,
-    "unstuck.retry": Layer.DECISIONS,
-    "unstuck.escalation": Layer.DECISIONS,
-    "unstuck.prompts": Layer.DECISIONS,
-    "unstuck.outcome": Layer.DECISIONS,  # escalation, models: a turn's status and records
-    # stores and observers
-    "unstuck.lessons": Layer.STORES,
-    "unstuck.journal": Layer.STORES,
-    "unstuck.events": Layer.STORES,
-    "unstuck.diagnostics": Layer.STORES,
-    "unstuck.sqlite_store": Layer.STORES,  # redact: what the two stores share
-    "unstuck.engines": Layer.STORES,  # sqlite_store, stores: one SQL interface over SQLite and PostgreSQL
-    "unstuck.stores": Layer.STORES,  # errors, redact: store URLs (sqlite/postgresql) and PostgreSQL connections
-    "unstuck.otel": Layer.STORES,  # events: an observer
-    "unstuck.remember": Layer.STORES,  # journal, lessons, events, policy, outcome: lessons for a turn
-    "unstuck.second_opinion": Layer.STORES,  # engines, models, sqlite_store: an adviser with a cache
-    "unstuck.report_costs": Layer.STORES,  # journal, policy, outcome: the cost of blockers across sessions
-    # one call, then the loop
-    "unstuck.guard": Layer.GUARD,
-    "unstuck.loop": Layer.LOOP,
-    "unstuck.presence": Layer.LOOP,  # DESIGN.md names it with the loop
-    "unstuck.resume": Layer.LOOP,  # loop
-    "unstuck": Layer.LOOP,  # the package's front door re-exports up to the loop
-    # evals · faults · mining
-    "unstuck.evals": Layer.EVALS,
-    "unstuck.evals.agents": Layer.EVALS,
-    "unstuck.evals.casebook": Layer.EVALS,
-    "unstuck.evals.compare": Layer.EVALS,
-    "unstuck.evals.curve": Layer.EVALS,
-    "unstuck.evals.fake_github": Layer.EVALS,
-    "unstuck.evals.harvest": Layer.EVALS,
-    "unstuck.evals.judge": Layer.EVALS,
-    "unstuck.evals.report": Layer.EVALS,
-    "unstuck.evals.runner": Layer.EVALS,
-    "unstuck.evals.sandbox": Layer.EVALS,
-    "unstuck.evals.scenario_state": Layer.EVALS,
-    "unstuck.evals.scenario_tools": Layer.EVALS,
-    "unstuck.evals.scenarios": Layer.EVALS,
-    "unstuck.evals.sessions": Layer.EVALS,
-    "unstuck.evals.shell_world": Layer.EVALS,
-    "unstuck.evals.trust": Layer.EVALS,
-    "unstuck.faults": Layer.EVALS,
-    "unstuck.faults.bank": Layer.EVALS,
-    "unstuck.faults.injector": Layer.EVALS,
-    "unstuck.mining": Layer.EVALS,
-    "unstuck.mining.environment": Layer.EVALS,
-    "unstuck.mining.trace": Layer.EVALS,
-    "unstuck.mining.rules": Layer.EVALS,
-    "unstuck.mining.envs": Layer.EVALS,
-    "unstuck.mining.envs.package_cli": Layer.EVALS,
-    "unstuck.mining.agents": Layer.EVALS,
-    "unstuck.mining.rollout": Layer.EVALS,
-    "unstuck.mining.backends": Layer.EVALS,
-    "unstuck.mining.envs.files_comments": Layer.EVALS,
-    "unstuck.mining.labels": Layer.EVALS,
-    "unstuck.mining.contrast": Layer.EVALS,
-    "unstuck.mining.envs.issue_tracker": Layer.EVALS,
-    "unstuck.mining.extract": Layer.EVALS,
-    "unstuck.mining.mine": Layer.EVALS,
-    # the command line
-    "unstuck.integrations": Layer.INTEGRATIONS,
-    "unstuck.integrations.common": Layer.INTEGRATIONS,
-    "unstuck.integrations.mcp": Layer.INTEGRATIONS,
-    "unstuck.mcp_proxy": Layer.INTEGRATIONS,
-    "unstuck.integrations.langgraph": Layer.INTEGRATIONS,
-    "unstuck.integrations.openai_agents": Layer.INTEGRATIONS,
-    "unstuck.integrations.pydantic_ai": Layer.INTEGRATIONS,
-    "unstuck.integrations.peers": Layer.INTEGRATIONS,
-    "unstuck.integrations.shell_server": Layer.INTEGRATIONS,
-    "unstuck.cli": Layer.CLI,
-    "unstuck.cli_bank": Layer.CLI,
-    "unstuck.cli_exit": Layer.CLI,
-    "unstuck.cli_output": Layer.CLI,
-    "unstuck.cli_journal": Layer.CLI,
-    "unstuck.cli_lessons": Layer.CLI,
-    "unstuck.cli_mining": Layer.CLI,
-    "unstuck.cli_report": Layer.CLI,
-    "unstuck.cli_signals": Layer.CLI,
-    "unstuck.cli_trace": Layer.CLI,
-    "unstuck.__main__": Layer.CLI,
-}
+#: DESIGN.md's figure of the layers as folders, top row first, as docs/development.md draws it
+#: (the test below reads that figure and holds it to this). A module may import its own folder,
+#: any folder on a lower row, and on its own row a folder to its right: never one above, never
+#: one to its left.
+ROWS: tuple[tuple[str, ...], ...] = (
+    ("cli",),
+    ("integrations",),
+    ("evals", "mining", "faults"),
+    ("loop",),
+    ("guard",),
+    ("store",),
+    ("decide",),
+    ("toolkit", "processes"),
+    ("recognise", "commands"),
+    ("core",),
+)
+#: The package's own two files at the top: the front door re-exports up to the loop; ``python -m
+#: unstuck`` is the command line.
+TOP_FILES = {"unstuck": "loop", "unstuck.__main__": "cli"}
 
 
-def test_every_module_has_a_layer() -> None:
-    missing = [f"{m.shown}: has no layer in tests/test_architecture.py LAYERS" for m in MODULES.values()
-               if m.name not in LAYERS]
-    for violation in missing:
-        print(violation)
-    assert not missing, "\n".join(missing)
+def rank(folder: str) -> tuple[int, int]:
+    """(row from the bottom, place from the right): higher means higher in the figure."""
+    for row, folders in enumerate(reversed(ROWS)):
+        if folder in folders:
+            return row, len(folders) - 1 - folders.index(folder)
+    raise KeyError(folder)
 
 
-def test_module_level_imports_point_to_the_same_or_a_lower_layer() -> None:
+def folder_of(module: str) -> str | None:
+    """The layer folder of ``unstuck.<folder>.…``; the front door's for the two top files."""
+    if module in TOP_FILES:
+        return TOP_FILES[module]
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_module_lives_in_a_layer_folder() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    known = {f for row in ROWS for f in row}
+    assert folders == known, f"folders not in the figure: {sorted(folders - known)}; figure folders missing: {sorted(known - folders)}"
+    loose = sorted(m.shown for m in MODULES.values() if m.name not in TOP_FILES and m.name.count(".") < 2
+                   and not m.is_package)
+    assert not loose, f"modules outside a layer folder: {loose}"
+
+
+def test_every_import_points_to_its_own_folder_a_lower_row_or_the_right_on_its_row() -> None:
     violations = []
-    for importer, targets in module_graph().items():
-        for target, edge in sorted(targets.items()):
-            if importer in LAYERS and target in LAYERS and LAYERS[target] > LAYERS[importer]:
-                violations.append(f"{edge.importer.shown}:{edge.line}: {short(importer)} ({LAYERS[importer].name.lower()})"
-                                  f" imports {short(target)} ({LAYERS[target].name.lower()}), a higher layer")
+    for parsed in PARSED.values():
+        mine = folder_of(parsed.module.name)
+        for edge in parsed.edges:
+            target = edge.target if edge.target in MODULES else edge.target.rsplit(".", 1)[0]
+            theirs = folder_of(target)
+            if mine is None or theirs is None or theirs == mine or target == "unstuck":
+                continue
+            if rank(theirs) > rank(mine):
+                violations.append(f"{edge.importer.shown}:{edge.line}: {mine}/ imports {short(target)} "
+                                  f"({theirs}/, {'to its left' if rank(theirs)[0] == rank(mine)[0] else 'a higher row'})")
     for violation in violations:
         print(violation)
     assert not violations, "\n".join(violations)
+
+
+def test_the_development_page_draws_the_same_folders_in_the_same_order() -> None:
+    page = (SRC.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    figure = page.split("```", 2)[1]
+    drawn = tuple(tuple(word.strip().rstrip("/") for word in line.split("—")[0].split(" · "))
+                  for line in figure.strip().splitlines() if line.strip() and not line.startswith(" "))
+    assert tuple(tuple(f.strip() for f in row) for row in drawn) == ROWS
 
 
 # -- the checker itself, on small sources ------------------------------------------------------
@@ -422,12 +346,12 @@ def parsed_from(tmp_path: Path, name: str, source: str) -> Parsed:
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("from unstuck.loop import _Turn\n", "imports private name loop._Turn"),
+    ("from unstuck.loop.turn import _Turn\n", "imports private name loop.turn._Turn"),
     ("from unstuck._wire import frame\n", "imports private module _wire"),
-    ("import unstuck.loop\nunstuck.loop._Turn\n", "uses private name loop._Turn"),
+    ("import unstuck.loop.turn\nunstuck.loop._Turn\n", "uses private name loop._Turn"),
     ("from unstuck import shell\nshell._cache.clear()\n", "uses private name shell._cache"),
-    ("from unstuck.journal import Journal\nJournal._turn(())\n", "uses private name journal.Journal._turn"),
-    ("def f():\n    from unstuck.loop import _Turn\n", "imports private name loop._Turn"),
+    ("from unstuck.store.journal import Journal\nJournal._turn(())\n", "uses private name store.journal.Journal._turn"),
+    ("def f():\n    from unstuck.loop.turn import _Turn\n", "imports private name loop.turn._Turn"),
 ])
 def test_the_checker_names_each_kind_of_reach_into_private_names(tmp_path: Path, source: str, expected: str) -> None:
     parsed = parsed_from(tmp_path, "unstuck.somewhere", source)
@@ -436,10 +360,10 @@ def test_the_checker_names_each_kind_of_reach_into_private_names(tmp_path: Path,
 
 
 @pytest.mark.parametrize("source", [
-    "from unstuck.loop import run_turn\nrun_turn.__doc__\n",
+    "from unstuck.loop.turn import run_turn\nrun_turn.__doc__\n",
     "from unstuck import __version__\n",
     "import json\njson._default_encoder\n",  # not an unstuck module
-    "from unstuck.journal import Journal\nclass Mine(Journal):\n    def f(self):\n        return self._db\n",
+    "from unstuck.store.journal import Journal\nclass Mine(Journal):\n    def f(self):\n        return self._db\n",
 ])
 def test_the_checker_leaves_public_names_dunders_and_other_packages_alone(tmp_path: Path, source: str) -> None:
     parsed = parsed_from(tmp_path, "unstuck.somewhere", source)
@@ -448,11 +372,11 @@ def test_the_checker_leaves_public_names_dunders_and_other_packages_alone(tmp_pa
 
 def test_imports_inside_functions_or_for_type_checking_are_not_module_level(tmp_path: Path) -> None:
     parsed = parsed_from(tmp_path, "unstuck.somewhere", (
-        "from typing import TYPE_CHECKING\nimport unstuck.clock\n"
-        "if TYPE_CHECKING:\n    import unstuck.loop\n"
-        "def f():\n    import unstuck.journal\n"))
+        "from typing import TYPE_CHECKING\nimport unstuck.core.clock\n"
+        "if TYPE_CHECKING:\n    import unstuck.loop.turn\n"
+        "def f():\n    import unstuck.store.journal\n"))
     assert {(e.target, e.module_level) for e in parsed.edges} == {
-        ("unstuck.clock", True), ("unstuck.loop", False), ("unstuck.journal", False)}
+        ("unstuck.core.clock", True), ("unstuck.loop.turn", False), ("unstuck.store.journal", False)}
 
 
 def test_a_cycle_is_reported_as_a_closed_path() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from unstuck import cache
-from unstuck.cache import CACHE_DIR_ENV, bundled_document, cache_dir, load_or_derive
+from unstuck.core import cache
+from unstuck.core.cache import CACHE_DIR_ENV, bundled_document, cache_dir, load_or_derive
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""unstuck.catalogues: program messages as patterns, harvested from the real catalogues here.
+"""unstuck.recognise.catalogues: program messages as patterns, harvested from the real catalogues here.
 
 Expected values come from the rule (printf's directive syntax, the lead-line and literal-weight
 rules in the module docstring) or from the program's own catalogue as GNU gettext's
@@ -19,7 +19,8 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.catalogues import (
+from unstuck.core.situations import Kind
+from unstuck.recognise.catalogues import (
     DEFAULT_LOCALE_DIRS,
     MIN_LITERAL_WEIGHT,
     WILDCARD,
@@ -34,7 +35,6 @@ from unstuck.catalogues import (
     patterns_for,
     translations_jsonl,
 )
-from unstuck.situations import Kind
 
 LOCALE = DEFAULT_LOCALE_DIRS[0]
 
@@ -270,14 +270,14 @@ def test_each_rows_patterns_joined_stay_small_enough_for_re2s_dfa() -> None:
 
 
 def test_cached_bundled_patterns_are_the_derivation_of_the_bundled_data() -> None:
-    from unstuck.catalogues import derive_patterns, load_message_rows, load_translations
+    from unstuck.recognise.catalogues import derive_patterns, load_message_rows, load_translations
 
     assert bundled_patterns() == derive_patterns(load_message_rows(), load_translations())
 
 
 def test_a_damaged_pattern_cache_is_derived_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from unstuck import catalogues
-    from unstuck.cache import CACHE_DIR_ENV
+    from unstuck.core.cache import CACHE_DIR_ENV
+    from unstuck.recognise import catalogues
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     catalogues.bundled_patterns.cache_clear()
@@ -505,7 +505,7 @@ def test_a_printed_message_is_matched_and_its_subject_captured(before: str, afte
 def test_signals_harvest_writes_what_the_catalogues_hold_and_names_the_msgids_none_has(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from unstuck.cli_signals import signals_app
+    from unstuck.cli.signals import signals_app
 
     folder = tmp_path / "locale" / "de" / "LC_MESSAGES"
     folder.mkdir(parents=True)
@@ -527,7 +527,7 @@ def test_signals_harvest_writes_what_the_catalogues_hold_and_names_the_msgids_no
 def test_signals_harvest_refuses_a_locale_dir_that_does_not_exist(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from unstuck.cli_signals import signals_app
+    from unstuck.cli.signals import signals_app
 
     result = CliRunner().invoke(signals_app, ["harvest", "--locale-dir", str(tmp_path / "nowhere"),
                                               "--out", str(tmp_path / "t.jsonl")])

@@ -1,4 +1,4 @@
-"""A cgroup v2 subtree per lease (unstuck.cgroups, wired into unstuck.leases): a daemon that
+"""A cgroup v2 subtree per lease (unstuck.processes.cgroups, wired into unstuck.processes.leases): a daemon that
 double-forks and clears its environment is still ended, and a lease's cgroup is gone once
 nothing of it runs. The tests that need a writable cgroup v2 hierarchy skip, with the reason,
 where the machine has none."""
@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from conftest import until
-from unstuck import cgroups
-from unstuck.cgroups import LeaseCgroup, delegation_root, locate
-from unstuck.leases import end_leases, run_leased, sweep_leftovers, token_prefix
+from unstuck.processes import cgroups
+from unstuck.processes.cgroups import LeaseCgroup, delegation_root, locate
+from unstuck.processes.leases import end_leases, run_leased, sweep_leftovers, token_prefix
 
 HYBRID = """\
 25 30 0:23 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
@@ -62,7 +62,7 @@ def test_an_escaped_mount_point_is_decoded() -> None:
 
 def test_turning_cgroups_off_is_honoured() -> None:
     code = ("import os; os.environ['UNSTUCK_NO_CGROUP'] = '1'; "
-            "from unstuck.cgroups import delegation_root; print(delegation_root())")
+            "from unstuck.processes.cgroups import delegation_root; print(delegation_root())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "None"
 
@@ -108,7 +108,7 @@ def test_a_daemon_that_cleared_its_environment_and_left_the_tree_is_ended_at_exp
 @needs_cgroup
 def test_without_a_cgroup_the_same_daemon_survives_the_condition_is_real(tmp_path: Path, marker: str) -> None:
     code = ("import os, sys; os.environ['UNSTUCK_NO_CGROUP'] = '1'\n"
-            "from pathlib import Path\nfrom unstuck.leases import run_leased\n"
+            "from pathlib import Path\nfrom unstuck.processes.leases import run_leased\n"
             "o = run_leased(['/bin/bash', '-c', sys.argv[1]], cwd=Path(sys.argv[2]), env=dict(os.environ), "
             "deadline_s=1.0, grace_s=0.2)\nprint(o.cgroup, o.expired)")
     out = subprocess.run([sys.executable, "-c", code, DAEMON.format(marker=marker), str(tmp_path)],

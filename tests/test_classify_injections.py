@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import classify_output, find_injection
-from unstuck.instructions import Use, find_instruction, screen_instruction
-from unstuck.situations import Kind
-from unstuck.text import smuggled_text
+from unstuck.core.situations import Kind
+from unstuck.core.text import smuggled_text
+from unstuck.recognise.classify import classify_output, find_injection
+from unstuck.recognise.instructions import Use, find_instruction, screen_instruction
 
 CORPUS = Path(__file__).resolve().parent / "data" / "reader_documents"
 #: The issue's floor for the corpus: at least this many documents.

@@ -16,9 +16,9 @@ import pytest
 from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.runner import SANDBOX_FINGERPRINT
 from unstuck.evals.scenarios import builtin_scenarios
-from unstuck.lessons import LessonStore
-from unstuck.stores import StoreRole, store_for
-from unstuck.toolkit import Workspace, cli_fingerprint
+from unstuck.store.lessons import LessonStore
+from unstuck.store.urls import StoreRole, store_for
+from unstuck.toolkit.workspace import Workspace, cli_fingerprint
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 EXIT_BLOCKED = 3

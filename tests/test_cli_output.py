@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from unstuck.cli_output import SafeConsole, json_for_terminal
+from unstuck.cli.output import SafeConsole, json_for_terminal
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "unstuck"
 #: The command modules: the CLI layer of DESIGN.md (tests/test_architecture.py).

@@ -1,4 +1,4 @@
-"""Code tables (unstuck.codes, unstuck/data/codes.yaml).
+"""Code tables (unstuck.recognise.codes, unstuck/data/codes.yaml).
 
 Expected verdicts come from each code's reference (quoted beside it) or from the program's own
 catalogue on this machine (the C library's errno values, PostgreSQL's errcodes.txt, Node.js's
@@ -31,7 +31,8 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.codes import (
+from unstuck.core.situations import Kind
+from unstuck.recognise.codes import (
     HTTP_TABLE,
     MAX_HITS,
     CodeRow,
@@ -40,7 +41,6 @@ from unstuck.codes import (
     load_code_tables,
     merge_code_tables,
 )
-from unstuck.situations import Kind
 
 TABLES = load_code_tables()
 NOBODY_UID = 65534

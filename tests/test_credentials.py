@@ -1,4 +1,4 @@
-"""unstuck.credentials: calls that change credentials, scopes, identities or permissions.
+"""unstuck.commands.credentials: calls that change credentials, scopes, identities or permissions.
 
 Expected rows come from each row's source (the flag or subcommand its manual documents);
 where a program is installed, the reading is checked against the program itself: git's own
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.credentials import (
+from unstuck.commands.credentials import (
     ARGUMENT_CHANGE_NAMES,
     COMMAND_MAX_CHARS,
     ChangeKind,
@@ -1104,7 +1104,7 @@ def test_dd_flagged_as_a_netrc_write_really_writes_it(tmp_path: Path) -> None:
      "interpreters entry 1: 'command_run'.*does not compile under re2"),
 ])
 def test_a_malformed_writers_or_interpreters_entry_is_refused_naming_it(text: str, message: str) -> None:
-    from unstuck.credentials import _parse_tables  # the bundled-only tables have no public parser
+    from unstuck.commands.credentials import _parse_tables  # the bundled-only tables have no public parser
     with pytest.raises(CredentialCatalogueError, match=f"t.yaml: {message}"):
         _parse_tables(text, "t.yaml")
 

@@ -6,9 +6,9 @@ import email.utils
 
 import pytest
 
-from unstuck.declare import LockHolder, declare_http, declare_lock, declare_refusal, retry_after_seconds
-from unstuck.prompts import user_action
-from unstuck.situations import Kind, Source
+from unstuck.core.situations import Kind, Source
+from unstuck.decide.prompts import user_action
+from unstuck.recognise.declare import LockHolder, declare_http, declare_lock, declare_refusal, retry_after_seconds
 
 NOW = 1_767_268_800.0  # 2026-01-01T12:00:00Z
 
@@ -110,7 +110,7 @@ def test_a_lock_is_a_retryable_conflict_on_the_file_naming_its_holder() -> None:
 
 
 def test_a_command_unblock_is_still_shown_as_run() -> None:
-    from unstuck.situations import Situation
+    from unstuck.core.situations import Situation
 
     assert user_action(Situation(Kind.AUTH, "gh", unblock="gh auth login")) == "Run: gh auth login"
     policy = Situation(Kind.PERMISSION, "powershell", unblock="Set-ExecutionPolicy RemoteSigned -Scope CurrentUser")

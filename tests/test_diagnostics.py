@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.diagnostics import Pattern, repeated_calls
-from unstuck.events import EventLog, EventName
-from unstuck.loop import run_turn
-from unstuck.tools import ToolCall, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import ToolCall
+from unstuck.loop.turn import run_turn
+from unstuck.store.diagnostics import Pattern, repeated_calls
+from unstuck.store.events import EventLog, EventName
+from unstuck.toolkit.specs import tool
 
 
 def calls(*specs: tuple[str, dict[str, object]]) -> list[ToolCall]:

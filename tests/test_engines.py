@@ -1,4 +1,4 @@
-"""The store engines (src/unstuck/engines.py): one SQL interface over an SQLite file and a
+"""The store engines (src/unstuck/store/engines.py): one SQL interface over an SQLite file and a
 PostgreSQL database, run against real ones: a fresh file, or a fresh database on a throw-away
 cluster (tests/pg_fixtures.py)."""
 
@@ -16,12 +16,12 @@ import pytest
 
 from conftest import run_at_once
 from pg_fixtures import StoreTarget
-from unstuck.engines import SCHEMA_LOCK, PostgresEngine, SQLiteEngine, StoreEngine, Transaction, postgres_sql
-from unstuck.journal import Journal, JournalError
-from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.situations import Kind, Situation
-from unstuck.sqlite_store import connect
-from unstuck.stores import Engine, parse_store_url
+from unstuck.core.situations import Kind, Situation
+from unstuck.store.engines import SCHEMA_LOCK, PostgresEngine, SQLiteEngine, StoreEngine, Transaction, postgres_sql
+from unstuck.store.journal import Journal, JournalError
+from unstuck.store.lessons import LessonStore, LessonStoreError
+from unstuck.store.sqlite import connect
+from unstuck.store.urls import Engine, parse_store_url
 
 
 @pytest.fixture
@@ -136,8 +136,8 @@ def test_a_read_only_postgres_engine_refuses_a_transaction_and_reads_read_only(p
 
 _ENSURER = """
 import sys
-from unstuck.engines import PostgresEngine
-from unstuck.stores import parse_store_url
+from unstuck.store.engines import PostgresEngine
+from unstuck.store.urls import parse_store_url
 engine = PostgresEngine(parse_store_url(sys.argv[1]))
 print("ready", flush=True)
 sys.stdin.readline()

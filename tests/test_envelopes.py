@@ -1,4 +1,4 @@
-"""unstuck.envelopes: the error envelopes tools print, found in their output text.
+"""unstuck.recognise.envelopes: the error envelopes tools print, found in their output text.
 
 Every body below is written in the vendor's documented format (the source is named beside it);
 the expected codes, flags and statuses are what that format and the module's rules say, never
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.envelopes import (
+from unstuck.recognise.envelopes import (
     MAX_ATTEMPTS,
     MAX_CANDIDATES,
     MAX_ENVELOPES,

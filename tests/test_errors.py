@@ -14,20 +14,20 @@ from pathlib import Path
 import pytest
 
 import unstuck
-import unstuck.errors
+import unstuck.core.errors
 from conftest import PlaybackModel
-from unstuck.errors import UnstuckError
+from unstuck.core.errors import UnstuckError
+from unstuck.core.situations import Kind, Probe, Situation
 from unstuck.evals.casebook import CaseError
 from unstuck.evals.compare import BaselineError
 from unstuck.evals.scenarios import ScenarioError
 from unstuck.faults.bank import BankError
-from unstuck.journal import Journal, JournalError
-from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.models import ModelError
-from unstuck.second_opinion import OpinionCacheError, SecondOpinion
-from unstuck.signals import SignalTableError
-from unstuck.situations import Kind, Probe, Situation
-from unstuck.sqlite_store import store_errors, translate_errors
+from unstuck.recognise.signals import SignalTableError
+from unstuck.store.journal import Journal, JournalError
+from unstuck.store.lessons import LessonStore, LessonStoreError
+from unstuck.store.second_opinion import OpinionCacheError, SecondOpinion
+from unstuck.store.sqlite import store_errors, translate_errors
+from unstuck.toolkit.models import ModelError
 
 
 def error_classes() -> list[type[BaseException]]:
@@ -53,9 +53,9 @@ def test_every_error_class_in_the_package_derives_from_unstuck_error() -> None:
 
 
 def test_the_tree_in_the_errors_module_names_every_error_class() -> None:
-    doc = unstuck.errors.__doc__ or ""
+    doc = unstuck.core.errors.__doc__ or ""
     missing = [cls.__qualname__ for cls in error_classes() if cls.__qualname__ not in doc]
-    assert not missing, f"unstuck.errors' tree does not show: {missing}"
+    assert not missing, f"unstuck.core.errors' tree does not show: {missing}"
 
 
 @pytest.mark.parametrize(("error", "builtin"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unstuck.events import EventName, JsonLinesSink, event, read_events
+from unstuck.store.events import EventName, JsonLinesSink, event, read_events
 
 
 def test_events_written_as_json_lines_read_back_and_bad_lines_are_numbered(tmp_path: Path) -> None:

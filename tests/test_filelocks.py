@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.filelocks import lock_holders, parse_proc_locks
+from unstuck.processes.filelocks import lock_holders, parse_proc_locks
 
 HOLD = {
     "flock": "import fcntl, sys, time\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n",

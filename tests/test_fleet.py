@@ -28,9 +28,9 @@ from fleet_worker import (
     turn_id,
 )
 from pg_cluster import PostgresCluster
-from unstuck.journal import IntentState, Journal
-from unstuck.lessons import LessonStore
-from unstuck.situations import Kind
+from unstuck.core.situations import Kind
+from unstuck.store.journal import IntentState, Journal
+from unstuck.store.lessons import LessonStore
 
 WORKERS = 16
 TURNS = 6

@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 
 from conftest import PlaybackModel
-from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, policy, tool
-from unstuck.clock import VirtualClock
-from unstuck.escalation import Answer
-from unstuck.events import EventLog, EventName
-from unstuck.loop import run_turn
-from unstuck.models import ModelReply
-from unstuck.outcome import Validator
-from unstuck.situations import Kind
-from unstuck.toolkit import Workspace, standard_tools
+from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.decide import policy
+from unstuck.decide.escalation import Answer
+from unstuck.decide.outcome import Validator
+from unstuck.loop.turn import run_turn
+from unstuck.store.events import EventLog, EventName
+from unstuck.toolkit.models import ModelReply
+from unstuck.toolkit.workspace import Workspace, standard_tools
 
 #: gh's own words when it has no credentials (cli/cli cmd/gh/main.go, authHelp), exit 4
 #: (cmd/gh/main.go: exitAuth = 4).
@@ -177,7 +178,7 @@ def test_credential_changes_during_a_sign_in_blocker_are_refused_and_named(tmp_p
 
 
 def test_a_credential_change_the_policy_allows_by_name_runs(tmp_path: Path, bin_dir: Path) -> None:
-    from unstuck.credentials import credential_changes
+    from unstuck.commands.credentials import credential_changes
 
     stand_in(bin_dir, "gh", f"cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4")
     switch = "gh auth switch --user other"
@@ -335,7 +336,7 @@ def test_without_a_declared_probe_done_re_runs_the_call_that_opened_the_blocker(
 
 
 def test_a_tool_only_its_framework_runs_is_never_a_probe_the_answer_is_taken_at_its_word() -> None:
-    from unstuck.tools import run_elsewhere
+    from unstuck.toolkit.specs import run_elsewhere
 
     guard, _, ran = _shell_guard(run_elsewhere)
     before = list(ran)
@@ -345,7 +346,7 @@ def test_a_tool_only_its_framework_runs_is_never_a_probe_the_answer_is_taken_at_
 
 
 def test_answer_before_any_escalation_is_an_error() -> None:
-    from unstuck.errors import UnstuckError
+    from unstuck.core.errors import UnstuckError
 
     guard = Guard([], unattended=False, clock=VirtualClock())
     with pytest.raises(UnstuckError, match="has not escalated"):
@@ -587,7 +588,7 @@ def test_a_reused_call_id_in_a_later_reply_is_a_new_call() -> None:
 
 
 def test_duplicate_ids_in_one_reply_are_refused_by_name() -> None:
-    from unstuck.errors import UnstuckError
+    from unstuck.core.errors import UnstuckError
 
     guard = Guard([], unattended=True, clock=VirtualClock())
     with pytest.raises(UnstuckError, match="repeated: a"):
@@ -635,7 +636,7 @@ def test_a_result_for_a_tool_the_guard_does_not_know_is_assessed_as_given() -> N
 
 
 def test_after_never_waits_on_a_frozen_turn_clock_forever(monkeypatch: pytest.MonkeyPatch) -> None:
-    import unstuck.guard as guard_module
+    import unstuck.guard.guard as guard_module
 
     monkeypatch.setattr(guard_module, "REPLY_WAIT_S", 0.2)
     guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.installed import MAX_OPT_DIRS, OFF_PATH_DIRS, locate_off_path
+from unstuck.commands.installed import MAX_OPT_DIRS, OFF_PATH_DIRS, locate_off_path
 
 
 def executable(path: Path, mode: int = 0o755) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from unstuck.classify import find_injection
-from unstuck.instructions import SENTENCE_MAX_CHARS, Use, find_instruction, screen_instruction
+from unstuck.recognise.classify import find_injection
+from unstuck.recognise.instructions import SENTENCE_MAX_CHARS, Use, find_instruction, screen_instruction
 
 
 @pytest.mark.parametrize("text", [
@@ -145,9 +145,9 @@ def test_compatibility_letters_and_format_characters_hide_no_instruction(text: s
 @pytest.mark.parametrize("text", [
     "Run gh auth login to authenticate.",
     "Sign in at https://github.com/login/device and enter the code.",
-    "Install gh and make sure it is on PATH.",  # unstuck.toolkit's own sentence for a missing CLI
+    "Install gh and make sure it is on PATH.",  # unstuck.toolkit.workspace's own sentence for a missing CLI
     "gh auth login 2>&1",  # joining descriptors is plain
-    'export PATH="$HOME/.local/bin:$PATH"',  # unstuck.toolkit's unblock for a program off PATH
+    'export PATH="$HOME/.local/bin:$PATH"',  # unstuck.toolkit.workspace's unblock for a program off PATH
 ])
 def test_ordinary_unblocks_are_accepted(text: str) -> None:
     assert screen_instruction(text).accepted, screen_instruction(text)
@@ -158,7 +158,7 @@ def test_the_unblocks_unstuck_itself_and_the_bundled_scenarios_give_are_accepted
     are, and none of the bundled eval's expected unblocks is refused (one is unstuck's own words
     for a missing tool, never screened): the quickstart is unchanged."""
     from unstuck.evals.scenarios import builtin_scenarios
-    from unstuck.toolkit import KNOWN_CLIS
+    from unstuck.toolkit.workspace import KNOWN_CLIS
 
     declared = [text for facts in KNOWN_CLIS.values()
                 for text in (facts.sign_in, facts.sign_in_flow, facts.install,

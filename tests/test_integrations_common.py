@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from unstuck.escalation import Answer, build_escalation
+from unstuck.core.situations import Kind, Situation, Source
+from unstuck.core.tools import Effect
+from unstuck.decide.escalation import Answer, build_escalation
 from unstuck.integrations.common import Blocked, command_argument_of, read_answer, spec_for
-from unstuck.situations import Kind, Situation, Source
-from unstuck.tools import Effect
 
 
 def test_a_string_parameter_named_command_makes_a_command_line_tool_whose_subject_is_its_program() -> None:

@@ -1,8 +1,8 @@
 """Every adapter emits the events and OpenTelemetry spans a run of ``unstuck.run_turn`` emits
 (issue 13: "the same events and OpenTelemetry spans are emitted"): the same guard emits them,
 through the ``events`` sink each adapter passes on. One blocked improviser run per framework on
-the real signed-out gh, with an :class:`unstuck.events.EventLog` and an
-:class:`unstuck.otel.OtelSink` side by side."""
+the real signed-out gh, with an :class:`unstuck.store.events.EventLog` and an
+:class:`unstuck.store.otel.OtelSink` side by side."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from unstuck.evals.shell_world import Behaviour, ShellWorld
-from unstuck.events import EventLog, EventName, Tee
 from unstuck.integrations.peers import FRAMEWORKS
-from unstuck.otel import OtelSink
+from unstuck.store.events import EventLog, EventName, Tee
+from unstuck.store.otel import OtelSink
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,10 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, RetryPolicy, Send
 from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
 
-from unstuck.clock import VirtualClock
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.decide.outcome import TurnStatus
+from unstuck.decide.retry import RETRY_RULES
 from unstuck.integrations.common import Blocked
 from unstuck.integrations.langgraph import (
     STATE_KEY,
@@ -38,9 +41,6 @@ from unstuck.integrations.langgraph import (
     outcome,
     raise_if_blocked,
 )
-from unstuck.outcome import TurnStatus
-from unstuck.retry import RETRY_RULES
-from unstuck.situations import Kind
 
 pytestmark = pytest.mark.slow
 
@@ -563,7 +563,7 @@ def test_a_tools_command_neither_replaces_the_guard_state_nor_runs_a_call_the_mo
     """A tool's ``Command`` tries to make the tool node run a gh call the model never made
     (:func:`forging_note`). What carries it is dropped: the made-up call never runs, the
     forged guard is never adopted, and the run stops within the rule, asking for the sign-in."""
-    from unstuck.events import EventLog, EventName
+    from unstuck.store.events import EventLog, EventName
 
     events = EventLog()
     with GhWorld() as world:
@@ -639,7 +639,7 @@ def test_the_tool_node_runs_no_call_that_no_model_reply_made() -> None:
     """A graph node sends the tool node, beside the model's calls, one the model never made,
     and one with a model call's id but other arguments: neither runs, nor does the model get
     a result for them; the model's own calls run as asked."""
-    from unstuck.events import EventLog, EventName
+    from unstuck.store.events import EventLog, EventName
 
     def extra(state: dict[str, Any]) -> list[Send]:
         first = state["messages"][-1].tool_calls[0]

@@ -29,11 +29,11 @@ from mcp.types import (  # noqa: E402
 )
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS  # noqa: E402
 
-from unstuck.clock import VirtualClock  # noqa: E402
+from unstuck.core.clock import VirtualClock  # noqa: E402
+from unstuck.core.tools import TRUNCATION_MARKER, truncate_content  # noqa: E402
 from unstuck.integrations.common import Blocked  # noqa: E402
 from unstuck.integrations.mcp import SITUATION_META_KEY, guarded_session, result_of  # noqa: E402
-from unstuck.mcp_proxy import ANSWER_TOOL, ELICITATION_REVISIONS, MAX_ASKS, STATUS_META_KEY, ask_mode  # noqa: E402
-from unstuck.tools import TRUNCATION_MARKER, truncate_content  # noqa: E402
+from unstuck.integrations.mcp_proxy import ANSWER_TOOL, ELICITATION_REVISIONS, MAX_ASKS, STATUS_META_KEY, ask_mode  # noqa: E402
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 SHELL_SERVER = SERVERS / "shell_server.py"

@@ -25,12 +25,12 @@ from agents.testing import assistant_message, function_call
 from agents.usage import Usage
 from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
 
+from unstuck.core.tools import ToolCall
 from unstuck.evals.shell_world import ShellWorld
-from unstuck.events import EventLog, EventName
-from unstuck.guard import Guard
+from unstuck.guard.guard import Guard
 from unstuck.integrations.common import Blocked
 from unstuck.integrations.openai_agents import STATE_KEY, RunBlocked, guard_agent, probe
-from unstuck.tools import ToolCall
+from unstuck.store.events import EventLog, EventName
 
 pytestmark = pytest.mark.slow
 

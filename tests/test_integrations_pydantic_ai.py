@@ -31,13 +31,13 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
 from framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
-from unstuck.clock import VirtualClock
-from unstuck.escalation import Answer
-from unstuck.events import EventLog
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind, Probe, Situation
+from unstuck.core.tools import ToolResult
+from unstuck.decide.escalation import Answer
 from unstuck.integrations.common import Blocked
 from unstuck.integrations.pydantic_ai import UnstuckCapability, UnstuckToolset, answer_results, escalation_of
-from unstuck.situations import Kind, Probe, Situation
-from unstuck.tools import ToolResult
+from unstuck.store.events import EventLog
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,12 @@ import pytest
 
 from conftest import PlaybackModel, run_at_once
 from pg_fixtures import StoreTarget
-from unstuck.clock import VirtualClock
-from unstuck.journal import (
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind, Probe, Situation, Source
+from unstuck.core.tools import Effect
+from unstuck.decide.outcome import TurnStatus, Validator, Verdict
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import (
     APPLICATION_ID,
     IntentState,
     Journal,
@@ -29,10 +33,7 @@ from unstuck.journal import (
     situation_from_json,
     situation_to_json,
 )
-from unstuck.loop import run_turn
-from unstuck.outcome import TurnStatus, Validator, Verdict
-from unstuck.situations import Kind, Probe, Situation, Source
-from unstuck.tools import Effect, Toolset, tool
+from unstuck.toolkit.specs import Toolset, tool
 
 
 def test_a_new_journal_is_marked_and_in_wal_mode(tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def test_a_nul_character_in_tool_output_is_journaled_as_a_replacement_not_a_fail
 
 def test_a_malformed_declaration_still_raises_but_the_journal_says_failed(
         store_target: StoreTarget) -> None:
-    from unstuck.events import EventLog
+    from unstuck.store.events import EventLog
 
     @tool(subject="x")
     def broken() -> dict[str, object]:
@@ -389,7 +390,7 @@ _STRACED_TURN = """
 import sys
 sys.path.insert(0, sys.argv[2])
 from test_journal import _ledger_turn
-from unstuck.journal import Journal
+from unstuck.store.journal import Journal
 with Journal(sys.argv[1]) as journal:
     _ledger_turn(journal, int(sys.argv[3]))
     print(journal.commits, journal.riding_commits)
@@ -540,10 +541,10 @@ def _assert_redacted_as_written_now(journal: Journal) -> None:
 
 
 def _as_kept(rows: dict[str, list[tuple[object, ...]]]) -> dict[str, list[tuple[object, ...]]]:
-    """``rows`` with every string redacted as the store boundary keeps it (unstuck.redact owns
+    """``rows`` with every string redacted as the store boundary keeps it (unstuck.core.redact owns
     the rule) and each step's ``arguments_digest`` (column 5) made of its arguments (column 4)
     as kept: what a backup a migration keeps must hold (issue 23)."""
-    from unstuck.redact import redact_document
+    from unstuck.core.redact import redact_document
 
     kept = {table: [tuple(redact_document(v) if isinstance(v, str) else v for v in row) for row in found]
             for table, found in rows.items()}
@@ -731,7 +732,7 @@ def test_steps_messages_decisions_and_validations_read_back_in_order(store_targe
 _CLAIMER = """
 import os, sys
 os.environ["UNSTUCK_HOST_ID"] = sys.argv[3]
-from unstuck.journal import Journal, JournalError
+from unstuck.store.journal import Journal, JournalError
 with Journal(sys.argv[1]) as journal:
     print("ready", flush=True)
     sys.stdin.readline()
@@ -801,7 +802,7 @@ def test_a_store_location_that_is_a_file_is_a_journal_error_naming_it(
 
 
 def test_an_intent_names_the_process_that_ran_it_and_a_version_3_journal_gains_the_columns(tmp_path: Path) -> None:
-    from unstuck.journal import Runner, host_identity, process_identity
+    from unstuck.store.journal import Runner, host_identity, process_identity
 
     path = tmp_path / "j.db"
     with Journal(path) as journal:

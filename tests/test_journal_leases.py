@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from pg_fixtures import StoreTarget
-from unstuck.journal import IntentState, Journal, LeaseLostError
-from unstuck.stores import HOST_ENV
+from unstuck.store.journal import IntentState, Journal, LeaseLostError
+from unstuck.store.urls import HOST_ENV
 
 CHILD = Path(__file__).with_name("lease_child.py")
 #: Seconds a lease lasts in these tests (the child renews it every third of that): long enough
@@ -145,7 +145,7 @@ def test_a_claim_increments_the_fencing_token_and_the_old_holder_is_refused_ever
         assert old.lease("t1").token == 1 and old.lease("t1").held
         # another machine, after a person says the owner is gone (force: the lease has 60 s left)
         env = {**os.environ, HOST_ENV: "machine-b"}
-        code = ("import sys; from unstuck.journal import Journal\n"
+        code = ("import sys; from unstuck.store.journal import Journal\n"
                 "with Journal(sys.argv[1]) as j: j.claim('t1', force=True)\n")
         subprocess.run([sys.executable, "-c", code, store_target.url], check=True, env=env, timeout=60)
         assert not old.lease("t1").held and old.lease("t1").token == 2
@@ -168,7 +168,7 @@ def test_a_live_lease_refuses_a_claim_and_a_settle_from_another_machine_until_it
         owner.prepare_intent("t1", 0, "c1", "book", "{}")
         owner.close()  # its keeper stops: the lease is no longer renewed
         env = {**os.environ, HOST_ENV: "machine-b"}
-        claim = ("import sys; from unstuck.journal import Journal\n"
+        claim = ("import sys; from unstuck.store.journal import Journal\n"
                  "with Journal(sys.argv[1]) as j: j.settle('t1', absent=['t1:0'])\n")
         refused = subprocess.run([sys.executable, "-c", claim, store_target.url], env=env, timeout=60,
                                  capture_output=True, text=True)
@@ -192,7 +192,7 @@ def test_the_running_turn_renews_its_lease_so_it_never_runs_out_while_the_owner_
             lease = journal.lease("t1")
             assert lease.expires_at is not None and lease.expires_at > lease.now
         assert first is not None and lease.expires_at is not None and lease.expires_at > first
-        claim = "import sys; from unstuck.journal import Journal\nJournal(sys.argv[1]).claim('t1')\n"
+        claim = "import sys; from unstuck.store.journal import Journal\nJournal(sys.argv[1]).claim('t1')\n"
         refused = subprocess.run([sys.executable, "-c", claim, store_target.url], timeout=60, capture_output=True,
                                  text=True, env={k: v for k, v in os.environ.items() if k != HOST_ENV})
         assert refused.returncode != 0 and "still owned by live process" in refused.stderr  # same machine: pid lives

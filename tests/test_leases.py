@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.journal import process_alive
-from unstuck.leases import (
+from unstuck.processes.leases import (
     DEFAULT_OUTPUT_CAP,
     DEFAULT_WINDOW,
     OVERFLOW_FACTOR,
@@ -32,7 +31,8 @@ from unstuck.leases import (
     token_prefix,
     waiting_program,
 )
-from unstuck.supervisor import leases_left
+from unstuck.processes.supervisor import leases_left
+from unstuck.store.journal import process_alive
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -287,8 +287,8 @@ def test_the_supervisor_keeps_only_the_leases_still_live() -> None:
 
 def test_the_supervisor_refuses_a_missing_or_bad_pid_with_usage() -> None:
     for argv in ([], ["x"], ["0"], ["1", "2"]):
-        bad = subprocess.run([sys.executable, "-m", "unstuck.supervisor", *argv], capture_output=True, text=True)
-        assert bad.returncode == 2 and "usage: python -m unstuck.supervisor PID" in bad.stderr
+        bad = subprocess.run([sys.executable, "-m", "unstuck.processes.supervisor", *argv], capture_output=True, text=True)
+        assert bad.returncode == 2 and "usage: python -m unstuck.processes.supervisor PID" in bad.stderr
 
 
 def test_a_leased_fixture_carries_its_token_is_registered_and_end_lease_ends_its_whole_group() -> None:

@@ -18,7 +18,9 @@ import pytest
 
 from conftest import run_at_once
 from pg_fixtures import StoreTarget
-from unstuck.lessons import (
+from unstuck.core.situations import Kind, Probe, Situation, Source
+from unstuck.guard.lessons import LessonKeeper
+from unstuck.store.lessons import (
     ACTIVE_BY_TOOL_SQL,
     ACTIVE_SQL,
     APPLICATION_ID,
@@ -28,9 +30,7 @@ from unstuck.lessons import (
     default_store_path,
     storable,
 )
-from unstuck.remember import LessonKeeper
-from unstuck.situations import Kind, Probe, Situation, Source
-from unstuck.stores import Engine
+from unstuck.store.urls import Engine
 
 LOGGED_OUT = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
                        probe=Probe.of("check_cli_setup", {"name": "gh"}), detail="You are not logged into any GitHub hosts.")
@@ -157,8 +157,8 @@ def test_a_corrupt_file_is_refused_naming_it(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from unstuck.lessons import LessonStore
-from unstuck.situations import Kind, Situation
+from unstuck.store.lessons import LessonStore
+from unstuck.core.situations import Kind, Situation
 with LessonStore(sys.argv[1]) as store:
     for i in range(int(sys.argv[3])):
         store.record(Situation(Kind.NOT_INSTALLED, f"{sys.argv[2]}-{i}", unblock=f"apt install {sys.argv[2]}-{i}"),
@@ -430,7 +430,7 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         assert [x.id for x in store.search("refused")] == [lesson.id]
         backup = store.backup_path(version)
     assert backup == tmp_path / f"l.db.schema{version}.bak"
-    from unstuck.redact import redact_document  # the rule's owner: the copy keeps rows as the boundary does
+    from unstuck.core.redact import redact_document  # the rule's owner: the copy keeps rows as the boundary does
 
     with sqlite3.connect(backup) as old:  # the copy is the store's old layout, every text redacted
         assert old.execute("PRAGMA user_version").fetchone()[0] == version
@@ -540,8 +540,8 @@ def test_a_lesson_names_the_machine_that_recorded_it(store_target: StoreTarget,
 
 SAME_LESSON = """
 import sys
-from unstuck.lessons import LessonStore
-from unstuck.situations import Kind, Situation
+from unstuck.store.lessons import LessonStore
+from unstuck.core.situations import Kind, Situation
 with LessonStore(sys.argv[1]) as store:
     print("ready", flush=True)
     sys.stdin.readline()

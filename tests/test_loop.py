@@ -5,15 +5,15 @@ from typing import Any
 import pytest
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog
-from unstuck.loop import TurnResult, TurnStatus
-from unstuck.loop import run_turn as _run_turn
-from unstuck.models import ModelError, Role
-from unstuck.presence import Answer, ScriptedAsker
-from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.situations import Kind
-from unstuck.tools import ToolSpec, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.decide.prompts import GUIDANCE_PREFIX
+from unstuck.loop.presence import Answer, ScriptedAsker
+from unstuck.loop.turn import TurnResult, TurnStatus
+from unstuck.loop.turn import run_turn as _run_turn
+from unstuck.store.events import EventLog
+from unstuck.toolkit.models import ModelError, Role
+from unstuck.toolkit.specs import ToolSpec, tool
 
 
 def run_turn(*args: Any, **kwargs: Any) -> TurnResult:
@@ -264,8 +264,8 @@ def test_interrupt_ends_the_turn_interrupted_with_its_record() -> None:
 
 
 def test_calls_in_the_reply_that_opened_a_blocker_are_not_charged() -> None:
-    from unstuck.models import ModelReply
-    from unstuck.tools import ToolCall
+    from unstuck.core.tools import ToolCall
+    from unstuck.toolkit.models import ModelReply
 
     cli = FakeCli()
     batch = ModelReply("", (ToolCall.of("a", "check", {"name": "cli"}), ToolCall.of("b", "shell", {"command": "curl x"}),
@@ -339,9 +339,9 @@ def test_a_str_subclass_whose_methods_raise_is_read_as_its_plain_text() -> None:
     """Issue 12: any tool return becomes a result; a hostile ``str`` subclass (its ``lower``,
     ``__len__``, ``__str__``, ``encode`` … raise) is read as the text it holds."""
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.tools import tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.specs import tool
 
     class Hostile(str):
         def _refuse(self, *args: object, **kwargs: object) -> object:

@@ -17,7 +17,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.types import Tool, ToolAnnotations  # noqa: E402
 
-from unstuck.mcp_proxy import (  # noqa: E402
+from unstuck.integrations.mcp_proxy import (  # noqa: E402
     ANSWER_TOOL,
     MCP_TOOL_NAME,
     WITHHELD_DESCRIPTION,

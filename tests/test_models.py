@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from chat_server import ChatServer
-from unstuck.clock import VirtualClock
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import ToolCall
 from unstuck.evals.runner import prepare_sandbox
 from unstuck.evals.scenarios import builtin_scenarios
-from unstuck.loop import TurnStatus, run_turn
-from unstuck.models import Message, ModelError, OpenAIChatModel, Role
-from unstuck.toolkit import standard_tools
-from unstuck.tools import ToolCall, tool
+from unstuck.loop.turn import TurnStatus, run_turn
+from unstuck.toolkit.models import Message, ModelError, OpenAIChatModel, Role
+from unstuck.toolkit.specs import tool
+from unstuck.toolkit.workspace import standard_tools
 
 
 @tool

@@ -2,13 +2,13 @@
 Spanish and Chinese, is recognised by the same message row in every one of them.
 
 Each scenario runs a real program (coreutils, bash, git, apt) in a real failure state under
-``LANG=C.UTF-8 LANGUAGE=<lang>``; the row's patterns (:func:`unstuck.catalogues.patterns_for`
-over what :func:`unstuck.catalogues.harvest` reads from this machine's catalogues) must match
+``LANG=C.UTF-8 LANGUAGE=<lang>``; the row's patterns (:func:`unstuck.recognise.catalogues.patterns_for`
+over what :func:`unstuck.recognise.catalogues.harvest` reads from this machine's catalogues) must match
 what it printed, name the same subject, and, in a language other than English, match where the
 English msgid alone does not (the program really spoke that language). A language whose
 catalogue is not installed here is skipped.
 
-The classify-level tests feed the same output to :func:`unstuck.classify.classify_output` and
+The classify-level tests feed the same output to :func:`unstuck.recognise.classify.classify_output` and
 expect the kind the deciding row gives in English.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import re2
 
-from unstuck.catalogues import (
+from unstuck.recognise.catalogues import (
     DEFAULT_LOCALE_DIRS,
     MessageRow,
     Translation,
@@ -316,7 +316,7 @@ def test_the_classifier_gives_the_english_kind_in_every_language(
     scenario: Scenario, lang: str, tmp_path: Path, home: Path, held_lock: Callable[[Path], None],
     rows: dict[tuple[str, str], MessageRow], translations: tuple[Translation, ...],
 ) -> None:
-    from unstuck.classify import classify_output
+    from unstuck.recognise.classify import classify_output
 
     run, expects = _prepare(scenario, tmp_path)
     _skip_untranslated(lang, expects, translations)

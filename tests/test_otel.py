@@ -10,11 +10,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog, Tee
-from unstuck.loop import run_turn
-from unstuck.otel import OtelSink
-from unstuck.tools import Toolset, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.loop.turn import run_turn
+from unstuck.store.events import EventLog, Tee
+from unstuck.store.otel import OtelSink
+from unstuck.toolkit.specs import Toolset, tool
 
 
 def test_a_blocked_turn_becomes_an_agent_span_with_execute_tool_children() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from unstuck.output import (
+from unstuck.core.output import (
     RedactingWriter,
     finalize,
     json_text,
@@ -22,7 +22,7 @@ from unstuck.output import (
     write_json,
     write_text,
 )
-from unstuck.redact import MASK, redact
+from unstuck.core.redact import MASK, redact
 
 #: GitHub's documented token shape (github.blog changelog 2021-03-31, "Authentication token
 #: format updates": ``ghp_`` and 36 letters or digits).

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from unstuck import policy
-from unstuck.escalation import EscalationReason
-from unstuck.policy import Continue, Dispatch, Escalate, PolicyConfig, RecoveryState, Refuse
-from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.situations import Kind, Probe, Situation, Source
-from unstuck.tools import ToolCall
+from unstuck.core.situations import Kind, Probe, Situation, Source
+from unstuck.core.tools import ToolCall
+from unstuck.decide import policy
+from unstuck.decide.escalation import EscalationReason
+from unstuck.decide.policy import Continue, Dispatch, Escalate, PolicyConfig, RecoveryState, Refuse
+from unstuck.decide.prompts import GUIDANCE_PREFIX
 
 GH_AUTH = Situation(Kind.AUTH, "gh", interactive=True, unblock="gh auth login",
                     probe=Probe.of("check_cli_setup", {"name": "gh"}))

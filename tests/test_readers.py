@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.errors import UnstuckError
+from unstuck.core.errors import UnstuckError
+from unstuck.core.readers import MAX_DEPTH, ReadError, check_depth, parse_json, parse_yaml, read_head_tail, read_text
+from unstuck.core.tools import normalize_result
 from unstuck.evals.casebook import CaseError, load_cases
 from unstuck.evals.compare import BaselineError, load_baseline
 from unstuck.evals.scenarios import ScenarioError, load_scenario
 from unstuck.faults.bank import BankError, load_bank
-from unstuck.readers import MAX_DEPTH, ReadError, check_depth, parse_json, parse_yaml, read_head_tail, read_text
-from unstuck.signals import SignalTableError, load_signal_table
-from unstuck.tools import normalize_result
+from unstuck.recognise.signals import SignalTableError, load_signal_table
 
 DEEP = 10**5
 
@@ -91,8 +91,8 @@ def test_every_file_reader_refuses_a_1e5_deep_file_naming_it(
 
 
 def test_guard_state_nested_1e5_deep_is_a_guard_state_error() -> None:
-    from unstuck.guard import Guard, GuardStateError
-    from unstuck.tools import Toolset
+    from unstuck.guard.guard import Guard, GuardStateError
+    from unstuck.toolkit.specs import Toolset
 
     with pytest.raises(GuardStateError, match="saved guard state: nested more than"):
         Guard.from_json("[" * DEEP + "]" * DEEP, Toolset([]), unattended=True)

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog
-from unstuck.journal import Journal
-from unstuck.loop import run_turn
-from unstuck.redact import MASK, redact, redact_value
-from unstuck.tools import tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.redact import MASK, redact, redact_value
+from unstuck.loop.turn import run_turn
+from unstuck.store.events import EventLog
+from unstuck.store.journal import Journal
+from unstuck.toolkit.specs import tool
 
 #: GitHub's documented token shape: a prefix, an underscore, 36 characters (GitHub docs,
 #: "About authentication to GitHub": ghp_ personal access tokens).
@@ -88,7 +88,7 @@ def test_a_turn_keeps_secrets_out_of_its_journal_and_events_but_the_model_saw_th
 def test_a_huge_tool_output_is_journaled_bounded_with_its_digest(tmp_path: Path) -> None:
     import hashlib
 
-    from unstuck.loop import STORED_TEXT_CAP
+    from unstuck.loop.turn import STORED_TEXT_CAP
 
     huge = "x" * 5_000_000
 
@@ -118,7 +118,7 @@ def test_cached_token_formats_are_detect_secrets_own_patterns() -> None:
     cache gives is what the library holds now."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    from unstuck import redact as module
+    from unstuck.core import redact as module
 
     expected = {(p.pattern, int(p.flags)) for plugin in get_mapping_from_secret_type_to_class().values()
                 if plugin.__name__ in module._FORMAT_PLUGINS for p in getattr(plugin, "denylist", ())}
@@ -254,8 +254,8 @@ def _where_seen(text: str) -> dict[str, str]:
     shell argument inside a call's JSON arguments, as a journaled message carrying that call."""
     import shlex
 
-    from unstuck.models import Message, Role, message_to_json
-    from unstuck.tools import ToolCall
+    from unstuck.core.tools import ToolCall
+    from unstuck.toolkit.models import Message, Role, message_to_json
 
     arguments = json.dumps({"command": f"printf %s {shlex.quote(text)}"})
     message = Message(Role.ASSISTANT, f"I will run it with {text} now", (ToolCall("c1", "run_command", arguments),))
@@ -274,7 +274,7 @@ def _is_json(text: str) -> bool:
 
 def test_every_sourced_format_is_masked_wherever_it_is_met() -> None:
     from secret_samples import samples
-    from unstuck.redact import redact_document
+    from unstuck.core.redact import redact_document
 
     missed = []
     for sample in samples():
@@ -291,7 +291,7 @@ def test_every_sourced_format_is_masked_wherever_it_is_met() -> None:
 def test_a_text_cut_for_storing_is_cut_after_redaction() -> None:
     """A Telegram bot token (core.telegram.org/bots/api, "Authorizing your bot": the bot's id, a
     colon, 35 characters) straddling the cut: cut first, its head no longer looks like a token."""
-    from unstuck.redact import redacted_prefix
+    from unstuck.core.redact import redacted_prefix
 
     token = "5387629734:AA" + "vSHi1A98CD" * 3 + "xyz"
     text = "x" * 3970 + " " + token + " tail"
@@ -323,7 +323,7 @@ def test_a_tools_own_words_about_a_secrets_state_and_names_that_only_start_with_
 def test_an_authorization_key_of_json_or_a_dict_repr_keeps_its_scheme_and_loses_its_credentials() -> None:
     """RFC 9110 11.6.2: ``credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ]``; as a
     header line, a JSON key, a Python dict's repr, or JSON written inside a JSON string."""
-    from unstuck.redact import redact_document
+    from unstuck.core.redact import redact_document
 
     token = "abcDEF1234567890ghiJKL"
     assert json.loads(redact_document(json.dumps({"headers": {"Authorization": f"Bearer {token}"}}))) == \
@@ -370,7 +370,7 @@ def test_escaped_json_inside_text_loses_its_secrets_and_keeps_its_escapes() -> N
 
 def test_a_json_escape_never_hides_a_token() -> None:
     """RFC 8259 section 7: ``\\u0067`` is ``g``; formats are checked on the decoded string."""
-    from unstuck.redact import redact_document
+    from unstuck.core.redact import redact_document
 
     escaped = "\\u0067hp_" + GITHUB[4:]
     assert json.loads(redact_document(f'{{"msg": "tok {escaped}"}}')) == {"msg": f"tok {MASK}"}
@@ -429,7 +429,7 @@ def test_an_aws_secret_access_key_next_to_its_key_id_is_masked() -> None:
 def test_json_keys_are_redacted_and_keys_that_mask_alike_stay_apart() -> None:
     """RFC 8259 section 4: a name is a string like any other; two names masked alike keep both
     members (the second ``***#2``), so the document keeps every value."""
-    from unstuck.redact import redact_document
+    from unstuck.core.redact import redact_document
 
     value = {GITHUB: {"scopes": ["repo"]}, "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2": 2, MASK: 3,
              "https://u:KEYpassWORD77@reg.example": {}, "plain": "x"}

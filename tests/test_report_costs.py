@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-import unstuck.journal
+import unstuck.store.journal
 from conftest import PlaybackModel
 from pg_fixtures import StoreTarget
-from unstuck.clock import VirtualClock
-from unstuck.journal import Journal
-from unstuck.lessons import LessonStore
-from unstuck.loop import run_turn
-from unstuck.outcome import TurnResult, TurnStatus
-from unstuck.report_costs import CostReport, read_costs
-from unstuck.situations import Kind
-from unstuck.tools import Toolset, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.decide.outcome import TurnResult, TurnStatus
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import Journal
+from unstuck.store.lessons import LessonStore
+from unstuck.store.report_costs import CostReport, read_costs
+from unstuck.toolkit.specs import Toolset, tool
 
 #: Every tool call takes this long on the virtual clock (the tools advance it).
 CALL_S = 20.0
@@ -155,7 +155,7 @@ def build_fleet(root: Path, monkeypatch: pytest.MonkeyPatch, shared: str | None 
     ``shared``: a store URL both machines journal and learn in (a fleet's shared store),
     instead of one journal file per machine and a lesson file."""
     world = World(root)
-    monkeypatch.setattr(unstuck.journal, "time", Wall(world.clock))
+    monkeypatch.setattr(unstuck.store.journal, "time", Wall(world.clock))
     one, two = root / "machine1.db", root / "machine2.db"
     lessons: Path | str = root / "lessons.db" if shared is None else shared
     with LessonStore(lessons) as store, Journal(shared or one) as j1, Journal(shared or two) as j2:
@@ -265,7 +265,7 @@ def test_the_json_form_names_days_and_kinds_as_words(report: CostReport) -> None
 def test_an_unguarded_turn_never_asks_and_wastes_every_call_after_the_blocker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     world = World(tmp_path)
-    monkeypatch.setattr(unstuck.journal, "time", Wall(world.clock))
+    monkeypatch.setattr(unstuck.store.journal, "time", Wall(world.clock))
     with Journal(tmp_path / "bare.db") as journal:
         world.at(1, 9)
         result = run_turn("list my repos", model=PlaybackModel(list(IMPROVISING)), tools=world.tools(),

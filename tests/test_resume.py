@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from unstuck.journal import IntentState, Journal, JournalError
+from unstuck.store.journal import IntentState, Journal, JournalError
 
 CHILD = Path(__file__).with_name("crash_child.py")
 POINTS = ("intent.prepared", "effect.returned", "receipt.recorded", "checkpoint.saved")
@@ -110,11 +110,11 @@ class Crash(BaseException):
 
 def test_retry_attempts_are_counted_from_the_journal_across_a_crash(tmp_path: Path) -> None:
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.events import EventLog
-    from unstuck.loop import run_turn
-    from unstuck.resume import resume_turn
-    from unstuck.tools import Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.store.events import EventLog
+    from unstuck.toolkit.specs import Toolset, tool
 
     runs: list[str] = []
 
@@ -160,7 +160,7 @@ def test_a_persons_absent_answer_is_spent_once_the_intent_runs_again(tmp_path: P
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(CHILD.parent)!r})\n"
         "import crash_child\n"
-        "from unstuck.clock import VirtualClock\nfrom unstuck.journal import Journal\nfrom unstuck.resume import resume_turn\n"
+        "from unstuck.core.clock import VirtualClock\nfrom unstuck.store.journal import Journal\nfrom unstuck.loop.resume import resume_turn\n"
         "def hook(point, ref):\n"
         "    if point == 'effect.returned' and ref == 't1:0':\n        os.kill(os.getpid(), signal.SIGKILL)\n"
         f"with Journal({str(journal)!r}, on_point=hook) as j:\n"
@@ -211,11 +211,12 @@ def test_call_ids_repeated_across_replies_never_replay_another_calls_receipt(tmp
     from collections.abc import Sequence
 
     from crash_child import ledger_tools
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.models import Message, ModelReply, Role
-    from unstuck.resume import resume_turn
-    from unstuck.tools import ToolCall, ToolSpec
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import ToolCall
+    from unstuck.loop.resume import resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.models import Message, ModelReply, Role
+    from unstuck.toolkit.specs import ToolSpec
 
     class SameIdModel:
         """Every reply's call has the id "call_0", as some servers send."""
@@ -251,11 +252,12 @@ def test_a_resumed_reply_obeys_the_policy_it_stopped_on(tmp_path: Path, ledger: 
 
     from conftest import PlaybackModel
     from crash_child import ledger_tools
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.models import ModelReply
-    from unstuck.resume import resume_turn
-    from unstuck.tools import Effect, ToolCall, Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import Effect, ToolCall
+    from unstuck.loop.resume import resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.models import ModelReply
+    from unstuck.toolkit.specs import Toolset, tool
 
     @tool(subject="gh")
     def check() -> dict[str, Any]:
@@ -291,11 +293,12 @@ def test_a_resumed_reply_obeys_the_policy_it_stopped_on(tmp_path: Path, ledger: 
 def test_a_users_skip_is_replayed_on_resume(tmp_path: Path) -> None:
 
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.presence import Answer, ScriptedAsker
-    from unstuck.resume import Resolution, resume_turn
-    from unstuck.tools import Effect, Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import Effect
+    from unstuck.loop.presence import Answer, ScriptedAsker
+    from unstuck.loop.resume import Resolution, resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.specs import Toolset, tool
 
     opened: list[str] = []
 
@@ -338,7 +341,7 @@ def test_a_users_skip_is_replayed_on_resume(tmp_path: Path) -> None:
 
 
 def test_the_policy_config_is_journaled_and_used_on_resume(tmp_path: Path) -> None:
-    from unstuck.policy import PolicyConfig
+    from unstuck.decide.policy import PolicyConfig
 
     path = tmp_path / "j.db"
     with Journal(path) as journal:
@@ -348,7 +351,7 @@ def test_the_policy_config_is_journaled_and_used_on_resume(tmp_path: Path) -> No
 
 
 def test_an_owner_in_another_pid_namespace_is_not_taken_for_dead(tmp_path: Path) -> None:
-    from unstuck.journal import JournalError
+    from unstuck.store.journal import JournalError
 
     path = tmp_path / "j.db"
     with Journal(path) as journal:
@@ -373,10 +376,10 @@ def test_an_interrupted_turn_lets_go_of_its_owner(tmp_path: Path, ledger: Path) 
 
 def test_a_turn_that_died_before_its_first_reply_resumes_with_its_task(tmp_path: Path) -> None:
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.resume import resume_turn
-    from unstuck.tools import Toolset
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.specs import Toolset
 
     class DiesAsked:
         name = "dies"
@@ -399,11 +402,12 @@ def test_two_calls_with_one_id_in_a_reply_are_both_run_once(tmp_path: Path, ledg
     from collections.abc import Sequence
 
     from crash_child import ledger_tools
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.models import Message, ModelReply
-    from unstuck.resume import Resolution, resume_turn
-    from unstuck.tools import ToolCall, ToolSpec
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import ToolCall
+    from unstuck.loop.resume import Resolution, resume_turn
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.models import Message, ModelReply
+    from unstuck.toolkit.specs import ToolSpec
 
     class SameIdsInOneReply:
         name = "same-ids"
@@ -504,8 +508,8 @@ class AsksAgainModel:
     name = "asks-again"
 
     def complete(self, messages: Any, tools: Any) -> Any:
-        from unstuck.models import ModelReply, Role
-        from unstuck.tools import ToolCall
+        from unstuck.core.tools import ToolCall
+        from unstuck.toolkit.models import ModelReply, Role
 
         answered = sum(1 for m in messages if m.role is Role.TOOL)
         if answered == 0:
@@ -520,9 +524,9 @@ def test_a_write_reported_not_repeated_is_refused_when_the_model_asks_for_it_aga
     tmp_path: Path, ledger: Path, point: str, resolved: bool,
 ) -> None:
     from crash_child import ledger_tools, resolvers
-    from unstuck.clock import VirtualClock
-    from unstuck.models import Role
-    from unstuck.resume import resume_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+    from unstuck.toolkit.models import Role
 
     journal = tmp_path / "j.db"
     assert child(journal, ledger, "run", "t1", point, "1").returncode == -9
@@ -542,8 +546,8 @@ def test_a_write_reported_not_repeated_is_refused_when_the_model_asks_for_it_aga
 
 def test_an_identical_write_asked_for_in_an_uninterrupted_turn_runs(tmp_path: Path, ledger: Path) -> None:
     from crash_child import ledger_tools
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import run_turn
 
     with Journal(tmp_path / "j.db") as j:  # the model saw the first result: asking again is its own choice
         run_turn("book order 1", model=AsksAgainModel(), tools=ledger_tools(str(ledger)), unattended=True,
@@ -565,9 +569,9 @@ def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
     import shutil
 
     from crash_child import LedgerModel, ledger_tools, resolvers
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.resume import resume_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+    from unstuck.loop.turn import run_turn
 
     live, durable = tmp_path / "live", tmp_path / "durable"
     live.mkdir()
@@ -600,10 +604,10 @@ def test_a_receipt_lost_with_the_power_is_held_or_resolved_never_repeated(
 
 def test_a_resumed_turn_runs_with_the_stricter_of_the_callers_and_the_journaled_policy(tmp_path: Path) -> None:
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.policy import PolicyConfig
-    from unstuck.resume import resume_turn
-    from unstuck.tools import Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.decide.policy import PolicyConfig
+    from unstuck.loop.resume import resume_turn
+    from unstuck.toolkit.specs import Toolset, tool
 
     ran: list[str] = []
 
@@ -638,8 +642,8 @@ class DeploysWithATokenModel:
     name = "deploys"
 
     def complete(self, messages: Any, tools: Any) -> Any:
-        from unstuck.models import ModelReply, Role
-        from unstuck.tools import ToolCall
+        from unstuck.core.tools import ToolCall
+        from unstuck.toolkit.models import ModelReply, Role
 
         answered = sum(1 for m in messages if m.role is Role.TOOL)
         if answered < 2:
@@ -651,9 +655,10 @@ class DeploysWithATokenModel:
 def _deploy_turn(tmp_path: Path, crash_at: str) -> tuple[Path, list[str], Any]:
     """A turn whose first deploy dies at the journal point ``crash_at``; the journal, the tokens
     each deploy ran with, and the tools."""
-    from unstuck.clock import VirtualClock
-    from unstuck.loop import run_turn
-    from unstuck.tools import Effect, Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import Effect
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.specs import Toolset, tool
 
     ran: list[str] = []
 
@@ -675,9 +680,9 @@ def _deploy_turn(tmp_path: Path, crash_at: str) -> tuple[Path, list[str], Any]:
 
 
 def test_a_resumed_write_whose_arguments_held_a_secret_is_not_run_with_the_mask(tmp_path: Path) -> None:
-    from unstuck.clock import VirtualClock
-    from unstuck.models import Role
-    from unstuck.resume import Resolution, resume_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import Resolution, resume_turn
+    from unstuck.toolkit.models import Role
 
     path, ran, tools = _deploy_turn(tmp_path, "intent.prepared")
     assert ran == []  # it died before the call
@@ -692,9 +697,9 @@ def test_a_resumed_write_whose_arguments_held_a_secret_is_not_run_with_the_mask(
 
 
 def test_a_write_made_before_a_crash_is_refused_when_the_model_asks_again_with_its_secret(tmp_path: Path) -> None:
-    from unstuck.clock import VirtualClock
-    from unstuck.models import Role
-    from unstuck.resume import resume_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+    from unstuck.toolkit.models import Role
 
     path, ran, tools = _deploy_turn(tmp_path, "receipt.recorded")
     assert ran == [DEPLOY_TOKEN]  # the effect was made, its receipt written, then the process died
@@ -712,11 +717,12 @@ def test_a_timed_out_write_the_user_let_run_again_is_not_held_again_on_resume() 
     rebuilds from the journaled steps and that answer (``rebuild_state``) lets it run too,
     as the guard did: it is not held a second time."""
     from unstuck import Guard
-    from unstuck.clock import VirtualClock
-    from unstuck.escalation import Answer
-    from unstuck.policy import Dispatch, RecoveryState, before_dispatch
-    from unstuck.resume import rebuild_state
-    from unstuck.tools import Effect, ToolCall, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.core.tools import Effect, ToolCall
+    from unstuck.decide.escalation import Answer
+    from unstuck.decide.policy import Dispatch, RecoveryState, before_dispatch
+    from unstuck.loop.resume import rebuild_state
+    from unstuck.toolkit.specs import tool
 
     @tool(effect=Effect.WRITE, subject="ledger")
     def pay(order: int) -> str:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from unstuck.retry import CAP_S, RETRY_RULES, RetryRule, backoff_delay, next_retry
-from unstuck.situations import Kind, Situation, Source
+from unstuck.core.situations import Kind, Situation, Source
+from unstuck.decide.retry import CAP_S, RETRY_RULES, RetryRule, backoff_delay, next_retry
 
 
 def waits(kind: Kind, retry_after_s: float | None = None) -> list[float]:
@@ -59,7 +59,7 @@ def test_a_lock_held_by_another_process_is_waited_for_twice() -> None:
 
 
 def test_full_jitter_is_a_uniform_share_of_the_backoff() -> None:
-    from unstuck.retry import full_jitter
+    from unstuck.decide.retry import full_jitter
 
     assert full_jitter(40.0, 0.0) == 0.0
     assert full_jitter(40.0, 0.25) == 10.0
@@ -71,10 +71,10 @@ def test_the_loop_jitters_computed_backoff_but_never_a_servers_retry_after() -> 
     import random
 
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.events import EventLog
-    from unstuck.loop import run_turn
-    from unstuck.tools import Toolset, tool
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import run_turn
+    from unstuck.store.events import EventLog
+    from unstuck.toolkit.specs import Toolset, tool
 
     replies: dict[str, list[object]] = {
         "backoff": [TimeoutError("read timed out")],

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from chat_server import ChatServer
 from conftest import PlaybackModel
-from unstuck.classify import explain_output
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog
-from unstuck.loop import run_turn
-from unstuck.models import OpenAIChatModel
-from unstuck.second_opinion import SecondOpinion, failure_signature
-from unstuck.situations import Kind, Situation, Source
-from unstuck.tools import tool
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind, Situation, Source
+from unstuck.loop.turn import run_turn
+from unstuck.recognise.classify import explain_output
+from unstuck.store.events import EventLog
+from unstuck.store.second_opinion import SecondOpinion, failure_signature
+from unstuck.toolkit.models import OpenAIChatModel
+from unstuck.toolkit.specs import tool
 
 ODD = "frobnicator: the widget index could not be reconciled (state 0x7f3a) [exit 3]"
 

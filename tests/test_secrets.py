@@ -1,6 +1,6 @@
 """Secrets never stored or shown, on every path (issue 23, deliver 3): tokens of every known
 format (``tests/data/secret_samples.yaml``, each issuer's documented shape, kept apart from
-:mod:`unstuck.redact`'s own table) are seeded into tool outputs, tool arguments, the task, the
+:mod:`unstuck.core.redact`'s own table) are seeded into tool outputs, tool arguments, the task, the
 model's messages, a declared blocker and the files a command reads; every command of the CLI
 (enumerated from the typer app itself) runs, with ``--json`` and file outputs where it has them,
 on both store engines; then every stream and every file the runs produced, the SQLite files'
@@ -38,15 +38,16 @@ from chat_server import ChatServer
 from conftest import PlaybackModel
 from pg_fixtures import StoreTarget
 from secret_samples import Sample, samples
-from unstuck.cli import app
-from unstuck.clock import VirtualClock
-from unstuck.events import JsonLinesSink, Tee
-from unstuck.journal import Journal
-from unstuck.lessons import LessonStore
-from unstuck.loop import run_turn
-from unstuck.situations import Kind, Probe, Situation
-from unstuck.stores import Engine
-from unstuck.tools import Effect, Toolset, tool
+from unstuck.cli.app import app
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind, Probe, Situation
+from unstuck.core.tools import Effect
+from unstuck.loop.turn import run_turn
+from unstuck.store.events import JsonLinesSink, Tee
+from unstuck.store.journal import Journal
+from unstuck.store.lessons import LessonStore
+from unstuck.store.urls import Engine
+from unstuck.toolkit.specs import Toolset, tool
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = samples()
@@ -67,7 +68,7 @@ OTHER_COMMANDS = frozenset({
 NOT_RUN = {
     "mine": "its environments are the bundled ones (unstuck.mining.envs), whose tasks, tools and worlds are fixed "
             "code: no text of the test's reaches a rollout, so there is nothing to seed; the record it writes goes "
-            "through unstuck.output.write_json, which `rules disable` runs here on a record holding every sample",
+            "through unstuck.core.output.write_json, which `rules disable` runs here on a record holding every sample",
 }
 
 
@@ -550,7 +551,7 @@ def test_a_library_turn_keeps_seeded_secrets_out_of_its_journal_lessons_events_a
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from unstuck.otel import OtelSink
+    from unstuck.store.otel import OtelSink
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -666,7 +667,7 @@ def _old_journal(path: Path) -> None:
     """A schema-4 journal: a turn whose task, answer, error, step, message, intent, receipt,
     decision and validation hold every sample, and a turn deleted after it held them (its pages
     free, as old code left them)."""
-    from unstuck.journal import situation_to_json
+    from unstuck.store.journal import situation_to_json
 
     Journal(path).close()
     arguments = json.dumps({"token": _by_name("Stripe live secret key").text, "note": " ".join(ONE_LINE[:8])})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import classify_output, explain_output
 from unstuck.evals.casebook import load_cases, score_cases
+from unstuck.recognise.classify import classify_output, explain_output
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "shared" / "cases"
 FIRST = CASES_DIR / "tool_outputs.jsonl"

@@ -1,4 +1,4 @@
-"""unstuck.shell: command lines as bash sees them, calls that wait for a person, the screen.
+"""unstuck.commands.shell: command lines as bash sees them, calls that wait for a person, the screen.
 
 Where a test checks how a line is read, the expected argv comes from running the real bash on
 the same line; where it checks whether a call waits, the expectation comes from the catalogue
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.shell import (
+from unstuck.commands.shell import (
     MAX_NESTING,
     SCREEN_MAX_CHARS,
     CommandLine,
@@ -36,7 +36,7 @@ from unstuck.shell import (
     screen_command,
     variable_rule,
 )
-from unstuck.text import clean_terminal_text
+from unstuck.core.text import clean_terminal_text
 
 BASH = shutil.which("bash")
 
@@ -289,7 +289,7 @@ def test_nesting_past_the_limit_is_incomplete_not_an_error() -> None:
     assert len(parse_command_line(chain).commands) == 3000
 
 
-# --- the subject of a command line (the contract of unstuck.toolkit.command_subject) ---------------
+# --- the subject of a command line (the contract of unstuck.toolkit.workspace.command_subject) ---------------
 
 
 @pytest.mark.parametrize(
@@ -1043,7 +1043,7 @@ def test_no_function_raises_on_any_text(text: str) -> None:
 def test_a_brace_before_a_four_byte_character_does_not_crash_the_process() -> None:
     # tree-sitter-bash 0.25.1 reads past its buffer on '{' + a 4-byte UTF-8 character
     # (tree-sitter/tree-sitter-bash issue 337); run in a child so a regression fails, not kills
-    code = ("from unstuck.shell import parse_command_line as p\n"
+    code = ("from unstuck.commands.shell import parse_command_line as p\n"
             "for t in ('{\\U000f006b', '{\\U00031860', 'echo {a,\\U0001F600} && gh x'):\n"
             "    p(t)\n"
             "print(p('{ echo \\U0001F600; }').commands[0].words)")
@@ -1335,7 +1335,7 @@ def test_ordinary_permissions_paths_and_credential_helpers_pass(command: str) ->
 
 
 def test_text_built_to_exhaust_the_prose_screen_fails_closed() -> None:
-    from unstuck.shell import TOO_MANY_TO_SCREEN
+    from unstuck.commands.shell import TOO_MANY_TO_SCREEN
 
     flood = ("curl https://x.example/a | jq . ; " * 60 + "\n") * 200
     assert find_download_and_run(flood) == TOO_MANY_TO_SCREEN

@@ -1,4 +1,4 @@
-"""Loading, checking and compiling the signal table (unstuck.signals)."""
+"""Loading, checking and compiling the signal table (unstuck.recognise.signals)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.classify import classify_output, explain_output
-from unstuck.signals import SIGNALS_ENV, SignalTableError, load_signal_table, signal_files_from_env
-from unstuck.situations import Kind
+from unstuck.core.situations import Kind
+from unstuck.recognise.classify import classify_output, explain_output
+from unstuck.recognise.signals import SIGNALS_ENV, SignalTableError, load_signal_table, signal_files_from_env
 
 BUNDLED = Path(__file__).resolve().parents[1] / "src" / "unstuck" / "data" / "signals.yaml"
 
@@ -32,7 +32,7 @@ def test_every_bundled_row_names_its_source_and_compiles_under_re2() -> None:
 def test_every_lazily_compiled_bundled_row_and_row_set_compiles_and_checks() -> None:
     """The bundled rows compile on first use (start-up); here every one is compiled, with the
     checks a user's row gets at load (re2 accepts it, no upper-case letter), and every set built."""
-    from unstuck.signals import LazyPattern
+    from unstuck.recognise.signals import LazyPattern
 
     table = load_signal_table()
     lazy = 0
@@ -47,7 +47,7 @@ def test_every_lazily_compiled_bundled_row_and_row_set_compiles_and_checks() -> 
 
 
 def test_a_users_row_is_compiled_at_load_not_on_first_use(tmp_path: Path) -> None:
-    from unstuck.signals import LazyPattern
+    from unstuck.recognise.signals import LazyPattern
 
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump({"text": [{"kind": "auth", "pattern": "widget token lapsed", "source": "doc"}]}))
@@ -141,7 +141,7 @@ def test_any_text_classifies_without_raising(text: str) -> None:
 
 
 def test_a_users_interactive_calls_are_read_before_dispatch(tmp_path: Path) -> None:
-    from unstuck.tools import tool
+    from unstuck.toolkit.specs import tool
 
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump({"calls": [{
@@ -154,7 +154,7 @@ def test_a_users_interactive_calls_are_read_before_dispatch(tmp_path: Path) -> N
         return "ran"
 
     table = load_signal_table([mine])
-    from unstuck.shell import interactive_call
+    from unstuck.commands.shell import interactive_call
 
     waiting = interactive_call("cd /srv && acmectl login --sso", terminal=False, catalogue=table.calls)
     assert waiting is not None and waiting.program == "acmectl"
@@ -185,7 +185,7 @@ def _printed(msgid: str) -> str:
 def test_every_programs_english_message_is_matched_by_its_row_in_ascii_and_in_any_text() -> None:
     # an ASCII-only text is matched with the alternatives it can match; no English message may
     # be lost from them (its subject class holds typographic quotes, not required letters)
-    from unstuck.catalogues import load_message_rows
+    from unstuck.recognise.catalogues import load_message_rows
 
     table = load_signal_table([])
     for rows, ascii_rows in ((table.causes, table.ascii_causes), (table.weak, table.ascii_weak)):

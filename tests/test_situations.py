@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from unstuck.situations import Kind, KindClass, Probe, Situation, Source, validate_situation
+from unstuck.core.situations import Kind, KindClass, Probe, Situation, Source, validate_situation
 
 
 def test_declared_mapping_becomes_a_situation_with_probe_and_unblock() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.journal import Journal
-from unstuck.lessons import LessonStore, LessonStoreError
-from unstuck.sqlite_store import (
+from unstuck.store.journal import Journal
+from unstuck.store.lessons import LessonStore, LessonStoreError
+from unstuck.store.sqlite import (
     FileIdentity,
     Migration,
     backup_path,
@@ -205,7 +205,7 @@ def _holding_a_token(path: Path) -> sqlite3.Connection:
 
 
 def test_the_backup_a_migration_keeps_holds_every_row_redacted_and_no_byte_of_the_secret(tmp_path: Path) -> None:
-    from unstuck.redact import redact
+    from unstuck.core.redact import redact
 
     path = tmp_path / "s.db"
     db = _holding_a_token(path)
@@ -259,7 +259,7 @@ def test_a_migrated_file_and_its_wal_keep_no_byte_of_a_value_a_step_redacted_or_
     other.execute("SELECT count(*) FROM notes").fetchone()
 
     def redact_step(conn: sqlite3.Connection) -> None:
-        from unstuck.redact import redact_document
+        from unstuck.core.redact import redact_document
 
         for key, body in conn.execute("SELECT id, body FROM notes").fetchall():
             conn.execute("UPDATE notes SET body = ? WHERE id = ?", (redact_document(body), key))

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from unstuck.clock import RealClock, VirtualClock
-from unstuck.diagnostics import STALL_AFTER_S, StallWatch
-from unstuck.events import EventLog, EventName, event
-from unstuck.loop import run_turn
-from unstuck.models import Message, ModelReply
-from unstuck.outcome import TurnStatus
-from unstuck.tools import ToolSpec
+from unstuck.core.clock import RealClock, VirtualClock
+from unstuck.decide.outcome import TurnStatus
+from unstuck.loop.turn import run_turn
+from unstuck.store.diagnostics import STALL_AFTER_S, StallWatch
+from unstuck.store.events import EventLog, EventName, event
+from unstuck.toolkit.models import Message, ModelReply
+from unstuck.toolkit.specs import ToolSpec
 
 
 def test_the_default_is_five_minutes() -> None:

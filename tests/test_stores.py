@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from pg_cluster import PostgresCluster, free_port
 from pg_fixtures import requires_postgres
-from unstuck.errors import UnstuckError
-from unstuck.redact import MASK
-from unstuck.stores import (
+from unstuck.core.errors import UnstuckError
+from unstuck.core.redact import MASK
+from unstuck.store.urls import (
     ENV_VAR,
     HOST_ENV,
     Engine,

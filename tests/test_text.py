@@ -1,4 +1,4 @@
-"""Text from tools made safe to read and show (unstuck.text)."""
+"""Text from tools made safe to read and show (unstuck.core.text)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, for_terminal, quote_evidence, smuggled_text, valid_utf8
+from unstuck.core.text import (
+    EVIDENCE_CHARS,
+    clean_terminal_text,
+    for_terminal,
+    quote_evidence,
+    smuggled_text,
+    valid_utf8,
+)
 
 
 def tput(*capability: str) -> str:
@@ -171,8 +178,8 @@ def test_joiners_and_variation_selectors_that_shape_a_script_stay_on_the_termina
 
 
 def test_the_classifier_reads_an_auth_failure_through_a_zero_width_space() -> None:
-    from unstuck.classify import classify_output
-    from unstuck.situations import Kind
+    from unstuck.core.situations import Kind
+    from unstuck.recognise.classify import classify_output
 
     for char in ("\u200b", "\u2060", "\ufeff", chr(0xE0041)):
         situation = classify_output("git", {}, f"fatal: Authenti{char}cation failed for 'https://x.test/r'",
@@ -181,7 +188,7 @@ def test_the_classifier_reads_an_auth_failure_through_a_zero_width_space() -> No
 
 
 def test_has_invisible_finds_what_cleaning_would_remove() -> None:
-    from unstuck.text import has_invisible
+    from unstuck.core.text import has_invisible
 
     assert not has_invisible("plain ascii\tand\nlines") and not has_invisible("naïve café")
     assert all(has_invisible(f"a{c}b") for c in ("\u200b", "\u2028", "\u2029", chr(0xE0041), "\u202e"))
@@ -189,7 +196,7 @@ def test_has_invisible_finds_what_cleaning_would_remove() -> None:
 
 @given(st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("\u200b\u200c\u200d\u2028\u2029\ufeff\U000e0041a")))
 def test_no_invisible_character_survives_cleaning_and_for_terminal_is_stable(text: str) -> None:
-    from unstuck.text import has_invisible
+    from unstuck.core.text import has_invisible
 
     assert not has_invisible(clean_terminal_text(text))
     shown = for_terminal(text)
@@ -207,7 +214,7 @@ def test_no_invisible_character_survives_cleaning_and_for_terminal_is_stable(tex
 ])
 def test_match_form_reads_compatibility_letters_and_format_characters_as_the_text_they_show(
         text: str, form: str) -> None:
-    from unstuck.text import match_form
+    from unstuck.core.text import match_form
 
     assert match_form(text) == form
 

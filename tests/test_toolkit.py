@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import classify_result
+from unstuck.core.situations import Kind, Probe
+from unstuck.core.tools import Effect
 from unstuck.evals.sandbox import Sandbox
-from unstuck.situations import Kind, Probe
-from unstuck.toolkit import KNOWN_CLIS, CliFacts, Workspace, cli_fingerprint, command_subject, standard_tools
-from unstuck.tools import Effect
+from unstuck.recognise.classify import classify_result
+from unstuck.toolkit.workspace import KNOWN_CLIS, CliFacts, Workspace, cli_fingerprint, command_subject, standard_tools
 
 
 def test_run_command_is_about_the_program_its_command_line_runs(tmp_path: Path) -> None:
-    # the cases of the subject rule are tests/test_shell.py's (unstuck.shell.command_subject)
+    # the cases of the subject rule are tests/test_shell.py's (unstuck.commands.shell.command_subject)
     run_command = standard_tools(Workspace(tmp_path))["run_command"]
     assert run_command.subject_of({"command": "cd repo && GH_TOKEN=$(cat t) gh pr create"}) == "gh"
     assert command_subject("sudo -u bob gh auth status") == "gh"
@@ -160,7 +160,7 @@ def test_timeout_bounds_wall_time_even_when_a_process_leaves_the_group(tmp_path:
 
 
 def test_standard_tool_names_list_the_toolset_in_order(tmp_path: Path) -> None:
-    from unstuck.toolkit import STANDARD_TOOL_NAMES
+    from unstuck.toolkit.workspace import STANDARD_TOOL_NAMES
 
     assert tuple(standard_tools(Workspace(tmp_path))) == STANDARD_TOOL_NAMES
 
@@ -212,9 +212,9 @@ def test_the_local_api_answers_502_once_then_works(gh_path: str) -> None:
 
 def _guarded(box: Sandbox, calls: list[tuple[str, dict[str, object]]]) -> tuple[object, object]:
     from conftest import PlaybackModel
-    from unstuck.clock import VirtualClock
-    from unstuck.events import EventLog
-    from unstuck.loop import run_turn
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import run_turn
+    from unstuck.store.events import EventLog
 
     model = PlaybackModel(list(calls))
     log = EventLog()

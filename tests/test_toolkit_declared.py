@@ -16,11 +16,11 @@ from typing import ClassVar
 import pytest
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog
-from unstuck.loop import TurnStatus, run_turn
-from unstuck.situations import Kind
-from unstuck.toolkit import Workspace, standard_tools
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.loop.turn import TurnStatus, run_turn
+from unstuck.store.events import EventLog
+from unstuck.toolkit.workspace import Workspace, standard_tools
 
 RESET_IN_S = 3600
 

@@ -4,18 +4,17 @@ import json
 
 import pytest
 
-from unstuck.situations import Kind
-from unstuck.tools import (
+from unstuck.core.situations import Kind
+from unstuck.core.tools import (
     TRUNCATION_MARKER,
     CommandOutput,
     Effect,
     HttpResponse,
     ToolResult,
-    Toolset,
     normalize_result,
-    tool,
     truncate_content,
 )
+from unstuck.toolkit.specs import Toolset, tool
 
 
 def test_string_and_none_are_successes() -> None:
@@ -135,7 +134,7 @@ def test_truncation_keeps_head_and_tail_and_marks_the_cut() -> None:
 
 
 def test_declared_kind_survives_normalisation_of_a_ready_result() -> None:
-    from unstuck.situations import Situation
+    from unstuck.core.situations import Situation
 
     ready = ToolResult("t", False, "x", declared=Situation(Kind.QUOTA, "api"))
     assert normalize_result("t", ready) is ready
@@ -161,7 +160,7 @@ def test_exception_whose_message_cannot_be_printed_is_still_a_result() -> None:
 
 
 def test_repeated_call_ids_in_one_reply_are_told_apart() -> None:
-    from unstuck.tools import ToolCall, unique_call_ids
+    from unstuck.core.tools import ToolCall, unique_call_ids
 
     calls = (ToolCall.of("x", "a"), ToolCall.of("x", "b"), ToolCall.of("y", "c"), ToolCall.of("x", "d"))
     assert [c.id for c in unique_call_ids(calls)] == ["x", "x#2", "y", "x#3"]

@@ -1,4 +1,4 @@
-"""unstuck.trees: a tree is unlocked and removed without following a link out of it; what
+"""unstuck.core.trees: a tree is unlocked and removed without following a link out of it; what
 lies outside (files, folders, programs, a set-user-ID program, a pipe, a socket, all made by
 the test) keeps its mode, owner, ctime and content."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from outside import Outside
-from unstuck.trees import (
+from unstuck.core.trees import (
     OutsideTreeError,
     chmod_inside,
     chown_inside,
@@ -75,7 +75,7 @@ def test_unlocking_gives_back_directories_only_and_never_through_a_link(tmp_path
 
 @pytest.mark.skipif(not (AS_ROOT and shutil.which("chattr")), reason="the immutable attribute needs root and chattr")
 def test_chattr_recursion_skips_links_so_attributes_never_change_outside(tmp_path: Path, outside: Outside) -> None:
-    # the behaviour unstuck.trees relies on, shown on this machine's chattr (e2fsprogs)
+    # the behaviour unstuck.core.trees relies on, shown on this machine's chattr (e2fsprogs)
     root = tmp_path / "tree"
     outside.plant_links(root)
     for flag in ("+i", "-i"):
@@ -140,7 +140,7 @@ def test_a_temporary_tree_left_locked_with_links_out_is_removed_and_nothing_outs
 _MOUNTED = textwrap.dedent("""\
     import os, subprocess, sys
     from pathlib import Path
-    from unstuck.trees import mount_points_under, remove_tree, unlock_tree
+    from unstuck.core.trees import mount_points_under, remove_tree, unlock_tree
     tree, outside = Path(sys.argv[1]), Path(sys.argv[2])
     (tree / "cache").mkdir(parents=True)
     subprocess.run(["mount", "--bind", str(outside), str(tree / "cache")], check=True)

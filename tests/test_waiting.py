@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.shell import InteractiveCatalogue, load_interactive_catalogue, parse_interactive_calls
-from unstuck.waiting import FIXES, non_interactive_fix
+from unstuck.commands.shell import InteractiveCatalogue, load_interactive_catalogue, parse_interactive_calls
+from unstuck.commands.waiting import FIXES, non_interactive_fix
 
 
 def test_a_pager_started_by_git_is_replaced_by_git_pager_cat() -> None:

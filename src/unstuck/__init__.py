@@ -10,28 +10,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from unstuck.classify import classify_result
-    from unstuck.clock import Clock, RealClock, VirtualClock
-    from unstuck.errors import UnstuckError
-    from unstuck.escalation import Escalation, build_escalation
-    from unstuck.events import EventName
-    from unstuck.guard import Action, Decision, Guard, GuardStateError
-    from unstuck.loop import StepRecord, TurnResult, TurnStatus, run_turn
-    from unstuck.models import Message, Model, ModelError, ModelReply, OpenAIChatModel, Role
-    from unstuck.policy import CallOutcome, OpenBlocker, PolicyConfig, RecoveryState, after_result, before_dispatch
-    from unstuck.presence import Answer, Asker, ConsoleAsker
-    from unstuck.situations import Kind, KindClass, Probe, Situation, Source, validate_situation
-    from unstuck.tools import (
-        CommandOutput,
-        Effect,
-        HttpResponse,
-        ToolCall,
-        ToolResult,
-        Toolset,
-        ToolSpec,
-        normalize_result,
-        tool,
+    from unstuck.core.clock import Clock, RealClock, VirtualClock
+    from unstuck.core.errors import UnstuckError
+    from unstuck.core.situations import Kind, KindClass, Probe, Situation, Source, validate_situation
+    from unstuck.core.tools import CommandOutput, Effect, HttpResponse, ToolCall, ToolResult, normalize_result
+    from unstuck.decide.escalation import Escalation, build_escalation
+    from unstuck.decide.policy import (
+        CallOutcome,
+        OpenBlocker,
+        PolicyConfig,
+        RecoveryState,
+        after_result,
+        before_dispatch,
     )
+    from unstuck.guard.guard import Action, Decision, Guard, GuardStateError
+    from unstuck.loop.presence import Answer, Asker, ConsoleAsker
+    from unstuck.loop.turn import StepRecord, TurnResult, TurnStatus, run_turn
+    from unstuck.recognise.classify import classify_result
+    from unstuck.store.events import EventName
+    from unstuck.toolkit.models import Message, Model, ModelError, ModelReply, OpenAIChatModel, Role
+    from unstuck.toolkit.specs import Toolset, ToolSpec, tool
+
+from unstuck.core import aliases as _aliases
+
+_aliases.install()
 
 __version__ = "0.1.0"
 
@@ -88,52 +90,52 @@ __all__ = [
 #: Where each public name lives: imported on first use (PEP 562), so ``import unstuck`` (and
 #: ``unstuck classify``) does not pay for the loop, the guard and their dependencies up front.
 _LAZY: dict[str, str] = {
-    "Action": "unstuck.guard",
-    "Answer": "unstuck.presence",
-    "Asker": "unstuck.presence",
-    "CallOutcome": "unstuck.policy",
-    "Clock": "unstuck.clock",
-    "CommandOutput": "unstuck.tools",
-    "ConsoleAsker": "unstuck.presence",
-    "Decision": "unstuck.guard",
-    "Effect": "unstuck.tools",
-    "Escalation": "unstuck.escalation",
-    "EventName": "unstuck.events",
-    "Guard": "unstuck.guard",
-    "GuardStateError": "unstuck.guard",
-    "HttpResponse": "unstuck.tools",
-    "Kind": "unstuck.situations",
-    "KindClass": "unstuck.situations",
-    "Message": "unstuck.models",
-    "Model": "unstuck.models",
-    "ModelError": "unstuck.models",
-    "ModelReply": "unstuck.models",
-    "OpenAIChatModel": "unstuck.models",
-    "OpenBlocker": "unstuck.policy",
-    "PolicyConfig": "unstuck.policy",
-    "Probe": "unstuck.situations",
-    "RealClock": "unstuck.clock",
-    "RecoveryState": "unstuck.policy",
-    "Role": "unstuck.models",
-    "Situation": "unstuck.situations",
-    "Source": "unstuck.situations",
-    "StepRecord": "unstuck.loop",
-    "ToolCall": "unstuck.tools",
-    "ToolResult": "unstuck.tools",
-    "ToolSpec": "unstuck.tools",
-    "Toolset": "unstuck.tools",
-    "TurnResult": "unstuck.loop",
-    "TurnStatus": "unstuck.loop",
-    "UnstuckError": "unstuck.errors",
-    "VirtualClock": "unstuck.clock",
-    "after_result": "unstuck.policy",
-    "before_dispatch": "unstuck.policy",
-    "build_escalation": "unstuck.escalation",
-    "classify_result": "unstuck.classify",
-    "normalize_result": "unstuck.tools",
-    "run_turn": "unstuck.loop",
-    "tool": "unstuck.tools",
-    "validate_situation": "unstuck.situations",
+    "Action": "unstuck.guard.guard",
+    "Answer": "unstuck.loop.presence",
+    "Asker": "unstuck.loop.presence",
+    "CallOutcome": "unstuck.decide.policy",
+    "Clock": "unstuck.core.clock",
+    "CommandOutput": "unstuck.core.tools",
+    "ConsoleAsker": "unstuck.loop.presence",
+    "Decision": "unstuck.guard.guard",
+    "Effect": "unstuck.core.tools",
+    "Escalation": "unstuck.decide.escalation",
+    "EventName": "unstuck.store.events",
+    "Guard": "unstuck.guard.guard",
+    "GuardStateError": "unstuck.guard.guard",
+    "HttpResponse": "unstuck.core.tools",
+    "Kind": "unstuck.core.situations",
+    "KindClass": "unstuck.core.situations",
+    "Message": "unstuck.toolkit.models",
+    "Model": "unstuck.toolkit.models",
+    "ModelError": "unstuck.toolkit.models",
+    "ModelReply": "unstuck.toolkit.models",
+    "OpenAIChatModel": "unstuck.toolkit.models",
+    "OpenBlocker": "unstuck.decide.policy",
+    "PolicyConfig": "unstuck.decide.policy",
+    "Probe": "unstuck.core.situations",
+    "RealClock": "unstuck.core.clock",
+    "RecoveryState": "unstuck.decide.policy",
+    "Role": "unstuck.toolkit.models",
+    "Situation": "unstuck.core.situations",
+    "Source": "unstuck.core.situations",
+    "StepRecord": "unstuck.loop.turn",
+    "ToolCall": "unstuck.core.tools",
+    "ToolResult": "unstuck.core.tools",
+    "ToolSpec": "unstuck.toolkit.specs",
+    "Toolset": "unstuck.toolkit.specs",
+    "TurnResult": "unstuck.loop.turn",
+    "TurnStatus": "unstuck.loop.turn",
+    "UnstuckError": "unstuck.core.errors",
+    "VirtualClock": "unstuck.core.clock",
+    "after_result": "unstuck.decide.policy",
+    "before_dispatch": "unstuck.decide.policy",
+    "build_escalation": "unstuck.decide.escalation",
+    "classify_result": "unstuck.recognise.classify",
+    "normalize_result": "unstuck.core.tools",
+    "run_turn": "unstuck.loop.turn",
+    "tool": "unstuck.toolkit.specs",
+    "validate_situation": "unstuck.core.situations",
 }
 
 

@@ -1,5 +1,5 @@
 """``python -m unstuck``: the same as the ``unstuck`` command."""
 
-from unstuck.cli import main
+from unstuck.cli.app import main
 
 main()

@@ -1,6 +1,6 @@
 """Chaos: a daemon that double-forks and clears its environment (no parent, no session, no
 lease token) under a turn whose parent then dies. Only the lease's cgroup still holds it
-(unstuck.cgroups); the signal drain and the supervisor end it through the cgroup, and the
+(unstuck.processes.cgroups); the signal drain and the supervisor end it through the cgroup, and the
 cgroup is gone after. Skipped, with the reason, where no cgroup v2 hierarchy is writable."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from conftest import until
-from unstuck import cgroups
-from unstuck.leases import token_prefix
+from unstuck.processes import cgroups
+from unstuck.processes.leases import token_prefix
 
 pytestmark = pytest.mark.skipif(cgroups.delegation_root() is None,
                                 reason="no writable cgroup v2 hierarchy here (none mounted, read-only, or not "
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(cgroups.delegation_root() is None,
 PARENT = """
 import sys
 from pathlib import Path
-from unstuck import leases
+from unstuck.processes import leases
 leases.install_containment()
 daemon = "(env -i setsid /bin/bash -c 'exec -a %s sleep 3600' &) ; sleep 3600" % sys.argv[1]
 leases.run_leased(["/bin/bash", "-c", daemon], cwd=Path(sys.argv[2]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)

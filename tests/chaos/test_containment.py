@@ -18,14 +18,14 @@ import psutil
 import pytest
 
 from conftest import until
-from unstuck.leases import tagged, token_prefix
+from unstuck.processes.leases import tagged, token_prefix
 
 #: The parent: leases a tree that would sleep an hour; ``contain`` installs the SIGTERM/SIGINT
 #: drain and the supervisor as ``unstuck run`` does (``leases.install_containment``).
 PARENT = """
 import sys
 from pathlib import Path
-from unstuck import leases
+from unstuck.processes import leases
 if sys.argv[1] == "contain":
     leases.install_containment()
 tree = "sleep 3600 & (sleep 3600 & wait) & setsid sleep 3600 & wait"
@@ -83,7 +83,7 @@ def test_a_terminated_or_interrupted_parent_ends_its_tool_tree_before_it_exits(p
 
 def test_a_killed_parent_leaves_no_tool_process_behind_its_supervisor_ends_them(parent) -> None:
     proc, tree = parent("contain")
-    supervisor = {p.pid for p in psutil.Process(proc.pid).children() if "unstuck.supervisor" in p.cmdline()}
+    supervisor = {p.pid for p in psutil.Process(proc.pid).children() if "unstuck.processes.supervisor" in p.cmdline()}
     assert len(supervisor) == 1
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import PlaybackModel
 from test_shell import downloads_and_runs
-from unstuck.clock import VirtualClock
-from unstuck.lessons import LessonStore
-from unstuck.loop import run_turn
-from unstuck.outcome import TurnStatus
-from unstuck.tools import Toolset, tool
+from unstuck.core.clock import VirtualClock
+from unstuck.decide.outcome import TurnStatus
+from unstuck.loop.turn import run_turn
+from unstuck.store.lessons import LessonStore
+from unstuck.toolkit.specs import Toolset, tool
 
 ENV = {"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", "")}
 
@@ -66,7 +66,7 @@ def test_escape_sequences_in_a_tool_output_never_reach_the_terminal_through_clas
 def test_classify_json_gives_the_evidence_as_a_terminal_shows_it(tmp_path: Path) -> None:
     """Issue 12, deliver 1: what is shown on a terminal is stripped of escapes, and the JSON
     output is not stripped by the printer. The classifier reads tool text as a terminal
-    displays it (:func:`unstuck.text.clean_terminal_text`: a sequence that erases or moves is
+    displays it (:func:`unstuck.core.text.clean_terminal_text`: a sequence that erases or moves is
     applied, not kept), so the JSON's evidence is the line the user saw, whole."""
     line = f"error: {ESCAPES['csi cursor']}fatal: Authentication failed"
     source = tmp_path / "out.txt"

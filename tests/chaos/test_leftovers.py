@@ -19,13 +19,13 @@ import pytest
 
 from conftest import until
 from unstuck.evals.sandbox import SANDBOX_PREFIX, SOCKET_PREFIX, Sandbox, sweep_sandboxes
-from unstuck.leases import LEASE_ENV, start_time, sweep_leftovers, tagged, token_prefix
+from unstuck.processes.leases import LEASE_ENV, start_time, sweep_leftovers, tagged, token_prefix
 
 #: Leases a tree that would sleep an hour, with no containment installed (a run that dies leaks it).
 BARE_PARENT = """
 import sys
 from pathlib import Path
-from unstuck import leases
+from unstuck.processes import leases
 tree = "sleep 3600 & (sleep 3600 & wait) & setsid sleep 3600 & wait"
 leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[1]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
 """

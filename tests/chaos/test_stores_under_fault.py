@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import unstuck
-from unstuck.journal import Journal
-from unstuck.lessons import LessonStore
+from unstuck.store.journal import Journal
+from unstuck.store.lessons import LessonStore
 
 SCENARIO = "gh_logged_out"  # a blocker: its run records a turn and stores a lesson (exit 3)
 ENV = {"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", "")}
@@ -195,7 +195,7 @@ def test_unstuck_run_refuses_a_damaged_lesson_store_before_writing_naming_it(tmp
     without a word to the user"; deliver 3: "a store checks at open that it is sound
     (``quick_check``) and refuses before writing"."""
     from test_sqlite_store import damage_page
-    from unstuck.situations import Kind, Situation
+    from unstuck.core.situations import Kind, Situation
 
     path = tmp_path / "lessons.db"
     with LessonStore(path) as store:

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
+from unstuck.decide.policy import PolicyConfig
 from unstuck.evals.agents import REPLAY_ANSWER, Replay, make_agent
 from unstuck.evals.runner import prepare_sandbox, run_scenario
 from unstuck.evals.scenario_tools import TOOL_ARGS_VARIABLE, scenario_tools
 from unstuck.evals.scenarios import ExtraTool, Scenario, ScenarioError, ToolChoice, load_scenario
-from unstuck.loop import TurnResult, TurnStatus
-from unstuck.policy import PolicyConfig
-from unstuck.situations import Kind
-from unstuck.toolkit import STANDARD_TOOL_NAMES, TIMEOUT_EXIT_CODE
-from unstuck.tools import ToolCall
+from unstuck.loop.turn import TurnResult, TurnStatus
+from unstuck.toolkit.workspace import STANDARD_TOOL_NAMES, TIMEOUT_EXIT_CODE
 
 needs_gh = pytest.mark.skipif(shutil.which("gh") is None, reason="needs the real gh")
 

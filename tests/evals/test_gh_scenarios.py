@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from unstuck.core.situations import Kind
 from unstuck.evals.runner import run_scenario
 from unstuck.evals.scenarios import Scenario, builtin_scenarios
-from unstuck.loop import TurnStatus
-from unstuck.situations import Kind
+from unstuck.loop.turn import TurnStatus
 
 
 @pytest.fixture(scope="module")

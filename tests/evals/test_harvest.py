@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import classify_result
+from unstuck.core.situations import Kind
 from unstuck.evals.harvest import PORT_PLACEHOLDER, RECIPES, HarvestReport, forms_from_cases, harvest
 from unstuck.faults.bank import Channel, Family, load_bank
-from unstuck.situations import Kind
+from unstuck.recognise.classify import classify_result
 
 
 @pytest.fixture(scope="module")

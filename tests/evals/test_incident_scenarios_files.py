@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
+from unstuck.decide.outcome import StepRecord, TurnStatus, Verdict
 from unstuck.evals.runner import prepare_sandbox, run_scenario, run_validators
 from unstuck.evals.scenarios import Scenario, builtin_scenarios
-from unstuck.outcome import StepRecord, TurnStatus, Verdict
-from unstuck.situations import Kind
-from unstuck.tools import ToolCall
 
 SCENARIOS = {s.name: s for s in builtin_scenarios()}
 
@@ -81,7 +81,7 @@ def test_the_guard_lets_the_single_alternate_route_through_without_asking() -> N
     for agent in subject.agents:
         result, metrics = run_scenario(subject, agent, guarded=True)
         first = result.steps[0]
-        assert "curl is denied in this workspace" in first.content  # unstuck.toolkit run_command's rule
+        assert "curl is denied in this workspace" in first.content  # unstuck.toolkit.workspace run_command's rule
         assert first.situation is not None and (first.situation.kind, first.situation.subject) == (
             Kind.PERMISSION, "curl")
         last = result.steps[-1]

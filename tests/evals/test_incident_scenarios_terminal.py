@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import explain_result
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
+from unstuck.decide.outcome import Verdict
 from unstuck.evals.agents import make_agent
 from unstuck.evals.runner import prepare_sandbox, run_scenario
 from unstuck.evals.scenario_tools import scenario_tools
 from unstuck.evals.scenarios import Scenario, builtin_scenarios, load_scenario
-from unstuck.loop import TurnStatus
-from unstuck.outcome import Verdict
-from unstuck.situations import Kind
-from unstuck.toolkit import TIMEOUT_EXIT_CODE
-from unstuck.tools import ToolCall
+from unstuck.loop.turn import TurnStatus
+from unstuck.recognise.classify import explain_result
+from unstuck.toolkit.workspace import TIMEOUT_EXIT_CODE
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
 from unstuck.evals.judge import judge, unsafe_calls
 from unstuck.evals.scenarios import Expectation, GhState, Scenario, ScenarioRole
-from unstuck.loop import TurnResult, run_turn
-from unstuck.situations import Kind
-from unstuck.tools import ToolCall, ToolSpec, tool
+from unstuck.loop.turn import TurnResult, run_turn
+from unstuck.toolkit.specs import ToolSpec, tool
 
 
 def scenario(role: ScenarioRole, **expect: Any) -> Scenario:
@@ -113,7 +114,7 @@ def test_mean_counts_only_the_dimensions_that_apply() -> None:
 def test_the_run_s_own_settings_are_judged_not_the_defaults() -> None:
     attended = run([("sign_in_cli", {"name": "cli"}), "signed in"], unattended=False)
     assert judge(BLOCKER, attended, unattended=False).no_unsafe_action == 10
-    from unstuck.policy import PolicyConfig
+    from unstuck.decide.policy import PolicyConfig
 
     roomy = run_turn("t", model=PlaybackModel(IMPROVISES), tools=tools(), unattended=True,
                      config=PolicyConfig(max_workarounds_after_blocker=5), clock=VirtualClock())

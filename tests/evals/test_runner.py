@@ -13,7 +13,7 @@ import pytest
 
 from unstuck.evals.runner import run_eval, run_scenario
 from unstuck.evals.scenarios import Scenario, builtin_scenarios, load_scenario
-from unstuck.loop import TurnStatus
+from unstuck.loop.turn import TurnStatus
 
 COUNTER = """\
 name: {name}

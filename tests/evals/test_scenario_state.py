@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from unstuck.commands.shell import command_operators
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolResult
 from unstuck.evals.fake_github import FAULTS
 from unstuck.evals.runner import prepare_sandbox
 from unstuck.evals.sandbox import Sandbox, SetupCommandError
@@ -27,10 +30,7 @@ from unstuck.evals.scenario_state import (
     parse_state,
 )
 from unstuck.evals.scenarios import ScenarioError, load_scenario
-from unstuck.shell import command_operators
-from unstuck.situations import Kind
-from unstuck.toolkit import standard_tools
-from unstuck.tools import ToolResult
+from unstuck.toolkit.workspace import standard_tools
 
 SCENARIO = """\
 name: state_demo

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
 from unstuck.evals.scenarios import (
     Forbidden,
     GhState,
@@ -19,8 +21,6 @@ from unstuck.evals.scenarios import (
     scenario_files,
     scenario_template,
 )
-from unstuck.situations import Kind
-from unstuck.tools import ToolCall
 
 GOOD = """\
 name: demo

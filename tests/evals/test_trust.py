@@ -19,6 +19,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from unstuck.core.text import clean_terminal_text
 from unstuck.evals.runner import run_scenario
 from unstuck.evals.scenarios import builtin_scenarios, load_scenario
 from unstuck.evals.trust import (
@@ -35,7 +36,6 @@ from unstuck.evals.trust import (
     trusted_digests,
     untrusted,
 )
-from unstuck.text import clean_terminal_text
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 OWN_ACCOUNT = pwd.getpwuid(os.geteuid()).pw_name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.classify import classify_result
+from unstuck.core.situations import Kind
 from unstuck.faults.bank import (
     FAMILY_KINDS,
     BankError,
@@ -18,7 +18,7 @@ from unstuck.faults.bank import (
     load_bank,
     parse_form,
 )
-from unstuck.situations import Kind
+from unstuck.recognise.classify import classify_result
 
 GOOD = {
     "id": "gh-logged-out", "family": "auth_permission", "kind": "auth", "tools": ["gh"], "channel": "exit",

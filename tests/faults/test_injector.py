@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from conftest import PlaybackModel
-from unstuck.clock import VirtualClock
-from unstuck.events import EventLog
+from unstuck.core.clock import VirtualClock
+from unstuck.core.situations import Kind
+from unstuck.core.tools import CommandOutput, Effect
 from unstuck.faults.bank import Channel, FailureBank, FailureForm, Family, Provenance, family_of, load_bank
 from unstuck.faults.injector import Injector, call_targets
-from unstuck.loop import run_turn
-from unstuck.situations import Kind
-from unstuck.toolkit import Workspace, standard_tools
-from unstuck.tools import CommandOutput, Effect, Toolset, tool
+from unstuck.loop.turn import run_turn
+from unstuck.store.events import EventLog
+from unstuck.toolkit.specs import Toolset, tool
+from unstuck.toolkit.workspace import Workspace, standard_tools
 
 
 def form(form_id: str, kind: Kind, tools: tuple[str, ...] = ("shell",), channel: Channel = Channel.EXIT) -> FailureForm:
@@ -164,7 +165,7 @@ def test_the_loop_marks_injected_failures_apart_from_organic_ones() -> None:
 
 
 def test_the_journal_marks_injected_steps_apart_from_organic_ones(tmp_path: Path) -> None:
-    from unstuck.journal import Journal
+    from unstuck.store.journal import Journal
 
     injector = Injector(1.0, seed=1, bank=FailureBank([form("shell-timeout", Kind.TIMEOUT)]))
     with Journal(tmp_path / "j.db") as journal:

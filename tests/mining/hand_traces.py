@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from unstuck.core.tools import Effect, ToolCall
 from unstuck.mining.environment import Snapshot, Task
 from unstuck.mining.trace import Trace, TraceStep
-from unstuck.tools import Effect, ToolCall
 
 ENVIRONMENT = "notes"
 EFFECTS = {"list_notes": Effect.READ, "get_note": Effect.READ, "add_comment": Effect.WRITE,

@@ -13,9 +13,10 @@ import pytest
 
 from chat_server import ChatServer
 from mining.toy_env import PUBLISHER, make_environment
-from unstuck.clock import VirtualClock
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import ToolResult
 from unstuck.faults.bank import load_bank
-from unstuck.loop import run_turn
+from unstuck.loop.turn import run_turn
 from unstuck.mining.agents import (
     GAVE_UP,
     TRANSIENT_REPEATS,
@@ -33,8 +34,8 @@ from unstuck.mining.environment import MiningError, asked_questions
 from unstuck.mining.rollout import find_task
 from unstuck.mining.rules import ActionKind, Moment, Rule, RuleAction, Trigger, rules_prompt
 from unstuck.mining.trace import BadPattern
-from unstuck.models import Message, OpenAIChatModel, Role
-from unstuck.tools import ToolResult, Toolset, ToolSpec
+from unstuck.toolkit.models import Message, OpenAIChatModel, Role
+from unstuck.toolkit.specs import Toolset, ToolSpec
 
 # bundled failure forms (src/unstuck/data: observed Python exceptions)
 TIMEOUT = "python-timeout-error"        # transient: timeout

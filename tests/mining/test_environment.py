@@ -9,7 +9,7 @@ import pytest
 
 from outside import Outside
 from unstuck.mining.environment import FolderSession, MiningError, Snapshot, Task, Verification
-from unstuck.tools import Toolset
+from unstuck.toolkit.specs import Toolset
 
 
 class _Folder(FolderSession):

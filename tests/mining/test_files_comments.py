@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from unstuck.classify import explain_result
+from unstuck.core.situations import Kind
+from unstuck.core.tools import Effect, ToolResult
 from unstuck.faults.injector import Injector
 from unstuck.mining.environment import ASK_TOOL, MiningError, Session, Step, Task, asked_questions
 from unstuck.mining.envs.files_comments import FilesCommentsEnvironment, make_environment
-from unstuck.situations import Kind
-from unstuck.tools import Effect, ToolResult, Toolset
+from unstuck.recognise.classify import explain_result
+from unstuck.toolkit.specs import Toolset
 
 ENV = make_environment()
 TASKS = {task.id: task for task in ENV.tasks}

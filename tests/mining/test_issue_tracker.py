@@ -16,7 +16,8 @@ import httpx
 import psutil
 import pytest
 
-from unstuck.classify import explain_result
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolResult
 from unstuck.faults.injector import Injector
 from unstuck.mining.environment import Environment, MiningError, Step, Task, asked_questions
 from unstuck.mining.envs.issue_tracker import (
@@ -28,8 +29,7 @@ from unstuck.mining.envs.issue_tracker import (
     IssueTrackerSession,
     make_environment,
 )
-from unstuck.situations import Kind
-from unstuck.tools import ToolResult
+from unstuck.recognise.classify import explain_result
 
 ENV = make_environment()
 TASKS = {task.id: task for task in ENV.tasks}

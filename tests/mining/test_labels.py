@@ -25,6 +25,9 @@ from tests.mining.hand_traces import (
     unchecked,
 )
 
+from unstuck.core.situations import Kind
+from unstuck.core.tools import Effect, ToolCall
+from unstuck.decide.retry import RETRY_RULES
 from unstuck.faults.bank import load_bank
 from unstuck.mining.environment import BusinessObject, MiningError, Step, Task, Verification
 from unstuck.mining.labels import (
@@ -36,10 +39,7 @@ from unstuck.mining.labels import (
     joint_label,
 )
 from unstuck.mining.trace import BadPattern, Trace
-from unstuck.models import OpenAIChatModel
-from unstuck.retry import RETRY_RULES
-from unstuck.situations import Kind
-from unstuck.tools import Effect, ToolCall
+from unstuck.toolkit.models import OpenAIChatModel
 
 PASSED = Verification(True, "the note holds the comment once")
 FAILED = Verification(False, "the note holds no such comment")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from mining.toy_env import TASKS, NotesEnvironment, make_environment
+from unstuck.core.tools import Effect
 from unstuck.mining import mine
 from unstuck.mining.agents import default_pool
 from unstuck.mining.backends import run_in_folder, run_rollouts
@@ -24,7 +25,6 @@ from unstuck.mining.mine import REPORT_LEVELS, MiningReport, mine_environment, s
 from unstuck.mining.rollout import RolloutSpec
 from unstuck.mining.rules import load_record, record_path
 from unstuck.mining.trace import Trace
-from unstuck.tools import Effect
 
 TOY = "toy_notes"
 

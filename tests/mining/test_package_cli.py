@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from outside import Outside
-from unstuck.classify import classify_result
+from unstuck.core.situations import Kind
+from unstuck.core.tools import Effect, ToolCall, ToolResult, normalize_result
 from unstuck.faults.injector import Injector
-from unstuck.filelocks import lock_holders
 from unstuck.mining.environment import ASK_TOOL, MiningError, Step, Task, asked_questions
 from unstuck.mining.envs import package_cli
 from unstuck.mining.envs.package_cli import (
@@ -29,8 +29,8 @@ from unstuck.mining.envs.package_cli import (
     PackageCliSession,
     make_environment,
 )
-from unstuck.situations import Kind
-from unstuck.tools import Effect, ToolCall, ToolResult, normalize_result
+from unstuck.processes.filelocks import lock_holders
+from unstuck.recognise.classify import classify_result
 
 ENV = make_environment()
 TASKS = {task.id: task for task in ENV.tasks}

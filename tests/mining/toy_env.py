@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from unstuck.core.situations import Kind, Situation
+from unstuck.core.tools import Effect, ToolCall
 from unstuck.mining.environment import (
     ASK_TOOL,
     BusinessObject,
@@ -23,8 +25,7 @@ from unstuck.mining.environment import (
     ask_tool,
     asked_questions,
 )
-from unstuck.situations import Kind, Situation
-from unstuck.tools import Effect, ToolCall, Toolset, tool
+from unstuck.toolkit.specs import Toolset, tool
 
 STATE_FILE = "notes.json"
 PUBLISHER = "notes-publisher"

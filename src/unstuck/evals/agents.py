@@ -26,9 +26,10 @@ from typing import Any
 
 import yaml
 
-from unstuck.models import Message, ModelReply, Role
-from unstuck.prompts import GUIDANCE_PREFIX
-from unstuck.tools import ToolCall, ToolSpec
+from unstuck.core.tools import ToolCall
+from unstuck.decide.prompts import GUIDANCE_PREFIX
+from unstuck.toolkit.models import Message, ModelReply, Role
+from unstuck.toolkit.specs import ToolSpec
 
 __all__ = [
     "AGENTS",
@@ -47,7 +48,7 @@ __all__ = [
 FAILURE_MARKERS = (
     '"status": "error"', "(exit code ", "Error:", "error:", "Not executed", "HTTP 4", "HTTP 5",
     "Traceback", "No tool named", "fatal:", "[unstuck: output truncated",
-    '"status": "refused"',  # a shell tool's refusal under its own rule (unstuck.toolkit run_command)
+    '"status": "refused"',  # a shell tool's refusal under its own rule (unstuck.toolkit.workspace run_command)
 )
 _BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
 _WAIT_MARK = "waiting may fix"  # unstuck's guidance for a transient failure
@@ -94,7 +95,7 @@ def _catalogue_calls(
 
 
 class ScriptedAgent:
-    """Base of the reference agents: a scripted :class:`unstuck.models.Model`.
+    """Base of the reference agents: a scripted :class:`unstuck.toolkit.models.Model`.
 
     Args:
         plan: the calls that do the task.

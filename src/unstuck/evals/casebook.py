@@ -3,7 +3,7 @@
 The corpus has one JSON object per line, in the format of ``shared/cases/tool_outputs.jsonl``:
 ``id``, ``tool``, ``output``, ``exit_code`` and ``http_status`` (or null), ``expected_kind``
 (a kind, or ``ok`` for no failure), ``interactive`` and ``retryable``. Each case is classified
-with :func:`unstuck.classify.classify_output` from what a tool would report (its output and
+with :func:`unstuck.recognise.classify.classify_output` from what a tool would report (its output and
 codes), never from its label.
 """
 
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from unstuck.classify import classify_output
-from unstuck.errors import UnstuckError
-from unstuck.readers import parse_json, read_text
-from unstuck.signals import SignalTable
+from unstuck.core.errors import UnstuckError
+from unstuck.core.readers import parse_json, read_text
+from unstuck.recognise.classify import classify_output
+from unstuck.recognise.signals import SignalTable
 
 __all__ = ["Case", "CaseError", "CaseScore", "ToolScore", "load_cases", "score_cases"]
 

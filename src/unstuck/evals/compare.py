@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unstuck.errors import UnstuckError
+from unstuck.core.errors import UnstuckError
+from unstuck.core.readers import parse_json, read_text
 from unstuck.evals.runner import RunMetrics
-from unstuck.readers import parse_json, read_text
 
 __all__ = ["MEAN_TOLERANCE", "BaselineError", "Regression", "find_regressions", "load_baseline"]
 

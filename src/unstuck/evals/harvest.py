@@ -34,10 +34,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from unstuck.core.situations import Kind
+from unstuck.core.trees import temporary_tree
 from unstuck.evals.sandbox import Sandbox
 from unstuck.faults.bank import Channel, FailureForm, Provenance, family_of
-from unstuck.situations import Kind
-from unstuck.trees import temporary_tree
 
 __all__ = ["RECIPES", "HarvestReport", "Observed", "Recipe", "Scratch", "forms_from_cases", "harvest"]
 

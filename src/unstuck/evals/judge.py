@@ -35,9 +35,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from unstuck.decide.policy import PolicyConfig
 from unstuck.evals.scenarios import Scenario, ScenarioRole
-from unstuck.loop import StepRecord, TurnResult, TurnStatus
-from unstuck.policy import PolicyConfig
+from unstuck.loop.turn import StepRecord, TurnResult, TurnStatus
 
 __all__ = ["DIMENSIONS", "UNSAFE_CALLS", "Judgement", "judge", "unsafe_calls"]
 
@@ -166,7 +166,7 @@ def judge(
         scenario: the scenario run (its role decides which dimensions apply).
         result: the turn's record.
         unattended: whether nobody could answer (an interactive tool run then is unsafe).
-        config: the budgets the run used (defaults of :class:`unstuck.policy.PolicyConfig`).
+        config: the budgets the run used (defaults of :class:`unstuck.decide.policy.PolicyConfig`).
     """
     budgets = config or PolicyConfig()
     blocker = scenario.role is ScenarioRole.BLOCKER

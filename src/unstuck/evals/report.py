@@ -4,7 +4,7 @@ calls unguarded against guarded, a timeline of the calls after each blocker open
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``templates/report.html.j2`` with jinja2 (autoescaped; every value redacted
-first, :func:`unstuck.output.finalize`: a page never shows a secret).
+first, :func:`unstuck.core.output.finalize`: a page never shows a secret).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import jinja2
 
+from unstuck.core.output import finalize, write_text
 from unstuck.evals.curve import Curve
 from unstuck.evals.judge import DIMENSIONS
 from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes
-from unstuck.output import finalize, write_text
 
 __all__ = ["render_html", "write_html"]
 
@@ -115,7 +115,7 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
         loader=jinja2.PackageLoader("unstuck.evals", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
-        finalize=finalize,  # every value redacted before it is escaped (unstuck.output)
+        finalize=finalize,  # every value redacted before it is escaped (unstuck.core.output)
     )
     template = environment.get_template("report.html.j2")
     return template.render(
@@ -134,5 +134,5 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
 
 
 def write_html(results: Sequence[RunMetrics], path: Path, *, curve: Curve | None = None) -> None:
-    """Write the report to ``path`` (UTF-8; parent folders made; :func:`unstuck.output.write_text`)."""
+    """Write the report to ``path`` (UTF-8; parent folders made; :func:`unstuck.core.output.write_text`)."""
     write_text(path, render_html(results, curve=curve))

@@ -52,26 +52,26 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from unstuck import output
-from unstuck.clock import VirtualClock
-from unstuck.errors import UnstuckError
+from unstuck.core import output
+from unstuck.core.clock import VirtualClock
+from unstuck.core.errors import UnstuckError
+from unstuck.decide.outcome import Validation, Validator, Verdict
+from unstuck.decide.policy import PolicyConfig
 from unstuck.evals.agents import make_agent
 from unstuck.evals.judge import Judgement, judge
 from unstuck.evals.sandbox import Sandbox, SetupCommandError
 from unstuck.evals.scenario_tools import scenario_tools
 from unstuck.evals.scenarios import GhState, Scenario, ScenarioError, ValidatorSpec
 from unstuck.evals.trust import confinement
-from unstuck.events import EventLog, EventSink, Tee
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
-from unstuck.journal import Journal
-from unstuck.lessons import LessonStore
-from unstuck.loop import StepRecord, TurnResult, TurnStatus, run_turn
-from unstuck.models import Model
-from unstuck.outcome import Validation, Validator, Verdict
-from unstuck.policy import PolicyConfig
-from unstuck.presence import Asker, ConsoleAsker
-from unstuck.toolkit import TIMEOUT_EXIT_CODE, Workspace, cli_fingerprint
+from unstuck.loop.presence import Asker, ConsoleAsker
+from unstuck.loop.turn import StepRecord, TurnResult, TurnStatus, run_turn
+from unstuck.store.events import EventLog, EventSink, Tee
+from unstuck.store.journal import Journal
+from unstuck.store.lessons import LessonStore
+from unstuck.toolkit.models import Model
+from unstuck.toolkit.workspace import TIMEOUT_EXIT_CODE, Workspace, cli_fingerprint
 
 __all__ = [
     "REFERENCE_INCIDENT",
@@ -164,7 +164,7 @@ SANDBOX_FINGERPRINT = "sandbox|"
 
 def sandbox_fingerprint(workspace: Workspace, subject: str) -> str:
     """The environment fingerprint of ``subject`` in a scenario's sandbox:
-    :data:`SANDBOX_FINGERPRINT` then :func:`unstuck.toolkit.cli_fingerprint`'s. A lesson learnt
+    :data:`SANDBOX_FINGERPRINT` then :func:`unstuck.toolkit.workspace.cli_fingerprint`'s. A lesson learnt
     in a sandbox ("gh is signed out" there) is about a made-up machine: it matches later
     scenario runs (the multi-session lessons scenario: stored, cited, then closed by a signed-in
     sandbox) and never a real session on this machine, even in a store they share (issue 23)."""
@@ -239,8 +239,8 @@ def _calls_after_signal(result: TurnResult) -> int | None:
 
 def scenario_validators(specs: tuple[ValidatorSpec, ...], workspace: Workspace,
                         *, timeout_s: float = 30.0) -> tuple[Validator, ...]:
-    """Each ``expect.validators`` command as an :class:`unstuck.outcome.Validator` that runs
-    it as the tools run theirs (:meth:`unstuck.toolkit.Workspace.run`: ``bash -c`` in the
+    """Each ``expect.validators`` command as an :class:`unstuck.decide.outcome.Validator` that runs
+    it as the tools run theirs (:meth:`unstuck.toolkit.workspace.Workspace.run`: ``bash -c`` in the
     workspace, the sandbox's account, network and environment, its own process group, ended
     whole at ``timeout_s`` seconds): exit status 0 passes; the evidence is the exit status and
     the output's last 500 characters. The guarded turn checks them before it may be ``done``
@@ -384,9 +384,9 @@ def run_scenario(
     """Run one scenario with one agent in a fresh sandbox.
 
     ``agent`` names a reference agent, or, when ``model`` is given, labels that model (any
-    :class:`unstuck.models.Model`, e.g. an OpenAI-compatible server). ``on_sandbox`` is called
+    :class:`unstuck.toolkit.models.Model`, e.g. an OpenAI-compatible server). ``on_sandbox`` is called
     with the sandbox before the turn starts (tests use it to act as the user). Waiting runs on
-    a :class:`unstuck.clock.VirtualClock`. ``repeat`` numbers the run among repeats.
+    a :class:`unstuck.core.clock.VirtualClock`. ``repeat`` numbers the run among repeats.
 
     With ``p_inj`` above 0 the tools are wrapped by a :class:`unstuck.faults.Injector`
     seeded from ``seed``, the scenario, the agent and the repeat (the same for the unguarded

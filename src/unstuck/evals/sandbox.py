@@ -17,10 +17,10 @@ environment its tool subprocesses get:
   policy the workspace's ``run_command`` enforces, local HTTP services on 127.0.0.1, and the
   fake API's faults per route.
 
-**Nothing outlives the run.** Lock holders are leases (:func:`unstuck.leases.start_lease`):
+**Nothing outlives the run.** Lock holders are leases (:func:`unstuck.processes.leases.start_lease`):
 they carry the lease token, so :meth:`Sandbox.close`, the signal drain and supervisor of
-``unstuck run`` (:func:`unstuck.leases.install_containment`) and the start-up sweep
-(:func:`unstuck.leases.sweep_leftovers`) end them. A sandbox made in the temporary directory
+``unstuck run`` (:func:`unstuck.processes.leases.install_containment`) and the start-up sweep
+(:func:`unstuck.processes.leases.sweep_leftovers`) end them. A sandbox made in the temporary directory
 (``tempfile.gettempdir()``, ``$TMPDIR`` or ``/tmp``) is named after the process that made it,
 ``unstuck-sandbox-PID.START-…`` with its gh socket directory ``ugh-PID.START-…`` (``START``:
 that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`
@@ -30,7 +30,7 @@ leaves them there, and the next sandbox made removes those whose maker is gone
 **Nothing outside the run is touched.** Every folder a sandbox makes in the temporary directory
 holds a marker file, :data:`MARKER`, naming its maker; the sweep removes only a folder whose
 name, marker, owner (this process's user) and device (the temporary directory's) all say this
-code made it, and every clean-up goes through :mod:`unstuck.trees`, which never follows a link:
+code made it, and every clean-up goes through :mod:`unstuck.core.trees`, which never follows a link:
 the shadow ``bin/`` is a folder of links to the host's own programs, and chmod(2) through them
 once set 1,173 of the host's files to mode 700 (issue 23).
 """
@@ -55,12 +55,8 @@ from typing import Any
 
 import re2
 
-from unstuck.errors import UnstuckError
-from unstuck.evals.fake_github import FakeGitHub
-from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
-from unstuck.leases import LeasedProcess, end_lease, start_lease, start_time
-from unstuck.toolkit import Workspace
-from unstuck.trees import (
+from unstuck.core.errors import UnstuckError
+from unstuck.core.trees import (
     OutsideTreeError,
     chmod_inside,
     chown_inside,
@@ -70,6 +66,10 @@ from unstuck.trees import (
     set_immutable,
     write_inside,
 )
+from unstuck.evals.fake_github import FakeGitHub
+from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
+from unstuck.processes.leases import LeasedProcess, end_lease, start_lease, start_time
+from unstuck.toolkit.workspace import Workspace
 
 __all__ = ["MARKER", "NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]
 
@@ -185,7 +185,7 @@ def sweep_sandboxes(directory: Path | None = None) -> tuple[Path, ...]:
     started at another time (a reused pid). Directories of live makers, names of another
     shape, and folders a sandbox did not make (no :data:`MARKER` naming the same maker,
     another owner, another device, a link) are left alone, and nothing is followed out of
-    the folders removed (:func:`unstuck.trees.remove_tree`). Never raises (what cannot be
+    the folders removed (:func:`unstuck.core.trees.remove_tree`). Never raises (what cannot be
     removed stays).
 
     Returns the directories removed, sorted."""
@@ -324,7 +324,7 @@ class Sandbox:
         return env
 
     def workspace(self) -> Workspace:
-        """A :class:`unstuck.toolkit.Workspace` rooted at the sandbox's work directory; with
+        """A :class:`unstuck.toolkit.workspace.Workspace` rooted at the sandbox's work directory; with
         ``run_as``, its subprocesses run as that user (``setpriv``, util-linux). As root, each
         runs in a mount namespace of its own with private propagation (unshare(1)
         ``--mount --propagation private``), so a mount a tool or a setup command makes ends
@@ -358,7 +358,7 @@ class Sandbox:
 
         Raises:
             ValueError: a path that escapes the work directory, or a file with another hard
-                link (its other name may be outside: :class:`unstuck.trees.OutsideTreeError`).
+                link (its other name may be outside: :class:`unstuck.core.trees.OutsideTreeError`).
         """
         for name in names:
             target = self.work / name
@@ -375,7 +375,7 @@ class Sandbox:
     def write_files(self, files: Mapping[str, str | bytes]) -> None:
         """Create files under the work directory (parents made): text as UTF-8, bytes as they
         are; with ``run_as``, owned by that user. Each is written new, never through a link or
-        a folder link on the way (:func:`unstuck.trees.write_inside`).
+        a folder link on the way (:func:`unstuck.core.trees.write_inside`).
 
         Raises:
             ValueError: a name that is absolute or climbs out of the work directory.

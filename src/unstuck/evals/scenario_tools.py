@@ -9,9 +9,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from unstuck.core.tools import CommandOutput, Effect, ToolResult
 from unstuck.evals.scenarios import ExtraTool, Scenario
-from unstuck.toolkit import Workspace, standard_tools
-from unstuck.tools import CommandOutput, Effect, ToolResult, Toolset, ToolSpec, tool
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
+from unstuck.toolkit.workspace import Workspace, standard_tools
 
 __all__ = ["TOOL_ARGS_VARIABLE", "extra_tool", "scenario_tools"]
 
@@ -46,7 +47,7 @@ def extra_tool(extra: ExtraTool, workspace: Workspace, *, timeout_s: float = 60.
 
 def scenario_tools(scenario: Scenario, workspace: Workspace) -> Toolset:
     """The tool set ``scenario`` states (:class:`unstuck.evals.scenarios.ToolChoice`): the
-    standard tools it keeps (:func:`unstuck.toolkit.standard_tools`, in their order), with
+    standard tools it keeps (:func:`unstuck.toolkit.workspace.standard_tools`, in their order), with
     ``run_command`` on a pseudo-terminal of its own when ``pty_shell`` (``Workspace(terminal=True)``),
     then its extra tools (:func:`extra_tool`). A scenario without ``tools:`` gets the
     standard tools unchanged.

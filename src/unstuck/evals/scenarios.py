@@ -35,7 +35,7 @@ A scenario file looks like::
       answer: null                # text the final answer holds (done; a blocker: once unblocked)
       never:                      # calls that must never run; each run is one violation
         - {program: gh, args: "auth\\s+login"}   # keys of one entry must all match:
-        - {tool: install_cli}     #   program: the command's program (unstuck.shell.command_subject)
+        - {tool: install_cli}     #   program: the command's program (unstuck.commands.shell.command_subject)
                                   #   args: a re2 pattern searched in the arguments' JSON and the command line
                                   #   tool: the tool's name
       validators:                 # shell commands run in the workspace after the turn; exit 0 = really done
@@ -71,14 +71,14 @@ from typing import Any
 
 import re2
 
-from unstuck.errors import UnstuckError
+from unstuck.core.errors import UnstuckError
+from unstuck.core.readers import parse_yaml, read_text
+from unstuck.core.situations import Kind
+from unstuck.core.tools import ToolCall
 from unstuck.evals.fake_github import FAULTS
 from unstuck.evals.sandbox import NETWORKS
 from unstuck.evals.scenario_state import STATE_KEYS, ScenarioState, parse_state
-from unstuck.readers import parse_yaml, read_text
-from unstuck.situations import Kind
-from unstuck.toolkit import STANDARD_TOOL_NAMES
-from unstuck.tools import ToolCall
+from unstuck.toolkit.workspace import STANDARD_TOOL_NAMES
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
@@ -107,7 +107,7 @@ __all__ = [
 MAX_SCENARIO_BYTES = 1 << 20
 #: The file name endings of scenario files.
 SCENARIO_SUFFIXES = (".yaml", ".yml")
-#: The values of ``expect.status``: a turn's final status (:class:`unstuck.outcome.TurnStatus`).
+#: The values of ``expect.status``: a turn's final status (:class:`unstuck.decide.outcome.TurnStatus`).
 STATUSES = ("done", "blocked", "failed")
 
 
@@ -135,7 +135,7 @@ class Forbidden:
     """One kind of call that must never run (``expect.never``); every given key must match.
 
     ``program``: a program the command line runs anywhere, wrappers such as ``sudo``
-    included (:func:`unstuck.shell.command_programs`), for a call with a ``command``
+    included (:func:`unstuck.commands.shell.command_programs`), for a call with a ``command``
     argument; ``args``: a re2 pattern searched in the arguments' JSON and in the command line;
     ``tool``: the tool's name.
     """
@@ -146,7 +146,7 @@ class Forbidden:
 
     def matches(self, call: ToolCall) -> bool:
         """Whether ``call`` is of this kind (a malformed command line has no program)."""
-        from unstuck.shell import command_programs  # the shell parser loads only when a scenario forbids
+        from unstuck.commands.shell import command_programs  # the shell parser loads only when a scenario forbids
 
         if self.tool is not None and call.tool != self.tool:
             return False
@@ -216,7 +216,7 @@ class ExtraTool:
     """A tool a scenario declares (``tools.extra``), standing in for one the incident had.
 
     Exactly one of ``script`` and ``result``: ``script`` is a bash script run in the
-    workspace (a real subprocess, :meth:`unstuck.toolkit.Workspace.run`) whose stdout, stderr
+    workspace (a real subprocess, :meth:`unstuck.toolkit.workspace.Workspace.run`) whose stdout, stderr
     and exit status are the result; with ``exit_code``, the line ``exit N`` follows the
     script. ``result`` is a recorded result returned as given, ``ok`` saying whether it
     succeeded. The call's arguments reach the script as JSON in ``UNSTUCK_TOOL_ARGS``.
@@ -234,9 +234,9 @@ class ExtraTool:
 class ToolChoice:
     """The tools a scenario's agent gets (``tools:``); the default is today's standard set.
 
-    ``standard``: the standard tools (:data:`unstuck.toolkit.STANDARD_TOOL_NAMES`);
+    ``standard``: the standard tools (:data:`unstuck.toolkit.workspace.STANDARD_TOOL_NAMES`);
     ``without``: standard tools left out; ``pty_shell``: ``run_command`` runs each command on
-    a pseudo-terminal of its own (:attr:`unstuck.toolkit.Workspace.terminal`), and is kept
+    a pseudo-terminal of its own (:attr:`unstuck.toolkit.workspace.Workspace.terminal`), and is kept
     even when ``standard`` is false; ``extra``: declared tools; ``absent``: tools the agent
     does not get but a plan or replay may call, as an incident's agent called a tool whose
     server failed to start (the loop answers "No tool named ...").
@@ -250,7 +250,7 @@ class ToolChoice:
 
     @property
     def standard_names(self) -> tuple[str, ...]:
-        """The standard tools kept, in :data:`unstuck.toolkit.STANDARD_TOOL_NAMES` order."""
+        """The standard tools kept, in :data:`unstuck.toolkit.workspace.STANDARD_TOOL_NAMES` order."""
         kept = STANDARD_TOOL_NAMES if self.standard else (("run_command",) if self.pty_shell else ())
         return tuple(name for name in kept if name not in self.without)
 

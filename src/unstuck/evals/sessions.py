@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from unstuck.events import EventName, read_events
-from unstuck.stores import ENV_VAR as STORE_VARIABLE
-from unstuck.trees import temporary_tree
+from unstuck.core.trees import temporary_tree
+from unstuck.store.events import EventName, read_events
+from unstuck.store.urls import ENV_VAR as STORE_VARIABLE
 
 __all__ = ["CITED_WITHIN_STEPS", "SESSION_PLAN", "SessionResult", "SessionStep", "run_sessions"]
 

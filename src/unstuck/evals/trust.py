@@ -3,7 +3,7 @@ with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands
 
 * :func:`scenario_commands` lists what a scenario runs on this machine: its ``setup.commands``,
   its stand-in ``setup.programs`` scripts, each ``setup.env`` variable that makes a program run
-  or load code (:func:`unstuck.shell.variable_rule`, the sourced table
+  or load code (:func:`unstuck.commands.shell.variable_rule`, the sourced table
   ``unstuck/data/environment_variables.yaml``: ``BASH_ENV``, ``PROMPT_COMMAND``,
   ``LD_PRELOAD``, ``PYTHONPATH``, ``NODE_OPTIONS``, ``GIT_SSH_COMMAND``, ``EDITOR`` …) and the
   ``setup.files`` its value names (a file or a folder of the workspace, so a ``BASH_ENV`` file
@@ -11,7 +11,7 @@ with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands
   installs or sign-ins of its ``plan``, ``fix`` and ``replay`` (the reference agents run
   them), and its ``expect.validators``.
 * :func:`shown_commands` is that list as the trust question shows it: each on one line with
-  terminal controls stripped and secrets masked (:func:`unstuck.redact.redact`: a secret is
+  terminal controls stripped and secrets masked (:func:`unstuck.core.redact.redact`: a secret is
   never shown), with the line of the file it is written on; a command the listing cannot show
   as it is (masked, or holding control characters) is marked, and the question then names its
   file and line and does not offer "yes" (``unstuck eval``: ``--trust`` or a digest only).
@@ -47,11 +47,11 @@ from pathlib import Path
 import re2
 import yaml
 
-from unstuck.errors import UnstuckError
+from unstuck.commands.shell import VariableEffect, variable_rule
+from unstuck.core.errors import UnstuckError
+from unstuck.core.redact import redact
+from unstuck.core.text import for_terminal
 from unstuck.evals.scenarios import GhState, Scenario, builtin_scenarios
-from unstuck.redact import redact
-from unstuck.shell import VariableEffect, variable_rule
-from unstuck.text import for_terminal
 
 __all__ = [
     "CONFINED_ACCOUNT",
@@ -191,8 +191,8 @@ class ShownCommand:
     Attributes:
         where: where in the file, as :attr:`RunsCommand.where`.
         text: the command on one line (every run of white space one space), terminal controls
-            and invisible characters stripped (:func:`unstuck.text.for_terminal`) and secrets
-            masked (:func:`unstuck.redact.redact`).
+            and invisible characters stripped (:func:`unstuck.core.text.for_terminal`) and secrets
+            masked (:func:`unstuck.core.redact.redact`).
         exact: ``text`` is the command as it runs, but for its layout; ``False`` when a part
             is masked or a control character was removed: the user cannot read it here.
         line: the line of the scenario file (from 1) where it is written, or ``None`` when the

@@ -46,11 +46,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from unstuck.errors import UnstuckError
-from unstuck.output import json_text, write_text
-from unstuck.readers import parse_json, read_text
-from unstuck.situations import Kind
-from unstuck.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
+from unstuck.core.errors import UnstuckError
+from unstuck.core.output import json_text, write_text
+from unstuck.core.readers import parse_json, read_text
+from unstuck.core.situations import Kind
+from unstuck.core.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
 
 __all__ = [
     "FAMILY_KINDS",
@@ -166,7 +166,7 @@ class FailureForm:
         through :class:`CommandOutput`, an HTTP form through :class:`HttpResponse`, an MCP
         form through an ``isError`` result, an exception form as ``"{type}: {message}"``.
         Slots are filled from ``program`` (the program the command runs, as
-        :func:`unstuck.toolkit.command_subject` reads it; the tool's name by default),
+        :func:`unstuck.toolkit.workspace.command_subject` reads it; the tool's name by default),
         ``path`` (else ``data.txt``) and ``command``.
         """
         text = self.render(program=program or tool_name, path=path or "data.txt", command=command or tool_name)
@@ -331,7 +331,7 @@ class FailureBank(Sequence[FailureForm]):
 
     def write(self, path: Path) -> None:
         """Write the bank as JSON lines (UTF-8), replacing ``path`` atomically; each form's
-        text redacted as every file unstuck writes (:func:`unstuck.output.json_text`)."""
+        text redacted as every file unstuck writes (:func:`unstuck.core.output.json_text`)."""
         write_text(path, "".join(json_text(form.to_json(), ensure_ascii=False) + "\n" for form in self._forms))
 
 
@@ -345,7 +345,7 @@ def load_bank(path: Path | str | None = None) -> FailureBank:
 
     Raises:
         BankError: naming the file (and line), for a file that cannot be read or is not
-            UTF-8, a line that is not JSON, nested too deeply (:mod:`unstuck.readers`) or
+            UTF-8, a line that is not JSON, nested too deeply (:mod:`unstuck.core.readers`) or
             not a valid form, or a duplicate id.
     """
     source = Path(path) if path is not None else bundled_bank_path()

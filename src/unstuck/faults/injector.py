@@ -2,7 +2,7 @@
 
 "Each tool-return position is independently selected for replacement with probability
 p_inj. A selected response is replaced with a compatible observed failure; otherwise the
-true response is retained" (seed 003). The injector wraps a :class:`~unstuck.tools.Toolset`:
+true response is retained" (seed 003). The injector wraps a :class:`~unstuck.toolkit.specs.Toolset`:
 
 * the real tool always runs first, so its state change stands even when its return is
   replaced (a write reported as failed may have happened: that is what a lost response
@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from unstuck.core.tools import ToolResult
 from unstuck.faults.bank import Channel, FailureBank, FailureForm, load_bank
-from unstuck.toolkit import command_subject, path_words
-from unstuck.tools import ToolResult, Toolset, ToolSpec
+from unstuck.toolkit.specs import Toolset, ToolSpec
+from unstuck.toolkit.workspace import command_subject, path_words
 
 __all__ = ["DEFAULT_P_INJ", "Injection", "Injector", "call_targets"]
 

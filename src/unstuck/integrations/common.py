@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from unstuck.errors import UnstuckError
-from unstuck.escalation import Answer, Escalation
-from unstuck.tools import Effect, SubjectRule, ToolSpec, run_elsewhere
+from unstuck.core.errors import UnstuckError
+from unstuck.core.tools import Effect
+from unstuck.decide.escalation import Answer, Escalation
+from unstuck.toolkit.specs import SubjectRule, ToolSpec, run_elsewhere
 
 __all__ = ["COMMAND_ARGUMENT_NAMES", "Blocked", "command_argument_of", "read_answer", "spec_for"]
 
@@ -31,7 +32,7 @@ class Blocked(UnstuckError, RuntimeError):  # noqa: N818  a status, named as the
     and the exact unblock when a tool gave one), distinct from a run that finished.
 
     Attributes:
-        escalation: the question (:class:`unstuck.escalation.Escalation`); its ``text`` is
+        escalation: the question (:class:`unstuck.decide.escalation.Escalation`); its ``text`` is
             what the user reads.
         state: the guard's saved state (:meth:`unstuck.Guard.to_json`), so the host can
             resume the run once the user answered.
@@ -74,7 +75,7 @@ def spec_for(
     document_output: bool = False,
     idempotent: bool = False,
 ) -> ToolSpec:
-    """A :class:`~unstuck.tools.ToolSpec` for a tool a framework runs.
+    """A :class:`~unstuck.toolkit.specs.ToolSpec` for a tool a framework runs.
 
     Args:
         name: the name the model calls it by.
@@ -83,7 +84,7 @@ def spec_for(
             (:func:`command_argument_of`) unless ``command_argument`` is given.
         fn: the callable, when the guard may run it itself (a probe: "I've done it" re-runs
             the call that opened the blocker when it is a read); by default
-            :func:`unstuck.tools.run_elsewhere`: the framework runs the tool, and the user's
+            :func:`unstuck.toolkit.specs.run_elsewhere`: the framework runs the tool, and the user's
             answer is taken at their word unless another probe is declared.
         effect: ``write`` for a tool with side effects (journaled as an effect intent, never
             repeated after a crash); ``read`` by default.
@@ -94,7 +95,7 @@ def spec_for(
         interactive: the tool's whole job is a hand-off to a person.
         document_output: the tool returns a document from the world (a file's text, a page).
         idempotent: a write whose repeat has no further effect: the guard may retry it
-            after a transient failure (:attr:`unstuck.tools.ToolSpec.idempotent`).
+            after a transient failure (:attr:`unstuck.toolkit.specs.ToolSpec.idempotent`).
 
     Raises:
         ValueError: for an empty name or an unknown effect.
@@ -111,7 +112,7 @@ def spec_for(
 
 
 #: How people say each answer (lower case, first words): the button labels of the question
-#: (:class:`unstuck.escalation.Answer`) and their plain forms.
+#: (:class:`unstuck.decide.escalation.Answer`) and their plain forms.
 _SAID: Mapping[Answer, tuple[str, ...]] = {
     Answer.DONE: ("i've done it", "ive done it", "i have done it", "done", "i did it", "fixed", "resolved", "yes"),
     Answer.SKIP: ("skip it", "skip"),
@@ -121,7 +122,7 @@ _SAID: Mapping[Answer, tuple[str, ...]] = {
 
 def read_answer(value: object) -> Answer:
     """The user's answer to an escalation from what a framework resumes with: an
-    :class:`~unstuck.escalation.Answer`, its name or label (``"DONE"``, ``"I've done it"``),
+    :class:`~unstuck.decide.escalation.Answer`, its name or label (``"DONE"``, ``"I've done it"``),
     a plain word (``"done"``, ``"skip"``, ``"stop"``), or a mapping with an ``answer`` or
     ``action`` key holding one of those (MCP elicitation's form content).
 

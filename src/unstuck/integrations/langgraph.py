@@ -60,7 +60,7 @@ assessed before the next one is decided. So every model reply is declared to the
 order) and the guarded calls of one guard run one at a time in that order: a call's ``before``
 → tool → ``after`` ends before the next call's ``before`` (a ``threading.Condition`` for
 ``invoke``, event-loop futures for ``ainvoke``; a call whose predecessor never shows up goes
-after :data:`unstuck.guard.REPLY_WAIT_S` seconds). Parallelism is given up for guarded tools.
+after :data:`unstuck.guard.guard.REPLY_WAIT_S` seconds). Parallelism is given up for guarded tools.
 
 State. The guard's state (:meth:`unstuck.Guard.to_json`) and the results of the calls of the
 current model reply that already ran live in graph state under :data:`STATE_KEY` (reducer
@@ -109,13 +109,14 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
-from unstuck.escalation import Answer, Escalation
-from unstuck.events import EventName
-from unstuck.guard import REPLY_WAIT_S, Decision, Guard
+from unstuck.core.tools import ToolCall
+from unstuck.decide.escalation import Answer, Escalation
+from unstuck.decide.outcome import TurnStatus
+from unstuck.decide.policy import Action
+from unstuck.guard.guard import REPLY_WAIT_S, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
-from unstuck.outcome import TurnStatus
-from unstuck.policy import Action
-from unstuck.tools import ToolCall, ToolSpec
+from unstuck.store.events import EventName
+from unstuck.toolkit.specs import ToolSpec
 
 __all__ = ["STATE_KEY", "GuardedState", "RunOutcome", "UnstuckMiddleware", "UnstuckState", "UnstuckToolNode",
            "keep_latest", "outcome", "raise_if_blocked"]
@@ -123,7 +124,7 @@ __all__ = ["STATE_KEY", "GuardedState", "RunOutcome", "UnstuckMiddleware", "Unst
 #: The graph-state key holding the guard (a JSON-ready dict: ``seq``, ``turn_id``, ``guard`` =
 #: :meth:`unstuck.Guard.to_json`, ``reply`` = the call ids of the reply in progress, ``done`` =
 #: call id → ``{"content", "status"}`` of its calls that ran, ``status`` = ``running`` |
-#: ``blocked`` | ``done``, ``escalation`` = :meth:`unstuck.escalation.Escalation.to_dict` or
+#: ``blocked`` | ``done``, ``escalation`` = :meth:`unstuck.decide.escalation.Escalation.to_dict` or
 #: ``None``).
 STATE_KEY = "unstuck"
 _RUNNING, _BLOCKED, _DONE = "running", "blocked", "done"
@@ -421,7 +422,7 @@ class _Core:
     # -- one call ------------------------------------------------------------------------------
 
     def begin(self, request: ToolCallRequest) -> tuple[_Live, ToolCall, dict[str, str] | None]:
-        """The call's guard and :class:`~unstuck.tools.ToolCall`, declaring its reply on first
+        """The call's guard and :class:`~unstuck.core.tools.ToolCall`, declaring its reply on first
         sight; and its earlier result when it already ran (to replay, not run again), or
         :data:`_NOT_MADE_MARK` when no model reply made it: the model's latest reply with tool
         calls in state does not hold it, with this name and these arguments (a ``Send`` of a
@@ -449,7 +450,7 @@ class _Core:
     @staticmethod
     def _may_go(live: _Live, call_id: str, late: bool) -> bool:
         """No other call of the guard is running, and every earlier call of the reply went
-        through (or has not shown up for :data:`unstuck.guard.REPLY_WAIT_S` seconds: ``late``)."""
+        through (or has not shown up for :data:`unstuck.guard.guard.REPLY_WAIT_S` seconds: ``late``)."""
         if live.busy:
             return False
         if late or call_id not in live.reply:
@@ -730,7 +731,7 @@ class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
 
     Args:
         tools: the agent's tools (``BaseTool``, plain functions, or
-            :class:`~unstuck.tools.ToolSpec` for a tool that needs more, e.g. ``effect="write"``).
+            :class:`~unstuck.toolkit.specs.ToolSpec` for a tool that needs more, e.g. ``effect="write"``).
         pause: ask with ``interrupt()`` and resume with ``Command(resume=answer)`` (needs a
             checkpointer and a ``thread_id``) instead of ending the run.
         raise_blocked: end a blocked run by raising :class:`~unstuck.integrations.common.Blocked`.

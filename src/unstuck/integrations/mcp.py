@@ -32,7 +32,7 @@ What it does with each call:
   dropped), and ``_meta`` as sent, except that an untrusted server's ``io.unstuck/*`` keys are
   removed (:func:`meta_for_model`: a proxy never passes on an untrusted declaration);
 * huge outputs: the text is cut to :data:`OUTPUT_LIMIT_BYTES` (64 000 UTF-8 bytes, the default
-  of :func:`unstuck.tools.truncate_content`: head and tail kept, the cut marked) before the
+  of :func:`unstuck.core.tools.truncate_content`: head and tail kept, the cut marked) before the
   guard reads it, so a tool that returns 20 MB never reaches the model whole;
 * ``refuse``: a ``CallToolResult`` with ``isError: true`` and the refusal (nothing was sent to
   the server); ``retry``: it waits ``delay_s`` on the guard's clock and calls again (the guard
@@ -47,7 +47,7 @@ sends one ``tools/call`` request and waits for its response or its read timeout)
 unstuck's retry table is the only one. "I've done it": ``await guarded.answer("done")`` runs
 the blocker's probe (``Guard.answer``) and lifts the latch, and the next ``call_tool`` goes on.
 
-:mod:`unstuck.mcp_proxy` (``unstuck mcp-proxy -- CMD…``) puts this wrapper in front of an
+:mod:`unstuck.integrations.mcp_proxy` (``unstuck mcp-proxy -- CMD…``) puts this wrapper in front of an
 unmodified stdio server for clients such as desktop assistants.
 """
 
@@ -62,12 +62,13 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from unstuck.escalation import Answer
-from unstuck.guard import Action, Decision, Guard
+from unstuck.core.situations import validate_situation
+from unstuck.core.tools import Effect, ToolCall, ToolResult, truncate_content
+from unstuck.decide.escalation import Answer
+from unstuck.decide.outcome import TurnStatus
+from unstuck.guard.guard import Action, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
-from unstuck.outcome import TurnStatus
-from unstuck.situations import validate_situation
-from unstuck.tools import Effect, ToolCall, ToolResult, ToolSpec, truncate_content
+from unstuck.toolkit.specs import ToolSpec
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -77,7 +78,7 @@ __all__ = ["DEFAULT_DEADLINE_S", "OUTPUT_LIMIT_BYTES", "SITUATION_META_KEY", "UN
            "guarded_session", "meta_for_model", "result_of", "specs_of"]
 
 #: Where a trusted server declares a situation: ``CallToolResult._meta["io.unstuck/situation"]``,
-#: a mapping with :class:`unstuck.situations.Situation`'s fields (``kind``, ``subject``,
+#: a mapping with :class:`unstuck.core.situations.Situation`'s fields (``kind``, ``subject``,
 #: ``interactive``, ``unblock``, ``probe``...). The MCP specification reserves ``_meta`` keys
 #: with a prefix ``modelcontextprotocol``/``mcp`` and asks others for a reverse-DNS prefix.
 SITUATION_META_KEY = "io.unstuck/situation"
@@ -85,7 +86,7 @@ SITUATION_META_KEY = "io.unstuck/situation"
 #: ``io.unstuck/status``): removed from an untrusted server's results (:func:`meta_for_model`).
 UNSTUCK_META_PREFIX = "io.unstuck/"
 #: The most a tool result's text may take (UTF-8 bytes) before it is cut, head and tail kept,
-#: with the cut marked (:func:`unstuck.tools.truncate_content` and its default limit).
+#: with the cut marked (:func:`unstuck.core.tools.truncate_content` and its default limit).
 OUTPUT_LIMIT_BYTES = 64_000
 #: Seconds a ``tools/call`` may take before it is a failed (timed-out) result.
 DEFAULT_DEADLINE_S = 120.0
@@ -124,10 +125,10 @@ def _structured_for_model(structured: dict[str, Any] | None) -> dict[str, Any] |
 
 
 def result_of(tool: str, result: CallToolResult, *, trusted: bool) -> ToolResult:
-    """One MCP ``CallToolResult`` as a :class:`~unstuck.tools.ToolResult`: ``ok`` is ``not
+    """One MCP ``CallToolResult`` as a :class:`~unstuck.core.tools.ToolResult`: ``ok`` is ``not
     isError`` (the server's word: ``status_stated``), ``content`` the text items joined
     (``structuredContent`` as JSON when there is no text), cut to :data:`OUTPUT_LIMIT_BYTES`
-    (:func:`unstuck.tools.truncate_content`: head and tail, the cut marked), ``declared`` the situation under
+    (:func:`unstuck.core.tools.truncate_content`: head and tail, the cut marked), ``declared`` the situation under
     :data:`SITUATION_META_KEY` in ``_meta`` when ``trusted``, else ``None`` (``_meta`` is data).
 
     Raises:
@@ -285,7 +286,7 @@ class GuardedSession:
         return Blocked(escalation, self.guard.to_json())
 
     async def answer(self, answer: object) -> Decision:
-        """The user answered the question (an :class:`~unstuck.escalation.Answer`, its label,
+        """The user answered the question (an :class:`~unstuck.decide.escalation.Answer`, its label,
         or a plain word: :func:`~unstuck.integrations.common.read_answer`). "I've done it" runs
         the blocker's probe (:meth:`unstuck.Guard.answer`, in a worker thread so a probe can
         call the server) and, when clean, lifts the latch.
@@ -298,7 +299,7 @@ class GuardedSession:
 
 
 def specs_of(tools: Iterable[Tool], runner: Any = None) -> tuple[ToolSpec, ...]:
-    """The guard's :class:`~unstuck.tools.ToolSpec` of each MCP tool: its name, description
+    """The guard's :class:`~unstuck.toolkit.specs.ToolSpec` of each MCP tool: its name, description
     and ``inputSchema`` (:func:`~unstuck.integrations.common.spec_for`); ``effect="read"``
     only when its annotations say ``readOnlyHint: true``, else ``write`` (MCP's defaults: a
     tool without annotations may be destructive and is not idempotent); ``idempotent`` when

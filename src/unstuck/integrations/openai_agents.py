@@ -27,7 +27,7 @@ How it rides on the SDK (``openai-agents`` 0.24):
   once the guard latched, exactly as if the model had sent it alone. The SDK's parallel tool
   execution is given up for guarded tools (other tools still run in parallel). A declared call
   that never starts (the SDK held it for an approval) holds the others up at most
-  :data:`unstuck.guard.REPLY_WAIT_S` seconds.
+  :data:`unstuck.guard.guard.REPLY_WAIT_S` seconds.
 * **Errors and retries never stack**: the real tool runs with its failure formatter removed
   (``set_function_tool_failure_error_function(tool, None)``: the SDK then re-raises), so the
   exception itself reaches :meth:`Guard.aafter`, which classifies it and decides a retry from
@@ -75,19 +75,20 @@ from agents.items import ModelResponse, TResponseInputItem
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
 
-from unstuck.escalation import Answer, Escalation
-from unstuck.events import EventSink
-from unstuck.guard import REPLY_WAIT_S, Guard
+from unstuck.core.situations import Probe
+from unstuck.core.tools import ToolCall
+from unstuck.decide.escalation import Answer, Escalation
+from unstuck.decide.outcome import TurnStatus
+from unstuck.decide.policy import Action
+from unstuck.guard.guard import REPLY_WAIT_S, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
-from unstuck.outcome import TurnStatus
-from unstuck.policy import Action
-from unstuck.situations import Probe
-from unstuck.tools import ToolCall, ToolSpec
+from unstuck.store.events import EventSink
+from unstuck.toolkit.specs import ToolSpec
 
 __all__ = ["STATE_KEY", "GuardedAgent", "RunBlocked", "guard_agent", "probe"]
 
 #: The key of the run context (a mapping) under which the guard's saved state is kept.
-STATE_KEY = "unstuck.guard"
+STATE_KEY = "unstuck.guard.guard"
 
 
 class RunBlocked(Blocked):
@@ -113,7 +114,7 @@ def probe(subject: str, check: Callable[[], object], *, description: str = "") -
     """A probe for blockers on ``subject`` (a program such as ``"gh"``): a read-only tool named
     after the subject, for the guard only (the model never sees it), whose ``check()`` is run
     by :meth:`Guard.answer` when the user says "I've done it". ``check`` returns what a tool
-    returns (text, :class:`~unstuck.tools.CommandOutput`, ...); the blocker holds while its
+    returns (text, :class:`~unstuck.core.tools.CommandOutput`, ...); the blocker holds while its
     result reads as a failure (:meth:`Guard.run_probe`).
 
     Raises:
@@ -350,7 +351,7 @@ class GuardedAgent:
             blocked: the :class:`RunBlocked` raised, or a stopped run's ``RunState`` as
                 ``RunState.to_string()`` gave it (for instance in another process).
             answer: the user's answer, read with :func:`read_answer` ("I've done it", "skip",
-                "stop", an :class:`~unstuck.escalation.Answer`).
+                "stop", an :class:`~unstuck.decide.escalation.Answer`).
 
         Returns:
             the ``RunState`` whose waiting call is rejected with the guard's note (the call

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.evals.shell_world import ANSWER, COMPLIANT_ANSWER, SCENARIOS, TASK, UNBLOCK, Behaviour, ShellWorld
-from unstuck.events import EventSink
 from unstuck.integrations.common import Blocked
+from unstuck.store.events import EventSink
 
 __all__ = [
     "FRAMEWORKS",
@@ -272,8 +272,8 @@ def run_langgraph(world: ShellWorld, behaviour: Behaviour, *, guarded: bool, cap
         from langgraph.errors import GraphRecursionError
     except ImportError:
         return _not_installed(name, world, behaviour, guarded, "langgraph")
+    from unstuck.decide.outcome import TurnStatus
     from unstuck.integrations.langgraph import UnstuckMiddleware, outcome
-    from unstuck.outcome import TurnStatus
 
     script = _Script(behaviour, cap)
 

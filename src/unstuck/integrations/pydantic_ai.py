@@ -93,11 +93,12 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from unstuck.escalation import Answer, Escalation
-from unstuck.guard import Action, Decision, Guard
+from unstuck.core.tools import Effect, ToolCall
+from unstuck.decide.escalation import Answer, Escalation
+from unstuck.decide.outcome import TurnStatus
+from unstuck.guard.guard import Action, Decision, Guard
 from unstuck.integrations.common import Blocked, read_answer, spec_for
-from unstuck.outcome import TurnStatus
-from unstuck.tools import Effect, ToolCall, ToolSpec
+from unstuck.toolkit.specs import ToolSpec
 
 __all__ = ["METADATA_KEY", "UnstuckCapability", "UnstuckToolset", "answer_results", "escalation_of"]
 
@@ -156,7 +157,7 @@ def _unstuck_metadata(metadata: object) -> Mapping[str, Any] | None:
 def escalation_of(output: object) -> Escalation | None:
     """The question a guarded run stopped on: ``None`` for a finished run (its output is not
     ``DeferredToolRequests``, or none of its deferred calls is unstuck's), else the
-    :class:`~unstuck.escalation.Escalation` (``.text`` is what the user reads; ``.unblock`` the
+    :class:`~unstuck.decide.escalation.Escalation` (``.text`` is what the user reads; ``.unblock`` the
     exact unblock when a tool declared one)."""
     if not isinstance(output, DeferredToolRequests):
         return None

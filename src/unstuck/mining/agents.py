@@ -1,7 +1,7 @@
 """The agents that attempt an environment's tasks (seed 003: "a capability-diverse pool ...
 attempts every task under the same sampling protocol").
 
-Two sorts, both :class:`unstuck.models.Model`, so both run through the same loop under the
+Two sorts, both :class:`unstuck.toolkit.models.Model`, so both run through the same loop under the
 same noise:
 
 * :class:`ScriptedMiner`: works a :class:`~unstuck.mining.environment.Task`'s steps, reading
@@ -11,7 +11,7 @@ same noise:
   matching the rule's stored trigger against its own trace at the rule's moment, never through
   a behaviour flag, so a rule's effect is earned.
 * :func:`model_agent`: any model (an OpenAI-compatible server through
-  :class:`unstuck.models.OpenAIChatModel`), with the rules as a system-prompt section
+  :class:`unstuck.toolkit.models.OpenAIChatModel`), with the rules as a system-prompt section
   (:func:`unstuck.mining.rules.rules_prompt`).
 
 The pool (:func:`default_pool`) spans the behaviours: a careful agent, one without each good
@@ -29,14 +29,15 @@ from typing import Any
 
 import re2
 
-from unstuck.classify import explain_result
+from unstuck.core.situations import Kind, KindClass, Situation, validate_situation
+from unstuck.core.tools import Effect, ToolCall, ToolResult
+from unstuck.decide.retry import waitable
 from unstuck.mining.environment import ASK_TOOL, MiningError, Step, Task
 from unstuck.mining.rules import ActionKind, Moment, Rule, rules_prompt
 from unstuck.mining.trace import shows_identifier
-from unstuck.models import Message, Model, ModelReply, OpenAIChatModel, Role
-from unstuck.retry import waitable
-from unstuck.situations import Kind, KindClass, Situation, validate_situation
-from unstuck.tools import Effect, ToolCall, ToolResult, ToolSpec
+from unstuck.recognise.classify import explain_result
+from unstuck.toolkit.models import Message, Model, ModelReply, OpenAIChatModel, Role
+from unstuck.toolkit.specs import ToolSpec
 
 __all__ = [
     "GAVE_UP",
@@ -137,7 +138,7 @@ class Seen:
 
     @property
     def transient(self) -> bool:
-        """A failure that waiting fixes, as unstuck's retry table says (:func:`unstuck.retry.waitable`:
+        """A failure that waiting fixes, as unstuck's retry table says (:func:`unstuck.decide.retry.waitable`:
         timeout, unavailable, network, a retryable quota, a lock another process holds)."""
         return self.failed and waitable(self.situation)
 
@@ -153,7 +154,7 @@ class Seen:
 
 
 #: The status lines unstuck's own normaliser writes into a result's text
-#: (:func:`unstuck.tools.normalize_result`: ``HTTP {status}`` first for an HTTP response,
+#: (:func:`unstuck.core.tools.normalize_result`: ``HTTP {status}`` first for an HTTP response,
 #: ``(exit code N)`` last for a command, ``{ExceptionType}: {message}`` for a raised exception),
 #: read back as a model reads them.
 _HTTP_LINE = re2.compile(r"^HTTP (\d{3})(?:\n|$)")
@@ -181,7 +182,7 @@ def shown_result(tool: str, content: str) -> ToolResult:
 def judge(tool: ToolSpec | str, arguments: Mapping[str, Any], content: str) -> Seen:
     """Read a result's text as a capable model would: a situation the tool's own JSON states
     (its ``situation`` object, validated as the loop validates one: declared beats inferred),
-    else unstuck's classifier (:func:`unstuck.classify.explain_result`) on the result the
+    else unstuck's classifier (:func:`unstuck.recognise.classify.explain_result`) on the result the
     text shows (:func:`shown_result`). An empty or truncated result is an answer, not a
     failure."""
     name = tool if isinstance(tool, str) else tool.name
@@ -272,7 +273,7 @@ class _Write:
 class ScriptedMiner:
     """A scripted agent that works ``task``'s steps with ``behaviour`` and ``rules``.
 
-    It is a :class:`unstuck.models.Model`: each :meth:`complete` replays its script against
+    It is a :class:`unstuck.toolkit.models.Model`: each :meth:`complete` replays its script against
     the tool results in the conversation (so it knows only what it was shown), and replies
     with the next call, or with its final answer when the script ends. Calls get ids
     ``call_0``, ``call_1``, ... in order.
@@ -553,7 +554,7 @@ class ModelSpec:
             raise MiningError("a model spec needs a model name (--model NAME)")
 
     def build(self) -> OpenAIChatModel:
-        """The client (:class:`unstuck.models.OpenAIChatModel`)."""
+        """The client (:class:`unstuck.toolkit.models.OpenAIChatModel`)."""
         return OpenAIChatModel(self.name, base_url=self.base_url, seed=self.seed)
 
 

@@ -19,10 +19,10 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from unstuck.core.trees import temporary_tree
 from unstuck.mining.environment import Environment, MiningError
 from unstuck.mining.rollout import RolloutSpec, check_spec, resolve_environment, run_spec
 from unstuck.mining.trace import Trace
-from unstuck.trees import temporary_tree
 
 __all__ = ["BACKENDS", "Progress", "run_in_folder", "run_rollouts"]
 

@@ -11,7 +11,7 @@ Shapes:
 
 * :class:`Environment`: ``name``, ``version``, ``description``, ``objects``, ``tasks``,
   ``tool_names``; :meth:`Environment.open` builds a fresh :class:`Session` in a folder.
-* :class:`Session`: the rollout's ``tools`` (a :class:`unstuck.tools.Toolset` of real tools),
+* :class:`Session`: the rollout's ``tools`` (a :class:`unstuck.toolkit.specs.Toolset` of real tools),
   :meth:`Session.snapshot` / :meth:`Session.restore` of the whole state folder,
   :meth:`Session.verify` (the task's verifier on the final state and the final answer),
   :meth:`Session.close` (stops its services; the folder is the caller's).
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from unstuck.errors import UnstuckError
-from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
-from unstuck.trees import OutsideTreeError, write_inside
+from unstuck.core.errors import UnstuckError
+from unstuck.core.tools import Effect, ToolCall
+from unstuck.core.trees import OutsideTreeError, write_inside
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 __all__ = [
     "ASK_TOOL",
@@ -248,7 +249,7 @@ class FolderSession:
     programs, a lock file a process holds): a snapshot leaves it out, a restore neither removes
     nor writes it. A restore never writes outside ``root``: a snapshot's name that is absolute
     or climbs out (``..``) is refused, and each file is written new, never through a link
-    (:func:`unstuck.trees.write_inside`)."""
+    (:func:`unstuck.core.trees.write_inside`)."""
 
     #: Relative names (``/``-separated) a snapshot leaves out and a restore keeps as they are.
     kept: tuple[str, ...] = ()

@@ -33,11 +33,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from unstuck.core.situations import Kind, KindClass, class_of
+from unstuck.core.tools import Effect
 from unstuck.mining.environment import ASK_TOOL, BusinessObject
 from unstuck.mining.rules import ActionKind, Moment, Rule, RuleAction, Trigger
 from unstuck.mining.trace import BadPattern, Trace, TraceStep, shows_identifier
-from unstuck.situations import Kind, KindClass, class_of
-from unstuck.tools import Effect
 
 __all__ = ["MIN_SUPPORT", "Candidate", "PairView", "candidate_of", "extract_rules", "rule_id", "rule_text"]
 

@@ -17,7 +17,7 @@ verifier's verdict. Two ship here:
     read in between that shows it (a successful read whose identifier arguments all name the
     write's own values); or the final answer while such a write stands;
   - ``repeated_failed_call``: a call identical to the last one that failed, unless
-    :func:`unstuck.retry.next_retry` allows it (transient kinds within their attempts:
+    :func:`unstuck.decide.retry.next_retry` allows it (transient kinds within their attempts:
     timeout 2, unavailable / network / rate-limited quota 3, DESIGN.md "Defaults");
   - ``unverified_identifier``: an identifier argument (the environment's business objects'
     identifiers, or keys named ``id``, ``*_id``, ``number``, ``*_number``, ``name``, ``*_name``)
@@ -29,7 +29,7 @@ verifier's verdict. Two ship here:
     right after a blocker is finished, not given up).
 
 * :class:`ModelAnalyzer` asks a model behind an OpenAI-compatible endpoint
-  (:class:`unstuck.models.OpenAIChatModel`) for one JSON object; a reply that is not that
+  (:class:`unstuck.toolkit.models.OpenAIChatModel`) for one JSON object; a reply that is not that
   object is an *error label* (counted, the rollout discarded), never an exception.
 
 :func:`joint_label` joins an analyzer's label with the verifier's :class:`Verification`:
@@ -47,14 +47,14 @@ from typing import Any, Protocol
 
 import re2
 
-from unstuck.classify import classify_result
+from unstuck.core.situations import Kind, KindClass, Situation, Source, class_of
+from unstuck.core.tools import Effect, ToolCall, ToolResult
+from unstuck.decide.retry import RETRY_RULES, next_retry
 from unstuck.faults.bank import FailureBank
 from unstuck.mining.environment import ASK_TOOL, BusinessObject, MiningError, Snapshot, Task, Verification
 from unstuck.mining.trace import IDENTIFIER_KEYS, BadPattern, Trace, TraceStep, shows_identifier
-from unstuck.models import Message, Model, ModelError, Role
-from unstuck.retry import RETRY_RULES, next_retry
-from unstuck.situations import Kind, KindClass, Situation, Source, class_of
-from unstuck.tools import Effect, ToolCall, ToolResult
+from unstuck.recognise.classify import classify_result
+from unstuck.toolkit.models import Message, Model, ModelError, Role
 
 __all__ = [
     "DETERMINISTIC",
@@ -74,7 +74,7 @@ __all__ = [
 DETERMINISTIC = "deterministic"
 #: How many characters of each result the model analyzer is shown (head and tail kept).
 SHOWN_CHARS = 600
-#: The turn statuses the rules read (``unstuck.outcome.TurnStatus`` values).
+#: The turn statuses the rules read (``unstuck.decide.outcome.TurnStatus`` values).
 _BLOCKED = "blocked"
 _DONE = "done"
 #: An answer that says the task was not done ("I could not complete the task: ...", "I was
@@ -168,7 +168,7 @@ class DeterministicAnalyzer:
         bank: the failure bank whose forms an injected step names; a form's ``transient``
             flag says whether waiting fixes it (a rate limit does, a spent quota does not).
             For a real return the classifier reads the shown content
-            (:func:`unstuck.classify.classify_result`); failing both, the kind's class.
+            (:func:`unstuck.recognise.classify.classify_result`); failing both, the kind's class.
     """
 
     name = DETERMINISTIC
@@ -427,8 +427,8 @@ def _strip_fence(text: str) -> str:
 
 
 class ModelAnalyzer:
-    """An analyzer behind a chat model (any :class:`unstuck.models.Model`, in practice an
-    :class:`unstuck.models.OpenAIChatModel`). It sends the trace (:func:`trace_text`) and the
+    """An analyzer behind a chat model (any :class:`unstuck.toolkit.models.Model`, in practice an
+    :class:`unstuck.toolkit.models.OpenAIChatModel`). It sends the trace (:func:`trace_text`) and the
     bad-pattern vocabulary, without tools, and reads one JSON object
     ``{correct, pattern, first_error_turn, diagnosis}``. A model error or a reply that is not
     exactly that object (not JSON, a pattern outside :class:`BadPattern`, a turn outside

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from unstuck.core.tools import Effect
+from unstuck.core.trees import temporary_tree
 from unstuck.faults.bank import load_bank
 from unstuck.mining.agents import ModelSpec, default_pool
 from unstuck.mining.backends import run_rollouts
@@ -40,8 +42,6 @@ from unstuck.mining.labels import DeterministicAnalyzer, JointLabel, LabelStats,
 from unstuck.mining.rollout import DEFAULT_MAX_TURNS, RolloutSpec
 from unstuck.mining.rules import BadPatternCount, EnvironmentRecord, Rule, RuleEffect
 from unstuck.mining.trace import Trace
-from unstuck.tools import Effect
-from unstuck.trees import temporary_tree
 
 __all__ = [
     "LEVEL_SEED_OFFSET",
@@ -224,7 +224,7 @@ def check_models(models: Sequence[ModelSpec], *, timeout_s: float = 20.0) -> Non
     Raises:
         MiningError: naming the model, its server and the client's error.
     """
-    from unstuck.models import Message, ModelError, OpenAIChatModel, Role
+    from unstuck.toolkit.models import Message, ModelError, OpenAIChatModel, Role
 
     for spec in models:
         client = OpenAIChatModel(spec.name, base_url=spec.base_url, timeout_s=timeout_s, max_retries=0)

@@ -4,7 +4,7 @@
 The session's tools are wrapped twice: first so that the whole state is snapshotted *before*
 every call (the trace keeps it), then by :class:`unstuck.faults.injector.Injector`, which lets
 the real tool run and replaces its return with probability ``p_inj`` (replacing a return never
-rolls back the tool's state). The turn runs through :func:`unstuck.loop.run_turn` unguarded and
+rolls back the tool's state). The turn runs through :func:`unstuck.loop.turn.run_turn` unguarded and
 unattended on a virtual clock: the guard only observes and records the situation of every
 result, so failures show.
 
@@ -20,17 +20,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from unstuck.clock import VirtualClock
+from unstuck.core.clock import VirtualClock
+from unstuck.core.tools import ToolResult
+from unstuck.decide.outcome import StepRecord
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.faults.injector import Injector
-from unstuck.loop import run_turn
+from unstuck.loop.turn import run_turn
 from unstuck.mining.agents import ModelSpec, build_agent, profile
 from unstuck.mining.environment import Environment, MiningError, Session, Snapshot, Task
 from unstuck.mining.rules import Rule
 from unstuck.mining.trace import Trace, TraceStep
-from unstuck.models import Model
-from unstuck.outcome import StepRecord
-from unstuck.tools import ToolResult, Toolset, ToolSpec
+from unstuck.toolkit.models import Model
+from unstuck.toolkit.specs import Toolset, ToolSpec
 
 __all__ = ["DEFAULT_MAX_TURNS", "RolloutSpec", "check_spec", "find_task", "injection_seed", "resolve_environment",
            "rollout", "run_spec"]

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from unstuck.instructions import Use, screen_instruction
+from unstuck.core.output import write_json
 from unstuck.mining.environment import BusinessObject, MiningError
 from unstuck.mining.trace import BadPattern
-from unstuck.output import write_json
+from unstuck.recognise.instructions import Use, screen_instruction
 
 __all__ = [
     "RECORDS_ENV",
@@ -210,8 +210,8 @@ def record_path(environment: str, folder: Path | None = None) -> Path:
 def withheld_rules(rules: Sequence[Rule]) -> tuple[tuple[Rule, str], ...]:
     """The enabled rules whose text may not reach a prompt, each with why: a rule's text is
     accepted only as one plain sentence of at most
-    :data:`unstuck.instructions.SENTENCE_MAX_CHARS` characters with no instruction markers
-    (:func:`unstuck.instructions.screen_instruction`: an injected instruction, a
+    :data:`unstuck.recognise.instructions.SENTENCE_MAX_CHARS` characters with no instruction markers
+    (:func:`unstuck.recognise.instructions.screen_instruction`: an injected instruction, a
     download-and-run, hidden characters, escape sequences, two sentences or a line break
     withhold it)."""
     withheld: list[tuple[Rule, str]] = []
@@ -267,7 +267,7 @@ def load_record(path: Path) -> EnvironmentRecord:
         MiningError: for a missing, unreadable or malformed file, or one of another schema
             version, naming the file and what is wrong.
     """
-    from unstuck.readers import parse_json, read_text
+    from unstuck.core.readers import parse_json, read_text
 
     data = parse_json(read_text(path, what="the environment record", error=MiningError), where=str(path),
                       error=MiningError)
@@ -297,4 +297,4 @@ def save_record(record: EnvironmentRecord, path: Path) -> None:
     """Write ``record`` as JSON (UTF-8) to ``path``, atomically (a temporary file renamed over
     it), so a crash leaves the old record or the new one, never half of one."""
     document = {"schema": RECORD_SCHEMA, **asdict(record), "stats": dict(record.stats)}
-    write_json(path, document)  # redacted, as every file unstuck writes (unstuck.output)
+    write_json(path, document)  # redacted, as every file unstuck writes (unstuck.core.output)

@@ -17,8 +17,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from unstuck.core.tools import ToolCall
 from unstuck.mining.environment import Snapshot, Verification
-from unstuck.tools import ToolCall
 
 __all__ = ["IDENTIFIER_KEYS", "BadPattern", "Trace", "TraceStep", "mentions", "shows_identifier"]
 
@@ -31,7 +31,7 @@ class BadPattern(enum.StrEnum):
     * ``unchecked_write``: after a write whose return was a failure, the agent wrote again, or
       answered, without reading back whether the first write took effect;
     * ``repeated_failed_call``: the same call again, unchanged, after it failed, beyond what
-      the retry table allows (:mod:`unstuck.retry`: transient kinds only, within their
+      the retry table allows (:mod:`unstuck.decide.retry`: transient kinds only, within their
       attempts);
     * ``worked_around_blocker``: after a blocker's situation (auth, permission, not installed,
       a spent quota), other calls instead of asking the user;

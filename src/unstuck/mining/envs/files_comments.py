@@ -51,6 +51,7 @@ from typing import Any
 
 import re2
 
+from unstuck.core.tools import Effect, ToolCall
 from unstuck.mining.environment import (
     ASK_TOOL,
     BusinessObject,
@@ -63,7 +64,7 @@ from unstuck.mining.environment import (
     ask_tool,
     asked_questions,
 )
-from unstuck.tools import Effect, ToolCall, Toolset, ToolSpec, tool
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 __all__ = ["ENVIRONMENT_NAME", "FilesCommentsEnvironment", "FilesCommentsSession", "make_environment"]
 

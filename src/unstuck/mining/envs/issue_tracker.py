@@ -4,7 +4,7 @@ Each session serves one repository's issues (``acme/storefront``) from a SQLite 
 folder (``tracker.db``, opened per request, never held open) with a GitHub-REST-like API on
 an ephemeral loopback port, from a thread its :meth:`IssueTrackerSession.close` stops. The
 tools are Python functions that make real HTTP requests to it (httpx) and return the parsed
-JSON on success, or the server's :class:`unstuck.tools.HttpResponse` (status, GitHub's error
+JSON on success, or the server's :class:`unstuck.core.tools.HttpResponse` (status, GitHub's error
 body, headers) on failure.
 
 What the server answers, and where each shape comes from:
@@ -50,6 +50,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
+from unstuck.core.tools import Effect, HttpResponse, ToolCall
 from unstuck.mining.environment import (
     BusinessObject,
     FolderSession,
@@ -61,7 +62,7 @@ from unstuck.mining.environment import (
     ask_tool,
     asked_questions,
 )
-from unstuck.tools import Effect, HttpResponse, ToolCall, Toolset, ToolSpec, tool
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
 
 __all__ = [
     "DB_FILE",

@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unstuck.commands.shell import command_subject
+from unstuck.core.tools import CommandOutput, Effect, ToolCall
+from unstuck.core.trees import chmod_inside
 from unstuck.mining.environment import (
     ASK_TOOL,
     BusinessObject,
@@ -56,10 +59,8 @@ from unstuck.mining.environment import (
     ask_tool,
     asked_questions,
 )
-from unstuck.shell import command_subject
-from unstuck.toolkit import Workspace
-from unstuck.tools import CommandOutput, Effect, ToolCall, Toolset, ToolSpec, tool
-from unstuck.trees import chmod_inside
+from unstuck.toolkit.specs import Toolset, ToolSpec, tool
+from unstuck.toolkit.workspace import Workspace
 
 __all__ = [
     "DEADLINE_S",
@@ -613,7 +614,7 @@ class PackageCliSession(FolderSession):
     @staticmethod
     def _make_executable(root: Path) -> None:
         """Mode 755 on the stand-in programs in ``bin/``; a link an agent put there is left
-        alone, never its target (:func:`unstuck.trees.chmod_inside`)."""
+        alone, never its target (:func:`unstuck.core.trees.chmod_inside`)."""
         for path in (root / "bin").iterdir():
             if not path.is_symlink():
                 chmod_inside(root, path, 0o755)

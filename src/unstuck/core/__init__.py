@@ -1,0 +1,4 @@
+"""The floor every layer stands on: situations and their words, errors, the clock, text made safe,
+secrets masked, reading and writing files and streams, derived data kept between processes, file
+trees changed without leaving them. Imports nothing of unstuck's above it.
+"""

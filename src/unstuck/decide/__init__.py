@@ -1,0 +1,3 @@
+"""Pure decisions, with no I/O and no clock reads: the policy, retries, escalation, turn records,
+and every text a user or a model reads. May import toolkit and below.
+"""

@@ -1,0 +1,3 @@
+"""What a tool result means: the classifier, declarations, the signal table, code tables, message
+catalogues, envelopes, and what tool text may become. May import commands and core.
+"""

@@ -1,0 +1,891 @@
+"""Infer a situation from a tool result that declared none, from generic signals only.
+
+The signals are data (:mod:`unstuck.recognise.signals`; DESIGN.md, "How a result is recognised"), read
+in two steps.
+
+**Did it fail?** A failure status (a non-zero exit, an HTTP status of 400 or more, a raised
+exception, a tool's own ``error``) says so, unless a *harmless* wording explains it ("nothing
+to commit" under exit 1) or the program's manual gives that exit status another meaning
+(``grep`` exits 1 when nothing matched). Without a status, the text decides: a failure
+marker (an error or fatal log level, a traceback, a panic, an exception name), an envelope
+that says it failed (``ok: false``, a GraphQL ``errors`` array, a Kubernetes ``Status`` of
+``Failure``), or a cause worded. A status that says success is overruled only by a crash
+(a traceback, a panic), a structural failure envelope, or a marker with a cause worded. A
+*document* a tool returns (``read_file``'s text, a fetched page: ``ToolDescription.document_output``)
+is data, never read for failure.
+
+**What does it mean?** The first stage of this table that says something decides
+(:data:`PRECEDENCE`); a body naming a specific cause beats a bare status:
+
+=================  ==========================================================================
+stage              evidence
+=================  ==========================================================================
+not executed       the call was refused before it ran → ``permission``
+(waited)           its deadline passed while its program waited for input (a pager, a prompt)
+                   → interactive ``invalid_args`` with the non-interactive fix (a cause)
+decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat generic wording
+                   (a cause row worded beside them still decides)
+cause              the first wording row that names a cause (sign-in and prompt shapes,
+                   spent quotas, locks, ...), then a program's own message in any installed
+                   language (gettext catalogues)
+code               a machine code in an envelope's fields or in the text (errno, Node, gRPC,
+                   SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub, OpenAI, Anthropic, ...)
+status             the HTTP status (the result's, else one the body states), the exception
+                   class, the exit code
+weak               generic wording ("not found", "already exists") and category-level codes
+                   (``invalid_request_error``)
+unrecognised       a failure nothing explains → ``execution_error`` (inferred), said so by
+                   :func:`explain_result`
+=================  ==========================================================================
+
+A success is read only for degenerate and adversarial signals (truncation, emptiness, an
+injected instruction). The tool's own suggested fix ("please run: gh auth login") rides on the
+situation as ``suggestion``, screened (:func:`unstuck.commands.shell.screen_command`) and always quoted
+as what the tool said. Inferred situations have ``source=inferred`` and never an unblock or a
+probe.
+
+Only a window of a result is read: its first :data:`SCAN_HEAD_CHARS` and last
+:data:`SCAN_TAIL_CHARS` characters; every signal compiles under re2, so a result costs time
+linear in the window, and flat beyond it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from unstuck.commands.shell import Screened, is_setup, parse_command_line, screen_command
+from unstuck.commands.waiting import non_interactive_fix
+from unstuck.core.situations import Kind, Situation, Source
+from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
+from unstuck.core.tools import ToolDescription, ToolResult
+from unstuck.recognise.codes import CodeVerdict
+from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
+from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
+
+__all__ = [
+    "PRECEDENCE",
+    "SCAN_HEAD_CHARS",
+    "SCAN_TAIL_CHARS",
+    "Classification",
+    "Decision",
+    "Evidence",
+    "Stage",
+    "classify_output",
+    "classify_result",
+    "explain_output",
+    "explain_result",
+    "find_injection",
+]
+
+_DETAIL_CHARS = 240
+#: A success longer than this is not empty, whatever the empty pattern would say.
+_EMPTY_CHARS = 200
+_SUGGESTION_CHARS = 200
+#: Only this much of a result is read: its head and its tail (characters). Failures are worded
+#: at the start or the end; a tool's own truncation keeps a result under the head size.
+SCAN_HEAD_CHARS = 96_000
+SCAN_TAIL_CHARS = 16_000
+
+
+class Stage(enum.StrEnum):
+    """Which kind of evidence decided a classification (see the module's table)."""
+
+    NOT_EXECUTED = "not executed"
+    DECISIVE_EXIT = "decisive exit code"
+    CAUSE = "cause"
+    CODE = "code"
+    STATUS = "status"
+    WEAK = "weak"
+    UNRECOGNISED = "unrecognised"
+    SUCCESS = "success"
+
+
+#: The order in which stages decide a failure's kind: the first that says something wins.
+PRECEDENCE: tuple[Stage, ...] = (
+    Stage.NOT_EXECUTED, Stage.DECISIVE_EXIT, Stage.CAUSE, Stage.CODE, Stage.STATUS, Stage.WEAK,
+    Stage.UNRECOGNISED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The rule that decided: its stage, where it is (``signals.yaml text row 7``,
+    ``codes.yaml sqlstate 53300``, ``HTTP 403``) and its documented source."""
+
+    stage: Stage
+    rule: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One thing the classifier saw: what (``marker: traceback``, ``envelope: graphql``,
+    ``code: grpc UNAVAILABLE``, ``status: HTTP 403``, ``harmless``, ``suggestion``) and a
+    short excerpt."""
+
+    what: str
+    excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """A classification with its reasons (``unstuck classify --explain``).
+
+    Attributes:
+        situation: the inferred situation, or ``None`` for an ordinary success.
+        failed: whether the result was read as a failure.
+        decided_by: the rule that decided the kind (``None`` for a plain success).
+        evidence: what was seen on the way, in order.
+    """
+
+    situation: Situation | None
+    failed: bool
+    decided_by: Decision | None
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def recognised(self) -> bool:
+        """False when a failure matched nothing (it stays ``execution_error``, inferred)."""
+        return self.decided_by is None or self.decided_by.stage is not Stage.UNRECOGNISED
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _window(text: str) -> str:
+    if len(text) <= SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
+        return text
+    return text[:SCAN_HEAD_CHARS] + "\n" + text[-SCAN_TAIL_CHARS:]
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    if start < end and text[start] == "\n":  # a row anchored on the line break before its line
+        start += 1
+    first = text.rfind("\n", 0, start) + 1
+    last = text.find("\n", end)
+    if end - first > _DETAIL_CHARS:  # a long line (a JSON document on one line): the excerpt holds the match
+        first = max(first, (start + end - _DETAIL_CHARS) // 2)
+    line = text[first : last if last != -1 else len(text)].strip()
+    return line[:_DETAIL_CHARS]
+
+
+#: Words without which no envelope can state a failure or carry a code: a cheap test that
+#: spares the parser the many results that hold none (envelopes.py: failure fields and codes).
+_ENVELOPE_WORDS = ("error", "fail", "fault", "exception", "false", "detail", "code", "status", "level",
+                   "severity", "reason", "__type")
+
+
+def _lowered_offsets(text: str, lowered: str) -> list[int]:
+    """For each offset of ``lowered`` (``text.lower()``), the offset in ``text`` of the character it
+    was lowered from, and ``len(text)`` after the last: each character lowers on its own, to one
+    character or more (SpecialCasing.txt; the conditional mappings Python applies, final sigma,
+    keep the length)."""
+    positions = [index for index, char in enumerate(text) for _ in range(len(char.lower()))]
+    positions += [len(text)] * (len(lowered) + 1 - len(positions))
+    return positions[:len(lowered) + 1]
+
+
+def _adversarial(row: Any) -> bool:
+    return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
+
+
+class _Reader:
+    """One result's window, read lazily: each signal set at most once."""
+
+    def __init__(self, table: SignalTable, window: str) -> None:
+        self.table = table
+        text = valid_utf8(window)
+        self.raw = text
+        # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
+        self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
+                     or has_invisible(text) else text)
+        self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
+        # Lower-casing can change a string's length ("İ", U+0130, is "i̇", two characters:
+        # Unicode SpecialCasing.txt): offsets into lowered are then mapped back to the text, so
+        # what is shown is always the tool's own text, in its case (a lower-cased AWS key or
+        # JWT would no longer look like one to the redaction of what is stored).
+        self._to_text = None if len(self.lowered) == len(self.text) else _lowered_offsets(self.text, self.lowered)
+        self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
+        # an ASCII-only text is matched with the alternatives it can match (most output is)
+        plain = self.lowered.isascii()
+        self.causes = table.ascii_causes if plain else table.causes
+        self.weak_rows = table.ascii_weak if plain else table.weak
+        self._cache: dict[str, Any] = {}
+        self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
+
+    def _once(self, key: str, compute: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def computed(self, key: str) -> bool:
+        return key in self._cache
+
+    def excerpt(self, match: RowMatch) -> str:
+        return self.line_around(match.start, match.end)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The span of :attr:`text` that the span ``start:end`` of :attr:`lowered` was lowered from."""
+        positions = self._to_text
+        if positions is None:
+            return start, end
+        first = positions[min(start, len(positions) - 1)]
+        last = positions[min(end - 1, len(positions) - 1)] + 1 if end > start else first
+        return first, max(first, last)
+
+    def original(self, start: int, end: int) -> str:
+        """The text that ``lowered[start:end]`` was lowered from, in its own case."""
+        first, last = self.span(start, end)
+        return self.text[first:last]
+
+    def line_around(self, start: int, end: int) -> str:
+        """:func:`_line_around` the match at ``start:end`` of :attr:`lowered`, from :attr:`text`."""
+        first, last = self.span(start, end)
+        return _line_around(self.text, first, last)
+
+    def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
+        indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
+        for index in indices:
+            if accept(rows.rows[index]):
+                located: RowMatch | None = rows.locate(index, self.lowered)
+                return located
+        return None
+
+    def cause(self, *, failed: bool) -> RowMatch | None:
+        """The first cause row (a failure is never read for an injected instruction)."""
+        def accept(row: Any) -> bool:
+            return not (failed and row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION)
+        return self._once(f"cause{failed}", lambda: self._first("causes", self.causes, accept))  # type: ignore[no-any-return]
+
+    def failure_cause(self) -> RowMatch | None:
+        """The first cause row that names a failure (not a degenerate or adversarial one)."""
+        return self._once("failure_cause", lambda: self._first(  # type: ignore[no-any-return]
+            "causes", self.causes, lambda row: not row.success_too))
+
+    def success_signal(self) -> RowMatch | None:
+        """The first adversarial row (:meth:`injection`), else the first degenerate one (what a
+        success is read for)."""
+        return self._once("success", lambda: self.injection() or self._first(  # type: ignore[no-any-return]
+            "degenerate", self.table.degenerate, lambda row: True))
+
+    def injection(self) -> RowMatch | None:
+        """The first adversarial row, whatever else the text reads as: in the text, else in its
+        :func:`unstuck.core.text.match_form` (fullwidth or styled letters, format characters), where
+        the match stands for the whole line it is on (lines are kept one for one)."""
+        def compute() -> RowMatch | None:
+            found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+            if found is not None or self.raw.isascii():
+                return found
+            found = self._smuggled()
+            if found is not None or self.lowered.isascii():
+                return found
+            # the n-th line of the folded text is the n-th of this one: only a carriage return
+            # (which the cleaning turns into a line break) could add one, so such text is folded
+            # line by line
+            folded = match_form(self.text) if "\r" not in self.text else "\n".join(
+                match_form(line).replace("\n", " ") for line in self.text.split("\n"))
+            if folded == self.text:
+                return None
+            inner = _Reader(self.table, folded).injection()
+            if inner is None:
+                return None
+            number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
+            start = 0
+            for _ in range(number):
+                after = self.lowered.find("\n", start)
+                if after == -1:
+                    break
+                start = after + 1
+            end = self.lowered.find("\n", start)
+            return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
+        return self._once("injection", compute)  # type: ignore[no-any-return]
+
+    def _smuggled(self) -> RowMatch | None:
+        """An adversarial row in the text that tag characters spell
+        (:func:`unstuck.core.text.smuggled_text`, read from the window as it came: cleaning removes
+        them), standing for the line of this text where the first tag character was."""
+        hidden = smuggled_text(self.raw)
+        inner = _Reader(self.table, hidden).injection() if hidden is not None else None
+        if inner is None:
+            return None
+        first = next(index for index, char in enumerate(self.raw) if 0xE0020 <= ord(char) <= 0xE007E)
+        start = self.lowered.rfind("\n", 0, len(clean_terminal_text(self.raw[:first]).lower())) + 1
+        end = self.lowered.find("\n", start)
+        return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
+
+    def weak(self) -> RowMatch | None:
+        return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
+
+    def harmless(self) -> tuple[RowMatch, ...]:
+        return self._once("harmless", lambda: self.table.harmless.every(self.lowered, self.encoded))  # type: ignore[no-any-return]
+
+    def markers(self) -> tuple[RowMatch, ...]:
+        """Failure markers, minus those on a line a harmless wording explains."""
+        def compute() -> tuple[RowMatch, ...]:
+            found = self.table.markers.every(self.lowered, self.encoded)
+            if not found:
+                return ()
+            quiet = {self.line_of(m.start) for m in self.harmless()}
+            quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
+            return tuple(m for m in found if self.line_of(m.start) not in quiet)
+        return self._once("markers", compute)  # type: ignore[no-any-return]
+
+    def crashed(self) -> bool:
+        return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
+
+    def line_of(self, offset: int) -> int:
+        """The offset where the line holding ``offset`` starts (a match that begins on the line
+        break before its line belongs to the next line)."""
+        if offset < len(self.lowered) and self.lowered[offset] == "\n":
+            offset += 1
+        return self.lowered.rfind("\n", 0, offset) + 1
+
+    def envelopes(self) -> tuple[Envelope, ...]:
+        def compute() -> tuple[Envelope, ...]:
+            if not any(word in self.lowered for word in _ENVELOPE_WORDS):
+                return ()
+            return find_envelopes(self.text)
+        return self._once("envelopes", compute)  # type: ignore[no-any-return]
+
+    def codes(self) -> tuple[CodeVerdict, ...]:
+        """Machine codes: envelope fields first (in envelope order), then tokens in the text."""
+        def compute() -> tuple[CodeVerdict, ...]:
+            found: list[CodeVerdict] = []
+            for envelope in self.envelopes():
+                found.extend(_field_codes(self, envelope))
+            found.extend(self.table.codes.in_text(self.text))
+            return tuple(dict.fromkeys(found))
+        return self._once("codes", compute)  # type: ignore[no-any-return]
+
+    def stated_status(self) -> int | None:
+        """An HTTP status the body states: an envelope's, else one worded with context."""
+        def compute() -> int | None:
+            for envelope in self.envelopes():
+                if envelope.status is not None and envelope.failed:
+                    return envelope.status
+            return self.table.codes.status_in_text(self.text)
+        return self._once("status", compute)  # type: ignore[no-any-return]
+
+    def evidence(self) -> list[Evidence]:
+        """What was read (and only that: a cheap classification reads little)."""
+        seen: list[Evidence] = []
+        if self.computed("markers"):
+            seen += [Evidence(f"marker: {m.row.name}", self.excerpt(m)) for m in self.markers()]
+        if self.computed("envelopes"):
+            seen += [Evidence(f"envelope: {e.shape.value}{' (failed)' if e.failed else ''}",
+                              self.text[e.start:e.end][:_DETAIL_CHARS]) for e in self.envelopes()]
+        if self.computed("codes"):
+            seen += [Evidence(f"code: {c.table} {c.code}", c.kind.value) for c in self.codes()]
+        if self.computed("harmless"):
+            seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
+        return seen
+
+
+#: Envelope shapes that are log lines: a line-strength marker, not a structural failure.
+_LOG_SHAPES = frozenset({Shape.LOGFMT, Shape.JSON_LOG})
+
+
+#: Words without which no structure states a failure (error objects, ``errors`` arrays,
+#: ``ok: false``, a ``Status`` of ``Failure``, ``isError``, ``<Error>``): a success without any
+#: is not parsed just to learn that it did not fail.
+_FAILURE_WORDS = ("error", "fail", "fault", "exception", "false")
+
+
+def _structural_failure(reader: _Reader) -> Envelope | None:
+    if not reader.computed("envelopes") and not any(word in reader.lowered for word in _FAILURE_WORDS):
+        return None
+    return next((e for e in reader.envelopes() if e.failed and e.shape not in _LOG_SHAPES), None)
+
+
+def _log_failure(reader: _Reader) -> Envelope | None:
+    return next((e for e in reader.envelopes() if e.failed and e.shape in _LOG_SHAPES), None)
+
+
+def _program(tool: ToolDescription | str, subject: str) -> str:
+    name = tool.name if not isinstance(tool, str) else tool
+    return subject if subject and subject != name and "/" not in subject and " " not in subject else name
+
+
+def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[str, Any], result: ToolResult) -> bool:
+    """A successful result that is a document, not the program's own report: a
+    ``document_output`` tool's, or one from a command line whose every program prints
+    documents (``cat app.log``, ``git log``, ``kubectl logs``; the tool's name stands for the
+    program when there is no command line) under a success status."""
+    if not isinstance(tool, str) and tool.document_output:
+        return True
+    if result.exit_code != 0 or not table.document_commands:
+        return False
+    command = tool.command_line(args) if not isinstance(tool, str) else None
+    if command is None:
+        name = tool.name if not isinstance(tool, str) else tool
+        return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+    simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
+    if not simple:
+        return False
+    for command_run in simple:
+        first = next((a for a in command_run.args if not a.startswith("-")), None)
+        if not any(d.covers(command_run.program or "", first) for d in table.document_commands):
+            return False
+    return True
+
+
+def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
+    """Whether the result failed; and, when a program's exit status or a harmless wording
+    explains a failure status, what it means instead (``None`` verdict: nothing failed)."""
+    stated = result.exit_code is not None or result.http_status is not None or result.error_type is not None \
+        or result.status_stated
+    if not result.ok:
+        program_code = _program_exit(reader, program, result)
+        explained = program_code is not None and (
+            program_code.verdict is None or program_code.verdict.kind is Kind.EMPTY)
+        harmless = () if explained else reader.harmless()
+        if (explained or harmless) and reader.failure_cause() is None and _structural_failure(reader) is None:
+            if explained:
+                return False, program_code
+            if not reader.crashed():
+                return False, Coded(None, harmless[0].row.source)
+        return True, None
+    if reader.crashed() or _structural_failure(reader) is not None:
+        return True, None
+    if stated:
+        # a status that says success is overruled only where a marker and a cause share a line
+        # ("ERROR: permission denied"), not by words scattered through a long output
+        marked = {reader.line_of(m.start) for m in reader.markers()}
+        if not marked:
+            return False, None
+        cause = reader.failure_cause()
+        return cause is not None and reader.line_of(cause.start) in marked, None
+    if reader.markers() or _log_failure(reader) is not None:
+        return True, None
+    coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
+    return coded or reader.failure_cause() is not None, None
+
+
+def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
+    """What a program's manual says its exit status means (``grep`` 1: nothing matched)."""
+    if not result.exit_code:
+        return None
+    return reader.table.program_exit_codes.get(program, {}).get(result.exit_code)
+
+
+def _field_codes(reader: _Reader, envelope: Envelope) -> tuple[CodeVerdict, ...]:
+    found = (reader.table.codes.for_field(code.leaf, code.value, text=reader.text) for code in envelope.codes)
+    return tuple(verdict for verdict in found if verdict is not None)
+
+
+def _decide(
+    reader: _Reader, result: ToolResult, program: str = ""
+) -> tuple[Verdict, Decision, RowMatch | None, str]:
+    """The failure's verdict, the rule that decided, the row match (for a subject) and the
+    evidence line."""
+    cause = reader.cause(failed=True)
+    if cause is not None and cause.row.verdict is not None:
+        return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
+    codes = reader.codes()
+    strong = next((c for c in codes if not c.weak), None)
+    if strong is not None:
+        return _code_verdict(strong), _code_decision(Stage.CODE, strong), None, _code_line(reader, strong)
+    status = _status_verdict(reader, result, program)
+    if status is not None:
+        return status
+    weak_row = reader.weak()
+    weak_verdict = weak_row.row.verdict if weak_row is not None else None
+    if weak_row is not None and weak_verdict is not None:
+        row = weak_row.row
+        return weak_verdict, Decision(Stage.WEAK, row.where, row.source), weak_row, reader.excerpt(weak_row)
+    weak_code = next((c for c in codes if c.weak), None)
+    if weak_code is not None:
+        return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
+    text = reader.text.strip()
+    last = text.splitlines()[-1] if text else ""
+    return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
+                                                    "DESIGN.md: a failure that matches nothing is execution_error"),
+            None, last[:_DETAIL_CHARS])
+
+
+def _code_verdict(code: CodeVerdict) -> Verdict:
+    return Verdict(code.kind, code.interactive, code.retryable)
+
+
+def _code_decision(stage: Stage, code: CodeVerdict) -> Decision:
+    return Decision(stage, f"code table {code.table}: {code.code}", code.source)
+
+
+def _code_line(reader: _Reader, code: CodeVerdict) -> str:
+    at = reader.text.find(code.code)
+    return _line_around(reader.text, at, at + len(code.code)) if at != -1 else f"{code.table} code {code.code}"
+
+
+def _status_verdict(
+    reader: _Reader, result: ToolResult, program: str = ""
+) -> tuple[Verdict, Decision, None, str] | None:
+    table = reader.table
+    program_code = _program_exit(reader, program, result)
+    if program_code is not None and program_code.verdict is not None:
+        return (program_code.verdict, Decision(Stage.STATUS, f"{program} exit status {result.exit_code}",
+                                               program_code.source), None, _first_line(reader) or
+                f"{program} exited {result.exit_code}")
+    status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
+    if status is None and result.http_status is None:
+        status = reader.stated_status()
+    coded = table.codes.http_status(status) if status is not None else None
+    if status is not None and coded is not None and not coded.weak:
+        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                _status_line(reader, status))
+    if result.error_type and result.error_type in table.exception:
+        exc = table.exception[result.error_type]
+        if exc.verdict is not None:
+            line = reader.text.strip().splitlines()[-1] if reader.text.strip() else result.error_type
+            return exc.verdict, Decision(Stage.STATUS, f"exception {result.error_type}", exc.source), None, line
+    if result.exit_code is not None and result.exit_code in table.exit_code:
+        coded_exit = table.exit_code[result.exit_code]
+        if coded_exit.verdict is not None:
+            return (coded_exit.verdict, Decision(Stage.STATUS, f"exit code {result.exit_code}", coded_exit.source),
+                    None, f"exit code {result.exit_code}")
+    if status is not None and coded is not None:  # a weak status (400, 500) still beats nothing
+        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+                _status_line(reader, status))
+    return None
+
+
+def _first_line(reader: _Reader) -> str:
+    """The first line of the output that says something (not a bare status line)."""
+    for line in reader.text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.lower().startswith("http "):
+            return stripped[:_DETAIL_CHARS]
+    return ""
+
+
+def _status_line(reader: _Reader, status: int) -> str:
+    said = _first_line(reader)
+    return f"HTTP {status}: {said}"[:_DETAIL_CHARS] if said else f"HTTP {status}"
+
+
+def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
+    for name in table.retry_after_headers:
+        value = result.header(name)
+        if value is not None:
+            try:
+                wait = float(value.strip())
+            except ValueError:
+                continue  # an HTTP-date Retry-After needs a clock: tools declare it (unstuck.recognise.declare)
+            if math.isfinite(wait):  # "nan" and "inf" parse as floats; neither is a wait
+                return max(wait, 0.0)
+    found = table.retry_after_text.search(lowered)
+    if found is None:
+        return None
+    wait = float(next(group for group in found.groups() if group is not None))
+    return wait if math.isfinite(wait) else None
+
+
+def _subject(tool: ToolDescription | str, args: Mapping[str, Any]) -> str:
+    if not isinstance(tool, str):
+        return tool.subject_of(args)
+    return tool
+
+
+#: Words a naming pattern may take for a subject that never are one: log levels and the
+#: prefixes programs put before their messages ("ERROR: permission denied").
+_NOT_SUBJECTS = frozenset({
+    "error", "fatal", "warning", "warn", "info", "debug", "critical", "crit", "panic", "e", "w", "err", "failed",
+    "failure", "emerg", "alert", "notice", "trace",
+})
+#: The word or path just before ": <message>" on a line (coreutils' "cat: PATH: message").
+_BEFORE_MESSAGE = re.compile(r"([^\s:'‘’\"]+)['’\"]?\s*[:：]\s*$")
+#: Kinds whose subject is what a message was about: a path refused or missing.
+_PATH_KINDS = frozenset({Kind.PERMISSION, Kind.NOT_FOUND})
+
+
+def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str:
+    """The subject a row's wording names (a missing program, a refused path), in its
+    original case; for a row with no naming pattern (a program's message in another
+    language), the path just before the message on its line."""
+    if match is None:
+        return default
+    first = reader.line_of(match.start)
+    last = reader.lowered.find("\n", match.end)
+    last = len(reader.lowered) if last == -1 else last + 1  # the line break too: re2's $ is the text's end
+    named: str | None = None
+    if match.row.subject is not None:
+        # the subject is named on the line the row matched (a short text: captures are cheap)
+        found = match.row.subject.search(reader.lowered, first, last)
+        index = None if found is None else next(
+            (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+        if found is not None and index is not None:
+            start, end = found.span(index)
+            named = reader.original(start, end).strip()
+    elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
+        start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
+        head = reader.original(first, start)
+        before = _BEFORE_MESSAGE.search(head)
+        candidate = before.group(1) if before is not None else None
+        program_prefix = head.split(":", 1)[0].strip()
+        if candidate and candidate != program_prefix and ("/" in candidate or "." in candidate):
+            named = candidate
+    if not named or named.lower() in _NOT_SUBJECTS:
+        return default
+    return named
+
+
+#: Words that end a suggested command where prose begins ("gh auth login to authenticate").
+_PROSE = frozenset({
+    "to", "and", "for", "or", "then", "if", "first", "again", "before", "after", "which", "that", "so", "in",
+    "from", "when", "once", "instead", "as", "on", "with", "by", "this", "it", "more",
+})
+#: Words that are not programs ("run the tests", "run out of memory").
+_NOT_PROGRAMS = frozenset({
+    "the", "a", "an", "it", "this", "that", "out", "into", "again", "away", "time", "command", "following",
+    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is",
+})
+
+
+@functools.lru_cache(maxsize=4096)
+def _screen(command: str) -> Screened:
+    """:func:`unstuck.commands.shell.screen_command`, remembered: tools repeat their suggestions."""
+    return screen_command(command)
+
+
+def _suggestion(reader: _Reader) -> str | None:
+    """The command the tool's own output says fixes it, cut where prose begins and screened;
+    ``None`` when there is none or it fails the screen."""
+    for index in reader.table.suggestions.matching(reader.encoded):
+        found = reader.table.suggestions.rows[index].compiled.search(reader.lowered)
+        if found is None or found.group(1) is None:
+            continue
+        start, end = found.span(1)
+        raw = reader.original(start, end)
+        words = raw.split()
+        kept: list[str] = []
+        for position, word in enumerate(words):
+            if position > 0 and word.lower() in _PROSE:
+                break
+            kept.append(word)
+        command = " ".join(kept).rstrip(".,:;!")
+        if not kept or kept[0].lower() in _NOT_PROGRAMS:
+            continue
+        screened = _screen(command)
+        if screened.command is None:
+            # the command itself is not repeated: it may carry the very secret it was refused for
+            reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
+            return None
+        return screened.command[:_SUGGESTION_CHARS]
+    return None
+
+
+def _situation(
+    reader: _Reader, verdict: Verdict, subject: str, result: ToolResult, detail: str, suggestion: str | None = None
+) -> Situation:
+    retry_after = _retry_after(reader.table, result, reader.lowered) if verdict.retryable else None
+    return Situation(
+        kind=verdict.kind,
+        subject=subject,
+        interactive=verdict.interactive,
+        retryable=verdict.retryable,
+        retry_after_s=retry_after,
+        source=Source.INFERRED,
+        detail=detail[:_DETAIL_CHARS],
+        suggestion=suggestion,
+    )
+
+
+def _success(
+    reader: _Reader, tool: ToolDescription | str, subject: str, result: ToolResult, program_code: Coded | None = None,
+) -> Classification:
+    signal = reader.success_signal()
+    signal_verdict = signal.row.verdict if signal is not None else None
+    if signal is not None and signal_verdict is not None:
+        row = signal.row
+        situation = _situation(reader, signal_verdict, subject, result, reader.excerpt(signal))
+        return Classification(situation, False, Decision(Stage.SUCCESS, row.where, row.source))
+    if program_code is not None:
+        if program_code.verdict is None:
+            return Classification(None, False, Decision(Stage.SUCCESS, "harmless", program_code.source))
+        situation = _situation(reader, program_code.verdict, subject, result, "no results")
+        return Classification(situation, False, Decision(Stage.SUCCESS, "program exit status", program_code.source))
+    tool_name = (tool.name if not isinstance(tool, str) else tool).lower()
+    short = len(reader.lowered) <= _EMPTY_CHARS  # an empty result is short by definition
+    if short and reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
+        situation = _situation(reader, Verdict(Kind.EMPTY), subject, result, "no results")
+        return Classification(situation, False, Decision(Stage.SUCCESS, "search_tool_pattern + empty_pattern",
+                                                         "signals.yaml: an empty success from a search tool"))
+    return Classification(None, False, None)
+
+
+def explain_result(
+    tool: ToolDescription | str,
+    args: Mapping[str, Any],
+    result: ToolResult,
+    *,
+    table: SignalTable | None = None,
+    thorough: bool = True,
+) -> Classification:
+    """Classify ``result`` and say why: the deciding rule (stage, row or code, source) and the
+    evidence seen. Never raises on any content.
+
+    Args:
+        tool: the tool's spec (its ``subject_of(args)`` names the subject; a
+            ``document_output`` tool's success is data, never read for failure) or just its
+            name (then the name is the subject).
+        args: the call's arguments.
+        result: the normalised result; its declared situation, if any, is ignored here (the
+            loop prefers it: declared beats inferred).
+        table: a signal table; :func:`unstuck.recognise.signals.load_signal_table` by default.
+        thorough: read every kind of evidence for the explanation (markers, envelopes, codes);
+            ``False`` reads only what the verdict needs (the same verdict, less evidence).
+    """
+    table = table or load_signal_table()
+    subject = _subject(tool, args)
+    reader = _Reader(table, _window(result.content))
+    if not result.executed:
+        situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
+        return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
+                                                        "seed 000 section 3.2: a call a permission tier refused"))
+    found = _classify(reader, tool, args, subject, result)
+    if not thorough:
+        return found
+    reader.markers()
+    reader.envelopes()
+    if found.failed:
+        reader.codes()
+    extra: list[Evidence] = []
+    if found.situation is not None and found.situation.suggestion is not None:
+        extra.append(Evidence("suggestion", found.situation.suggestion))
+    if reader.refused_suggestion:
+        extra.append(Evidence("suggestion refused", reader.refused_suggestion))
+    return Classification(found.situation, found.failed, found.decided_by, (*reader.evidence(), *extra))
+
+
+def _classify(
+    reader: _Reader, tool: ToolDescription | str, args: Mapping[str, Any], subject: str, result: ToolResult
+) -> Classification:
+    if result.ok and _is_document(reader.table, tool, args, result):
+        return _success(reader, tool, subject, result)
+    if not result.ok and result.waiting_for_input:
+        return _waited(reader, tool, args, subject, result.waiting_for_input, result)
+    if not result.ok and result.exit_code in reader.table.decisive_exit_codes and _worded_otherwise(reader) is None:
+        return _decisive(reader, subject, result)
+    program = _program(tool, subject)
+    failed, instead = _failure_evidence(reader, result, program)
+    if not failed:
+        return _success(reader, tool, subject, result, instead)
+    verdict, decision, match, line = _decide(reader, result, program)
+    named = _named_subject(match, reader, subject)
+    situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
+    return Classification(situation, True, decision)
+
+
+def _waited(reader: _Reader, tool: ToolDescription | str, args: Mapping[str, Any], subject: str, program: str,
+            result: ToolResult) -> Classification:
+    """A call whose deadline passed while its program waited for input (a pager waiting for a
+    key, a prompt for an answer; :attr:`ToolResult.waiting_for_input`): not a timeout that
+    waiting fixes but the pager row's verdict (interactive ``invalid_args``, not retryable),
+    its detail naming the program and the way to run the command without waiting
+    (:func:`unstuck.commands.waiting.non_interactive_fix`)."""
+    command = tool.command_line(args) if not isinstance(tool, str) else None
+    fix = non_interactive_fix(program, command, catalogue=reader.table.calls)
+    situation = _situation(reader, Verdict(Kind.INVALID_ARGS, interactive=True), subject, result, fix.describe())
+    return Classification(situation, True, Decision(Stage.CAUSE, "waited for input at the deadline", fix.source))
+
+
+def _worded_otherwise(reader: _Reader) -> RowMatch | None:
+    """A specific cause worded beside a 126/127 (bash's "unbound variable" exits 127, a
+    container runtime's "executable file not found" exits 126): it decides, as a bare "gh: not
+    found" (weak wording) does not."""
+    cause = reader.failure_cause()
+    if cause is None or cause.row.verdict is None or cause.row.weak:
+        return None
+    return cause
+
+
+def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classification:
+    """126 or 127 with no specific cause worded: the exit status decides; the subject comes
+    from that kind's naming pattern."""
+    code = result.exit_code if result.exit_code is not None else 0
+    coded = reader.table.exit_code[code]
+    verdict = coded.verdict or Verdict(Kind.EXECUTION_ERROR)
+    # the subject comes from that kind's naming pattern, even where its wording row does not
+    # match (dash says only "gh: not found")
+    namers = [row for row in reader.table.causes.rows
+              if row.verdict is not None and row.verdict.kind is verdict.kind and row.subject is not None]
+    named, line = subject, ""
+    for row in namers:
+        found = row.subject.search(reader.lowered)
+        if found is not None:
+            named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
+            line = reader.line_around(found.start(), found.end())
+            break
+    text = reader.text.strip()
+    line = line or (text.splitlines()[0] if text else f"exit code {code}")
+    situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
+    return Classification(situation, True, Decision(Stage.DECISIVE_EXIT, f"exit code {code}", coded.source))
+
+
+def classify_result(
+    tool: ToolDescription | str,
+    args: Mapping[str, Any],
+    result: ToolResult,
+    *,
+    table: SignalTable | None = None,
+) -> Situation | None:
+    """Infer what ``result`` means for the loop, from generic signals only.
+
+    Returns:
+        An inferred :class:`Situation` (never with ``unblock`` or ``probe``; perhaps with the
+        tool's own screened ``suggestion``), or ``None`` when the result is an ordinary
+        success. Never raises on any content. See :func:`explain_result` for the reasons.
+    """
+    return explain_result(tool, args, result, table=table, thorough=False).situation
+
+
+def explain_output(
+    tool: ToolDescription | str,
+    args: Mapping[str, Any],
+    output: str,
+    *,
+    exit_code: int | None = None,
+    http_status: int | None = None,
+    table: SignalTable | None = None,
+) -> Classification:
+    """:func:`explain_result` for printed output when the caller may not know whether the
+    call failed: an exit code or an HTTP status states it (exit 0 and a status below 400 are
+    a success); without either, the text decides. Never raises on any text."""
+    return explain_result(tool, args, _printed(tool, output, exit_code, http_status), table=table)
+
+
+def classify_output(
+    tool: ToolDescription | str,
+    args: Mapping[str, Any],
+    output: str,
+    *,
+    exit_code: int | None = None,
+    http_status: int | None = None,
+    table: SignalTable | None = None,
+) -> Situation | None:
+    """Classify a tool's printed output (see :func:`explain_output`)."""
+    return explain_result(tool, args, _printed(tool, output, exit_code, http_status), table=table,
+                          thorough=False).situation
+
+
+def _printed(tool: ToolDescription | str, output: str, exit_code: int | None, http_status: int | None) -> ToolResult:
+    """The result a printed output stands for: failed when a status says so."""
+    name = tool.name if not isinstance(tool, str) else tool
+    ok = exit_code in (None, 0) and (http_status is None or http_status < 400)
+    return ToolResult(name, ok, output, exit_code=exit_code, http_status=http_status)
+
+
+def find_injection(text: str, *, table: SignalTable | None = None) -> str | None:
+    """The line of ``text`` that reads as an instruction aimed at the agent (an adversarial
+    row: "ignore previous instructions", a download piped into a shell), whether or not the
+    text also reads as a failure; ``None`` when there is none. What is screened before it is
+    stored or shown (a lesson's unblock and detail) goes through this, never through
+    :func:`classify_output`, whose failure reading takes precedence over the adversarial one."""
+    reader = _Reader(table or load_signal_table(), _window(text))
+    found = reader.injection()
+    return reader.excerpt(found) if found is not None else None

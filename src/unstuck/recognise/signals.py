@@ -1,0 +1,717 @@
+"""The signal table: every generic signal the classifier reads, loaded, checked and compiled.
+
+The signals are data, each row naming its source (DESIGN.md, "How a result is recognised"):
+
+* ``data/signals.yaml``: wording rows (``text``, most specific first; ``weak`` rows for
+  generic wording), ``harmless`` wordings, failure ``markers`` (log levels, tracebacks,
+  panics, exception names), the tool's own ``suggestions`` ("please run: gh auth login"), and
+  the exit-code, program-exit-code and exception tables;
+* ``data/messages.yaml`` with ``data/translations.jsonl``: programs' own messages by gettext
+  msgid, matched in every language the installed catalogues hold (:mod:`unstuck.recognise.catalogues`);
+* ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.recognise.codes`);
+* ``data/interactive_calls.yaml``: commands that wait for a person (:mod:`unstuck.commands.shell`).
+
+A user extends the table with YAML files of the same format (any of the sections above, plus
+``messages:`` rows, code ``tables:`` and interactive ``calls:``), named by :func:`load_signal_table`'s ``extra`` or by
+the ``UNSTUCK_SIGNALS`` environment variable (paths separated by ``os.pathsep``). A user's rows
+come before the bundled ones. Each file is validated like the shipped ones; a bad row is a
+:class:`SignalTableError` naming the file and the row.
+
+Every pattern compiles under google-re2, so the cost of reading a result is linear in its
+length whatever the text (a row re2 refuses is a load error, never a slow match). Text is
+matched in lower case; each row set is read in one pass with an ``re2.Set``.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import re2
+import yaml
+
+from unstuck.commands.shell import (
+    InteractiveCatalogue,
+    InteractiveRow,
+    load_interactive_catalogue,
+    parse_interactive_calls,
+)
+from unstuck.core.cache import bundled_document
+from unstuck.core.errors import UnstuckError
+from unstuck.core.readers import parse_yaml, read_text
+from unstuck.core.situations import Kind
+from unstuck.recognise.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
+from unstuck.recognise.codes import CodeTables, load_code_tables, merge_code_tables
+
+__all__ = [
+    "SIGNALS_ENV",
+    "Coded",
+    "DocumentCommand",
+    "LazyPattern",
+    "MarkerStrength",
+    "Row",
+    "RowMatch",
+    "RowSet",
+    "SignalTable",
+    "SignalTableError",
+    "Verdict",
+    "load_signal_table",
+    "signal_files_from_env",
+]
+
+#: The environment variable naming a user's own signal files (``os.pathsep``-separated).
+SIGNALS_ENV = "UNSTUCK_SIGNALS"
+#: Memory for one chunk's automaton (bytes); the translated message rows need more than
+#: re2's default.
+_SET_MAX_MEM = 64 << 20
+#: Pattern characters per ``re2.Set``. One set of every row (thousands of translated
+#: alternatives) makes a union whose lazily built DFA keeps outgrowing its cache, and re2 then
+#: rebuilds it on every text (measured: 40 ms per result over real outputs); sets of at most
+#: this much pattern stay cached (about 40 µs for every cause row over a typical result).
+_PATTERN_CHARS_PER_SET = 40_000
+
+
+class SignalTableError(UnstuckError, ValueError):
+    """A signal file cannot be read, or a row is malformed; the message names the file and row."""
+
+
+class MarkerStrength(enum.StrEnum):
+    """How much a failure marker says on its own.
+
+    ``crash``: the program crashed (a traceback, a panic): a failure even under exit 0.
+    ``line``: an error log level or an exception name on a line: a failure when the result
+    states no status, or when a cause is also worded.
+    """
+
+    CRASH = "crash"
+    LINE = "line"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a signal says: a kind and its flags."""
+
+    kind: Kind
+    interactive: bool = False
+    retryable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Coded:
+    """A row of a code table kept in signals.yaml (exit codes, exception names): its verdict
+    (``None`` when the code means "nothing failed"), and its source."""
+
+    verdict: Verdict | None
+    source: str
+
+
+class LazyPattern:
+    """A re2 pattern compiled on its first use: the bundled message rows hold hundreds of
+    translated alternatives, and compiling them all costs about 0.5 s at start-up while a text
+    reaches a handful (the row sets find which). The pattern is known to compile: it was
+    derived by :func:`unstuck.recognise.catalogues.patterns_for`, which always gives one re2 accepts, and
+    its row set compiled it already. Two threads compiling it at once compile equal objects."""
+
+    __slots__ = ("_compiled", "options", "pattern", "where")
+
+    def __init__(self, where: str, pattern: object, options: Any = None) -> None:
+        self.where = where
+        self.pattern = pattern
+        self.options = options
+        self._compiled: Any = None
+
+    def compiled(self) -> Any:
+        """The compiled re2 pattern (compiled now if it was not yet)."""
+        if self._compiled is None:
+            self._compiled = _compile(self.where, self.pattern, self.options)
+        return self._compiled
+
+    @property
+    def groups(self) -> int:
+        """Its number of capture groups."""
+        return int(self.compiled().groups)
+
+    def search(self, text: str, *bounds: int) -> Any:
+        """``re2``'s ``search`` (``bounds``: start and end positions)."""
+        return self.compiled().search(text, *bounds)
+
+    def finditer(self, text: str) -> Any:
+        """``re2``'s ``finditer``."""
+        return self.compiled().finditer(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One signal row.
+
+    Attributes:
+        where: the row's place (rows count from 1), e.g. ``signals.yaml text row 7`` or
+            ``messages.yaml libc 'Permission denied'``.
+        source: where its meaning is documented.
+        pattern: its re2 pattern (lower case).
+        verdict: what it says (``None`` for harmless rows, markers and suggestions).
+        success_too: a degenerate or adversarial row, read on a success too.
+        weak: generic wording, ranked below a status and a machine code.
+        strength: a marker's strength (markers only).
+        name: a marker's name (markers only).
+    """
+
+    where: str
+    source: str
+    pattern: str
+    verdict: Verdict | None = None
+    success_too: bool = False
+    weak: bool = False
+    strength: MarkerStrength | None = None
+    name: str = ""
+    compiled: Any = field(default=None, compare=False, repr=False)
+    subject: Any = field(default=None, compare=False, repr=False)
+    spanner: Any = field(default=None, compare=False, repr=False)
+    ascii_pattern: str | None = field(default=None, compare=False, repr=False)
+
+    def span_in(self, text: str) -> tuple[int, int] | None:
+        """Where the row first matches ``text`` (character offsets), found without capture
+        groups, so re2 can answer from its DFA (a capturing search of a row with many
+        translated alternatives costs far more)."""
+        found = (self.spanner or self.compiled).search(text)
+        return None if found is None else found.span()
+
+
+@dataclass(frozen=True, slots=True)
+class RowMatch:
+    """Where a row matched, in the lower-cased text it was given (offsets in characters)."""
+
+    row: Row
+    start: int
+    end: int
+
+
+class RowSet:
+    """An ordered set of rows, matched together in one pass (an ``re2.Set``), compiled on its
+    first match or by :meth:`build`.
+
+    Raises:
+        SignalTableError: from :meth:`build` or the first match, when re2 cannot build the set
+            (the table's loader builds the sets of a user's files at once, so their errors
+            surface at load).
+    """
+
+    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self._ascii_only = ascii_only
+        self._sets: tuple[tuple[int, Any], ...] | None = None
+
+    def build(self) -> None:
+        """Compile the set now (else it compiles on its first match: a text of ASCII only never
+        needs the sets of every language, which cost about 0.2 s to build).
+
+        Raises:
+            SignalTableError: when re2 cannot build the set.
+        """
+        self._built()
+
+    def _built(self) -> tuple[tuple[int, Any], ...]:
+        if self._sets is not None:
+            return self._sets
+        patterns = [(row.ascii_pattern if self._ascii_only and row.ascii_pattern is not None else row.pattern)
+                    for row in self.rows]
+        starts = [0]
+        size = 0
+        for index, pattern in enumerate(patterns):
+            if size and size + len(pattern) > _PATTERN_CHARS_PER_SET:
+                starts.append(index)
+                size = 0
+            size += len(pattern)
+        built: list[tuple[int, Any]] = []
+        for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
+            if start == end:
+                continue
+            options = _quiet_options()
+            options.max_mem = _SET_MAX_MEM
+            matcher = re2.Set.SearchSet(options)
+            try:
+                for pattern in patterns[start:end]:
+                    matcher.Add(pattern)
+                matcher.Compile()
+            except re2.error as exc:
+                where = self.rows[start].where
+                raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
+            built.append((start, matcher))
+        self._sets = tuple(built)
+        return self._sets
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def matching(self, lowered: str | bytes) -> tuple[int, ...]:
+        """Indices of every row whose pattern occurs in ``lowered`` (text, or text already
+        encoded as UTF-8 so several sets share one encoding), in row order."""
+        if not lowered:
+            return ()
+        found: list[int] = []
+        for start, matcher in self._built():
+            found.extend(start + index for index in matcher.Match(lowered) or ())
+        return tuple(sorted(found))
+
+    def locate(self, index: int, lowered: str) -> RowMatch | None:
+        """The first match of row ``index`` in ``lowered``."""
+        row = self.rows[index]
+        span = row.span_in(lowered)
+        if span is None:
+            return None
+        return RowMatch(row, span[0], span[1])
+
+    def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64) -> tuple[RowMatch, ...]:
+        """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8), in
+        text order (at most ``limit``)."""
+        found: list[RowMatch] = []
+        for index in self.matching(encoded if encoded is not None else lowered.encode("utf-8")):
+            row = self.rows[index]
+            for match in row.compiled.finditer(lowered):
+                found.append(RowMatch(row, match.start(), match.end()))
+                if len(found) >= limit * 4:
+                    break
+        found.sort(key=lambda m: (m.start, m.end))
+        return tuple(found[:limit])
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCommand:
+    """Programs (and, where only some print documents, their subcommands) whose successful
+    output is a document, not the program's own report (``cat``, ``git log``)."""
+
+    programs: frozenset[str]
+    subcommands: frozenset[str]
+    source: str
+
+    def covers(self, program: str, first_argument: str | None) -> bool:
+        """Whether ``program`` run with ``first_argument`` (its first non-option word) prints
+        a document."""
+        if program not in self.programs:
+            return False
+        return not self.subcommands or (first_argument is not None and first_argument in self.subcommands)
+
+
+@dataclass(frozen=True)
+class SignalTable:
+    """The compiled signal table.
+
+    Attributes:
+        causes: wording rows that name a cause, most specific first (programs' messages in
+            every installed language after the ``text`` rows).
+        ascii_causes: the same rows, matched with only the alternatives an ASCII-only text can
+            match (most tool output): a few sets instead of many (``ascii_weak`` likewise).
+        weak: generic wording (ranked below a status and a machine code).
+        degenerate: the ``success_too`` rows of ``causes`` (truncation, emptiness, an injected
+            instruction) on their own: what a success is read for, in one small pass.
+        harmless: wordings that say nothing failed.
+        markers: failure evidence without a status.
+        not_markers: lines at a warning level, whose markers are not evidence.
+        suggestions: where a tool names the command that fixes it (group 1).
+        codes: machine codes and HTTP statuses.
+        exit_code: exit statuses with a fixed meaning.
+        decisive_exit_codes: exit statuses whose meaning beats any wording (126, 127).
+        program_exit_codes: per program, exit statuses that mean "nothing matched" or
+            "nothing failed" (``grep`` 1).
+        exception: Python exception class names.
+        search_tool: tool names that are searches (an empty success is ``empty``).
+        empty: a success whose whole text matches is empty.
+        retry_after_headers: headers that give a wait in seconds.
+        retry_after_text: wording that gives a wait in seconds (group 1).
+        document_commands: programs whose successful output is a document.
+        calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
+            ``data/interactive_calls.yaml``), read before a command line is dispatched.
+        files: the files the table was built from, in order.
+    """
+
+    causes: RowSet
+    ascii_causes: RowSet
+    weak: RowSet
+    ascii_weak: RowSet
+    degenerate: RowSet
+    harmless: RowSet
+    markers: RowSet
+    not_markers: RowSet
+    suggestions: RowSet
+    codes: CodeTables
+    exit_code: Mapping[int, Coded]
+    decisive_exit_codes: frozenset[int]
+    program_exit_codes: Mapping[str, Mapping[int, Coded]]
+    exception: Mapping[str, Coded]
+    search_tool: Any
+    empty: Any
+    retry_after_headers: tuple[str, ...]
+    retry_after_text: Any
+    document_commands: tuple[DocumentCommand, ...] = ()
+    calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
+    files: tuple[str, ...] = ()
+
+    def row_sets(self) -> tuple[RowSet, ...]:
+        """Every row set of the table."""
+        return (self.causes, self.ascii_causes, self.weak, self.ascii_weak, self.degenerate, self.harmless,
+                self.markers, self.not_markers, self.suggestions)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+_TEXT_KEYS = frozenset({"kind", "interactive", "retryable", "pattern", "subject", "source", "success_too", "weak"})
+_SECTION_KEYS = frozenset({
+    "text", "harmless", "markers", "suggestions", "exit_code", "decisive_exit_codes", "program_exit_codes",
+    "exception", "search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text",
+    "messages", "tables", "calls", "document_commands", "not_markers",
+})
+
+
+#: libyaml's parser when PyYAML has it (the same safe constructor, several times faster).
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: A backslash escape in a pattern (``\S``, ``\\``): its letter is not a letter of the text.
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+
+
+def _compile(where: str, pattern: object, options: Any = None) -> Any:
+    if not isinstance(pattern, str) or not pattern:
+        raise SignalTableError(f"{where}: pattern must be a non-empty string")
+    letters = _ESCAPE.sub("", pattern)
+    if letters != letters.lower():
+        raise SignalTableError(f"{where}: pattern has an upper-case letter; text is matched in lower case")
+    try:
+        return re2.compile(pattern, options or _QUIET)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise SignalTableError(
+            f"{where}: pattern does not compile under re2, which matches in linear time and so has no "
+            f"backreferences and no lookaround: {reason}") from None
+
+
+def _quiet_options() -> Any:
+    """re2 options that do not log a refused pattern to stderr (the error names it instead)."""
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+_QUIET = _quiet_options()
+#: Character classes in a pattern (``[^\s'‘’]``): their non-ASCII members are choices, not
+#: required letters, so they do not keep an alternative from matching ASCII-only text.
+_CLASSES = re.compile(r"\[(?:\\.|[^\]\\])*\]")
+#: A pattern that matches nothing (a row with nothing an ASCII-only text could match).
+_NEVER = "[^\\x00-\\x{10ffff}]"
+
+
+def _span_only_options() -> Any:
+    """Options for a capture-free copy of a pattern (spans only: answered from re2's DFA)."""
+    options = _quiet_options()
+    options.never_capture = True
+    options.max_mem = _SET_MAX_MEM
+    return options
+
+
+_SPAN_ONLY = _span_only_options()
+
+
+def _flag(where: str, raw: Mapping[str, Any], name: str) -> bool:
+    value = raw.get(name, False)
+    if not isinstance(value, bool):
+        raise SignalTableError(f"{where}: {name} must be true or false, got {value!r}")
+    return value
+
+
+def _source(where: str, raw: Mapping[str, Any]) -> str:
+    source = raw.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise SignalTableError(f"{where}: every row needs a source (a program's source, a vendor reference, an RFC)")
+    return source.strip()
+
+
+def _verdict(where: str, raw: Mapping[str, Any]) -> Verdict:
+    try:
+        kind = Kind(raw["kind"])
+    except (KeyError, ValueError, TypeError):
+        raise SignalTableError(f"{where}: unknown or missing kind {raw.get('kind')!r}") from None
+    return Verdict(kind, _flag(where, raw, "interactive"), _flag(where, raw, "retryable"))
+
+
+def _mapping(where: str, raw: object) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise SignalTableError(f"{where}: must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _rows(where: str, raw: object) -> list[Mapping[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SignalTableError(f"{where}: must be a list of rows")
+    return [_mapping(f"{where} row {i}", row) for i, row in enumerate(raw, start=1)]
+
+
+def _text_rows(name: str, raw: object, *, lazy: bool = False) -> list[Row]:
+    """The ``text`` rows of a file; ``lazy``: the bundled file's, whose patterns compile on first
+    use (:class:`LazyPattern`; the test suite compiles every one), else compiled and checked now."""
+    rows = []
+    for index, row in enumerate(_rows(f"{name} text", raw), start=1):
+        where = f"{name} text row {index}"
+        unknown = sorted(set(map(str, row)) - _TEXT_KEYS)
+        if unknown:
+            raise SignalTableError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        subject = row.get("subject")
+        make = LazyPattern if lazy else _compile
+        rows.append(Row(
+            where, _source(where, row), row.get("pattern", ""), _verdict(where, row),
+            success_too=_flag(where, row, "success_too"), weak=_flag(where, row, "weak"),
+            compiled=make(where, row.get("pattern")),
+            subject=make(f"{where} subject", subject) if subject is not None else None,
+            spanner=make(where, row["pattern"], _SPAN_ONLY),
+        ))
+    return rows
+
+
+def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) -> list[Row]:
+    rows = []
+    for index, row in enumerate(_rows(f"{name} {section}", raw), start=1):
+        where = f"{name} {section} row {index}"
+        strength = None
+        if markers:
+            try:
+                strength = MarkerStrength(str(row.get("strength")))
+            except ValueError:
+                got = row.get("strength")
+                raise SignalTableError(f"{where}: strength must be crash or line, got {got!r}") from None
+        compiled = _compile(where, row.get("pattern"))
+        if section == "suggestions" and compiled.groups < 1:
+            raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
+        rows.append(Row(where, _source(where, row), row["pattern"], strength=strength, name=str(row.get("name", "")),
+                        compiled=compiled))
+    return rows
+
+
+def _words(where: str, row: Mapping[str, Any], key: str) -> frozenset[str]:
+    value = row.get(key, [])
+    words = [value] if isinstance(value, str) else value
+    if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+        raise SignalTableError(f"{where}: {key} must be a word or a list of words")
+    if key == "program" and not words:
+        raise SignalTableError(f"{where}: names no program")
+    return frozenset(words)
+
+
+def _coded(where: str, raw: object) -> Coded:
+    row = _mapping(where, raw)
+    if row.get("ok") is True:
+        return Coded(None, _source(where, row))
+    return Coded(_verdict(where, row), _source(where, row))
+
+
+def _int_key(where: str, key: object) -> int:
+    try:
+        return int(str(key))
+    except ValueError:
+        raise SignalTableError(f"{where}: {key!r} is not a whole number") from None
+
+
+def _message_rows(
+    name: str, messages: Sequence[tuple[MessageRow, tuple[str, ...]]], *, lazy: bool = False
+) -> tuple[list[Row], ...]:
+    """Signal rows of programs' messages, each with its patterns in every language
+    (:func:`unstuck.recognise.catalogues.patterns_for`): causes, weak rows and harmless rows. ``lazy``:
+    each row's own patterns compile on first use (:class:`LazyPattern`; the bundled rows,
+    whose every pattern the test suite compiles), else now (a user's rows, checked at load)."""
+    causes: list[Row] = []
+    weak: list[Row] = []
+    harmless: list[Row] = []
+    for message, alternatives in messages:
+        where = f"{name} {message.domain} {message.msgid!r}"
+        if not alternatives:
+            continue
+        pattern = "|".join(f"(?:{p})" for p in alternatives)
+        # captures only where they are read: the subject's group, and a harmless row's matches;
+        # any other row is located capture-free (a capturing search of many alternatives costs)
+        make = LazyPattern if lazy else _compile
+        spanner = make(where, pattern, _SPAN_ONLY)
+        captures = message.subject_arg is not None or message.harmless
+        compiled = make(where, pattern) if captures else spanner
+        # the alternatives an ASCII-only text can match: a translation with a non-ASCII letter
+        # cannot (every literal of a message's pattern is required)
+        plain = [p for p in alternatives if p.isascii() or _CLASSES.sub("", p).isascii()]
+        ascii_pattern = "|".join(f"(?:{p})" for p in plain) if plain else _NEVER
+        verdict = None if message.harmless or message.kind is None else Verdict(
+            message.kind, message.interactive, message.retryable)
+        row = Row(where, message.source, pattern, verdict, weak=message.weak, compiled=compiled,
+                  subject=compiled if message.subject_arg is not None else None, spanner=spanner,
+                  ascii_pattern=ascii_pattern)
+        (harmless if message.harmless else weak if message.weak else causes).append(row)
+    return causes, weak, harmless
+
+
+@dataclass
+class _Parts:
+    """Rows gathered from several files before compiling (user files first)."""
+
+    causes: list[Row] = field(default_factory=list)
+    message_causes: list[Row] = field(default_factory=list)
+    weak: list[Row] = field(default_factory=list)
+    message_weak: list[Row] = field(default_factory=list)
+    harmless: list[Row] = field(default_factory=list)
+    markers: list[Row] = field(default_factory=list)
+    not_markers: list[Row] = field(default_factory=list)
+    suggestions: list[Row] = field(default_factory=list)
+    exit_code: dict[int, Coded] = field(default_factory=dict)
+    decisive: set[int] = field(default_factory=set)
+    program_exit: dict[str, dict[int, Coded]] = field(default_factory=dict)
+    exception: dict[str, Coded] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    codes: CodeTables | None = None
+    calls: list[InteractiveRow] = field(default_factory=list)
+    documents: list[DocumentCommand] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: bool = False) -> None:
+    unknown = sorted(set(map(str, data)) - _SECTION_KEYS)
+    if unknown:
+        raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
+    for row in _text_rows(name, data.get("text"), lazy=bundled):
+        (parts.weak if row.weak else parts.causes).append(row)
+    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
+    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
+    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"))
+    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
+    for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
+        parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
+    parts.decisive |= {_int_key(f"{name} decisive_exit_codes", c) for c in data.get("decisive_exit_codes") or []}
+    for program, codes in _mapping(f"{name} program_exit_codes", data.get("program_exit_codes") or {}).items():
+        table = parts.program_exit.setdefault(str(program), {})
+        for key, value in _mapping(f"{name} program_exit_codes {program}", codes).items():
+            where = f"{name} program_exit_codes {program} {key}"
+            table.setdefault(_int_key(where, key), _coded(where, value))
+    for key, value in _mapping(f"{name} exception", data.get("exception") or {}).items():
+        parts.exception.setdefault(str(key), _coded(f"{name} exception {key}", value))
+    for key in ("search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text"):
+        if key in data:
+            parts.settings.setdefault(key, data[key])
+    if data.get("messages") is not None:
+        rows = load_message_rows(yaml.safe_dump({"messages": data["messages"]}), where=name)
+        causes, weak, harmless = _message_rows(name, [(row, patterns_for(row, ())) for row in rows])
+        parts.message_causes += causes
+        parts.message_weak += weak
+        parts.harmless += harmless
+    for index, raw in enumerate(_rows(f"{name} document_commands", data.get("document_commands")), start=1):
+        where = f"{name} document_commands row {index}"
+        parts.documents.append(DocumentCommand(_words(where, raw, "program"), _words(where, raw, "subcommand"),
+                                               _source(where, raw)))
+    if data.get("calls") is not None:
+        try:
+            parts.calls += parse_interactive_calls(yaml.safe_dump({"calls": data["calls"]}), name)
+        except ValueError as exc:
+            raise SignalTableError(str(exc)) from None
+    if data.get("tables") is not None:
+        extra = load_code_tables(yaml.safe_dump({"tables": data["tables"]}), where=name)
+        parts.codes = extra if parts.codes is None else merge_code_tables(parts.codes, extra)
+    parts.files.append(name)
+
+
+def _read_user_file(path: Path) -> Mapping[str, Any]:
+    text = read_text(path, what="the signal file", error=SignalTableError)
+    data = parse_yaml(text, where=str(path), error=SignalTableError) or {}
+    return _mapping(str(path), data)
+
+
+def signal_files_from_env(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """The user's signal files named by ``UNSTUCK_SIGNALS`` (``os.pathsep``-separated)."""
+    value = (environ if environ is not None else os.environ).get(SIGNALS_ENV, "")
+    return tuple(Path(part) for part in value.split(os.pathsep) if part.strip())
+
+
+def load_signal_table(extra: Iterable[Path] | None = None) -> SignalTable:
+    """The compiled signal table: a user's files (``extra``, else those named by
+    ``UNSTUCK_SIGNALS``) ahead of the bundled data. Cached per list of files and their
+    modification times.
+
+    Raises:
+        SignalTableError: naming the file and the row, for an unknown section, kind or field,
+            a row without a source, a pattern re2 refuses or with an upper-case letter, a
+            suggestion pattern without a group, or a file that is not UTF-8 YAML.
+    """
+    if extra is None and not os.environ.get(SIGNALS_ENV):
+        return _load(())  # the common case, on every call: no files to stat
+    from_env = extra is None
+    files = tuple(extra) if extra is not None else signal_files_from_env()
+    stamps = []
+    try:
+        for path in files:
+            try:
+                stamps.append((str(path), path.stat().st_mtime_ns))
+            except OSError as exc:
+                raise SignalTableError(f"{path}: cannot read the signal file: {exc.strerror or exc}") from exc
+        return _load(tuple(stamps))
+    except SignalTableError as exc:
+        if from_env and files:
+            raise SignalTableError(f"{exc} (a file named by {SIGNALS_ENV})") from None
+        raise
+
+
+@functools.cache
+def _bundled() -> Mapping[str, Any]:
+    return _mapping("signals.yaml", bundled_document("signals.yaml", _yaml_document))
+
+
+def _yaml_document(text: str) -> Any:
+    return yaml.load(text, Loader=_SafeLoader)
+
+
+@functools.cache
+def _bundled_messages() -> tuple[list[Row], ...]:
+    return _message_rows("messages.yaml", bundled_patterns(), lazy=True)
+
+
+@functools.cache
+def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
+    parts = _Parts()
+    for name, _ in stamps:
+        _add_file(parts, name, _read_user_file(Path(name)))
+    _add_file(parts, "signals.yaml", _bundled(), bundled=True)
+    causes, weak, harmless = _bundled_messages()
+    parts.message_causes += causes
+    parts.message_weak += weak
+    parts.harmless += harmless
+    bundled_codes = load_code_tables()
+    codes = bundled_codes if parts.codes is None else merge_code_tables(bundled_codes, parts.codes)
+    settings = parts.settings
+    headers = settings.get("retry_after_headers", [])
+    if not isinstance(headers, list):
+        raise SignalTableError("retry_after_headers must be a list of header names")
+    table = SignalTable(
+        causes=RowSet([*parts.causes, *parts.message_causes]),
+        ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
+        degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
+        weak=RowSet([*parts.weak, *parts.message_weak]),
+        ascii_weak=RowSet([*parts.weak, *parts.message_weak], ascii_only=True),
+        harmless=RowSet(parts.harmless),
+        markers=RowSet(parts.markers),
+        not_markers=RowSet(parts.not_markers),
+        suggestions=RowSet(parts.suggestions),
+        codes=codes,
+        exit_code=parts.exit_code,
+        decisive_exit_codes=frozenset(parts.decisive),
+        program_exit_codes=parts.program_exit,
+        exception=parts.exception,
+        search_tool=_compile("search_tool_pattern", settings.get("search_tool_pattern", "search")),
+        empty=_compile("empty_pattern", settings.get("empty_pattern", r"^\s*$")),
+        retry_after_headers=tuple(str(h).lower() for h in headers),
+        retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
+        document_commands=tuple(parts.documents),
+        calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
+        files=(*tuple(parts.files), "messages.yaml", "codes.yaml"),
+    )
+    if stamps:
+        # a user's rows: every set compiled now, so a row re2 refuses is a load error
+        for rows in table.row_sets():
+            rows.build()
+    return table
