@@ -34,6 +34,9 @@ status             the HTTP status (the result's, else one the body states), the
                    class, the exit code
 weak               generic wording ("not found", "already exists") and category-level codes
                    (``invalid_request_error``)
+concept            a cause said in plain words: a concept of :mod:`unstuck.concepts` (the
+                   thing and the negation or modality that makes it a failure, met in one
+                   sentence: "must be authenticated", "budget exceeded", "readonly database")
 unrecognised       a failure nothing explains → ``execution_error`` (inferred), said so by
                    :func:`explain_result`
 =================  ==========================================================================
@@ -60,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unstuck.codes import CodeVerdict
+from unstuck.concepts import ConceptMatch, load_lexicon
 from unstuck.envelopes import Envelope, Shape, find_envelopes
 from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
@@ -102,6 +106,7 @@ class Stage(enum.StrEnum):
     CODE = "code"
     STATUS = "status"
     WEAK = "weak"
+    CONCEPT = "concept"
     UNRECOGNISED = "unrecognised"
     SUCCESS = "success"
 
@@ -109,7 +114,7 @@ class Stage(enum.StrEnum):
 #: The order in which stages decide a failure's kind: the first that says something wins.
 PRECEDENCE: tuple[Stage, ...] = (
     Stage.NOT_EXECUTED, Stage.DECISIVE_EXIT, Stage.CAUSE, Stage.CODE, Stage.STATUS, Stage.WEAK,
-    Stage.UNRECOGNISED,
+    Stage.CONCEPT, Stage.UNRECOGNISED,
 )
 
 
@@ -270,6 +275,10 @@ class _Reader:
             return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
         return self._once("injection", compute)  # type: ignore[no-any-return]
 
+    def concept(self) -> ConceptMatch | None:
+        """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.concepts`)."""
+        return self._once("concept", lambda: load_lexicon().find(self.lowered))  # type: ignore[no-any-return]
+
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
@@ -335,6 +344,10 @@ class _Reader:
             seen += [Evidence(f"code: {c.table} {c.code}", c.kind.value) for c in self.codes()]
         if self.computed("harmless"):
             seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
+        concept = self._cache.get("concept")
+        if concept is not None:
+            seen.append(Evidence(f"concept: {concept.concept.name}",
+                                 f"words: {concept.describe()} | {_line_around(self.shown, concept.start, concept.end)}"))
         return seen
 
 
@@ -415,7 +428,7 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
     if reader.markers() or _log_failure(reader) is not None:
         return True, None
     coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
-    return coded or reader.failure_cause() is not None, None
+    return coded or reader.failure_cause() is not None or reader.concept() is not None, None
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -453,6 +466,12 @@ def _decide(
     weak_code = next((c for c in codes if c.weak), None)
     if weak_code is not None:
         return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
+    concept = reader.concept()
+    if concept is not None:
+        said = concept.concept
+        return (Verdict(said.kind, said.interactive, said.retryable),
+                Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
+                         said.source), None, _line_around(reader.shown, concept.start, concept.end))
     text = reader.shown.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
