@@ -299,6 +299,10 @@ class _Reader:
     def crashed(self) -> bool:
         return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
 
+    def step_failed(self) -> bool:
+        """A runner stated the step's own non-zero status (a ``status`` marker)."""
+        return any(m.row.strength is MarkerStrength.STATUS for m in self.markers())
+
     def line_of(self, offset: int) -> int:
         """The offset where the line holding ``offset`` starts (a match that begins on the line
         break before its line belongs to the next line)."""
@@ -415,9 +419,11 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
             if not reader.crashed():
                 return False, Coded(None, harmless[0].row.source)
         return True, None
-    if reader.crashed() or _structural_failure(reader) is not None:
+    if reader.crashed() or reader.step_failed() or _structural_failure(reader) is not None:
         return True, None
     if stated:
+        if _hand_off_waiting(reader):
+            return True, None
         # a status that says success is overruled only where a marker and a cause share a line
         # ("ERROR: permission denied"), not by words scattered through a long output
         marked = {reader.line_of(m.start) for m in reader.markers()}
@@ -429,6 +435,17 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
         return True, None
     coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
     return coded or reader.failure_cause() is not None or reader.concept() is not None, None
+
+
+def _hand_off_waiting(reader: _Reader) -> bool:
+    """A sign-in hand-off (a device code, a browser sign-in, a one-time code or password prompt:
+    an interactive ``auth`` row) that no completed sign-in follows (``signed_in`` rows): the
+    program printed it and stopped without anyone answering, whatever its exit status says."""
+    cause = reader.failure_cause()
+    verdict = cause.row.verdict if cause is not None else None
+    if cause is None or verdict is None or verdict.kind is not Kind.AUTH or not verdict.interactive:
+        return False
+    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.lowered, reader.encoded))
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -746,8 +763,41 @@ def _classify(
         return _success(reader, tool, subject, result, instead)
     verdict, decision, match, line = _decide(reader, result, program)
     named = _named_subject(match, reader, subject)
+    option = _option_as_program(reader, verdict, match)
+    if option is not None:
+        verdict, named = Verdict(Kind.INVALID_ARGS), option
+        decision = Decision(decision.stage, f"{decision.rule}, naming an option ('{option[:40]}') as the program",
+                            _OPTION_SOURCE)
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, decision)
+
+
+#: Why a "command not found" that names an option is a command line split apart, not a
+#: missing program.
+_OPTION_SOURCE = (
+    "POSIX.1-2017 XBD 12.2 Utility Syntax Guidelines 4-5 (an option is an argument that begins with "
+    "'-'; a program name never does); Microsoft Learn, cmd (a batch file's lines end in CR LF; cmd "
+    "splits an unquoted command line at spaces): a shell that reports an option as the command it "
+    "could not find read an argument as a command name (a line broken by LF endings, an unquoted "
+    "space, a stray line break), so nothing is missing: the command line is wrong")
+
+
+def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None) -> str | None:
+    """The first name a not-found-program row names that is option-shaped (``--flag``): then
+    the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
+    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
+        return None
+    for count, found in enumerate(match.row.subject.finditer(reader.lowered)):
+        if count >= 32:
+            break
+        index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+        if index is None:
+            continue
+        start, end = found.span(index)
+        name = reader.shown[start:end].strip().strip("'\"‘’“”«»")
+        if name.startswith("-") and len(name) > 1 and (name[1].isalnum() or name[1] == "-"):
+            return name
+    return None
 
 
 def _waited(reader: _Reader, tool: ToolSpec | str, args: Mapping[str, Any], subject: str, program: str,
