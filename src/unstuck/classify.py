@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -209,6 +210,7 @@ class _Reader:
         self.weak_rows = table.ascii_weak if plain else table.weak
         self._cache: dict[str, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
+        self.inner = False  # the text inside a wrapper (its wrappers are not opened again)
 
     def _once(self, key: str, compute: Any) -> Any:
         if key not in self._cache:
@@ -465,6 +467,9 @@ def _decide(
 ) -> tuple[Verdict, Decision, RowMatch | None, str]:
     """The failure's verdict, the rule that decided, the row match (for a subject) and the
     evidence line."""
+    inner = _inside_wrapper(reader, result, program)
+    if inner is not None:
+        return inner
     cause = reader.cause(failed=True)
     if cause is not None and cause.row.verdict is not None:
         return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
@@ -494,6 +499,31 @@ def _decide(
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
                                                     "DESIGN.md: a failure that matches nothing is execution_error"),
             None, last[:_DETAIL_CHARS])
+
+
+#: Wrappers that carry a tool's own words inside them: what they hold is read before the
+#: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
+_WRAPPERS = frozenset({Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT})
+
+
+def _inside_wrapper(
+    reader: _Reader, result: ToolResult, program: str
+) -> tuple[Verdict, Decision, RowMatch | None, str] | None:
+    """The decision the text inside a failed MCP result, JSON-RPC error or tool-result block
+    gives on its own (its messages, unescaped: MCP schema ``CallToolResult.content``, JSON-RPC
+    2.0 ``error.message``), unless nothing inside decides (then the wrapper's own rule does).
+    One level deep: the inner text's wrappers are not opened again."""
+    if reader.inner or not any(word in reader.lowered for word in ("iserror", "is_error", "jsonrpc")):
+        return None
+    messages = [m for e in reader.envelopes() if e.failed and e.shape in _WRAPPERS for m in e.messages]
+    if not messages:
+        return None
+    inner = _Reader(reader.table, "\n".join(messages))
+    inner.inner = True
+    verdict, decision, _, line = _decide(inner, ToolResult(result.tool, False, inner.text), program)
+    if decision.stage is Stage.UNRECOGNISED:
+        return None
+    return verdict, Decision(decision.stage, f"inside the wrapper: {decision.rule}", decision.source), None, line
 
 
 def _code_verdict(code: CodeVerdict) -> Verdict:
@@ -625,11 +655,61 @@ _PROSE = frozenset({
     "to", "and", "for", "or", "then", "if", "first", "again", "before", "after", "which", "that", "so", "in",
     "from", "when", "once", "instead", "as", "on", "with", "by", "this", "it", "more",
 })
-#: Words that are not programs ("run the tests", "run out of memory").
+#: Words that are not programs ("run the tests", "run out of memory", "this run can be found
+#: in", "could not run to completion"): articles, pronouns, prepositions and auxiliaries.
 _NOT_PROGRAMS = frozenset({
     "the", "a", "an", "it", "this", "that", "out", "into", "again", "away", "time", "command", "following",
-    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is",
+    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is", "are", "be",
+    "been", "can", "could", "will", "would", "should", "may", "might", "must", "has", "have", "had", "not",
+    "no", "to", "all", "any", "some", "each", "which", "what", "when", "where", "who", "you", "we", "they",
+    "there", "here", "at", "by", "of", "completion", "successfully", "correctly", "properly", "now",
 })
+#: A word just before the verb that makes it no imperative to the user: a determiner or a
+#: possessive ("this run", "the last run"), or a negation ("could not run", "failed to run").
+_NOT_IMPERATIVE = frozenset({
+    "this", "the", "a", "an", "that", "each", "every", "your", "my", "our", "their", "its", "of", "last",
+    "previous", "next", "dry", "test", "same", "whole", "not", "never", "cannot", "can't", "couldn't",
+    "won't", "didn't", "don't", "doesn't", "wasn't", "isn't", "failed", "unable", "trying", "attempting",
+    "while", "when", "during", "after", "before",
+})
+#: Words before "to" that keep the verb an instruction ("you need to run", "please remember to run").
+_TO_IMPERATIVE = frozenset({"need", "needs", "have", "has", "want", "please", "must", "remember", "able", "how"})
+#: A program word as typed (lower case unless quoted: a capitalised word in prose is a name,
+#: "Re-run Maven using the -X switch"); never a path, a URL or a log file.
+_PROGRAM_WORD = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
+_QUOTE_MARKS = "`'\"‘’“”"
+
+
+def _imperative(before: str) -> bool:
+    """Whether the text on the line before a suggestion's verb leaves it an imperative to the
+    user: nothing (after a log prefix that ends in punctuation), a sentence's end, or words that
+    are no determiner and no negation of the verb."""
+    stripped = before.rstrip()
+    if not stripped or stripped[-1] in ".:!;?>$*•→-#|)]":
+        return True
+    words = [w.strip(",\"'`()[]").lower() for w in stripped.split()]
+    last = words[-1] if words else ""
+    if last in _NOT_IMPERATIVE or (len(words) > 1 and words[-2] in {"not", "never", "cannot", "unable", "failed"}):
+        return False
+    if last == "to":
+        return len(words) > 1 and words[-2] in _TO_IMPERATIVE
+    return True
+
+
+def _command_shaped(words: list[str], quoted: bool) -> bool:
+    """Whether ``words`` read as a command line: after any leading assignments (``VAR=1``), a
+    program word (lower case unless quoted), not an option alone, a path, a URL or a log file."""
+    rest = list(words)
+    while rest and "=" in rest[0] and not rest[0].startswith("-"):
+        rest.pop(0)  # an environment assignment before the program (RUST_BACKTRACE=1 cargo test)
+    if not rest:
+        return False
+    first = rest[0]
+    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or re.match(r"^[a-z]:\\", first, re.I):
+        return False
+    if first.lower().endswith((".log", ".txt", ".out", ".json")) or first.lower() in _NOT_PROGRAMS:
+        return False
+    return bool(_PROGRAM_WORD.match(first if not quoted else first.lower()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -640,29 +720,41 @@ def _screen(command: str) -> Screened:
 
 def _suggestion(reader: _Reader) -> str | None:
     """The command the tool's own output says fixes it, cut where prose begins and screened;
-    ``None`` when there is none or it fails the screen."""
+    ``None`` when there is none or it fails the screen.
+
+    Only an imperative to the user is read ("please run: gh auth login", "Run `npm login`"),
+    never a noun or a negated verb ("A complete log of this run can be found in: PATH", "could
+    not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
+    never a path, a URL to a log, or a sentence fragment."""
     for index in reader.table.suggestions.matching(reader.encoded):
-        found = reader.table.suggestions.rows[index].compiled.search(reader.lowered)
-        if found is None or found.group(1) is None:
-            continue
-        start, end = found.span(1)
-        raw = reader.shown[start:end]
-        words = raw.split()
-        kept: list[str] = []
-        for position, word in enumerate(words):
-            if position > 0 and word.lower() in _PROSE:
-                break
-            kept.append(word)
-        command = " ".join(kept).rstrip(".,:;!")
-        if not kept or kept[0].lower() in _NOT_PROGRAMS:
-            continue
-        screened = _screen(command)
-        if screened.command is None:
-            # the command itself is not repeated: it may carry the very secret it was refused for
-            reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
-            return None
-        return screened.command[:_SUGGESTION_CHARS]
+        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.lowered), 8):
+            if found.group(1) is None:
+                continue
+            start, end = found.span(1)
+            if not _imperative(reader.shown[reader.line_of(found.start()):found.start()]):
+                continue
+            quoted = start > 0 and reader.shown[start - 1] in _QUOTE_MARKS
+            words = reader.shown[start:end].split()
+            kept: list[str] = []
+            for position, word in enumerate(words):
+                if position > 0 and word.lower() in _PROSE:
+                    break
+                kept.append(word)
+            command = " ".join(kept).rstrip(".,:;!")
+            if not kept or not _command_shaped(command.split(), quoted):
+                continue
+            return _screened_suggestion(reader, command, kept)
     return None
+
+
+def _screened_suggestion(reader: _Reader, command: str, kept: list[str]) -> str | None:
+    """``command`` as the screen leaves it, or ``None`` (the reason kept on the reader)."""
+    screened = _screen(command)
+    if screened.command is None:
+        # the command itself is not repeated: it may carry the very secret it was refused for
+        reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
+        return None
+    return screened.command[:_SUGGESTION_CHARS]
 
 
 def _situation(
