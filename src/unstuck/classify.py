@@ -352,8 +352,8 @@ class _Reader:
             seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
         concept = self._cache.get("concept")
         if concept is not None:
-            seen.append(Evidence(f"concept: {concept.concept.name}",
-                                 f"words: {concept.describe()} | {_line_around(self.shown, concept.start, concept.end)}"))
+            sentence = _line_around(self.shown, concept.start, concept.end)
+            seen.append(Evidence(f"concept: {concept.concept.name}", f"words: {concept.describe()} | {sentence}"))
         return seen
 
 

@@ -212,7 +212,7 @@ def _concept(index: int, raw: object, shared: tuple[str, ...]) -> Concept:
     if unknown:
         raise _fail(where, f"unknown field(s) {', '.join(unknown)}")
     try:
-        kind = Kind(raw.get("kind"))
+        kind = Kind(str(raw.get("kind")))
     except ValueError:
         raise _fail(where, f"unknown kind {raw.get('kind')!r}") from None
     groups_raw = raw.get("groups")

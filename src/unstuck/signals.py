@@ -38,8 +38,8 @@ from typing import Any
 import re2
 import yaml
 
-from unstuck.cache import bundled_document
 from unstuck import windows
+from unstuck.cache import bundled_document
 from unstuck.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.codes import CodeTables, load_code_tables, merge_code_tables
 from unstuck.errors import UnstuckError

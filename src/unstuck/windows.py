@@ -93,7 +93,7 @@ def _fail(where: str, problem: str) -> WindowsMessageError:
 
 def _verdict_fields(where: str, raw: Mapping[str, Any]) -> tuple[Kind, bool, bool, str]:
     try:
-        kind = Kind(raw.get("kind"))
+        kind = Kind(str(raw.get("kind")))
     except ValueError:
         raise _fail(where, f"unknown kind {raw.get('kind')!r}") from None
     flags = []
