@@ -293,7 +293,9 @@ LAYERS: dict[str, Layer] = {
     "unstuck.envelopes": Layer.VOCABULARY,  # text
     "unstuck.codes": Layer.VOCABULARY,  # situations
     "unstuck.catalogues": Layer.VOCABULARY,  # situations
-    "unstuck.signals": Layer.VOCABULARY,  # catalogues, codes, shell, situations
+    "unstuck.signals": Layer.VOCABULARY,  # catalogues, codes, shell, situations, windows
+    "unstuck.concepts": Layer.VOCABULARY,  # cache, errors, readers, situations: causes said in plain words
+    "unstuck.windows": Layer.VOCABULARY,  # cache, catalogues, errors, readers, situations: Windows shells' messages
     "unstuck.declare": Layer.VOCABULARY,  # classify, situations
     "unstuck.instructions": Layer.VOCABULARY,  # classify, shell, text: what tool text may become
     "unstuck.leases": Layer.VOCABULARY,  # imports nothing: tool processes and their deadline

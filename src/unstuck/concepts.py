@@ -21,6 +21,7 @@ error references, the message catalogues).
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -237,59 +238,90 @@ def _concept(index: int, raw: object, shared: tuple[str, ...]) -> Concept:
     )
 
 
-def _sentences(text: str) -> Iterable[tuple[int, int]]:
-    """``(start, end)`` of each sentence of ``text``: its lines, cut again after ``.``, ``;``,
-    ``!`` or ``?`` followed by a space."""
-    count = 0
+def _sentences(data: bytes) -> list[tuple[int, int]]:
+    """``(start, end)`` byte offsets of each sentence of ``data``: its lines, cut again after
+    ``.``, ``;``, ``!`` or ``?`` followed by a space."""
+    spans: list[tuple[int, int]] = []
     position = 0
-    length = len(text)
-    while position < length and count < _MAX_SENTENCES:
-        line_end = text.find("\n", position)
+    length = len(data)
+    while position < length and len(spans) < _MAX_SENTENCES:
+        line_end = data.find(b"\n", position)
         line_end = length if line_end == -1 else line_end
         start = position
         while start < line_end:
             cut = line_end
-            for mark in (". ", "; ", "! ", "? "):
-                found = text.find(mark, start, line_end)
+            for mark in (b". ", b"; ", b"! ", b"? "):
+                found = data.find(mark, start, line_end)
                 if found != -1 and found < cut:
                     cut = found + 1
-            end = min(cut, start + _SENTENCE_CHARS)
-            yield start, end
-            count += 1
+            spans.append((start, min(cut, start + _SENTENCE_CHARS)))
             start = cut if cut > start else line_end
         position = line_end + 1
+    return spans
+
+
+#: At most this many matches of one group are read (a term repeated down a long log).
+_MAX_HITS = 512
 
 
 class Lexicon:
     """The compiled concepts, in order, with one pattern of every term to skip a text that
-    holds none."""
+    holds none. Text is matched as UTF-8 bytes (every term is ASCII), each group's pattern
+    once over the whole text, its matches assigned to sentences."""
 
     def __init__(self, concepts: Sequence[Concept]) -> None:
         self.concepts = tuple(concepts)
         terms = [term for concept in self.concepts for _, _, group in concept.groups[:1] for term in group]
-        self._any = re2.compile(_pattern(terms)) if terms else None
+        self._any = re2.compile(_pattern(terms).encode()) if terms else None
+        self._bytes = {id(p): re2.compile(p.pattern.encode()) for c in self.concepts for p in c.patterns}
+        self._unless = {c.name: re2.compile(c.unless_pattern.pattern.encode()) for c in self.concepts
+                        if c.unless_pattern is not None}
 
     def find(self, lowered: str) -> ConceptMatch | None:
         """The first concept that matches a sentence of ``lowered`` (lower-cased text), by
-        concept order, then sentence order; ``None`` when none does."""
+        concept order, then sentence order; ``None`` when none does. Offsets are characters
+        of ``lowered``."""
         if self._any is None:
             return None
-        text = lowered.replace("_", " ")
-        if self._any.search(text) is None:
+        data = lowered.replace("_", " ").encode("utf-8")
+        if self._any.search(data) is None:
             return None
-        spans = list(_sentences(text))
-        for concept in self.concepts:
-            for start, end in spans:
-                words: list[str] = []
-                for pattern in concept.patterns:
-                    found = pattern.search(text, start, end)
-                    if found is None:
+        spans = _sentences(data)
+        starts = [start for start, _ in spans]
+        hits: dict[int, dict[int, str]] = {}
+
+        def sentences_of(pattern: Any) -> dict[int, str]:
+            key = id(pattern)
+            if key not in hits:
+                found: dict[int, str] = {}
+                for count, match in enumerate(self._bytes[key].finditer(data)):
+                    if count >= _MAX_HITS:
                         break
-                    words.append(found.group(1))
-                else:
-                    if concept.unless_pattern is not None and concept.unless_pattern.search(text, start, end):
-                        continue
-                    return ConceptMatch(concept, start, end, tuple(words))
+                    index = bisect.bisect_right(starts, match.start()) - 1
+                    if index >= 0 and match.end() <= spans[index][1]:
+                        found.setdefault(index, match.group(1).decode("utf-8", "replace"))
+                hits[key] = found
+            return hits[key]
+
+        for concept in self.concepts:
+            groups: list[dict[int, str]] = []
+            common: set[int] | None = None
+            for pattern in concept.patterns:
+                found = sentences_of(pattern)
+                common = set(found) if common is None else common & found.keys()
+                if not common:
+                    break
+                groups.append(found)
+            if not common:
+                continue
+            unless = self._unless.get(concept.name)
+            for index in sorted(common):
+                start, end = spans[index]
+                if unless is not None and unless.search(data[start:end]) is not None:
+                    continue
+                first = len(data[:start].decode("utf-8", "ignore"))
+                last = first + len(data[start:end].decode("utf-8", "ignore"))
+                return ConceptMatch(concept, first, last, tuple(group[index] for group in groups))
         return None
 
 
