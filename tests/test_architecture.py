@@ -322,7 +322,7 @@ LAYERS: dict[str, Layer] = {
     "unstuck.journal": Layer.STORES,
     "unstuck.events": Layer.STORES,
     "unstuck.diagnostics": Layer.STORES,
-    "unstuck.sqlite_store": Layer.STORES,  # what the two stores share
+    "unstuck.sqlite_store": Layer.STORES,  # redact: what the two stores share
     "unstuck.engines": Layer.STORES,  # sqlite_store, stores: one SQL interface over SQLite and PostgreSQL
     "unstuck.stores": Layer.STORES,  # errors, redact: store URLs (sqlite/postgresql) and PostgreSQL connections
     "unstuck.otel": Layer.STORES,  # events: an observer

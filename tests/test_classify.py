@@ -670,6 +670,28 @@ def test_the_evidence_of_a_match_deep_in_a_long_line_holds_the_match() -> None:
     assert "https://attacker.example/i.sh" in situation.detail and len(situation.detail) <= 240
 
 
+def test_what_is_shown_keeps_the_tools_case_when_lower_casing_changes_the_texts_length() -> None:
+    """Unicode SpecialCasing.txt: "İ" (U+0130) lowers to two characters, so offsets into the
+    lowered text are not offsets into the tool's: the detail, the subject and the suggestion are
+    taken from the tool's own text, never from a lower-cased copy (where an AWS key id or a JWT
+    no longer looks like one to the redaction of what is stored)."""
+    from unstuck.redact import redact
+
+    key, jwt = "AKIAQWERTYUIOPASDFGH", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    line = f"İstanbul deploy: fatal: Authentication failed for key {key} jwt {jwt}"
+    result = normalize_result("run_command", CommandOutput("deploy", 1, "", line + "\n"))
+    situation = classify_result("run_command", {"command": "deploy"}, result)
+    assert situation is not None and situation.kind is Kind.AUTH
+    assert situation.detail == line
+    assert key not in redact(situation.detail) and jwt not in redact(situation.detail)
+
+    missing = normalize_result("run_command", CommandOutput("DeployTool x", 127, "",
+                                                            "İzmir build\nbash: line 1: DeployTool: command not found\n"))
+    situation = classify_result("run_command", {"command": "DeployTool x"}, missing)
+    assert situation is not None and situation.kind is Kind.NOT_INSTALLED
+    assert (situation.subject, situation.detail) == ("DeployTool", "bash: line 1: DeployTool: command not found")
+
+
 # --- injection shapes in tool output (issue 23: one table for the classifier and the screen) ------
 
 

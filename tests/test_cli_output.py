@@ -78,3 +78,19 @@ def test_json_for_a_terminal_keeps_every_string_exact_and_writes_the_controls_as
     assert json.loads(shown) == document
     assert not any(c in shown for c in (*FORBIDDEN, "\u2028", "\x7f"))
     assert "café" in shown  # readable text stays readable
+
+
+def test_a_secret_in_a_table_cell_is_masked_before_the_cell_wraps_it_across_lines() -> None:
+    # A header credential as a JSON key (RFC 9110 section 11.6.2's Authorization field), long
+    # enough that a 40-column table cell must break it; masked whole before rich lays it out.
+    token = "eyJ0eXAiOiJKV1Qi" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY"
+    cell = 'task={"headers": {"Authorization": "Bearer ' + token + '"}} then deploy'
+    stream = io.StringIO()
+    console = SafeConsole(file=stream, width=40, emoji=False)
+    table = Table("event", "details")
+    table.add_row("turn.started", cell)
+    console.print(table)
+    shown = stream.getvalue()
+    assert "Authorization" in shown
+    for piece in (token[i:i + 8] for i in range(0, len(token) - 8, 8)):
+        assert piece not in shown.replace("\n", "").replace("│", "").replace(" ", "")

@@ -539,17 +539,33 @@ def _assert_redacted_as_written_now(journal: Journal) -> None:
     assert intent.receipt is not None and json.loads(intent.receipt)["content"] == "token *** rejected"
 
 
+def _as_kept(rows: dict[str, list[tuple[object, ...]]]) -> dict[str, list[tuple[object, ...]]]:
+    """``rows`` with every string redacted as the store boundary keeps it (unstuck.redact owns
+    the rule) and each step's ``arguments_digest`` (column 5) made of its arguments (column 4)
+    as kept: what a backup a migration keeps must hold (issue 23)."""
+    from unstuck.redact import redact_document
+
+    kept = {table: [tuple(redact_document(v) if isinstance(v, str) else v for v in row) for row in found]
+            for table, found in rows.items()}
+    kept["steps"] = [(*row[:5], hashlib.sha256(str(row[4]).encode("utf-8")).hexdigest()[:16], *row[6:])
+                     for row in kept["steps"]]
+    return kept
+
+
 @pytest.mark.parametrize("stamped", [True, False], ids=["version-1", "unstamped"])
-def test_a_version_1_journal_is_redacted_in_place_after_a_backup_that_keeps_it(tmp_path: Path, stamped: bool) -> None:
+def test_a_version_1_journal_is_redacted_in_place_after_a_backup_of_its_layout_that_keeps_no_secret(
+        tmp_path: Path, stamped: bool) -> None:
     path = tmp_path / "j.db"
     _journal_1(path, stamped=stamped)
     original = _rows(path)
+    assert TOKEN in str(original["steps"]) and TOKEN in str(original["messages"])
     with Journal(path) as journal:
         assert journal.schema == 5
         _assert_redacted_as_written_now(journal)
         backup = journal.backup_path(1)
     assert backup == tmp_path / "j.db.schema1.bak"
-    assert _rows(backup) == original and TOKEN in str(original["steps"]) and TOKEN in str(original["messages"])
+    assert _rows(backup) == _as_kept(original)  # every row, in the old layout, as the migration keeps it
+    assert TOKEN.encode() not in backup.read_bytes() and backup.stat().st_mode & 0o777 == 0o600
     with sqlite3.connect(backup) as old:
         assert old.execute("PRAGMA user_version").fetchone()[0] == (1 if stamped else 0)
     db = sqlite3.connect(path)

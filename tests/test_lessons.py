@@ -413,7 +413,7 @@ def _fts_rows_holding(path: Path, term: str) -> list[int]:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_keeps_them(
+def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_keeps_none(
         tmp_path: Path, version: int) -> None:
     path = tmp_path / "l.db"
     _old_store(path, version)
@@ -430,10 +430,15 @@ def test_an_older_store_holding_tokens_is_redacted_in_place_after_a_backup_that_
         assert [x.id for x in store.search("refused")] == [lesson.id]
         backup = store.backup_path(version)
     assert backup == tmp_path / f"l.db.schema{version}.bak"
-    with sqlite3.connect(backup) as old:  # the copy is the store as it was, token and all
+    from unstuck.redact import redact_document  # the rule's owner: the copy keeps rows as the boundary does
+
+    with sqlite3.connect(backup) as old:  # the copy is the store's old layout, every text redacted
         assert old.execute("PRAGMA user_version").fetchone()[0] == version
-        assert old.execute("SELECT * FROM knowledge").fetchall() == original
-    assert TOKEN in _every_text_in(backup)
+        assert old.execute("SELECT * FROM knowledge").fetchall() == [
+            tuple(redact_document(v) if isinstance(v, str) else v for v in row) for row in original]
+        old.execute("INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')")  # raises when off
+    assert TOKEN_TERM not in _every_text_in(backup) and _fts_rows_holding(backup, TOKEN_TERM) == []
+    assert TOKEN_TERM.encode() not in backup.read_bytes() and backup.stat().st_mode & 0o777 == 0o600
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 5
         db.execute("INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')")  # raises when off

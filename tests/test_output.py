@@ -94,7 +94,8 @@ def test_json_text_still_parses_and_finds_a_value_that_escaped_json_hides() -> N
     message = {"role": "assistant", "content": command,
                "tool_calls": [["c1", "run", json.dumps({"command": command, "token": TOKEN})]]}
     plain = json.dumps(message)
-    assert "hunter2hunter2" in redact(plain)  # text redaction cannot see through the escaped quotes
+    as_text = redact(plain)  # text redaction sees through escaped quotes too (RFC 8259 section 7), and keeps them
+    assert "hunter2hunter2" not in as_text and json.loads(json.loads(as_text)["tool_calls"][0][2])["token"] == MASK
     document = json.loads(json_text(message, indent=2))
     assert document["content"] == f'export PASSWORD="{MASK}"; deploy'
     assert json.loads(document["tool_calls"][0][2]) == {"command": f'export PASSWORD="{MASK}"; deploy', "token": MASK}

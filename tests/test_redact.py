@@ -264,6 +264,14 @@ def _where_seen(text: str) -> dict[str, str]:
             "message": message_to_json(message)}
 
 
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def test_every_sourced_format_is_masked_wherever_it_is_met() -> None:
     from secret_samples import samples
     from unstuck.redact import redact_document
@@ -275,7 +283,7 @@ def test_every_sourced_format_is_masked_wherever_it_is_met() -> None:
                 continue  # a PEM block is a block of lines, not words of a sentence
             shown = redact_document(text)
             missed.extend(f"{sample.name} ({where})" for piece in sample.secrets if piece in shown)
-            if text.startswith("{"):
+            if _is_json(text):
                 json.loads(shown)  # a JSON document stays one
     assert missed == []
 
@@ -307,3 +315,147 @@ def test_a_tools_own_words_about_a_secrets_state_and_names_that_only_start_with_
     for text, shown in (("password: hunter2xyz", f"password: {MASK}"), ("DB_PASSWORD=unknown", f"DB_PASSWORD={MASK}"),
                         ('"token": "unknown"', f'"token": "{MASK}"'), ("GITHUB_TOKEN2=abcd1234", f"GITHUB_TOKEN2={MASK}")):
         assert redact(text) == shown  # assigned or quoted: a value, whatever word it is
+
+
+# -- the shapes a hostile review found unmasked (issue 23): each a kind, with its rule --------------
+
+
+def test_an_authorization_key_of_json_or_a_dict_repr_keeps_its_scheme_and_loses_its_credentials() -> None:
+    """RFC 9110 11.6.2: ``credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ]``; as a
+    header line, a JSON key, a Python dict's repr, or JSON written inside a JSON string."""
+    from unstuck.redact import redact_document
+
+    token = "abcDEF1234567890ghiJKL"
+    assert json.loads(redact_document(json.dumps({"headers": {"Authorization": f"Bearer {token}"}}))) == \
+        {"headers": {"Authorization": f"Bearer {MASK}"}}
+    assert json.loads(redact_document(json.dumps({"proxy-authorization": f"AWS4-HMAC-SHA256 Credential={token}"}))) \
+        == {"proxy-authorization": f"AWS4-HMAC-SHA256 {MASK}"}
+    assert redact(f"{{'User-Agent': 'curl/8', 'Authorization': 'Bearer {token}'}}") == \
+        f"{{'User-Agent': 'curl/8', 'Authorization': 'Bearer {MASK}'}}"
+    assert redact(f'failed: {{"Authorization": "Basic {token}"}}') == f'failed: {{"Authorization": "Basic {MASK}"}}'
+    assert redact(f'body="{{\\"Authorization\\": \\"Bearer {token}\\"}}"') == \
+        f'body="{{\\"Authorization\\": \\"Bearer {MASK}\\"}}"'
+    assert json.loads(redact_document(json.dumps({"Cookie": "session=abcdef123456"}))) == {"Cookie": MASK}
+
+
+def test_a_url_password_is_masked_when_the_user_is_empty_or_the_slashes_are_escaped() -> None:
+    """RFC 3986 3.2.1: ``userinfo = *( unreserved / pct-encoded / sub-delims / ":" )``: the user
+    before the colon may be empty (``redis://:password@host``, the redis URI scheme)."""
+    assert redact("connecting to redis://:S3cretRedisPw99@127.0.0.1:6379/0") == \
+        f"connecting to redis://:{MASK}@127.0.0.1:6379/0"
+    assert redact("see https:\\/\\/bob:hunter2hunter2@host\\/x") == f"see https:\\/\\/bob:{MASK}@host\\/x"
+    assert redact("Looking in indexes: https://:****@pkgs.example.com/simple/") == \
+        "Looking in indexes: https://:****@pkgs.example.com/simple/"  # masked already by pip: left as it is
+
+
+def test_a_quoted_value_is_masked_whole_spaces_and_all() -> None:
+    for text, shown in (('password="correct horse battery staple"', f'password="{MASK}"'),
+                        ("  password: 'correct horse battery'", f"  password: '{MASK}'"),
+                        ("{'password': 'a b c d', 'user': 'bob'}", f"{{'password': '{MASK}', 'user': 'bob'}}"),
+                        ('x --password "correct horse battery" y', f'x --password "{MASK}" y'),
+                        ('connect(password = "it\\"s a secret")', f'connect(password = "{MASK}")')):
+        assert redact(text) == shown
+    # a variable named, not its value; a tool's prose after a name and a colon mid-line
+    for text in ('PASSWORD="$DB_PASS"', "token: not set", 'the token "is required" here'):
+        assert redact(text) == text
+
+
+def test_escaped_json_inside_text_loses_its_secrets_and_keeps_its_escapes() -> None:
+    """RFC 8259 section 7: a JSON document inside a JSON string has its quotes escaped."""
+    text = 'Error: {\\"password\\": \\"hunter2hunter2\\", \\"user\\": \\"bob\\"}'
+    assert redact(text) == f'Error: {{\\"password\\": \\"{MASK}\\", \\"user\\": \\"bob\\"}}'
+    nested = json.dumps(json.dumps({"content": 'export PASSWORD="hunter2 hunter2"; deploy'}))
+    assert json.loads(json.loads(redact(nested))) == {"content": f'export PASSWORD="{MASK}"; deploy'}
+
+
+def test_a_json_escape_never_hides_a_token() -> None:
+    """RFC 8259 section 7: ``\\u0067`` is ``g``; formats are checked on the decoded string."""
+    from unstuck.redact import redact_document
+
+    escaped = "\\u0067hp_" + GITHUB[4:]
+    assert json.loads(redact_document(f'{{"msg": "tok {escaped}"}}')) == {"msg": f"tok {MASK}"}
+    assert GITHUB[4:] not in redact(f'x {{"msg": "{escaped}"'), "a JSON literal inside text, not a document"
+
+
+def test_docker_and_podman_login_passwords_are_masked_and_other_p_options_are_not() -> None:
+    """docs.docker.com, "docker login": ``-p, --password``; ``--password-stdin`` takes none.
+    podman-login(1) alike. ``docker run -p 8080:80`` publishes a port."""
+    for text, shown in (("docker login -u ci -p s3cr3tPW registry.x", f"docker login -u ci -p {MASK} registry.x"),
+                        ("docker login -ps3cr3tPW registry.x", f"docker login -p{MASK} registry.x"),
+                        ("docker --config /c login --password 's3cr3tPW' r", f"docker --config /c login --password '{MASK}' r"),
+                        ("podman login -p=s3cr3tPW quay.io", f"podman login -p={MASK} quay.io")):
+        assert redact(text) == shown
+    for text in ("docker run -p 8080:80 nginx", "echo $PW | docker login -u ci --password-stdin registry.x",
+                 "docker login registry.x"):
+        assert redact(text) == text
+
+
+def test_a_pgpass_entry_loses_its_password_and_times_or_addresses_are_left() -> None:
+    """PostgreSQL documentation, "The Password File": ``hostname:port:database:username:password``,
+    each of the first four a value or ``*``; ``:`` and ``\\`` escaped with ``\\``."""
+    for text, shown in (("localhost:5432:mydb:alice:hunter2hunter2", f"localhost:5432:mydb:alice:{MASK}"),
+                        ("*:*:*:postgres:pa\\:ss word", f"*:*:*:postgres:{MASK}"),
+                        ("echo 'db.example:5432:app:app:S3cretPW' >> ~/.pgpass",
+                         f"echo 'db.example:5432:app:app:{MASK}' >> ~/.pgpass"),
+                        # libpq skips a comment line, but a password commented out is still one
+                        ("# localhost:5432:db:user:pw", f"# localhost:5432:db:user:{MASK}")):
+        assert redact(text) == shown
+    for text in ("12:34:56:error: x", "2024-01-01T12:34:56:foo:bar",
+                 "fe80:1234:ab:cd:ef:12:34:56", "00:1a:2b:3c:4d:5e"):
+        assert redact(text) == text
+
+
+def test_an_xml_element_named_like_a_secret_loses_its_text() -> None:
+    """maven.apache.org, "Settings Reference", Servers: ``<password>``, ``<passphrase>``."""
+    settings = ("<server><id>internal</id><username>ci</username><password>S3cr3tPW</password>"
+                "<passphrase>my key phrase</passphrase></server>")
+    assert redact(settings) == (f"<server><id>internal</id><username>ci</username><password>{MASK}</password>"
+                                f"<passphrase>{MASK}</passphrase></server>")
+    for text in ("<password_policy>strict</password_policy>", "<password>${env.PW}</password>",
+                 "<privateKey>${user.home}/.ssh/id_rsa</privateKey>"):
+        assert redact(text) == text
+
+
+def test_an_aws_secret_access_key_next_to_its_key_id_is_masked() -> None:
+    """AWS IAM User Guide, "Managing access keys for IAM users": the downloaded ``.csv`` holds the
+    access key id and its 40-character secret access key (AWS's own example values)."""
+    csv = ("User name,Password,Access key ID,Secret access key,Console login link\n"
+           f"bob,,{AWS},wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY,https://x.signin.aws.amazon.com/console")
+    assert redact(csv) == ("User name,Password,Access key ID,Secret access key,Console login link\n"
+                           f"bob,,{MASK},{MASK},https://x.signin.aws.amazon.com/console")
+    assert redact(f"| {AWS} | wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY |") == f"| {MASK} | {MASK} |"
+
+
+def test_json_keys_are_redacted_and_keys_that_mask_alike_stay_apart() -> None:
+    """RFC 8259 section 4: a name is a string like any other; two names masked alike keep both
+    members (the second ``***#2``), so the document keeps every value."""
+    from unstuck.redact import redact_document
+
+    value = {GITHUB: {"scopes": ["repo"]}, "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2": 2, MASK: 3,
+             "https://u:KEYpassWORD77@reg.example": {}, "plain": "x"}
+    assert redact_value(value) == {MASK: {"scopes": ["repo"]}, f"{MASK}#2": 2, f"{MASK}#3": 3,
+                                   f"https://u:{MASK}@reg.example": {}, "plain": "x"}
+    shown = redact_document(json.dumps(value))
+    assert GITHUB not in shown and "KEYpassWORD77" not in shown and len(json.loads(shown)) == 5
+    assert redact_value(redact_value(value)) == redact_value(value)
+
+
+def test_an_escaped_structure_stays_valid_json_and_redaction_is_idempotent_on_it() -> None:
+    """Secrets and their names inside JSON inside JSON (three levels), mixed with quotes, escapes
+    and the other shapes: text redaction keeps each level parseable, and a second pass changes
+    nothing (call keys and saved state are redacted again when saved)."""
+    import random
+
+    rng = random.Random(23)
+    atoms = ['password', 'token', '=', ': ', '"', "'", '\\', ' ', 'abcd1234', 'x y', 'Authorization', 'Bearer ',
+             'https://u:pw12@h', '\\u0067hp_' + GITHUB[4:], '{', '}', ',', '\n', GITHUB, '<password>', '</password>',
+             'a:5432:b:c:d', '--password ', 'docker login -p ', '$', MASK, 'curl -u a:', 'mysql -p',
+             'machine h login u password ', f'{AWS},', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', '_authToken=',
+             '"auth": "', 'sshpass -p ']
+    for _ in range(1500):
+        value: str = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 12)))
+        for _ in range(rng.randint(1, 3)):
+            value = json.dumps({"k": value} if rng.random() < 0.5 else [value])
+        once = redact(value)
+        json.loads(once)
+        assert redact(once) == once, value

@@ -17,9 +17,11 @@ samples because the scenario's setup wrote them there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -595,3 +597,182 @@ def test_a_library_turn_keeps_seeded_secrets_out_of_its_journal_lessons_events_a
     else:
         assert leaks_in_files(tmp_path) == {}
 
+
+
+def test_a_secret_used_as_a_json_key_or_a_declared_subject_is_kept_out_of_the_journal_and_saved_guard_state(
+        tmp_path: Path) -> None:
+    """A token as a JSON document's key and a URL password in a declared blocker's subject (the
+    key of the saved state's open blockers): the journal's files and ``Guard.to_json`` hold
+    neither, masked keys keep the documents whole (RFC 8259 section 4)."""
+    from unstuck import Guard, ToolCall
+
+    token = _by_name("GitHub personal access token (classic)").text
+    password = _by_name("URL userinfo password").secrets[0]
+    subject = f"https://bot:{password}@git.example"
+
+    @tool(subject="deploy")
+    def deploy(target: str) -> dict[str, Any]:
+        """Deploy."""
+        return {"status": "error", "situation": {"kind": "auth", "subject": subject, "unblock": "deploy login"}}
+
+    @tool
+    def read_keys() -> str:
+        """Read the key file."""
+        return json.dumps({token: {"scopes": ["repo"]}, f"https://ci:{password}@registry.example": {}})
+
+    with Journal(tmp_path / "journal.db") as journal:
+        run_turn("read the keys", model=PlaybackModel([("read_keys", {}), ("deploy", {"target": "prod"}), "done"]),
+                 tools=[read_keys, deploy], unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
+        kept = [json.loads(m) for m in journal.messages("t1")]
+    assert leaks_in_files(tmp_path) == {}
+    tool_output = next(json.loads(m["content"]) for m in kept if m["role"] == "tool" and "scopes" in m["content"])
+    assert tool_output == {"***": {"scopes": ["repo"]}, "https://ci:***@registry.example": {}}
+
+    guard = Guard([deploy, read_keys], unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", "deploy", {"target": "prod"}))
+    guard.call(ToolCall.of(f"id-{token}", "read_keys", {}))
+    saved = guard.to_json()
+    assert leaks(saved) == [] and "https://bot:***@git.example" in json.loads(saved)["state"]["open_blockers"]
+
+
+# -- a store an older unstuck wrote, migrated --------------------------------------------------------
+
+#: A schema-4 process that wrote rows and died before any checkpoint: its frames stay in ``-wal``
+#: (``wal_autocheckpoint`` off; ``os._exit`` closes no connection), as a crash leaves them; with
+#: ``secure_delete`` off, SQLite's default (sqlite.org, "Pragma statements"; some distributions
+#: build it on), so what it deleted stays in the file's free space.
+_CRASHED_WRITER = textwrap.dedent("""\
+    import json, os, sqlite3, sys
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute("PRAGMA secure_delete = OFF")
+    for sql, params in json.loads(sys.stdin.read()):
+        db.execute(sql, params)
+    os._exit(0)
+""")
+
+
+def _write_as_schema_4(path: Path, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Stamp the store at ``path`` (made by the current code: schema 5's layout is schema 4's,
+    version 5 only redacts again) as schema 4 and write ``statements`` raw, as schema-4 code
+    wrote what it did not redact (call arguments, formats it did not know), past the boundary."""
+    statements = [("PRAGMA user_version = 4", []), *statements]
+    subprocess.run([sys.executable, "-c", _CRASHED_WRITER, str(path)], input=json.dumps(statements).encode(),
+                   check=True, timeout=60)
+    assert Path(f"{path}-wal").stat().st_size > 0
+
+
+def _old_journal(path: Path) -> None:
+    """A schema-4 journal: a turn whose task, answer, error, step, message, intent, receipt,
+    decision and validation hold every sample, and a turn deleted after it held them (its pages
+    free, as old code left them)."""
+    from unstuck.journal import situation_to_json
+
+    Journal(path).close()
+    arguments = json.dumps({"token": _by_name("Stripe live secret key").text, "note": " ".join(ONE_LINE[:8])})
+    every = "\n".join(s.text for s in SAMPLES)
+    message = json.dumps({"role": "assistant", "content": f"I will use {' '.join(ONE_LINE[8:16])}",
+                          "tool_calls": [["c1", "deploy", arguments]], "tool_call_id": None, "name": None})
+    situation = situation_to_json(Situation(Kind.AUTH, "deploy", detail=" ".join(ONE_LINE[16:24])))
+    turn = ("INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, answer, error) VALUES"
+            " (?, ?, 'failed', 1, 1, 1.0, ?, ?)")
+    _write_as_schema_4(path, [
+        (turn, ["old-1", f"deploy with {ONE_LINE[0]}", f"done: {ONE_LINE[1]}", f"Authorization: Bearer {ONE_LINE[2]}"]),
+        ("INSERT INTO steps VALUES ('old-1', 0, 'c1', 'deploy', ?, ?, 'deploy', 0, 0, 1, 0, 0, 0, ?, 'escalate',"
+         " '[]', NULL, ?, 1.0, 0.5)", [arguments, hashlib.sha256(arguments.encode()).hexdigest()[:16], situation, every]),
+        ("INSERT INTO messages VALUES ('old-1', 0, ?)", [message]),
+        ("INSERT INTO intents (effect_ref, turn_id, step, call_id, reply_seq, tool, arguments, state, prepared_at,"
+         " settled_at, receipt, settled_by, runner_host) VALUES ('old-1:0', 'old-1', 0, 'c1', 0, 'deploy', ?,"
+         " 'committed', 1.0, 2.0, ?, 'call', ?)",
+         [arguments, json.dumps({"ok": False, "content": every}), f"ci:{_by_name('npm access token').text}"]),
+        ("INSERT INTO decisions VALUES ('old-1', 0, 'escalate', ?)", [ONE_LINE[24]]),
+        ("INSERT INTO validations VALUES ('old-1', ?, 'fail', ?, 2.0)", [f"keys {ONE_LINE[25]}", ONE_LINE[26]]),
+        (turn, ["gone-1", "\n".join(ONE_LINE) * 3, every, every]),
+        ("DELETE FROM turns WHERE turn_id = 'gone-1'", []),
+    ])
+
+
+def _old_lessons(path: Path) -> None:
+    """A schema-4 lesson store: a lesson whose every text column holds samples (its FTS segments
+    too), and one invalidated."""
+    LessonStore(path).close()
+    insert = ("INSERT INTO knowledge (domain, tool, subject, kind, fingerprint, unblock, probe, content, confidence,"
+              " created_at, last_verified_at, invalidated_at, source, metadata, host)"
+              " VALUES ('', 'deploy', ?, 'auth', 'deploy 1.0', ?, ?, ?, 0.5, 1.0, 1.0, ?, 'declared', ?, ?)")
+    _write_as_schema_4(path, [
+        (insert, [f"deploy@{_by_name('URL userinfo password').text}",
+                  f"deploy login --token {_by_name('GitHub personal access token (classic)').text}",
+                  json.dumps({"tool": "deploy_check", "args": {"token": _by_name("npm access token").text}}),
+                  "\n".join(s.text for s in SAMPLES), None,
+                  json.dumps({"api_key": _by_name("SendGrid API key").text, "seen": ONE_LINE[10:14]}), "ci"]),
+        (insert, ["deploy", "deploy login", None, f"refused {' '.join(ONE_LINE[14:30])}", 2.0, "{}", ONE_LINE[30]]),
+    ])
+
+
+def _every_row_of(path: Path) -> str:
+    with sqlite3.connect(path) as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return "\n".join(f"{t}: {db.execute(f'SELECT * FROM {t}').fetchall()!r}" for t in tables)
+
+
+def _read_the_stores(cli: Cli, journal: Path, lessons: Path) -> None:
+    """``unstuck journal``, ``lessons`` and ``report`` on the stores, each with what it shows."""
+    assert "old-1" in cli("journal", "list", "--journal", str(journal)).out
+    shown = json.loads(cli("journal", "show", "old-1", "--journal", str(journal), "--json").out)
+    assert shown["steps"] and "***" in json.dumps(shown)  # the rows are shown, masked
+    cli("journal", "show", "old-1", "--journal", str(journal))
+    listed = json.loads(cli("lessons", "list", "--store", str(lessons), "--all", "--json").out)
+    assert len(listed) == 2
+    for lesson in listed:
+        cli("lessons", "show", str(lesson["id"]), "--store", str(lessons))
+    assert "***" in cli("lessons", "search", "refused", "--store", str(lessons), "--json").out
+    cli("report", "--journal", str(journal), "--json", "-")
+    cli("report", "--journal", str(journal), "--html", str(cli.out / "report.html"))
+
+
+def test_a_store_migrated_from_schema_4_keeps_no_seeded_secret_in_any_file_its_backup_rows_or_what_the_cli_shows(
+        tmp_path: Path) -> None:
+    """Issue 23: a migration redacts old rows; the backup it keeps (``.schema4.bak``), the store's
+    own pages (free ones too), its ``-wal`` and ``-shm``, and every row keep none of what it
+    redacts, and the CLI shows none, before or after the migration."""
+    (tmp_path / "cli").mkdir()
+    cli = Cli(tmp_path / "cli")
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    journal, lessons = folder / "journal.db", folder / "lessons.db"
+    _old_journal(journal)
+    _old_lessons(lessons)
+    before = leaks_in_files(folder)
+    assert {"journal.db-wal", "lessons.db-wal"} <= before.keys()  # the old stores do hold the samples, as bytes
+    _read_the_stores(cli, journal, lessons)  # read-only opens: shown redacted, nothing migrated
+    assert cli.stream_leaks() == {}
+
+    # another process has each store open meanwhile: the -wal is not removed when the migration's connection closes
+    others = [sqlite3.connect(path, isolation_level=None) for path in (journal, lessons)]
+    try:
+        for other in others:
+            other.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens the file at a first read
+        with Journal(journal) as opened:
+            assert opened.schema == 5
+        with LessonStore(lessons) as store:
+            assert store.schema == 5
+            assert [x.id for x in store.search("refused")]  # the full-text index still finds the lesson, as kept
+        assert Path(f"{journal}-wal").exists() and Path(f"{lessons}-shm").exists()
+        backups = {p.name for p in folder.iterdir() if ".bak" in p.name}
+        assert backups == {"journal.db.schema4.bak", "lessons.db.schema4.bak"}
+        assert all((folder / name).stat().st_mode & 0o777 == 0o600 for name in backups)
+        assert leaks_in_files(folder) == {}  # every file's bytes: the stores, -wal, -shm, the backups
+    finally:
+        for other in others:
+            other.close()
+    for path in (journal, lessons, *(folder / name for name in backups)):
+        rows = _every_row_of(path)
+        assert "***" in rows and leaks(rows) == []
+    with sqlite3.connect(folder / "journal.db.schema4.bak") as backup:
+        assert backup.execute("PRAGMA user_version").fetchone()[0] == 4
+        ((arguments, digest),) = backup.execute("SELECT arguments, arguments_digest FROM steps").fetchall()
+    assert digest == hashlib.sha256(arguments.encode()).hexdigest()[:16]  # of the arguments as kept, not the secret's
+
+    _read_the_stores(cli, journal, lessons)
+    assert cli.stream_leaks() == {}
+    assert leaks_in_files(tmp_path) == {}

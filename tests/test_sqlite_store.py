@@ -179,3 +179,99 @@ def test_an_earlier_backup_is_never_overwritten_the_new_copy_takes_the_next_name
     with sqlite3.connect(second) as old:
         assert old.execute("PRAGMA user_version").fetchone()[0] == 1
     assert not list(tmp_path.glob("*.part"))
+
+
+# -- backups keep no secret (issue 23) ---------------------------------------------------------------
+
+#: A GitHub personal access token's documented shape (``ghp_`` and 36 of [A-Za-z0-9]; GitHub docs,
+#: "About authentication to GitHub"), and its 36 characters: one FTS5 term.
+_TOKEN_TERM = "Q1w2E3r4T5" * 3 + "y6U7i8"
+_TOKEN = "ghp_" + _TOKEN_TERM
+
+
+def _holding_a_token(path: Path) -> sqlite3.Connection:
+    """A schema-1 database of no store: a plain table, a generated column, an FTS5 table keeping
+    its own copy of the text, every text holding the token, written with ``secure_delete`` off."""
+    db = connect(path)
+    db.execute("PRAGMA secure_delete = OFF")
+    with write(db):
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, size INTEGER GENERATED ALWAYS AS "
+                   "(length(body)) STORED, raw BLOB)")
+        db.execute("CREATE VIRTUAL TABLE notes_index USING fts5(body)")
+        db.execute("INSERT INTO notes (body, raw) VALUES (?, x'00ff')", (f"GH_TOKEN={_TOKEN} was refused",))
+        db.execute("INSERT INTO notes_index (body) VALUES (?)", (f"export GH_TOKEN={_TOKEN}",))
+        db.execute("PRAGMA user_version = 1")
+    return db
+
+
+def test_the_backup_a_migration_keeps_holds_every_row_redacted_and_no_byte_of_the_secret(tmp_path: Path) -> None:
+    from unstuck.redact import redact
+
+    path = tmp_path / "s.db"
+    db = _holding_a_token(path)
+    assert migrate(db, path, (lambda conn: None,), transaction=lambda: write(db)) == 1
+    db.close()
+    backup = backup_path(path, 1)
+    assert _TOKEN_TERM.encode() not in backup.read_bytes()
+    with sqlite3.connect(backup) as old:
+        kept = redact(f"GH_TOKEN={_TOKEN} was refused")
+        assert old.execute("SELECT id, body, size, raw FROM notes").fetchall() == [(1, kept, len(kept), b"\x00\xff")]
+        assert old.execute("SELECT body FROM notes_index").fetchall() == [(redact(f"export GH_TOKEN={_TOKEN}"),)]
+        assert old.execute("SELECT count(*) FROM notes_index WHERE notes_index MATCH ?",
+                           (f'"{_TOKEN_TERM}"',)).fetchone()[0] == 0
+        old.execute("INSERT INTO notes_index (notes_index) VALUES ('integrity-check')")  # raises when off
+        assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_a_backup_follows_no_symbolic_link_of_its_name_and_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("not the store's", encoding="utf-8")
+    backup_path(path, 1).symlink_to(victim)
+    (tmp_path / "s.db.schema1.bak.2").symlink_to(tmp_path / "dangling")
+    db = _versioned(path, 1)
+    umask = os.umask(0)  # the copy's mode is its own, not what the umask leaves
+    try:
+        assert migrate(db, path, (lambda conn: None,), transaction=lambda: write(db)) == 1
+    finally:
+        os.umask(umask)
+        db.close()
+    assert victim.read_text(encoding="utf-8") == "not the store's" and not (tmp_path / "dangling").exists()
+    assert backup_path(path, 1).is_symlink() and (tmp_path / "s.db.schema1.bak.2").is_symlink()
+    third = tmp_path / "s.db.schema1.bak.3"
+    assert not third.is_symlink() and third.stat().st_mode & 0o777 == 0o600
+    with sqlite3.connect(third) as old:
+        assert old.execute("SELECT x FROM t").fetchall() == [("v1 row",)]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def test_a_migrated_file_and_its_wal_keep_no_byte_of_a_value_a_step_redacted_or_a_row_deleted_before(
+        tmp_path: Path) -> None:
+    """The store's own file: a step rewrites a value, old code had deleted a row; the migrated
+    file is rewritten whole and its WAL emptied while another connection keeps it open."""
+    path = tmp_path / "s.db"
+    db = _holding_a_token(path)
+    db.execute("PRAGMA journal_mode = WAL")
+    with write(db):
+        db.execute("INSERT INTO notes (body) VALUES (?)", (f"deleted later: {_TOKEN} " * 50,))
+        db.execute("DELETE FROM notes WHERE id = 2")
+    other = connect(path)
+    other.execute("SELECT count(*) FROM notes").fetchone()
+
+    def redact_step(conn: sqlite3.Connection) -> None:
+        from unstuck.redact import redact_document
+
+        for key, body in conn.execute("SELECT id, body FROM notes").fetchall():
+            conn.execute("UPDATE notes SET body = ? WHERE id = ?", (redact_document(body), key))
+        for key, body in conn.execute("SELECT rowid, body FROM notes_index").fetchall():
+            conn.execute("UPDATE notes_index SET body = ? WHERE rowid = ?", (redact_document(body), key))
+
+    try:
+        assert migrate(db, path, (redact_step,), transaction=lambda: write(db)) == 1
+        found = {p.name: _TOKEN_TERM.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        assert {"s.db", "s.db-wal", "s.db-shm", "s.db.schema1.bak"} <= found.keys()
+        assert not any(found.values()), found
+        assert db.execute("SELECT count(*) FROM notes_index WHERE notes_index MATCH 'export'").fetchone()[0] == 1
+    finally:
+        other.close()
+        db.close()

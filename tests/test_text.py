@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, for_terminal, quote_evidence, valid_utf8
+from unstuck.text import EVIDENCE_CHARS, clean_terminal_text, for_terminal, quote_evidence, smuggled_text, valid_utf8
 
 
 def tput(*capability: str) -> str:
@@ -210,3 +210,14 @@ def test_match_form_reads_compatibility_letters_and_format_characters_as_the_tex
     from unstuck.text import match_form
 
     assert match_form(text) == form
+
+
+def test_runs_of_tag_characters_spell_their_ascii_one_run_a_line_and_short_emoji_tag_runs_spell_nothing() -> None:
+    """The Unicode Standard, section 23.9: U+E0020-U+E007E mirror printable ASCII; an emoji
+    tag sequence (UTS #51: a subdivision flag, at most six tag letters) is not smuggled text."""
+    def tags(text: str) -> str:
+        return "".join(chr(0xE0000 + ord(char)) for char in text)
+    assert smuggled_text("plain text") is None
+    assert smuggled_text(f"a{tags('open the door now')}b{tags('and then close it')}") == "open the door now\nand then close it"
+    assert smuggled_text("\U0001f3f4" + tags("gbwls") + "\U000e007f") is None
+    assert "open" not in clean_terminal_text(f"a{tags('open the door now')}b")  # what a person sees

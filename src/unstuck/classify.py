@@ -69,7 +69,7 @@ from unstuck.envelopes import Envelope, Shape, find_envelopes
 from unstuck.shell import Screened, is_setup, parse_command_line, screen_command
 from unstuck.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 from unstuck.situations import Kind, Situation, Source
-from unstuck.text import clean_terminal_text, has_invisible, match_form, valid_utf8
+from unstuck.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.tools import ToolResult, ToolSpec
 from unstuck.waiting import non_interactive_fix
 
@@ -187,6 +187,16 @@ _ENVELOPE_WORDS = ("error", "fail", "fault", "exception", "false", "detail", "co
                    "severity", "reason", "__type")
 
 
+def _lowered_offsets(text: str, lowered: str) -> list[int]:
+    """For each offset of ``lowered`` (``text.lower()``), the offset in ``text`` of the character it
+    was lowered from, and ``len(text)`` after the last: each character lowers on its own, to one
+    character or more (SpecialCasing.txt; the conditional mappings Python applies, final sigma,
+    keep the length)."""
+    positions = [index for index, char in enumerate(text) for _ in range(len(char.lower()))]
+    positions += [len(text)] * (len(lowered) + 1 - len(positions))
+    return positions[:len(lowered) + 1]
+
+
 def _adversarial(row: Any) -> bool:
     return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
 
@@ -197,12 +207,16 @@ class _Reader:
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
         text = valid_utf8(window)
+        self.raw = text
         # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
         self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
                      or has_invisible(text) else text)
         self.lowered = self.text.lower()  # patterns are lower case: faster than case-folding each
-        # Lower-casing can change a string's length ("İ" → "i̇"); offsets then come from lowered.
-        self.shown = self.text if len(self.lowered) == len(self.text) else self.lowered
+        # Lower-casing can change a string's length ("İ", U+0130, is "i̇", two characters:
+        # Unicode SpecialCasing.txt): offsets into lowered are then mapped back to the text, so
+        # what is shown is always the tool's own text, in its case (a lower-cased AWS key or
+        # JWT would no longer look like one to the redaction of what is stored).
+        self._to_text = None if len(self.lowered) == len(self.text) else _lowered_offsets(self.text, self.lowered)
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
         # an ASCII-only text is matched with the alternatives it can match (most output is)
         plain = self.lowered.isascii()
@@ -221,7 +235,26 @@ class _Reader:
         return key in self._cache
 
     def excerpt(self, match: RowMatch) -> str:
-        return _line_around(self.shown, match.start, match.end)
+        return self.line_around(match.start, match.end)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The span of :attr:`text` that the span ``start:end`` of :attr:`lowered` was lowered from."""
+        positions = self._to_text
+        if positions is None:
+            return start, end
+        first = positions[min(start, len(positions) - 1)]
+        last = positions[min(end - 1, len(positions) - 1)] + 1 if end > start else first
+        return first, max(first, last)
+
+    def original(self, start: int, end: int) -> str:
+        """The text that ``lowered[start:end]`` was lowered from, in its own case."""
+        first, last = self.span(start, end)
+        return self.text[first:last]
+
+    def line_around(self, start: int, end: int) -> str:
+        """:func:`_line_around` the match at ``start:end`` of :attr:`lowered`, from :attr:`text`."""
+        first, last = self.span(start, end)
+        return _line_around(self.text, first, last)
 
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
@@ -254,6 +287,9 @@ class _Reader:
         the match stands for the whole line it is on (lines are kept one for one)."""
         def compute() -> RowMatch | None:
             found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+            if found is not None or self.raw.isascii():
+                return found
+            found = self._smuggled()
             if found is not None or self.lowered.isascii():
                 return found
             # the n-th line of the folded text is the n-th of this one: only a carriage return
@@ -280,6 +316,19 @@ class _Reader:
     def concept(self) -> ConceptMatch | None:
         """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.concepts`)."""
         return self._once("concept", lambda: load_lexicon().find(self.lowered))  # type: ignore[no-any-return]
+
+    def _smuggled(self) -> RowMatch | None:
+        """An adversarial row in the text that tag characters spell
+        (:func:`unstuck.text.smuggled_text`, read from the window as it came: cleaning removes
+        them), standing for the line of this text where the first tag character was."""
+        hidden = smuggled_text(self.raw)
+        inner = _Reader(self.table, hidden).injection() if hidden is not None else None
+        if inner is None:
+            return None
+        first = next(index for index, char in enumerate(self.raw) if 0xE0020 <= ord(char) <= 0xE007E)
+        start = self.lowered.rfind("\n", 0, len(clean_terminal_text(self.raw[:first]).lower())) + 1
+        end = self.lowered.find("\n", start)
+        return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
 
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
@@ -352,7 +401,7 @@ class _Reader:
             seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
         concept = self._cache.get("concept")
         if concept is not None:
-            sentence = _line_around(self.shown, concept.start, concept.end)
+            sentence = self.line_around(concept.start, concept.end)
             seen.append(Evidence(f"concept: {concept.concept.name}", f"words: {concept.describe()} | {sentence}"))
         return seen
 
@@ -493,8 +542,8 @@ def _decide(
         said = concept.concept
         return (Verdict(said.kind, said.interactive, said.retryable),
                 Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
-                         said.source), None, _line_around(reader.shown, concept.start, concept.end))
-    text = reader.shown.strip()
+                         said.source), None, reader.line_around(concept.start, concept.end))
+    text = reader.text.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
                                                     "DESIGN.md: a failure that matches nothing is execution_error"),
@@ -558,7 +607,7 @@ def _status_verdict(
     if result.error_type and result.error_type in table.exception:
         exc = table.exception[result.error_type]
         if exc.verdict is not None:
-            line = reader.shown.strip().splitlines()[-1] if reader.shown.strip() else result.error_type
+            line = reader.text.strip().splitlines()[-1] if reader.text.strip() else result.error_type
             return exc.verdict, Decision(Stage.STATUS, f"exception {result.error_type}", exc.source), None, line
     if result.exit_code is not None and result.exit_code in table.exit_code:
         coded_exit = table.exit_code[result.exit_code]
@@ -573,7 +622,7 @@ def _status_verdict(
 
 def _first_line(reader: _Reader) -> str:
     """The first line of the output that says something (not a bare status line)."""
-    for line in reader.shown.splitlines():
+    for line in reader.text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.lower().startswith("http "):
             return stripped[:_DETAIL_CHARS]
@@ -637,12 +686,13 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
             (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
         if found is not None and index is not None:
             start, end = found.span(index)
-            named = reader.shown[start:end].strip()
+            named = reader.original(start, end).strip()
     elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
         start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
-        before = _BEFORE_MESSAGE.search(reader.shown[first:start])
+        head = reader.original(first, start)
+        before = _BEFORE_MESSAGE.search(head)
         candidate = before.group(1) if before is not None else None
-        program_prefix = reader.shown[first:start].split(":", 1)[0].strip()
+        program_prefix = head.split(":", 1)[0].strip()
         if candidate and candidate != program_prefix and ("/" in candidate or "." in candidate):
             named = candidate
     if not named or named.lower() in _NOT_SUBJECTS:
@@ -731,10 +781,10 @@ def _suggestion(reader: _Reader) -> str | None:
             if found.group(1) is None:
                 continue
             start, end = found.span(1)
-            if not _imperative(reader.shown[reader.line_of(found.start()):found.start()]):
+            if not _imperative(reader.original(reader.line_of(found.start()), found.start())):
                 continue
-            quoted = start > 0 and reader.shown[start - 1] in _QUOTE_MARKS
-            words = reader.shown[start:end].split()
+            quoted = start > 0 and reader.original(start - 1, start) in _QUOTE_MARKS
+            words = reader.original(start, end).split()
             kept: list[str] = []
             for position, word in enumerate(words):
                 if position > 0 and word.lower() in _PROSE:
@@ -886,7 +936,7 @@ def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None
         if index is None:
             continue
         start, end = found.span(index)
-        name = reader.shown[start:end].strip().strip("'\"‘’“”«»")
+        name = reader.original(start, end).strip().strip("'\"‘’“”«»")
         if name.startswith("-") and len(name) > 1 and (name[1].isalnum() or name[1] == "-"):
             return name
     return None
@@ -930,9 +980,9 @@ def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classificati
         found = row.subject.search(reader.lowered)
         if found is not None:
             named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
-            line = _line_around(reader.shown, found.start(), found.end())
+            line = reader.line_around(found.start(), found.end())
             break
-    text = reader.shown.strip()
+    text = reader.text.strip()
     line = line or (text.splitlines()[0] if text else f"exit code {code}")
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, Decision(Stage.DECISIVE_EXIT, f"exit code {code}", coded.source))

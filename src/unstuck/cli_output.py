@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.segment import Segment
 
 from unstuck.output import json_text
+from unstuck.redact import redact
 from unstuck.text import DEFAULT_IGNORABLE, for_terminal
 
 if TYPE_CHECKING:
@@ -45,9 +46,11 @@ class SafeConsole(Console):
     """A ``rich`` console whose text is stripped for the terminal (see the module doc)."""
 
     def render_str(self, text: str, **options: Any) -> Text:
-        """rich's reading of a string (markup, emoji, highlighting), of the string stripped by
-        :func:`unstuck.text.for_terminal` first."""
-        return super().render_str(for_terminal(text), **options)
+        """rich's reading of a string (markup, emoji, highlighting), of the string redacted
+        (:func:`unstuck.redact.redact`) and stripped by :func:`unstuck.text.for_terminal` first:
+        redacted whole, before rich wraps it into a table cell's or a panel's lines, since a
+        secret cut across two lines is no longer a shape the output stream's redaction finds."""
+        return super().render_str(for_terminal(redact(text)), **options)
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         """rich's segments, each segment of text stripped by :func:`unstuck.text.for_terminal`;

@@ -52,7 +52,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from unstuck.redact import redact_document
-from unstuck.sqlite_store import clean_text, write
+from unstuck.sqlite_store import kept_text, write
 from unstuck.stores import Engine, StoreURL, postgres_pool
 
 if TYPE_CHECKING:
@@ -179,11 +179,11 @@ class SQLiteEngine:
 
 def clean_params(params: Sequence[Any]) -> tuple[Any, ...]:
     """``params`` with every string as a store may keep it: as both engines take it
-    (:func:`unstuck.sqlite_store.clean_text`: lone surrogates and NUL become U+FFFD, so no
-    text a tool or a person supplied fails a write, or a look-up, with an encoding error) and
-    with no secret in it (:func:`unstuck.redact.redact_document`: the store boundary, see the
+    (:func:`unstuck.sqlite_store.kept_text`: lone surrogates and NUL become U+FFFD, so no
+    text a tool or a person supplied fails a write, or a look-up, with an encoding error, and
+    no secret is in it, :func:`unstuck.redact.redact_document`: the store boundary, see the
     module doc). Every statement of both engines runs with its parameters made so."""
-    return tuple(redact_document(clean_text(value)) if isinstance(value, str) else value for value in params)
+    return tuple(kept_text(value) if isinstance(value, str) else value for value in params)
 
 
 def clean_row(row: Sequence[Any]) -> tuple[Any, ...]:
@@ -203,7 +203,7 @@ def redact_rows(tx: Transaction, table: str, keys: Sequence[str], columns: Seque
     written = 0
     for row in tx.execute(f"SELECT {', '.join((*keys, *columns))} FROM {table}").fetchall():
         key, values = tuple(row[:len(keys)]), tuple(row[len(keys):])
-        if all(not isinstance(v, str) or redact_document(clean_text(v)) == v for v in values):
+        if all(not isinstance(v, str) or kept_text(v) == v for v in values):
             continue
         extra = also(values) if also is not None else {}
         assigned = ", ".join(f"{name} = ?" for name in (*columns, *extra))

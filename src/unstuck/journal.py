@@ -62,9 +62,12 @@ turns' texts; version 3 added leases; version 4 each intent's runner (below); ve
 redacts every string of every row, as the store boundary writes it now (the intents' and
 messages' call arguments, kept exact before, and formats unknown before). A journal of an
 older version opened for writing is migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy is kept first as
-``<name>.schema<N>.bak`` (:meth:`Journal.backup_path`), then every step of
-:data:`_MIGRATIONS` runs in one write transaction; the next layout change is one function
-appended there. A journal of a newer version is refused, naming the file and both versions.
+``<name>.schema<N>.bak`` (:meth:`Journal.backup_path`; mode 0600, every string in it redacted
+as the migration redacts it, a step's ``arguments_digest`` made of its arguments as kept:
+:func:`_redact_rows`, so the copy keeps no secret either), then every step of
+:data:`_MIGRATIONS` runs in one write transaction and the file is rewritten whole, its WAL
+emptied (no old page keeps a secret); the next layout change is one function appended there.
+A journal of a newer version is refused, naming the file and both versions.
 A read-only open never migrates and never writes: an older journal is read as it is, every
 string redacted as it is read (:func:`unstuck.engines.clean_row`; :attr:`Journal.schema` tells).
 
@@ -576,7 +579,7 @@ class Journal:
                                f"tables; it was left untouched")
         if not self.readonly:
             migrate(db, path, _MIGRATIONS, transaction=self._sqlite.transaction, unversioned=1,
-                    application_id=APPLICATION_ID)
+                    application_id=APPLICATION_ID, scrub=_redact_rows)
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")
         self.schema: int = db.execute("PRAGMA user_version").fetchone()[0] or 1

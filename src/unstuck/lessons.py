@@ -33,8 +33,11 @@ metadata, subject or tool.
 
 Schema: ``PRAGMA user_version`` is the schema (5). A store of an older schema opened for
 writing is migrated in place (:func:`unstuck.sqlite_store.migrate`): a copy of it is kept
-first as ``<name>.schema<N>.bak`` (:meth:`LessonStore.backup_path`), then every step runs in
-one write transaction. Schema 2 added the partial indexes that serve the turn-start query
+first as ``<name>.schema<N>.bak`` (:meth:`LessonStore.backup_path`; mode 0600, every text in
+it redacted as the migration redacts it, its full-text index rebuilt: the copy keeps no secret
+either), then every step runs in one write transaction, the full-text index is rebuilt and the
+file rewritten whole, its WAL emptied (no old segment or page keeps a secret). Schema 2 added
+the partial indexes that serve the turn-start query
 (:meth:`LessonStore.active`; ``bench/bench_lessons.py``); schema 3 is the redacted store:
 lessons recorded before redaction existed are redacted, the FTS rows of the changed lessons
 rebuilt by the update trigger; schema 4 names the host; schema 5 redacts every text column

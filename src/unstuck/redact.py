@@ -14,8 +14,15 @@ These secrets are found:
   ``END`` line);
 * **values given to names that say they are secret**: ``GH_TOKEN=…``, ``password: …``,
   ``"api_key": "…"``, ``--token …``, an ``Authorization`` header's credentials (RFC 9110
-  section 11.6.2; Bearer, RFC 6750; Basic, RFC 7617), and the password of a URL's userinfo
-  (RFC 3986 section 3.2.1; ``psql "postgresql://u:SECRET@h/db"`` too);
+  section 11.6.2; Bearer, RFC 6750; Basic, RFC 7617) as a header line, a JSON or dict key
+  (``{"Authorization": "Bearer …"}``, ``{'Authorization': …}``: the scheme stays) or an HTTP
+  ``Cookie``/``Set-Cookie`` key (RFC 6265 sections 4.1 and 5.4), and the password of a URL's
+  userinfo, whose user may be empty (RFC 3986 section 3.2.1: ``redis://:SECRET@host``;
+  ``psql "postgresql://u:SECRET@h/db"`` too). A quoted value is masked whole, spaces and all
+  (``password="correct horse battery"``); a quote may be escaped, as JSON writes a document
+  inside a string (RFC 8259 section 7: ``{\\"password\\": \\"…\\"}``); an XML element named
+  like a secret loses its text (``<password>…</password>``, as Maven's ``settings.xml`` keeps
+  a server's password and key passphrase: maven.apache.org, "Settings Reference", Servers);
 * **token formats detect-secrets has no plugin for** (its ``NpmDetector`` matches only an
   ``.npmrc`` ``_authToken=`` line, and version 1.5.0 has none for Hugging Face): npm access
   tokens, ``npm_`` and 36 letters or digits (docs.npmjs.com, "About access tokens"), Hugging
@@ -25,11 +32,18 @@ These secrets are found:
   detect-secrets' own ``SendGridDetector``; and the other documented shapes of
   :data:`_DOCUMENTED_FORMATS` (GitHub fine-grained, Slack app-level and configuration tokens,
   OpenAI and Anthropic keys, Google API keys, Stripe test keys, GitLab routable tokens, Square,
-  Databricks, Docker Hub, DigitalOcean, age), each with its issuer's page;
+  Databricks, Docker Hub, DigitalOcean, age), each with its issuer's page; and an AWS secret
+  access key written next to its access key id (40 base64 characters after the id, as the
+  access key ``.csv`` file the IAM console downloads has them: AWS IAM User Guide, "Managing
+  access keys for IAM users"; the key alone, without the id or a name, has no shape to find);
 * **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
   ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
   ``account``/``port`` tokens, such a line quoted inside a command, or ``machine NAME login
-  NAME password VALUE`` within a line), a Docker ``config.json``'s ``"auth"`` (base64 of user:password)
+  NAME password VALUE`` within a line), a ``.pgpass`` line's password (PostgreSQL
+  documentation, "The Password File": ``hostname:port:database:username:password``, ``:`` and
+  ``\\`` escaped with ``\\``; a whole line, its password the rest of it, or such an entry as one
+  word of a line, ``echo 'h:5432:db:u:pw' >> ~/.pgpass``), a
+  Docker ``config.json``'s ``"auth"`` (base64 of user:password)
   and ``"identitytoken"``/``"registrytoken"`` (docs.docker.com, "docker login": credential
   stores and the ``auths`` key), and variables whose documented name ends in ``_PWD``
   (``MYSQL_PWD``, MySQL reference manual, "Environment Variables") or is ``SSHPASS``
@@ -40,8 +54,17 @@ These secrets are found:
   is the port) and ``--password=SECRET``; ``sshpass -p SECRET`` / ``-pSECRET`` among sshpass's
   own options, before the command it runs (sshpass(1); ``-f FILE`` and ``-e`` carry no
   password); ``curl -u user:SECRET`` / ``--user`` / ``-U`` / ``--proxy-user`` (curl(1):
-  ``user:password``; a user without ``:`` makes curl prompt, nothing to mask). Only the
+  ``user:password``; a user without ``:`` makes curl prompt, nothing to mask); ``docker login
+  -p SECRET`` / ``--password SECRET`` (docs.docker.com, "docker login": ``--password, -p``;
+  ``--password-stdin`` carries none; ``-p`` of any other docker command, ``docker run -p
+  8080:80``, is not a password) and ``podman login`` alike (podman-login(1)). Only the
   password is masked: the user, the options and the command stay.
+
+Every string is also read as JSON writes it: a JSON string literal holding escapes
+(``\\u0067hp_…``, ``\\/``, ``\\"``; RFC 8259 section 7) is decoded and its text redacted, so
+an escape never hides a token; a JSON document's keys are redacted as its values are (a
+token or a URL with a password used as a key), two keys that mask alike kept apart (``***``,
+``***#2``).
 
 A value given to a name that ends in ``file``, ``path`` or ``dir`` (``--password-file=/run/pw``,
 ``POSTGRES_PASSWORD_FILE=/run/secrets/db``) that looks like a path (holds ``/`` or ``\\``, or
@@ -49,7 +72,11 @@ starts with ``~`` or ``.``) is a path to a secret, not the secret: it stays, sin
 what a reader needs to follow a "no such file" error.
 
 Each secret is replaced by :data:`MASK` (the name and the structure around it stay, so a
-reader can still tell what happened). :func:`redact` is linear in its input and never raises.
+reader can still tell what happened). :func:`redact` is linear in its input and never raises:
+every pattern is an RE2 pattern (google-re2: matching time linear in the text, whatever the
+pattern; no backtracking), detect-secrets' own patterns included (:func:`_format_matchers`
+says how they are carried over), and a text is redacted whole, line by line, never cut into
+pieces a secret could straddle (``bench/bench_redact.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +86,7 @@ import hashlib
 import importlib.util
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +99,127 @@ __all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix
 #: What a secret is replaced with.
 MASK = "***"
 
+
+def _quiet_options() -> Any:
+    """re2 options that do not log a refused pattern to standard error."""
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+_QUIET = _quiet_options()
+
+
+class _Match:
+    """One match of a :class:`_Pattern`: its groups by name or number, its text and span.
+    (re2's own match object rebuilds its pattern's table of group names for every look-up by
+    name; this one reads the table the pattern made once.)"""
+
+    __slots__ = ("_match", "_names")
+
+    def __init__(self, match: Any, names: Mapping[str, int]) -> None:
+        self._match, self._names = match, names
+
+    def group(self, key: int | str = 0) -> Any:
+        return self._match.group(self._names[key] if isinstance(key, str) else key)
+
+    def get(self, name: str) -> Any:
+        """The group ``name``, ``None`` when it did not take part or the pattern has none of that name."""
+        index = self._names.get(name)
+        return None if index is None else self._match.group(index)
+
+    @property
+    def string(self) -> str:
+        return str(self._match.string)
+
+    def start(self) -> int:
+        return int(self._match.start())
+
+    def end(self) -> int:
+        return int(self._match.end())
+
+
+class _Pattern:
+    """An RE2 pattern (google-re2: linear in the text it reads, whatever the pattern; flags
+    written inline, ``(?i)``) that never matches across a line break (:func:`_one_line`), so
+    it can be run once over many lines joined."""
+
+    __slots__ = ("_names", "_regexp")
+
+    def __init__(self, pattern: str) -> None:
+        self._regexp = re2.compile(_one_line(pattern), _QUIET)
+        self._names: dict[str, int] = dict(self._regexp.groupindex)
+
+    def sub(self, repl: str | Callable[[_Match], str], text: str, count: int = 0) -> str:
+        if isinstance(repl, str):
+            return str(self._regexp.sub(lambda _m: repl, text, count))
+        names = self._names
+        return str(self._regexp.sub(lambda m: repl(_Match(m, names)), text, count))
+
+    def search(self, text: str) -> _Match | None:
+        found = self._regexp.search(text)
+        return None if found is None else _Match(found, self._names)
+
+    def match(self, text: str) -> _Match | None:
+        found = self._regexp.match(text)
+        return None if found is None else _Match(found, self._names)
+
+    def fullmatch(self, text: str) -> _Match | None:
+        found = self._regexp.fullmatch(text)
+        return None if found is None else _Match(found, self._names)
+
+    def finditer(self, text: str) -> Iterator[_Match]:
+        names = self._names
+        return (_Match(found, names) for found in self._regexp.finditer(text))
+
+
+def _re2(pattern: str) -> _Pattern:
+    """:class:`_Pattern` of ``pattern``."""
+    return _Pattern(pattern)
+
+
+def _one_line(pattern: str) -> str:
+    """``pattern`` (RE2 or Python ``re`` syntax) rewritten so no match holds a line break: a
+    ``\\s`` outside a class is ``[\\t\\f\\r ]``, inside one it is those four characters, and
+    a negated class also excludes ``\\n`` (``.`` already does, without ``(?s)``)."""
+    out: list[str] = []
+    index, inside, negated = 0, False, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escape = pattern[index:index + 2]
+            if escape == "\\s" and not negated:
+                out.append("\\t\\f\\r " if inside else "[\\t\\f\\r ]")
+            else:
+                out.append(escape)
+            index += 2
+            continue
+        if not inside and char == "[":
+            inside, negated = True, pattern.startswith("[^", index)
+            start = index + (2 if negated else 1)
+            if pattern.startswith("]", start):  # a ] first in a class is one of its characters
+                start += 1
+            out.append(pattern[index:start])
+            index = start
+            continue
+        if inside and pattern.startswith("[:", index):  # a POSIX class, [[:alpha:]]
+            end = pattern.find(":]", index + 2)
+            if end != -1:
+                out.append(pattern[index:end + 2])
+                index = end + 2
+                continue
+        if inside and char == "]":
+            if negated:  # before a last "-", which stays a character, not a range to the line break
+                out.insert(len(out) - 1 if out[-1] == "-" else len(out), "\\n")
+            out.append("]")
+            inside = negated = False
+            index += 1
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
 #: The detect-secrets plugins whose patterns are formats of a token (not entropy guesses, not
 #: keyword heuristics, not IP addresses): their matches are always secrets.
 _FORMAT_PLUGINS = (
@@ -81,31 +229,72 @@ _FORMAT_PLUGINS = (
     "TelegramBotTokenDetector",
 )
 
+#: A quote, bare or escaped once or three times (RFC 8259 section 7: a JSON document written
+#: inside a JSON string, or inside a string inside that): ``"``, ``\\"``, ``\\\\\\"``, or ``'``.
+_Q = r"""(?:(?:\\\\\\|\\)?["'])"""
+#: Quotes one after another (a shell's ``'"'"'``, a quote inside another language's string).
+_QS = _Q + "{0,5}"
 #: A name that says its value is secret (environment variables, config keys, JSON fields, options).
 #: Names ending in ``_PWD`` (``MYSQL_PWD``: MySQL reference manual, "Environment Variables")
 #: and ``SSHPASS`` (sshpass(1), ``-e``) are documented secret variables too.
 #: The secret word ends the name (``GITHUB_TOKEN``, ``db_password``, ``token2``; or names the
 #: file that holds it, ``--password-file``: a path is then kept, see :data:`_PATH_NAME`), so a name that
 #: only starts with one (``token_scopes``, ``password_policy``, ``secret_name``) says nothing of
-#: its value.
+#: its value (every pattern that uses it ends the name at a separator or a word boundary).
 _SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key"
                 r"|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key|_pwd|(?-i:SSHPASS))[0-9]*"
-                r"(?:[-_.](?:file|path|dir))?(?![A-Za-z0-9_])")
-#: ``NAME=value``, ``NAME: value``, ``"NAME": "value"``, ``--name value`` / ``--name=value``.
-_ASSIGNED = re.compile(
-    r"""(?P<name>["']?\b""" + _SECRET_NAME + r"""\b["']?)(?P<sep>\s*[=:]\s*|\s+(?=["']))(?P<quote>["']?)"""
-    r"""(?P<value>[^\s"',;}&$][^\s"',;}&]{3,})""",
-    re.IGNORECASE,
+                r"(?:[-_.](?:file|path|dir))?")
+#: An unquoted value's characters, backslashes as in :data:`_WORD`.
+_VALUE_CHAR = r"""(?:[^\s"',;}&\\]|\\{1,2}[^\s"'\\/bfnrtu])"""
+#: Its first character: not a quote, and not ``$`` (``PASSWORD=$PW`` names a variable, not its value).
+_VALUE_FIRST = r"""(?:[^\s"',;}&$\\]|\\{1,2}[^\s"'\\/bfnrtu])"""
+#: A word of a command line or a file: a backslash (or two) only before a character that is
+#: neither a quote nor one JSON escapes (RFC 8259 section 7: ``\\"``, ``\\n``, ``\\u…``), so a
+#: masked word never takes the backslash of an escaped quote or an escaped line break.
+_WORD = r"""(?:[^\s"'\\]|\\{1,2}[^\s"'\\/bfnrtu])"""
+#: ``NAME=value``, ``NAME: value``, ``"NAME": "value"`` (one word, or a quoted word).
+_ASSIGNED = _re2(r"(?i)(?P<name>" + _Q + r"?\b" + _SECRET_NAME + r"\b" + _QS + r")(?P<sep>\s*[=:]\s*)"
+                 r"(?P<quote>" + _QS + r")(?P<value>" + _VALUE_FIRST + _VALUE_CHAR + r"{3,})")
+#: ``NAME "value"``: a name, spaces, a quoted word (``password 'hunter2'``).
+_SPACED = _re2(r"(?i)(?P<name>" + _Q + r"?\b" + _SECRET_NAME + r"\b" + _QS + r")(?P<sep>\s+)"
+               r"(?P<quote>" + _Q + r"{1,5})(?P<value>" + _VALUE_FIRST + _VALUE_CHAR + r"{3,})")
+
+
+def _quoted_value(opening: str) -> str:
+    """A quoted value up to its closing quote, spaces and all: one alternative per quote
+    (``"``, ``'``, and each escaped as :data:`_Q` allows), since RE2 has no backreference.
+    Bare quotes hold escapes (``\\"`` inside ``"…"``: JSON, Python reprs); escaped ones end
+    at the first escaped quote of their kind."""
+    parts = []
+    for index, (quote, body) in enumerate((
+            ('"', r'(?:[^"\\\n]|\\[^\n])*'), ("'", r"(?:[^'\\\n]|\\[^\n])*"),
+            (r'\\"', r'(?:[^"\\\n]|\\[^"\\\n])*'), (r"\\'", r"(?:[^'\\\n]|\\[^'\\\n])*"),
+            (r'\\\\\\"', r'(?:[^"\\\n]|\\[^"\\\n])*'), (r"\\\\\\'", r"(?:[^'\\\n]|\\[^'\\\n])*"))):
+        parts.append(f"(?P<q{index}>{quote})(?P<v{index}>{body}){quote}")
+    return opening + "(?:" + "|".join(parts) + ")"
+
+
+#: A quoted value masked whole, spaces and all, where its name is surely a key: assigned
+#: (``NAME="value with spaces"``, ``NAME = 'value'``), a quoted key (``"NAME": "value"``,
+#: ``'NAME': '…'``, ``\\"NAME\\": \\"…\\"``) or a key that starts its line (YAML, INI: ``NAME: "…"``).
+#: An unquoted name and a colon inside a sentence (``--with-token: "Read token from standard
+#: input"``) is a tool's prose: only a one-word value there is masked (:data:`_ASSIGNED`).
+_ASSIGNED_QUOTED = (
+    _re2(_quoted_value(r"(?i)(?P<name>\b" + _SECRET_NAME + r"\b)(?P<sep>\s*=\s*)")),
+    _re2(_quoted_value(r"(?i)(?P<name>" + _Q + r"\b" + _SECRET_NAME + r"\b" + _Q + _QS + r")(?P<sep>\s*[=:]\s*)")),
+    _re2(_quoted_value(r"(?i)(?P<name>(?m:^)\s*\b" + _SECRET_NAME + r"\b)(?P<sep>\s*:\s*)")),
 )
-_OPTION = re.compile(r"(?P<name>--" + _SECRET_NAME + r")(?P<sep>=|\s+)(?P<value>[^\s\"',;$-][^\s\"',;]{3,})",
-                     re.IGNORECASE)
-#: ``Authorization: Bearer X`` / ``Basic X`` / ``token X`` (RFC 9110 11.6.2).
-_AUTHORIZATION = re.compile(r"(?P<name>(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)"
-                            r"(?P<value>[^\s\"',;]{4,})", re.IGNORECASE)
+#: ``--name value`` / ``--name=value``, and ``--name "value with spaces"``.
+_OPTION = _re2(r"(?i)(?P<name>--" + _SECRET_NAME + r")(?P<sep>=|\s+)(?P<value>[^\s\"',;$\-\\][^\s\"',;\\]{3,})")
+_OPTION_QUOTED = _re2(_quoted_value(r"(?i)(?P<name>--" + _SECRET_NAME + r")(?P<sep>=|\s+)"))
+#: ``Authorization: Bearer X`` / ``Basic X`` / ``token X`` (RFC 9110 11.6.2), also as a JSON
+#: or dict key (``"Authorization": "Bearer X"``, ``'Authorization': 'Bearer X'``).
+_AUTHORIZATION = _re2(r"(?i)(?P<name>(?:proxy-)?authorization" + _QS + r"\s*[:=]\s*" + _QS
+                      + r"(?:(?:bearer|basic|token|digest)\s+)?)(?P<value>[^\s\"',;\\]{4,})")
 #: Headers whose whole value is a credential: GitLab's ``PRIVATE-TOKEN`` (docs.gitlab.com, REST
 #: API authentication), ``X-API-Key``/``api-key``, ``X-Auth-Token``, ``Cookie`` (RFC 6265 5.4).
-_CREDENTIAL_HEADER = re.compile(r"(?P<name>(?:private-token|x-api-key|api-key|x-auth-token|cookie)[\"']?\s*:\s*[\"']?)"
-                                r"(?P<value>[^\s\"',}]+)", re.IGNORECASE)
+_CREDENTIAL_HEADER = _re2(r"(?i)(?P<name>(?:private-token|x-api-key|api-key|x-auth-token|cookie)" + _QS
+                          + r"\s*:\s*" + _QS + r")(?P<value>[^\s\"',}\\]+)")
 #: Credentials of the shapes their issuers document that detect-secrets' formats miss (or match
 #: only in part), each with its source:
 #:
@@ -132,76 +321,171 @@ _CREDENTIAL_HEADER = re.compile(r"(?P<name>(?:private-token|x-api-key|api-key|x-
 #: * DigitalOcean tokens, ``dop_v1_``/``doo_v1_``/``dor_v1_`` and 64 hex digits
 #:   (docs.digitalocean.com, "How to create a personal access token");
 #: * age secret keys, ``AGE-SECRET-KEY-1`` and 58 Bech32 characters (age-encryption.org/v1).
-_DOCUMENTED_FORMATS = re.compile(
+#:
+#: A shape of a fixed length runs on over the characters of its alphabet that follow it (a
+#: longer run is masked whole, never cut after the documented length).
+_DOCUMENTED_FORMATS = _re2(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xapp-[A-Za-z0-9-]{10,}|"
     r"xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]{10,}|"
-    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])|hf_[A-Za-z]{34,}|"
+    r"sk-(?:ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{36,}|hf_[A-Za-z]{34,}|"
     r"[sr]k_test_[0-9A-Za-z]{24,}|"
-    r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}(?:\.[0-9]{2}\.[0-9a-z]{9}(?![0-9a-z]))?|"
-    r"EAAA[A-Za-z0-9_-]{60,}|dapi[0-9a-f]{32}(?:-[0-9]+)?(?![0-9a-f])|dckr_pat_[A-Za-z0-9_-]{20,}|"
-    r"do[por]_v1_[0-9a-f]{64}|AGE-SECRET-KEY-1[0-9A-Z]{58})")
+    r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}(?:\.[0-9]{2}\.[0-9a-z]{9,})?|"
+    r"EAAA[A-Za-z0-9_-]{60,}|dapi[0-9a-f]{32,}(?:-[0-9]+)?|dckr_pat_[A-Za-z0-9_-]{20,}|"
+    r"do[por]_v1_[0-9a-f]{64,}|AGE-SECRET-KEY-1[0-9A-Z]{58,})")
+#: An AWS access key id (the prefixes of AWS IAM's "Unique identifiers", as detect-secrets'
+#: ``AWSKeyDetector``) and, after a separator (a comma of the IAM console's access key ``.csv``,
+#: spaces, a table's ``|``, a quote), the 40 base64 characters of its secret access key (AWS
+#: IAM User Guide, "Managing access keys for IAM users": ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY``).
+_AWS_KEY_PAIR = _re2(r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[A-Z0-9]{16}(?P<sep>[\s,;:|\"'=]{1,8})"
+                     r"(?P<value>[A-Za-z0-9/+]{40,})")
 #: An ``.npmrc``'s ``_authToken=`` / ``_auth=`` (docs.npmjs.com, "npmrc": auth-related
 #: configuration), masked before detect-secrets' ``NpmDetector`` (whose match is the whole
 #: line) so the registry stays.
-_NPMRC_AUTH = re.compile(r"(?P<name>(?:^|(?<=[\s:/]))_auth(?:Token)?\s*=\s*)(?P<value>[^\s\"']+)")
+_NPMRC_AUTH = _re2(r"(?P<name>(?:(?m:^)|[\s:/])_auth(?:Token)?\s*=\s*)(?P<value>" + _WORD + "+)")
 #: A Docker ``config.json``'s ``"auth"`` value (base64 of ``user:password``; docs.docker.com,
 #: "docker login"), quoted key and quoted value: plain ``auth: failed`` is left alone.
-_DOCKER_AUTH = re.compile(r'(?P<name>"auth"\s*:\s*")(?P<value>[^"\s]+)(?=")', re.IGNORECASE)
+_DOCKER_AUTH = _re2(r'(?i)(?P<name>(?:\\\\\\|\\)?"auth(?:\\\\\\|\\)?"\s*:\s*(?:\\\\\\|\\)?")(?P<value>[^"\s\\]+)'
+                    r'(?P<end>(?:\\\\\\|\\)?")')
 #: A line made only of netrc(5) tokens (``machine NAME``, ``default``, ``login NAME``,
 #: ``password STRING``, ``account STRING``, ``port N``): its ``password`` token's value.
-_NETRC_LINE = re.compile(r"\s*(?:(?:machine|login|password|account|port)\s+\S+|default)"
-                         r"(?:\s+(?:(?:machine|login|password|account|port)\s+\S+|default))*\s*")
-_NETRC_PASSWORD = re.compile(r"(?P<name>(?:^|(?<=\s))password\s+)(?P<value>\S+)")
-#: A netrc line quoted inside a longer line (``printf 'machine h login u password p' >> ~/.netrc``):
-#: from the quote, netrc(5) tokens up to ``password`` and its value, which ends at the quote.
+_NETRC_LINE = _re2(r"\s*(?:(?:machine|login|password|account|port)\s+\S+|default)"
+                   r"(?:\s+(?:(?:machine|login|password|account|port)\s+\S+|default))*\s*")
+_NETRC_PASSWORD = _re2(r"(?P<name>(?:^|\s)password\s+)(?P<value>(?:[^\s\\]|\\{1,2}[^\s\"'\\/bfnrtu])+)")
 #: netrc(5)'s ``machine NAME login NAME password VALUE`` (or ``default login …``) inside a line
 #: of prose or a command: the full sequence, ``login`` included, so ordinary words are left.
-_NETRC_INLINE = re.compile(r"(?P<name>\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+)(?P<value>[^\s'\"]+)")
-_NETRC_QUOTED = re.compile(r"(?P<name>(?P<q>['\"])\s*(?:machine\s+[^\s'\"]+|default)"
-                           r"(?:\s+(?:machine|login|account|port)\s+[^\s'\"]+)*\s+password\s+)"
-                           r"(?P<value>[^\s'\"]+)(?=\s|(?P=q))")
+_NETRC_INLINE = _re2(r"(?P<name>\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+)(?P<value>" + _WORD + "+)")
+#: A netrc line quoted inside a longer line (``printf 'machine h login u password p' >> ~/.netrc``):
+#: from the quote, netrc(5) tokens up to ``password`` and its value, which ends at the quote.
+_NETRC_QUOTED = _re2(r"(?P<name>['\"]\s*(?:machine\s+[^\s'\"]+|default)"
+                     r"(?:\s+(?:machine|login|account|port)\s+[^\s'\"]+)*\s+password\s+)"
+                     r"(?P<value>" + _WORD + "+)")
+#: A ``.pgpass`` line (PostgreSQL documentation, "The Password File"):
+#: ``hostname:port:database:username:password``, each of the first four a value or ``*``, the
+#: port a number; ``:`` and ``\\`` escaped with ``\\``. The first four fields hold no space (as
+#: the host, port and names that libpq matches them against), so a log line of times and words
+#: is not one; the password is the rest of the line.
+_PGPASS_FIELD = r"(?:[^\s:\\'\"]|\\[:\\])+"
+#: A host or database field: ``*``, or a value that is not only digits (``12:34:56:…``, a time
+#: of day, is not a host, a port and a database).
+_PGPASS_NAMED = r"(?:\*|(?:[0-9]|\\[:\\])*(?:[^\s:\\'\"0-9*]|\*)" + _PGPASS_FIELD + r"?)"
+_PGPASS_HEAD = _PGPASS_NAMED + r":(?:[0-9]{1,5}|\*):" + _PGPASS_NAMED + ":" + _PGPASS_FIELD + ":"
+_PGPASS_LINE = _re2(r"(?P<name>\s*" + _PGPASS_HEAD + r")(?P<value>(?:[^:\\\n]|\\[^\n])+)")
+#: Such an entry as one word of a line (``echo 'h:5432:db:u:pw' >> ~/.pgpass``): exactly five
+#: fields (:func:`_mask_pgpass_word` refuses a match with a colon just before or after it).
+_PGPASS_WORD = _re2(r"(?P<name>" + _PGPASS_HEAD + r")(?P<value>(?:[^\s:\\'\"]|\\:|\\{1,2}[^\s\"'\\/bfnrtu:])+)")
+#: An XML element named like a secret, its text up to the closing tag (Maven's ``settings.xml``
+#: ``<server><password>…</password><passphrase>…</passphrase>``: maven.apache.org, "Settings
+#: Reference"); a namespace prefix may come first (``<ns:password>``).
+_XML_ELEMENT = _re2(r"(?i)<(?P<tag>(?:[A-Za-z0-9_.-]+:)?" + _SECRET_NAME + r")(?P<attrs>\s[^<>]*)?>"
+                    r"(?P<value>(?:[^<\"\\]|\\.)+)</(?P<close>[A-Za-z0-9_.:-]+)\s*>")
 #: A command that takes a password on its command line, and its arguments up to the end of the
 #: shell command (``|``, ``;``, ``&``, a newline).
-_COMMAND = re.compile(r"(?:^|(?<=[\s;&|(`'\"/=]))(?P<cmd>curl|sshpass|mysql|mariadb|mysql(?:dump|admin|import|show"
-                      r"|check|slap)|mariadb-(?:dump|admin|import|show|check|slap))(?P<args>(?=\s)[^|;&\n]*)")
+_COMMAND = _re2(r"(?P<pre>(?m:^)|[\s;&|(`'\"/=])(?P<cmd>curl|sshpass|mysql|mariadb|mysql(?:dump|admin|import|show"
+                r"|check|slap)|mariadb-(?:dump|admin|import|show|check|slap)|docker|podman)(?P<args>\s[^|;&\n]*)")
+
+
+def _argument(first: str = r"""(?:[^\s"'\\]|\\{1,2}[^\s"'\\/bfnrtu])""") -> str:
+    """A command's argument: quoted, up to the same closing quote (``'…'``, ``"…"``, or, inside
+    a JSON string, ``\\"…\\"``, ``\\\\\\"…\\\\\\"``), or a bare word whose first character is
+    ``first`` (:func:`_mask_argument` tells which). A quote with no closing one is not an
+    opening quote (it ends a string the command line is in) and opens nothing."""
+    quoted = ((r"'", r"[^'\n]+"), (r'"', r'(?:[^"\\\n]|\\.)+'), (r'\\"', r'(?:[^"\\\n]|\\[^"\\\n])+'),
+              (r'\\\\\\"', r'(?:[^"\\\n]|\\[^"\\\n])+'), (r"\\'", r"(?:[^'\\\n]|\\[^'\\\n])+"))
+    parts = [f"(?P<q{i}>{quote})(?P<v{i}>{body}){quote}" for i, (quote, body) in enumerate(quoted)]
+    parts.append(f"(?P<v{len(quoted)}>{first}{_WORD}*)")
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _mask_argument(match: _Match) -> str:
+    """A command's option and its argument (:func:`_argument`): the argument masked, its quotes kept."""
+    index = next(i for i in range(6) if match.get(f"v{i}") is not None)
+    if match.group(f"v{index}") == MASK:
+        return str(match.group(0))
+    quote = match.get(f"q{index}") or ""
+    return f"{match.group('name')}{quote}{MASK}{quote}"
+
+
 #: mysql(1): ``-pSECRET`` (no space) and ``--password=SECRET``.
-_MYSQL_PASSWORD = re.compile(r"(?P<name>(?<=\s)(?:-p|--password=))(?P<quote>['\"]?)(?P<value>[^\s'\"]+)")
+_MYSQL_PASSWORD = _re2(r"(?P<name>\s(?:-p|--password=))" + _argument())
 #: sshpass(1): ``-p PASSWORD`` / ``-pPASSWORD`` among sshpass's options (``-f FILE``, ``-d FD``,
 #: ``-P PROMPT``, ``-e[VAR]``, ``-v``, ``-h``, ``-V``), which end at the command it runs.
-_SSHPASS_PASSWORD = re.compile(r"\A(?P<name>(?:\s+-(?:[fdP]\s*[^\s-]\S*|e\S*|[vhV]+))*\s+-p\s*)"
-                               r"(?P<quote>['\"]?)(?P<value>[^\s'\"]+)")
+_SSHPASS_PASSWORD = _re2(r"\A(?P<name>(?:\s+-(?:[fdP]\s*[^\s-]\S*|e\S*|[vhV]+))*\s+-p\s*)" + _argument())
 #: curl(1): ``-u user:password`` / ``--user`` / ``-U`` / ``--proxy-user`` (``-uuser:password`` too).
-_CURL_USER = re.compile(r"(?P<name>(?<=\s)(?:-u|-U|--user|--proxy-user)(?:\s+|=)?['\"]?[^\s:'\"]*:)"
-                        r"(?P<value>[^\s'\"]+)")
+_CURL_USER = _re2(r"(?P<name>\s(?:-u|-U|--user|--proxy-user)(?:\s+|=)?" + _Q + r"?[^\s:'\"\\]*:)"
+                  r"(?P<value>" + _WORD + "+)")
+#: ``docker login`` / ``podman login`` (docs.docker.com, "docker login"; podman-login(1)): the
+#: sub-command, then ``-p SECRET`` / ``-pSECRET`` / ``-p=SECRET`` / ``--password SECRET``
+#: (a value that starts with ``-`` is the next option; ``--password-stdin`` takes none).
+_LOGIN = _re2(r"(?:^|\s)login(?:\s|$)")
+_LOGIN_PASSWORD = _re2(r"(?P<name>\s(?:-p(?:=|\s+)?|--password(?:=|\s+)))"
+                       + _argument(r"""(?:[^-\s"'\\]|\\{1,2}[^\s"'\\/bfnrtu])"""))
 #: A name for a path to a secret (``--password-file``), and a value that looks like a path.
-_PATH_NAME = re.compile(r"[-_.](?:file|path|dir)[\"']?$", re.IGNORECASE)
-_PATH_VALUE = re.compile(r"\A[~.]|[/\\]")
-#: ``scheme://user:password@host`` (RFC 3986 3.2.1).
-_URL_PASSWORD = re.compile(r"(?P<name>[a-z][a-z0-9+.-]*://[^\s:/?#@]+:)(?P<value>[^\s/?#@]+)(?=@)", re.IGNORECASE)
-#: A PEM private key block (RFC 7468), whole.
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END [A-Z ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL)
+_PATH_NAME = _re2(r"(?i)[-_.](?:file|path|dir)(?:(?:\\\\\\|\\)?[\"'])?$")
+_PATH_VALUE = _re2(r"\A[~.]|[/\\]")
+#: ``scheme://user:password@host`` (RFC 3986 3.2.1; the user may be empty: ``redis://:pw@host``),
+#: its slashes also as JSON may escape them (``https:\\/\\/u:pw@h``, RFC 8259 section 7).
+_URL_PASSWORD = _re2(r"(?i)(?P<name>[a-z][a-z0-9+.-]*:(?:\\{0,3}/){2}[^\s:/?#@\\]*:)(?P<value>[^\s/?#@\\]+)@")
+#: A PEM private key block (RFC 7468), whole (to the end of the text when it has no ``END`` line).
+_PRIVATE_KEY = _re2(
+    r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|\z)")
+#: A JSON string literal (RFC 8259 section 7) that holds an escape.
+_JSON_LITERAL = _re2(r'"(?:[^"\\\n]|\\.)*\\.(?:[^"\\\n]|\\.)*"')
 #: Words that every secret this module finds has near it: a line without one is left as it is
 #: (most tool output), so redaction costs one scan of the text.
-_HINT = re2.compile(r"(?i)token|secret|passw|passphrase|key|auth|cred|://[^\s/@]*:[^\s/@]*@|ghp_|gho_|ghu_|ghs_|ghr_|glpat|"
-                   r"gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
-                   r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl|"
-                   r"sk_test_|rk_test_|eaaa|dapi|dckr_pat_|_v1_")
-#: Longer texts are redacted in pieces of this many characters (overlapping), so one huge
-#: output costs linear time.
-_CHUNK = 1 << 20
+_HINT_SOURCE = (r"token|secret|passw|passphrase|key|auth|cred|:(?:\\{0,3}/){2}[^\s/@]*:[^\s/@]*@|"
+                r"ghp_|gho_|ghu_|ghs_|ghr_|glpat|gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
+                r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl|"
+                r"sk_test_|rk_test_|eaaa|dapi|dckr_pat_|_v1_|docker|podman|[^\s:#'\"]:(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:")
+_HINT = _re2(r"(?i)" + _HINT_SOURCE)
+#: A hint and the rest of its line: one match a hinted line, however many hints it holds.
+_HINTED_LINE = _re2(r"(?i)(?:" + _HINT_SOURCE + r")[^\n]*")
+#: How many times the lines a pass changed are read again (a mask can make a new match).
+_ROUNDS = 4
+#: How deep escaped JSON strings are decoded inside one another.
+_DEPTH = 64
 
 
 @functools.lru_cache(maxsize=1)
 def _format_patterns() -> tuple[re.Pattern[str], ...]:
     """The token formats of the detect-secrets plugins named in :data:`_FORMAT_PLUGINS`, each
-    extended to the whole token (a format's pattern may end before the token does).
+    extended to the whole token (a format's pattern may end before the token does), as the
+    library writes them (Python ``re``); :func:`_format_matchers` matches them.
 
     Importing detect-secrets loads every plugin (about 0.15 s), so the patterns' sources and
     flags are kept by :func:`unstuck.cache.load_or_derive` under the installed library's
     identity (the path, size and modification time of each of its plugin files)."""
     patterns = load_or_derive("detect-secrets-formats", _library_identity(), _derive_formats, _parse_formats)
     return tuple(re.compile(f"(?:{source})[A-Za-z0-9_-]*", flags) for source, flags in patterns)
+
+
+#: A negative look-ahead for a word character, which RE2 has no operator for.
+_NOT_A_WORD_NEXT = re.compile(r"\(\?!\\w\)")
+#: A counted repetition longer than RE2's limit of 1000.
+_LONG_REPEAT = re.compile(r"\{(\d+),(\d{4,})\}")
+
+
+@functools.lru_cache(maxsize=1)
+def _format_matchers() -> tuple[Any, ...]:
+    """:func:`_format_patterns` as RE2 patterns, which match in linear time: each flag written
+    inline (``(?i)``, ``(?s)``, ``(?m)``), a ``(?!\\w)`` after a run dropped (the run then
+    goes on to the token's end, so the same token, or a longer one, is masked: never less),
+    and a repetition of more than RE2's 1000 left open (``{50,1024}`` is ``{50,}``). A pattern
+    that still is not RE2's (a future plugin's look-around or backreference) is matched as
+    the library wrote it, so no format is ever dropped."""
+    found: list[Any] = []
+    for pattern in _format_patterns():
+        source = _NOT_A_WORD_NEXT.sub("", pattern.pattern)
+        source = _LONG_REPEAT.sub(lambda m: "{" + m.group(1) + ",}", source)
+        inline = "".join(flag for bit, flag in ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.MULTILINE, "m"))
+                         if pattern.flags & bit)
+        verbose = bool(pattern.flags & re.VERBOSE) and re.search(r"\s|#", source) is not None
+        try:
+            if verbose:
+                raise re2.error("a verbose pattern")
+            found.append(_re2(f"(?{inline}){source}" if inline else source))
+        except re2.error:
+            found.append(pattern)
+    return tuple(found)
 
 
 def _library_identity() -> str:
@@ -251,9 +535,9 @@ def _parse_formats(raw: object) -> list[tuple[str, int]] | None:
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 
 
-def _mask_credentials(match: re.Match[str]) -> str:
+def _mask_credentials(match: _Match) -> str:
     if match.group("value").lower() in _SCHEMES:  # "Bearer ***": the scheme stays, the token is masked
-        return match.group(0)
+        return str(match.group(0))
     return f"{match.group('name')}{MASK}"
 
 
@@ -267,102 +551,270 @@ _STATE_WORDS = frozenset({
 })
 
 
-def _mask_group(match: re.Match[str]) -> str:
-    if _PATH_NAME.search(match.group("name")) and _PATH_VALUE.search(match.group("value")):
-        return match.group(0)  # a path to a secret, not the secret (module doc)
-    groups = match.groupdict()
-    if (":" in (groups.get("sep") or "") and not groups.get("quote")
-            and match.group("value").lower().rstrip(".") in _STATE_WORDS):
-        return match.group(0)  # the tool saying what state the secret is in
-    return f"{match.group('name')}{match.groupdict().get('sep') or ''}{match.groupdict().get('quote') or ''}{MASK}"
+def _is_path(name: str, value: str) -> bool:
+    """A path to a secret, not the secret (module doc)."""
+    return _PATH_NAME.search(name) is not None and _PATH_VALUE.search(value) is not None
+
+
+def _mask_group(match: _Match) -> str:
+    name, value, sep, quote = match.group("name"), match.group("value"), match.get("sep") or "", match.get("quote")
+    if value == MASK or _is_path(name, value):
+        return str(match.group(0))
+    if ":" in sep and not quote and value.lower().rstrip(".") in _STATE_WORDS:
+        return str(match.group(0))  # the tool saying what state the secret is in
+    return f"{name}{sep}{quote or ''}{MASK}"
+
+
+def _mask_quoted(match: _Match) -> str:
+    """A name and its quoted value (:func:`_quoted_value`): the value masked whole, quotes kept;
+    a value shorter than four characters (``""``, ``"x"``, a mask) or a shell variable
+    (``"$PW"``, ``"${PW}"``) left, as unquoted ones are."""
+    index = next(i for i in range(6) if match.get(f"q{i}") is not None)
+    quote, value, name = match.group(f"q{index}"), match.group(f"v{index}"), match.group("name")
+    if len(value) < 4 or value.startswith("$") or value.strip() == MASK or _is_path(name, value):
+        return str(match.group(0))
+    return f"{name}{match.group('sep')}{quote}{MASK}{quote}"
+
+
+def _mask_xml(match: _Match) -> str:
+    tag, close, value = match.group("tag"), match.group("close"), match.group("value")
+    if (close.lower() != tag.lower() or not value.strip() or value.strip() == MASK or value.lstrip().startswith("$")
+            or _is_path(tag, value.strip())):
+        return str(match.group(0))
+    return f"<{tag}{match.group('attrs') or ''}>{MASK}</{close}>"
+
+
+def _mask_url(match: _Match) -> str:
+    if not match.group("value").strip("*"):  # masked already (pip writes ****)
+        return str(match.group(0))
+    return f"{match.group('name')}{MASK}@"
+
+
+def _named(match: _Match) -> str:
+    return f"{match.group('name')}{MASK}"
 
 
 def redact(text: str) -> str:
     """``text`` with every secret found replaced by :data:`MASK` (see the module doc).
 
-    Never raises; text that holds no secret comes back unchanged (the same string)."""
+    Linear in ``len(text)`` (RE2 patterns, each line read a bounded number of times). Never
+    raises; text that holds no secret comes back unchanged (the same string)."""
+    return _redact_text(text, 0)
+
+
+def _redact_text(text: str, depth: int) -> str:
     if not text:
         return text
-    if len(text) > _CHUNK:
-        return "".join(redact(text[i:i + _CHUNK]) for i in range(0, len(text), _CHUNK))
     result = text
     if "PRIVATE KEY" in result:
         result = _PRIVATE_KEY.sub(f"-----BEGIN PRIVATE KEY----- {MASK} -----END PRIVATE KEY-----", result)
-    if not _hinted(result):
-        return text if result == text else result
-    lines = result.split("\n")
-    for index, line in enumerate(lines):
-        if _hinted(line):
-            lines[index] = _redact_line(line)
-    result = "\n".join(lines)
+    for _ in range(_ROUNDS):
+        decoded = result
+        if "\\" in result and depth < _DEPTH:
+            decoded = _JSON_LITERAL.sub(lambda m: _redact_literal(m, depth), result)
+        lines = _hinted_lines(decoded)
+        clean = _redact_lines(decoded, lines) if lines else decoded
+        # a mask can make or unmake a string literal (a bad escape masked, quotes paired otherwise): again
+        again, result = "\\" in clean and clean != result, clean
+        if not again:
+            break
     return text if result == text else result
+
+
+def _redact_literal(match: _Match, depth: int) -> str:
+    """A JSON string literal holding escapes: its decoded text redacted (a document in it as
+    one), written again only when that changed something."""
+    literal = str(match.group(0))
+    try:
+        decoded = json.loads(literal)
+    except ValueError:
+        return literal
+    if not isinstance(decoded, str):
+        return literal
+    clean = _redact_string(decoded, depth + 1)
+    return literal if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
 def _hinted(text: str) -> bool:
     try:
         return _HINT.search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate (undecodable tool bytes): re2 reads UTF-8 only
-        return _HINT.search(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")) is not None
+        return _HINT.search(_utf8(text)) is not None
 
 
-def _redact_line(line: str) -> str:
-    if "_auth" in line:
-        line = _NPMRC_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
-    line = _DOCUMENTED_FORMATS.sub(MASK, line)  # first: detect-secrets' GitLab pattern stops at a routable tail
-    for pattern in _format_patterns():
-        line = pattern.sub(MASK, line)
-    line = _AUTHORIZATION.sub(_mask_credentials, line)
-    line = _CREDENTIAL_HEADER.sub(lambda m: f"{m.group('name')}{MASK}", line)
-    line = _URL_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
-    line = _DOCKER_AUTH.sub(lambda m: f"{m.group('name')}{MASK}", line)
-    if "password" in line:
-        if _NETRC_LINE.fullmatch(line):
-            line = _NETRC_PASSWORD.sub(lambda m: f"{m.group('name')}{MASK}", line)
-        line = _NETRC_QUOTED.sub(lambda m: f"{m.group('name')}{MASK}", line)
-        line = _NETRC_INLINE.sub(lambda m: m.group(0) if m.group("value") == MASK else f"{m.group('name')}{MASK}", line)
-    line = _COMMAND.sub(_mask_command, line)
-    line = _OPTION.sub(_mask_group, line)
-    return _ASSIGNED.sub(lambda m: m.group(0) if m.group("value") == MASK else _mask_group(m), line)
+#: A lone surrogate (an undecodable byte a tool passed on as ``surrogateescape``).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _mask_command(match: re.Match[str]) -> str:
+def _utf8(text: str) -> str:
+    """``text`` as RE2 can read it (UTF-8 only): each lone surrogate one U+FFFD, as the store
+    engines keep it (:func:`unstuck.sqlite_store.clean_text`), so offsets stay."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _hinted_lines(text: str) -> list[tuple[int, int]]:
+    """The start and end of each line of ``text`` that holds a hint (:data:`_HINT`), in order,
+    from one scan of the whole text (RE2 reads a text once per call, so one call, not one a line)."""
+    try:
+        matches = list(_HINTED_LINE.finditer(text))
+    except UnicodeEncodeError:  # a lone surrogate: the replacement characters are one character each too
+        matches = list(_HINTED_LINE.finditer(_utf8(text)))
+    return [(text.rfind("\n", 0, match.start()) + 1, match.end()) for match in matches]
+
+
+def _redact_lines(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the lines at ``spans`` redacted: together, joined by line breaks, so each
+    pattern runs once over them all (no pattern matches across a line break: :func:`_re2`)."""
+    lines = [text[first:last] for first, last in spans]
+    todo = list(range(len(lines)))
+    for _ in range(_ROUNDS):  # a mask can make a new match (a name now next to a value): again, until none
+        block = "\n".join(lines[i] for i in todo)
+        try:
+            clean = _redact_block(block)
+        except UnicodeEncodeError:  # a lone surrogate: redacted as its replacement characters (RE2 reads UTF-8)
+            clean = _redact_block(_utf8(block))
+        if clean == block:
+            break
+        redone = clean.split("\n")
+        if len(redone) != len(todo):  # never: no replacement adds or removes a line break
+            redone = [_redact_block(_utf8(lines[i])) for i in todo]
+        changed = [(i, line) for i, line in zip(todo, redone, strict=True) if line != lines[i]]
+        for i, line in changed:
+            lines[i] = line
+        todo = [i for i, _line in changed]
+        if not todo:
+            break
+    pieces, done = [], 0
+    for (first, last), line in zip(spans, lines, strict=True):
+        pieces.append(text[done:first])
+        pieces.append(line)
+        done = last
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _redact_block(block: str) -> str:
+    """Lines (joined by line breaks) with every secret masked: what is a property of a whole
+    line (a netrc or ``.pgpass`` line) line by line, where one might be; every other pattern
+    once over the block."""
+    if "password" in block or ":" in block:
+        block = "\n".join(_redact_whole_line(line) for line in block.split("\n"))
+    if "_auth" in block:
+        block = _NPMRC_AUTH.sub(_named, block)
+    block = _AWS_KEY_PAIR.sub(lambda m: f"{MASK}{m.group('sep')}{MASK}", block)  # before the id alone is masked
+    block = _DOCUMENTED_FORMATS.sub(MASK, block)  # first: detect-secrets' GitLab pattern stops at a routable tail
+    for pattern in _format_matchers():
+        block = pattern.sub(MASK, block)
+    block = _AUTHORIZATION.sub(_mask_credentials, block)
+    block = _CREDENTIAL_HEADER.sub(_named, block)
+    if "://" in block or ":\\/" in block:
+        block = _URL_PASSWORD.sub(_mask_url, block)
+    block = _DOCKER_AUTH.sub(lambda m: f"{m.group('name')}{MASK}{m.group('end')}", block)
+    if "password" in block:
+        block = _NETRC_QUOTED.sub(_named, block)
+        block = _NETRC_INLINE.sub(lambda m: m.group(0) if m.group("value") == MASK else _named(m), block)
+    if ":" in block:
+        block = _PGPASS_WORD.sub(_mask_pgpass_word, block)
+    if "<" in block:
+        block = _XML_ELEMENT.sub(_mask_xml, block)
+    block = _COMMAND.sub(_mask_command, block)
+    if "--" in block:
+        block = _OPTION_QUOTED.sub(_mask_quoted, block)
+        block = _OPTION.sub(_mask_group, block)
+    for pattern in _ASSIGNED_QUOTED:
+        block = pattern.sub(_mask_quoted, block)
+    block = _ASSIGNED.sub(_mask_group, block)
+    return str(_SPACED.sub(_mask_group, block))
+
+
+def _mask_pgpass_word(match: _Match) -> str:
+    text, start, end = match.string, match.start(), match.end()
+    if (start > 0 and text[start - 1] in ":\\") or text[end:end + 1] == ":" or match.group("value") == MASK:
+        return str(match.group(0))  # a longer chain of colons (an IPv6 address, a MAC), not five fields
+    return _named(match)
+
+
+def _redact_whole_line(line: str) -> str:
+    """A netrc(5) line's password, or a ``.pgpass`` line's (patterns that must match the whole line)."""
+    if "password" in line and _NETRC_LINE.fullmatch(line):
+        return str(_NETRC_PASSWORD.sub(_named, line))
+    if ":" in line and not line.lstrip().startswith("#"):
+        entry = _PGPASS_LINE.fullmatch(line)
+        if entry is not None:
+            return _named(entry)
+    return line
+
+
+def _mask_command(match: _Match) -> str:
     command, args = match.group("cmd"), match.group("args")
     if command == "curl":
         args = _CURL_USER.sub(_mask_group, args)
     elif command == "sshpass":
-        args = _SSHPASS_PASSWORD.sub(_mask_group, args, count=1)
+        args = _SSHPASS_PASSWORD.sub(_mask_argument, args, count=1)
+    elif command in ("docker", "podman"):
+        if _LOGIN.search(args):
+            args = _LOGIN_PASSWORD.sub(_mask_argument, args)
     else:
-        args = _MYSQL_PASSWORD.sub(_mask_group, args)
-    return f"{command}{args}"
+        args = _MYSQL_PASSWORD.sub(_mask_argument, args)
+    return f"{match.group('pre') or ''}{command}{args}"
 
 
 def redact_value(value: Any, *, depth: int = 0) -> Any:
-    """A JSON-like value (str, list, dict, scalars) with every string redacted, and the
-    values of keys named like secrets masked whole; a string that is itself a JSON document
-    (an object or an array, such as a tool call's arguments inside a message) is redacted as
-    one, so it still parses. Containers nested deeper than 64 levels come back as a masked
-    marker (never a recursion error)."""
-    if depth > 64:
+    """A JSON-like value (str, list, dict, scalars) with every string redacted, keys too, and
+    the values of keys named like secrets masked whole (an ``Authorization`` key's keeps its
+    scheme, RFC 9110 11.6.2); a string that is itself a JSON document (an object or an
+    array, such as a tool call's arguments inside a message) is redacted as one, so it still
+    parses. Two keys that are the same once redacted are kept apart: the second is
+    ``KEY#2``, the next ``KEY#3``. Containers nested deeper than 64 levels come back as a
+    masked marker (never a recursion error)."""
+    if depth > _DEPTH:
         return MASK
     if isinstance(value, str):
         return _redact_string(value, depth)
     if isinstance(value, Mapping):
-        return {k: (MASK if isinstance(k, str) and _is_secret_name(k) and isinstance(v, str) and v
-                    else redact_value(v, depth=depth + 1)) for k, v in value.items()}
+        clean: dict[Any, Any] = {}
+        for key, item in value.items():
+            shown = _redact_string(key, depth) if isinstance(key, str) else key
+            if shown in clean:
+                count = 2
+                while f"{shown}#{count}" in clean:
+                    count += 1
+                shown = f"{shown}#{count}"
+            clean[shown] = _masked_item(key, item, depth)
+        return clean
     if isinstance(value, list | tuple):
         items: Iterable[Any] = value
         return [redact_value(v, depth=depth + 1) for v in items]
     return value
 
 
+#: Keys whose value is an HTTP credential: ``Authorization`` and ``Proxy-Authorization`` (RFC
+#: 9110 11.6.2 and 11.7.2: ``auth-scheme [ 1*SP ( token68 / #auth-param ) ]``, the scheme kept),
+#: ``Cookie`` and ``Set-Cookie`` (RFC 6265 5.4 and 4.1: the whole value).
+_AUTHORIZATION_KEYS = frozenset({"authorization", "proxy-authorization"})
+_COOKIE_KEYS = frozenset({"cookie", "set-cookie"})
+_AUTH_SCHEME = _re2(r"\A\s*(?P<scheme>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s+\S")
+
+
+def _masked_item(key: Any, item: Any, depth: int) -> Any:
+    if isinstance(key, str) and isinstance(item, str) and item:
+        lowered = key.lower()
+        if lowered in _AUTHORIZATION_KEYS:
+            scheme = _AUTH_SCHEME.match(item)
+            return f"{scheme.group('scheme')} {MASK}" if scheme and item.strip() != MASK else MASK
+        if lowered in _COOKIE_KEYS or _is_secret_name(key):
+            return MASK
+    return redact_value(item, depth=depth + 1)
+
+
 def redact_document(text: str) -> str:
     """``text`` as it may be stored or shown: a JSON document (an object or an array: a
     journaled message, a call's arguments, a situation, a receipt) with every string in it
-    redacted (:func:`redact_value`) and written again (``json.dumps``, non-ASCII kept) when
-    something changed, so it still parses; any other text redacted as text (:func:`redact`).
-    This is the one function the store boundary (:func:`unstuck.engines.clean_params`) and the
-    output boundary (:mod:`unstuck.output`) apply. Never raises; text that holds no secret
-    comes back unchanged (the same string)."""
+    redacted (:func:`redact_value`, keys too) and written again (``json.dumps``, non-ASCII
+    kept) when something changed, so it still parses; any other text redacted as text
+    (:func:`redact`). This is the one function the store boundary
+    (:func:`unstuck.engines.clean_params`) and the output boundary (:mod:`unstuck.output`)
+    apply. Never raises; text that holds no secret comes back unchanged (the same string)."""
     return _redact_string(text, 0)
 
 
@@ -376,24 +828,28 @@ def redacted_prefix(text: str, limit: int) -> str:
 def _redact_string(text: str, depth: int) -> str:
     if not text:
         return text
-    if not (_hinted(text) or "PRIVATE KEY" in text or "\\/" in text):  # JSON may write / as \/
+    # an escape may hide any hint: \u0067hp_ is ghp_, https:\/\/ is https://
+    if not (_hinted(text) or "PRIVATE KEY" in text or "\\u" in text or "\\/" in text):
         return text
     if text.lstrip()[:1] in ("{", "["):
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):
-            return redact(text)
+            return _redact_text(text, depth)
         if isinstance(value, dict | list):
             clean = redact_value(value, depth=depth + 1)
             return text if clean == value else json.dumps(clean, ensure_ascii=False)
-    return redact(text)
+    return _redact_text(text, depth)
 
 
-_NAME_ONLY = re.compile(_SECRET_NAME, re.IGNORECASE)
+_NAME_ONLY = _re2(r"(?i)" + _SECRET_NAME)
 
 
 def _is_secret_name(name: str) -> bool:
     """A key whose value is a secret: a name that says so (:data:`_SECRET_NAME`), or Docker's
     ``config.json`` ``auth`` (base64 of user:password; docs.docker.com, "docker login"), which
     :data:`_DOCKER_AUTH` finds in text."""
-    return bool(_NAME_ONLY.fullmatch(name)) or name.lower() == "auth"
+    try:
+        return _NAME_ONLY.fullmatch(name) is not None or name.lower() == "auth"
+    except UnicodeEncodeError:
+        return _NAME_ONLY.fullmatch(_utf8(name)) is not None

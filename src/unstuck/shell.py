@@ -2662,6 +2662,21 @@ def _persists_download(line: CommandLine, command: SimpleCommand) -> str | None:
     return None
 
 
+#: Why a command whose name is a substitution is refused: it runs another command's output.
+_RUNS_OUTPUT = "runs the output of another command as a command"
+
+
+def _code_span_in_prose(line: CommandLine, refusal: str) -> bool:
+    """Whether a reading of prose was refused only because a word in backticks or ``$(…)``
+    that fetches nothing stands where a command's name goes. In a README the line
+    "(`man x` or `git help x` if git is" opens with Markdown code spans (CommonMark 0.31,
+    section 6.1), not with a command that runs what ``man x`` prints; a substitution in that
+    place that fetches ("`curl -s https://…` and") still counts."""
+    return refusal == _RUNS_OUTPUT and all(
+        _MAY_FETCH.search(_program_word(command)) is None
+        for command in line.commands if command.program is None and command.words)
+
+
 def _download_refusal(line: CommandLine, text: str) -> str | None:
     """Fetched or generated text reaching an interpreter, and code run after a download."""
     if _POWERSHELL_EVAL.search(text):
@@ -2679,7 +2694,7 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
             return "runs fetched text as code"
         if program is None and command.words:
             if "$(" in name_word or "`" in name_word or name_word.startswith("<("):
-                return "runs the output of another command as a command"
+                return _RUNS_OUTPUT
             if command.stdin is Stream.PIPE:
                 return "pipes another command's output into a program named by a variable"
         spec = _interpreter(program)
@@ -3192,7 +3207,8 @@ def find_download_and_run(text: str) -> str | None:
                         return TOO_MANY_TO_SCREEN
                     candidate = line[start:end].strip().rstrip(".,;:!?")
                     parsed = parse_command_line(candidate)
-                    if parsed.commands and _download_refusal(parsed, candidate) is not None:
+                    refusal = _download_refusal(parsed, candidate) if parsed.commands else None
+                    if refusal is not None and not _code_span_in_prose(parsed, refusal):
                         return candidate[:SCREEN_MAX_CHARS]
     return None
 

@@ -26,9 +26,13 @@ nobody will read again.
 Schema versions (issue 12): each store keeps its layout's version in ``PRAGMA user_version``
 and lists its migrations as an ordered tuple of steps, step ``i`` (from 0) turning version
 ``i + 1`` into ``i + 2``. :func:`migrate` keeps a copy of an older file first
-(``<name>.schema<N>.bak``, :func:`backup_path`, made with SQLite's online backup API) and
-then runs every step it needs in one write transaction: a failed step leaves the file as it
-was. A layout change is one function appended to a store's tuple.
+(``<name>.schema<N>.bak``, :func:`backup_path`, made with SQLite's online backup API, every
+text in it redacted as the store boundary writes text now, mode 0600, written where no symbolic
+link can be followed: :func:`back_up`, :func:`kept_text`) and then runs every step it needs in
+one write transaction: a failed step leaves the file as it was. A migrated file is rewritten
+whole and its WAL emptied, so neither the copy nor the store nor its ``-wal`` keeps a byte of a
+secret the migration redacts (issue 23). A layout change is one function appended to a store's
+tuple.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
+from unstuck.redact import redact_document
 from unstuck.text import valid_utf8
 
 __all__ = [
@@ -57,9 +62,12 @@ __all__ = [
     "connect",
     "describe",
     "engine_error",
+    "kept_text",
     "migrate",
     "open_failure",
     "quick_check",
+    "rebuild_full_text",
+    "redact_copy",
     "store_errors",
     "translate_errors",
     "write",
@@ -69,6 +77,8 @@ __all__ = [
 STORE_KINDS = {0x756E736A: "an unstuck journal", 0x756E736C: "an unstuck lesson store"}
 
 _Store = TypeVar("_Store", bound=type)
+#: A value SQLite stores (sqlite.org, "Datatypes In SQLite": NULL, INTEGER, REAL, TEXT, BLOB).
+_SQLValue: TypeAlias = "str | bytes | int | float | None"
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -264,6 +274,14 @@ def clean_text(text: str) -> str:
     return valid_utf8(text).replace("\x00", "\ufffd")
 
 
+def kept_text(text: str) -> str:
+    """``text`` as a store keeps it: as both engines take it (:func:`clean_text`) and with no
+    secret in it (:func:`unstuck.redact.redact_document`). The one step of the store boundary:
+    every statement's parameters (:func:`unstuck.engines.clean_params`), every migration that
+    redacts old rows, and every backup a migration keeps (:func:`back_up`)."""
+    return redact_document(clean_text(text))
+
+
 def describe(db: sqlite3.Connection, app_id: int) -> str:
     """What a database that is not the expected store is, for an error message: empty,
     another unstuck store, or another program's database."""
@@ -286,43 +304,132 @@ def backup_path(path: Path, version: int) -> Path:
     return path.with_name(f"{path.name}.schema{version}.bak")
 
 
-def back_up(db: sqlite3.Connection, target: Path) -> Path:
-    """A consistent copy of the database open on ``db`` at ``target``, made with SQLite's
-    online backup API (:meth:`sqlite3.Connection.backup`; sqlite.org, "Using the SQLite
-    Online Backup API"), written to a file of its own beside it (``<target>.<random>.part``,
-    so two processes migrating at once never write one file) and then given the backup's
-    name, so a half-written copy never has it. An earlier backup of that name is never
-    overwritten: the copy is then ``<target>.2`` (``.3``…). Must run outside a write
-    transaction of ``db`` (the backup reads through the connection). Returns the path written.
+def back_up(db: sqlite3.Connection, target: Path, *, scrub: Migration | None = None) -> Path:
+    """A consistent copy of the database open on ``db`` at ``target`` holding no secret: made
+    with SQLite's online backup API (:meth:`sqlite3.Connection.backup`; sqlite.org, "Using the
+    SQLite Online Backup API") into memory, every text value of every table there written
+    again through the store boundary (:func:`redact_copy`; ``scrub``, the store's own step,
+    runs first, with an object whose ``execute(sql, params)`` redacts its parameters: a value
+    derived from a text, such as a digest, is made again of the text as kept), then written out
+    with ``VACUUM INTO`` (sqlite.org, "VACUUM": a fresh, compact database, no free page keeping
+    an old value, no journal beside it) into an empty file of mode 0600 made with
+    ``O_CREAT | O_EXCL | O_NOFOLLOW`` in a folder of mode 0700 made for it beside ``target``
+    (``.<target>.<random>.part``: no other user can put a symbolic link where the copy is
+    written, and two processes migrating at once never write one file), and given the
+    backup's name by a hard link that follows no symbolic link, so a half-written copy never
+    has it. No byte of the old rows' secrets reaches the disk; the copy keeps the file's
+    ``user_version`` and ``application_id`` (its schema), and costs memory of the file's size
+    while it is made. An earlier backup of that name (or a symbolic link of that name) is never
+    overwritten nor followed: the copy is then ``<target>.2`` (``.3``…). Must run outside a
+    write transaction of ``db`` (the backup reads through the connection). Returns the path
+    written.
 
     Raises:
-        sqlite3.Error, OSError: when the copy cannot be made (the partial file is removed,
-            nothing is renamed).
+        sqlite3.Error, OSError: when the copy cannot be made (the partial file and its folder
+            are removed, nothing is renamed).
     """
-    fd, name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".part", dir=target.parent)
-    os.close(fd)
-    partial = Path(name)
+    private = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))
+    partial = private / "copy.db"
     try:
-        copy = sqlite3.connect(partial)
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        copy = sqlite3.connect(":memory:")
         try:
+            # an in-memory destination takes the source's pages only at the same page size
+            copy.execute(f"PRAGMA page_size = {int(db.execute('PRAGMA page_size').fetchone()[0])}")
             db.backup(copy)
+            redact_copy(copy, scrub=scrub)
+            copy.execute("VACUUM INTO ?", (str(partial),))
         finally:
             copy.close()
+        os.chmod(partial, 0o600)  # VACUUM INTO kept the file made above; said again, in a folder only we can enter
         placed = _place_without_overwriting(partial, target)
-    except BaseException:
+    finally:
         partial.unlink(missing_ok=True)
-        raise
+        private.rmdir()
     return placed
+
+
+class _KeptTransaction:
+    """A transaction on a copy whose parameters are kept as the store boundary keeps text
+    (:func:`kept_text`): what a ``scrub`` step of :func:`back_up` is given."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._db.execute(sql, tuple(_kept_value(value) for value in params))
+
+
+def redact_copy(db: sqlite3.Connection, *, scrub: Migration | None = None) -> None:
+    """Every text value of every table of the database on ``db`` (a copy: nothing else has it
+    open) written again as the store boundary keeps text now (:func:`kept_text`, registered as
+    an SQL function with :meth:`sqlite3.Connection.create_function`), in one transaction, with
+    ``PRAGMA secure_delete`` on (sqlite.org, "Pragma statements": deleted content is
+    overwritten with zeros). ``scrub`` (a store's own step, given a transaction whose
+    parameters are redacted) runs first in it. Triggers fire as for any update, so an
+    external-content full-text index follows its table; each FTS5/FTS4 table is then rebuilt
+    (:func:`rebuild_full_text`). A virtual table's own shadow tables are left to it, and
+    hidden or generated columns (``PRAGMA table_xinfo``) to SQLite."""
+    db.create_function("unstuck_kept_text", 1, _kept_value, deterministic=True)
+    db.execute("PRAGMA secure_delete = ON")
+    tables = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                        ).fetchall()
+    virtual = {name for name, sql in tables if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")}
+    with db:
+        if scrub is not None:
+            scrub(_KeptTransaction(db))
+        for name, _sql in tables:
+            if name in virtual or any(name.startswith(f"{owner}_") for owner in virtual):
+                continue
+            columns = [row[1] for row in db.execute(f'PRAGMA table_xinfo("{_quoted(name)}")') if row[6] == 0]
+            if columns:
+                assigned = ", ".join(f'"{_quoted(c)}" = unstuck_kept_text("{_quoted(c)}")' for c in columns)
+                db.execute(f'UPDATE "{_quoted(name)}" SET {assigned}')
+        rebuild_full_text(db, own_content=True)
+
+
+def rebuild_full_text(db: Any, *, own_content: bool = False) -> None:
+    """Rebuild every FTS5/FTS4 table of the database on ``db`` (a connection or a store's
+    transaction) from its content (sqlite.org, "SQLite FTS5 Extension", the ``rebuild``
+    command; FTS3/4 alike): an update leaves the old terms in the index's older segments,
+    marked deleted, until they are merged; a rebuild keeps none. ``own_content``: a table
+    that keeps its own copy of the text (no ``content=`` option) has its columns redacted
+    first (:func:`kept_text`, registered on ``db`` by :func:`redact_copy`); otherwise such a
+    table is only rebuilt. A contentless table (``content=''``) cannot be rebuilt and is left."""
+    rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+                      ).fetchall()
+    for name, sql in rows:
+        options = (sql or "").upper().replace(" ", "")
+        if not options.split("USING", 1)[-1].startswith(("FTS5", "FTS4")):
+            continue
+        if "CONTENT=''" in options or 'CONTENT=""' in options:
+            continue
+        if own_content and "CONTENT=" not in options:
+            columns = [row[1] for row in db.execute(f'PRAGMA table_info("{_quoted(name)}")').fetchall()]
+            assigned = ", ".join(f'"{_quoted(c)}" = unstuck_kept_text("{_quoted(c)}")' for c in columns)
+            db.execute(f'UPDATE "{_quoted(name)}" SET {assigned}')
+        db.execute(f'INSERT INTO "{_quoted(name)}" ("{_quoted(name)}") VALUES (\'rebuild\')')
+
+
+def _kept_value(value: _SQLValue) -> _SQLValue:
+    """A value read from or bound to SQLite, a text as :func:`kept_text` keeps it."""
+    return kept_text(value) if isinstance(value, str) else value
+
+
+def _quoted(name: str) -> str:
+    """An SQL identifier's text inside double quotes (a quote doubled)."""
+    return name.replace('"', '""')
 
 
 def _place_without_overwriting(partial: Path, target: Path) -> Path:
     """Give ``partial`` the name ``target``, or, when a file has that name already (an earlier
     backup: never overwritten), ``<target>.2``, ``<target>.3``…; the name it got. A hard link
-    then an unlink, so an existing name is never replaced (link(2) fails with EEXIST)."""
+    then an unlink, so an existing name is never replaced nor followed (link(2) fails with
+    EEXIST, for a symbolic link of that name too, dangling or not)."""
     for attempt in range(1, 1000):
         candidate = target if attempt == 1 else target.with_name(f"{target.name}.{attempt}")
         try:
-            os.link(partial, candidate)
+            os.link(partial, candidate, follow_symlinks=False)
         except FileExistsError:
             continue
         partial.unlink()
@@ -332,22 +439,32 @@ def _place_without_overwriting(partial: Path, target: Path) -> Path:
 
 def migrate(db: sqlite3.Connection, path: Path, steps: Sequence[Migration], *,
             transaction: Callable[[], AbstractContextManager[Any]],
-            unversioned: int | None = None, application_id: int | None = None) -> int | None:
+            unversioned: int | None = None, application_id: int | None = None,
+            scrub: Migration | None = None) -> int | None:
     """Bring the store open on ``db`` (the file ``path``) to the newest version,
     ``len(steps) + 1``: when its ``user_version`` is older, first copy it to
-    :func:`backup_path` of that version (:func:`back_up`), then, in one ``transaction()``
-    (the store's write transaction), read the version again (another process may have
-    migrated it meanwhile), run ``steps[v - 1]`` for each version ``v`` from it up to the
-    newest, and set ``user_version`` (and ``application_id`` when given: a file that lacked
-    its mark gets it). ``unversioned``: the version a file whose ``user_version`` is 0 has
-    (a store that did not stamp one); ``None``: such a file is refused. Returns the version
-    migrated from, or ``None`` when the store was current (nothing is copied or written).
+    :func:`backup_path` of that version (:func:`back_up`, redacted, ``scrub`` the store's own
+    step for the copy), then, in one ``transaction()`` (the store's write transaction), with
+    ``PRAGMA secure_delete`` on (an old value a step rewrites is overwritten with zeros), read
+    the version again (another process may have migrated it meanwhile), run ``steps[v - 1]``
+    for each version ``v`` from it up to the newest, rebuild every full-text index
+    (:func:`rebuild_full_text`: no old segment keeps a term a step redacted), and set
+    ``user_version`` (and ``application_id`` when given: a file that lacked its mark gets it).
+    Then the file is rewritten whole (``VACUUM``: no free page nor free space in a page keeps
+    a row that old code deleted, or an old value; sqlite.org, "VACUUM") and its WAL emptied
+    (``PRAGMA wal_checkpoint(TRUNCATE)``: no frame of an old page is left in ``-wal``).
+    ``VACUUM`` may number the rows of a table without an ``INTEGER PRIMARY KEY`` anew, in
+    their order (the journal reads its decisions ``ORDER BY rowid``: the order is kept).
+    ``unversioned``: the version a file whose ``user_version`` is 0 has (a store that did not
+    stamp one); ``None``: such a file is refused. Returns the version migrated from, or
+    ``None`` when the store was current (nothing is copied or written).
 
     Raises:
         ValueError: when the store's version is not one of 1 to ``len(steps) + 1``
             (callers refuse a newer store with their own error before calling).
         sqlite3.Error, OSError: when the copy or a step fails (the transaction rolls back:
-            the file is as it was, the copy stays).
+            the file is as it was, the copy stays), or the rewrite does (the file is migrated;
+            SQLite's ``VACUUM`` is all or nothing).
     """
     newest = len(steps) + 1
 
@@ -361,16 +478,24 @@ def migrate(db: sqlite3.Connection, path: Path, steps: Sequence[Migration], *,
     stored, version = version_of(db)
     if stored == newest:
         return None
-    back_up(db, backup_path(path, version))
-    with transaction() as w:
-        stored, now = version_of(w)
-        if stored == newest:
-            return None
-        for step in steps[now - 1:]:
-            step(w)
-        w.execute(f"PRAGMA user_version = {newest}")
-        if application_id is not None:
-            w.execute(f"PRAGMA application_id = {int(application_id)}")
+    back_up(db, backup_path(path, version), scrub=scrub)
+    secure = int(db.execute("PRAGMA secure_delete").fetchone()[0])
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        with transaction() as w:
+            stored, now = version_of(w)
+            if stored == newest:
+                return None
+            for step in steps[now - 1:]:
+                step(w)
+            rebuild_full_text(w)
+            w.execute(f"PRAGMA user_version = {newest}")
+            if application_id is not None:
+                w.execute(f"PRAGMA application_id = {int(application_id)}")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.execute(f"PRAGMA secure_delete = {secure}")
     return version
 
 

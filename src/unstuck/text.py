@@ -29,7 +29,7 @@ import unicodedata
 import re2
 
 __all__ = ["DEFAULT_IGNORABLE", "EVIDENCE_CHARS", "clean_terminal_text", "for_terminal", "has_invisible",
-           "match_form", "quote_evidence", "valid_utf8"]
+           "match_form", "quote_evidence", "smuggled_text", "valid_utf8"]
 
 _SURROGATES = {code: 0xFFFD for code in range(0xD800, 0xE000)}
 
@@ -176,6 +176,29 @@ def match_form(text: str) -> str:
     if unicodedata.is_normalized("NFKC", visible):
         return visible
     return unicodedata.normalize("NFKC", visible)
+
+
+#: A run of tag characters that spell printable ASCII (U+E0020-U+E007E), with the spaces and
+#: line breaks between runs: how "ASCII smuggling" writes text no renderer shows.
+_TAG_RUN = re2.compile("[\U000e0020-\U000e007e]+")
+#: The shortest run read as smuggled text: an emoji tag sequence (UTS #51 section 2.1.1: a
+#: black flag, the tag letters of an ISO 3166-2 subdivision such as "gbsct", U+E007F CANCEL
+#: TAG) spells at most six letters.
+_TAG_RUN_MIN = 8
+
+
+def smuggled_text(text: str) -> str | None:
+    """The text that runs of Unicode tag characters spell in ``text``, one run a line, or
+    ``None`` when it holds none longer than an emoji tag sequence. Tag characters U+E0020-
+    U+E007E mirror printable ASCII (The Unicode Standard, section 23.9 "Tag Characters"); they
+    are deprecated for language tags and render as nothing, so a run of them is a message a
+    model reads and a person does not see (the "ASCII smuggling" of hidden prompt injections;
+    OWASP Top 10 for LLM Applications 2025, LLM01: hidden instructions). Never raises."""
+    if text.isascii():
+        return None
+    runs = ["".join(chr(ord(char) - 0xE0000) for char in found)
+            for found in _TAG_RUN.findall(valid_utf8(text)) if len(found) >= _TAG_RUN_MIN]
+    return "\n".join(runs) if runs else None
 
 
 #: Characters at most in a quoted piece of tool text (:func:`quote_evidence`).
