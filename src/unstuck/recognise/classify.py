@@ -34,6 +34,9 @@ status             the HTTP status (the result's, else one the body states), the
                    class, the exit code
 weak               generic wording ("not found", "already exists") and category-level codes
                    (``invalid_request_error``)
+concept            a cause said in plain words: a concept of :mod:`unstuck.recognise.concepts` (the
+                   thing and the negation or modality that makes it a failure, met in one
+                   sentence: "must be authenticated", "budget exceeded", "readonly database")
 unrecognised       a failure nothing explains → ``execution_error`` (inferred), said so by
                    :func:`explain_result`
 =================  ==========================================================================
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -65,6 +69,7 @@ from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
 from unstuck.recognise.codes import CodeVerdict
+from unstuck.recognise.concepts import ConceptMatch, load_lexicon
 from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 
@@ -102,6 +107,7 @@ class Stage(enum.StrEnum):
     CODE = "code"
     STATUS = "status"
     WEAK = "weak"
+    CONCEPT = "concept"
     UNRECOGNISED = "unrecognised"
     SUCCESS = "success"
 
@@ -109,7 +115,7 @@ class Stage(enum.StrEnum):
 #: The order in which stages decide a failure's kind: the first that says something wins.
 PRECEDENCE: tuple[Stage, ...] = (
     Stage.NOT_EXECUTED, Stage.DECISIVE_EXIT, Stage.CAUSE, Stage.CODE, Stage.STATUS, Stage.WEAK,
-    Stage.UNRECOGNISED,
+    Stage.CONCEPT, Stage.UNRECOGNISED,
 )
 
 
@@ -218,6 +224,7 @@ class _Reader:
         self.weak_rows = table.ascii_weak if plain else table.weak
         self._cache: dict[str, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
+        self.inner = False  # the text inside a wrapper (its wrappers are not opened again)
 
     def _once(self, key: str, compute: Any) -> Any:
         if key not in self._cache:
@@ -306,6 +313,10 @@ class _Reader:
             return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
         return self._once("injection", compute)  # type: ignore[no-any-return]
 
+    def concept(self) -> ConceptMatch | None:
+        """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.recognise.concepts`)."""
+        return self._once("concept", lambda: load_lexicon().find(self.lowered))  # type: ignore[no-any-return]
+
     def _smuggled(self) -> RowMatch | None:
         """An adversarial row in the text that tag characters spell
         (:func:`unstuck.core.text.smuggled_text`, read from the window as it came: cleaning removes
@@ -338,6 +349,10 @@ class _Reader:
 
     def crashed(self) -> bool:
         return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
+
+    def step_failed(self) -> bool:
+        """A runner stated the step's own non-zero status (a ``status`` marker)."""
+        return any(m.row.strength is MarkerStrength.STATUS for m in self.markers())
 
     def line_of(self, offset: int) -> int:
         """The offset where the line holding ``offset`` starts (a match that begins on the line
@@ -384,6 +399,10 @@ class _Reader:
             seen += [Evidence(f"code: {c.table} {c.code}", c.kind.value) for c in self.codes()]
         if self.computed("harmless"):
             seen += [Evidence("harmless", self.excerpt(m)) for m in self.harmless()]
+        concept = self._cache.get("concept")
+        if concept is not None:
+            sentence = self.line_around(concept.start, concept.end)
+            seen.append(Evidence(f"concept: {concept.concept.name}", f"words: {concept.describe()} | {sentence}"))
         return seen
 
 
@@ -451,9 +470,11 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
             if not reader.crashed():
                 return False, Coded(None, harmless[0].row.source)
         return True, None
-    if reader.crashed() or _structural_failure(reader) is not None:
+    if reader.crashed() or reader.step_failed() or _structural_failure(reader) is not None:
         return True, None
     if stated:
+        if _hand_off_waiting(reader):
+            return True, None
         # a status that says success is overruled only where a marker and a cause share a line
         # ("ERROR: permission denied"), not by words scattered through a long output
         marked = {reader.line_of(m.start) for m in reader.markers()}
@@ -464,7 +485,18 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
     if reader.markers() or _log_failure(reader) is not None:
         return True, None
     coded = any(not c.weak for e in reader.envelopes() for c in _field_codes(reader, e))
-    return coded or reader.failure_cause() is not None, None
+    return coded or reader.failure_cause() is not None or reader.concept() is not None, None
+
+
+def _hand_off_waiting(reader: _Reader) -> bool:
+    """A sign-in hand-off (a device code, a browser sign-in, a one-time code or password prompt:
+    an interactive ``auth`` row) that no completed sign-in follows (``signed_in`` rows): the
+    program printed it and stopped without anyone answering, whatever its exit status says."""
+    cause = reader.failure_cause()
+    verdict = cause.row.verdict if cause is not None else None
+    if cause is None or verdict is None or verdict.kind is not Kind.AUTH or not verdict.interactive:
+        return False
+    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.lowered, reader.encoded))
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -484,6 +516,9 @@ def _decide(
 ) -> tuple[Verdict, Decision, RowMatch | None, str]:
     """The failure's verdict, the rule that decided, the row match (for a subject) and the
     evidence line."""
+    inner = _inside_wrapper(reader, result, program)
+    if inner is not None:
+        return inner
     cause = reader.cause(failed=True)
     if cause is not None and cause.row.verdict is not None:
         return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
@@ -502,11 +537,42 @@ def _decide(
     weak_code = next((c for c in codes if c.weak), None)
     if weak_code is not None:
         return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
+    concept = reader.concept()
+    if concept is not None:
+        said = concept.concept
+        return (Verdict(said.kind, said.interactive, said.retryable),
+                Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
+                         said.source), None, reader.line_around(concept.start, concept.end))
     text = reader.text.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
                                                     "DESIGN.md: a failure that matches nothing is execution_error"),
             None, last[:_DETAIL_CHARS])
+
+
+#: Wrappers that carry a tool's own words inside them: what they hold is read before the
+#: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
+_WRAPPERS = frozenset({Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT})
+
+
+def _inside_wrapper(
+    reader: _Reader, result: ToolResult, program: str
+) -> tuple[Verdict, Decision, RowMatch | None, str] | None:
+    """The decision the text inside a failed MCP result, JSON-RPC error or tool-result block
+    gives on its own (its messages, unescaped: MCP schema ``CallToolResult.content``, JSON-RPC
+    2.0 ``error.message``), unless nothing inside decides (then the wrapper's own rule does).
+    One level deep: the inner text's wrappers are not opened again."""
+    if reader.inner or not any(word in reader.lowered for word in ("iserror", "is_error", "jsonrpc")):
+        return None
+    messages = [m for e in reader.envelopes() if e.failed and e.shape in _WRAPPERS for m in e.messages]
+    if not messages:
+        return None
+    inner = _Reader(reader.table, "\n".join(messages))
+    inner.inner = True
+    verdict, decision, _, line = _decide(inner, ToolResult(result.tool, False, inner.text), program)
+    if decision.stage is Stage.UNRECOGNISED:
+        return None
+    return verdict, Decision(decision.stage, f"inside the wrapper: {decision.rule}", decision.source), None, line
 
 
 def _code_verdict(code: CodeVerdict) -> Verdict:
@@ -639,11 +705,61 @@ _PROSE = frozenset({
     "to", "and", "for", "or", "then", "if", "first", "again", "before", "after", "which", "that", "so", "in",
     "from", "when", "once", "instead", "as", "on", "with", "by", "this", "it", "more",
 })
-#: Words that are not programs ("run the tests", "run out of memory").
+#: Words that are not programs ("run the tests", "run out of memory", "this run can be found
+#: in", "could not run to completion"): articles, pronouns, prepositions and auxiliaries.
 _NOT_PROGRAMS = frozenset({
     "the", "a", "an", "it", "this", "that", "out", "into", "again", "away", "time", "command", "following",
-    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is",
+    "your", "our", "its", "on", "in", "as", "with", "for", "from", "these", "those", "was", "is", "are", "be",
+    "been", "can", "could", "will", "would", "should", "may", "might", "must", "has", "have", "had", "not",
+    "no", "to", "all", "any", "some", "each", "which", "what", "when", "where", "who", "you", "we", "they",
+    "there", "here", "at", "by", "of", "completion", "successfully", "correctly", "properly", "now",
 })
+#: A word just before the verb that makes it no imperative to the user: a determiner or a
+#: possessive ("this run", "the last run"), or a negation ("could not run", "failed to run").
+_NOT_IMPERATIVE = frozenset({
+    "this", "the", "a", "an", "that", "each", "every", "your", "my", "our", "their", "its", "of", "last",
+    "previous", "next", "dry", "test", "same", "whole", "not", "never", "cannot", "can't", "couldn't",
+    "won't", "didn't", "don't", "doesn't", "wasn't", "isn't", "failed", "unable", "trying", "attempting",
+    "while", "when", "during", "after", "before",
+})
+#: Words before "to" that keep the verb an instruction ("you need to run", "please remember to run").
+_TO_IMPERATIVE = frozenset({"need", "needs", "have", "has", "want", "please", "must", "remember", "able", "how"})
+#: A program word as typed (lower case unless quoted: a capitalised word in prose is a name,
+#: "Re-run Maven using the -X switch"); never a path, a URL or a log file.
+_PROGRAM_WORD = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
+_QUOTE_MARKS = "`'\"‘’“”"
+
+
+def _imperative(before: str) -> bool:
+    """Whether the text on the line before a suggestion's verb leaves it an imperative to the
+    user: nothing (after a log prefix that ends in punctuation), a sentence's end, or words that
+    are no determiner and no negation of the verb."""
+    stripped = before.rstrip()
+    if not stripped or stripped[-1] in ".:!;?>$*•→-#|)]":
+        return True
+    words = [w.strip(",\"'`()[]").lower() for w in stripped.split()]
+    last = words[-1] if words else ""
+    if last in _NOT_IMPERATIVE or (len(words) > 1 and words[-2] in {"not", "never", "cannot", "unable", "failed"}):
+        return False
+    if last == "to":
+        return len(words) > 1 and words[-2] in _TO_IMPERATIVE
+    return True
+
+
+def _command_shaped(words: list[str], quoted: bool) -> bool:
+    """Whether ``words`` read as a command line: after any leading assignments (``VAR=1``), a
+    program word (lower case unless quoted), not an option alone, a path, a URL or a log file."""
+    rest = list(words)
+    while rest and "=" in rest[0] and not rest[0].startswith("-"):
+        rest.pop(0)  # an environment assignment before the program (RUST_BACKTRACE=1 cargo test)
+    if not rest:
+        return False
+    first = rest[0]
+    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or re.match(r"^[a-z]:\\", first, re.I):
+        return False
+    if first.lower().endswith((".log", ".txt", ".out", ".json")) or first.lower() in _NOT_PROGRAMS:
+        return False
+    return bool(_PROGRAM_WORD.match(first if not quoted else first.lower()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -654,29 +770,41 @@ def _screen(command: str) -> Screened:
 
 def _suggestion(reader: _Reader) -> str | None:
     """The command the tool's own output says fixes it, cut where prose begins and screened;
-    ``None`` when there is none or it fails the screen."""
+    ``None`` when there is none or it fails the screen.
+
+    Only an imperative to the user is read ("please run: gh auth login", "Run `npm login`"),
+    never a noun or a negated verb ("A complete log of this run can be found in: PATH", "could
+    not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
+    never a path, a URL to a log, or a sentence fragment."""
     for index in reader.table.suggestions.matching(reader.encoded):
-        found = reader.table.suggestions.rows[index].compiled.search(reader.lowered)
-        if found is None or found.group(1) is None:
-            continue
-        start, end = found.span(1)
-        raw = reader.original(start, end)
-        words = raw.split()
-        kept: list[str] = []
-        for position, word in enumerate(words):
-            if position > 0 and word.lower() in _PROSE:
-                break
-            kept.append(word)
-        command = " ".join(kept).rstrip(".,:;!")
-        if not kept or kept[0].lower() in _NOT_PROGRAMS:
-            continue
-        screened = _screen(command)
-        if screened.command is None:
-            # the command itself is not repeated: it may carry the very secret it was refused for
-            reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
-            return None
-        return screened.command[:_SUGGESTION_CHARS]
+        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.lowered), 8):
+            if found.group(1) is None:
+                continue
+            start, end = found.span(1)
+            if not _imperative(reader.original(reader.line_of(found.start()), found.start())):
+                continue
+            quoted = start > 0 and reader.original(start - 1, start) in _QUOTE_MARKS
+            words = reader.original(start, end).split()
+            kept: list[str] = []
+            for position, word in enumerate(words):
+                if position > 0 and word.lower() in _PROSE:
+                    break
+                kept.append(word)
+            command = " ".join(kept).rstrip(".,:;!")
+            if not kept or not _command_shaped(command.split(), quoted):
+                continue
+            return _screened_suggestion(reader, command, kept)
     return None
+
+
+def _screened_suggestion(reader: _Reader, command: str, kept: list[str]) -> str | None:
+    """``command`` as the screen leaves it, or ``None`` (the reason kept on the reader)."""
+    screened = _screen(command)
+    if screened.command is None:
+        # the command itself is not repeated: it may carry the very secret it was refused for
+        reader.refused_suggestion = f"a `{kept[0][:40]}` command: {screened.refused}"
+        return None
+    return screened.command[:_SUGGESTION_CHARS]
 
 
 def _situation(
@@ -777,8 +905,41 @@ def _classify(
         return _success(reader, tool, subject, result, instead)
     verdict, decision, match, line = _decide(reader, result, program)
     named = _named_subject(match, reader, subject)
+    option = _option_as_program(reader, verdict, match)
+    if option is not None:
+        verdict, named = Verdict(Kind.INVALID_ARGS), option
+        decision = Decision(decision.stage, f"{decision.rule}, naming an option ('{option[:40]}') as the program",
+                            _OPTION_SOURCE)
     situation = _situation(reader, verdict, named, result, line, _suggestion(reader))
     return Classification(situation, True, decision)
+
+
+#: Why a "command not found" that names an option is a command line split apart, not a
+#: missing program.
+_OPTION_SOURCE = (
+    "POSIX.1-2017 XBD 12.2 Utility Syntax Guidelines 4-5 (an option is an argument that begins with "
+    "'-'; a program name never does); Microsoft Learn, cmd (a batch file's lines end in CR LF; cmd "
+    "splits an unquoted command line at spaces): a shell that reports an option as the command it "
+    "could not find read an argument as a command name (a line broken by LF endings, an unquoted "
+    "space, a stray line break), so nothing is missing: the command line is wrong")
+
+
+def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None) -> str | None:
+    """The first name a not-found-program row names that is option-shaped (``--flag``): then
+    the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
+    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
+        return None
+    for count, found in enumerate(match.row.subject.finditer(reader.lowered)):
+        if count >= 32:
+            break
+        index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
+        if index is None:
+            continue
+        start, end = found.span(index)
+        name = reader.original(start, end).strip().strip("'\"‘’“”«»")
+        if name.startswith("-") and len(name) > 1 and (name[1].isalnum() or name[1] == "-"):
+            return name
+    return None
 
 
 def _waited(reader: _Reader, tool: ToolDescription | str, args: Mapping[str, Any], subject: str, program: str,

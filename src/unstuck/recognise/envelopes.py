@@ -19,7 +19,8 @@ Shapes and the references they follow (each rule below names its source):
 * GraphQL responses (GraphQL spec, "Response" section: ``errors`` entries carry ``message``,
   ``locations``, ``path``, ``extensions``); JSON-RPC 2.0 error objects (jsonrpc.org
   specification, "Error object"); MCP ``CallToolResult`` with ``isError`` (MCP schema,
-  ``CallToolResult``);
+  ``CallToolResult``); a model API's tool-result block with ``is_error`` (Anthropic Messages
+  API, "tool_result" content blocks: ``content`` a string or text blocks);
 * Kubernetes ``Status`` (kubernetes.io API reference, ``meta/v1 Status``: ``status`` is
   ``Success`` or ``Failure``, ``reason`` machine-readable, ``code`` the suggested HTTP status,
   ``details.causes[]``);
@@ -188,6 +189,7 @@ class Shape(enum.StrEnum):
     GRAPHQL = "graphql"
     JSON_RPC = "json_rpc"
     MCP_RESULT = "mcp_result"
+    TOOL_RESULT = "tool_result"  # a model API's tool-result block: {"type": "tool_result", "is_error": true}
     K8S_STATUS = "k8s_status"
     AWS_XML = "aws_xml"  # <Error><Code>…; also Azure Storage and GCS XML errors
     AWS_JSON = "aws_json"  # {"__type": "…#Name", "message": …}
@@ -691,6 +693,8 @@ def _read(d: Mapping[str, object]) -> _Reading | None:
             failed = bool(result["isError"])
     elif isinstance(d.get("isError"), bool) and isinstance(d.get("content"), list):
         shape, marked, failed = Shape.MCP_RESULT, True, bool(d["isError"])
+    elif d.get("type") == "tool_result" and isinstance(d.get("is_error"), bool):
+        shape, marked, failed = Shape.TOOL_RESULT, True, bool(d["is_error"])
     elif d.get("kind") == "Status" and isinstance(d.get("status"), str):
         shape, marked = Shape.K8S_STATUS, True
     elif isinstance(d.get("__type"), str):
@@ -762,6 +766,10 @@ def _collect(fields: _Fields, d: Mapping[str, object], keys: Mapping[str, str], 
         value = d[key]
         if isinstance(value, _CONTAINERS):
             continue
+        if shape is Shape.TOOL_RESULT and norm == "content" and isinstance(value, str):
+            fields.message(value)
+            fields.maybe_nested(value)
+            continue
         if norm not in _FIELD_KEYS and "." not in key:
             if isinstance(value, str):
                 fields.maybe_nested(value)
@@ -798,6 +806,8 @@ def _collect(fields: _Fields, d: Mapping[str, object], keys: Mapping[str, str], 
                 structured = value.get("structuredContent")
                 if isinstance(structured, dict):
                     _walk_error(fields, structured, f"{key}.structuredContent", 2, sanitize=False)
+        elif shape is Shape.TOOL_RESULT and norm == "content":
+            _mcp_content(fields, value)
         elif shape is Shape.MCP_RESULT and norm == "structuredcontent" and failed:
             _walk_error(fields, value, key, 1, sanitize=False)
         elif failed:

@@ -8,6 +8,8 @@ The signals are data, each row naming its source (DESIGN.md, "How a result is re
   the exit-code, program-exit-code and exception tables;
 * ``data/messages.yaml`` with ``data/translations.jsonl``: programs' own messages by gettext
   msgid, matched in every language the installed catalogues hold (:mod:`unstuck.recognise.catalogues`);
+* ``data/windows_messages.yaml``: cmd's and PowerShell's messages in the languages Microsoft
+  ships (:mod:`unstuck.recognise.windows`);
 * ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.recognise.codes`);
 * ``data/interactive_calls.yaml``: commands that wait for a person (:mod:`unstuck.commands.shell`).
 
@@ -46,6 +48,7 @@ from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
 from unstuck.core.readers import parse_yaml, read_text
 from unstuck.core.situations import Kind
+from unstuck.recognise import windows
 from unstuck.recognise.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
 from unstuck.recognise.codes import CodeTables, load_code_tables, merge_code_tables
 
@@ -85,11 +88,15 @@ class MarkerStrength(enum.StrEnum):
     """How much a failure marker says on its own.
 
     ``crash``: the program crashed (a traceback, a panic): a failure even under exit 0.
+    ``status``: a runner stating the step's own non-zero exit status (``Process completed with
+    exit code 1.``): a failure even under a success status, but it does not overrule a harmless
+    wording and never names a cause.
     ``line``: an error log level or an exception name on a line: a failure when the result
     states no status, or when a cause is also worded.
     """
 
     CRASH = "crash"
+    STATUS = "status"
     LINE = "line"
 
 
@@ -313,6 +320,7 @@ class SignalTable:
         harmless: wordings that say nothing failed.
         markers: failure evidence without a status.
         not_markers: lines at a warning level, whose markers are not evidence.
+        signed_in: wordings of a completed sign-in (a hand-off before one was answered).
         suggestions: where a tool names the command that fixes it (group 1).
         codes: machine codes and HTTP statuses.
         exit_code: exit statuses with a fixed meaning.
@@ -339,6 +347,7 @@ class SignalTable:
     markers: RowSet
     not_markers: RowSet
     suggestions: RowSet
+    signed_in: RowSet
     codes: CodeTables
     exit_code: Mapping[int, Coded]
     decisive_exit_codes: frozenset[int]
@@ -355,7 +364,7 @@ class SignalTable:
     def row_sets(self) -> tuple[RowSet, ...]:
         """Every row set of the table."""
         return (self.causes, self.ascii_causes, self.weak, self.ascii_weak, self.degenerate, self.harmless,
-                self.markers, self.not_markers, self.suggestions)
+                self.markers, self.not_markers, self.suggestions, self.signed_in)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -365,7 +374,7 @@ _TEXT_KEYS = frozenset({"kind", "interactive", "retryable", "pattern", "subject"
 _SECTION_KEYS = frozenset({
     "text", "harmless", "markers", "suggestions", "exit_code", "decisive_exit_codes", "program_exit_codes",
     "exception", "search_tool_pattern", "empty_pattern", "retry_after_headers", "retry_after_text",
-    "messages", "tables", "calls", "document_commands", "not_markers",
+    "messages", "tables", "calls", "document_commands", "not_markers", "signed_in",
 })
 
 
@@ -483,7 +492,7 @@ def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) 
                 strength = MarkerStrength(str(row.get("strength")))
             except ValueError:
                 got = row.get("strength")
-                raise SignalTableError(f"{where}: strength must be crash or line, got {got!r}") from None
+                raise SignalTableError(f"{where}: strength must be crash, status or line, got {got!r}") from None
         compiled = _compile(where, row.get("pattern"))
         if section == "suggestions" and compiled.groups < 1:
             raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
@@ -562,6 +571,7 @@ class _Parts:
     markers: list[Row] = field(default_factory=list)
     not_markers: list[Row] = field(default_factory=list)
     suggestions: list[Row] = field(default_factory=list)
+    signed_in: list[Row] = field(default_factory=list)
     exit_code: dict[int, Coded] = field(default_factory=dict)
     decisive: set[int] = field(default_factory=set)
     program_exit: dict[str, dict[int, Coded]] = field(default_factory=dict)
@@ -583,6 +593,7 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
     parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
     parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"))
     parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
+    parts.signed_in += _plain_rows(name, "signed_in", data.get("signed_in"))
     for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
         parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
     parts.decisive |= {_int_key(f"{name} decisive_exit_codes", c) for c in data.get("decisive_exit_codes") or []}
@@ -672,15 +683,21 @@ def _bundled_messages() -> tuple[list[Row], ...]:
 
 
 @functools.cache
+def _bundled_windows() -> tuple[list[Row], ...]:
+    """Windows shells' messages in every language Microsoft ships (:mod:`unstuck.recognise.windows`)."""
+    return _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True)
+
+
+@functools.cache
 def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     parts = _Parts()
     for name, _ in stamps:
         _add_file(parts, name, _read_user_file(Path(name)))
     _add_file(parts, "signals.yaml", _bundled(), bundled=True)
-    causes, weak, harmless = _bundled_messages()
-    parts.message_causes += causes
-    parts.message_weak += weak
-    parts.harmless += harmless
+    for causes, weak, harmless in (_bundled_messages(), _bundled_windows()):
+        parts.message_causes += causes
+        parts.message_weak += weak
+        parts.harmless += harmless
     bundled_codes = load_code_tables()
     codes = bundled_codes if parts.codes is None else merge_code_tables(bundled_codes, parts.codes)
     settings = parts.settings
@@ -697,6 +714,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         markers=RowSet(parts.markers),
         not_markers=RowSet(parts.not_markers),
         suggestions=RowSet(parts.suggestions),
+        signed_in=RowSet(parts.signed_in),
         codes=codes,
         exit_code=parts.exit_code,
         decisive_exit_codes=frozenset(parts.decisive),
@@ -708,7 +726,7 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
         document_commands=tuple(parts.documents),
         calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
-        files=(*tuple(parts.files), "messages.yaml", "codes.yaml"),
+        files=(*tuple(parts.files), "messages.yaml", "windows_messages.yaml", "codes.yaml"),
     )
     if stamps:
         # a user's rows: every set compiled now, so a row re2 refuses is a load error
