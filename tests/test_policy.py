@@ -445,6 +445,28 @@ PAY = ToolCall.of("p", "pay", {"order": 42})
 PAY_TIMED_OUT = Situation(Kind.TIMEOUT, "ledger", retryable=True, source=Source.INFERRED, detail="timed out")
 
 
+PAY_UNAVAILABLE = Situation(Kind.UNAVAILABLE, "ledger", retryable=True, source=Source.INFERRED,
+                            detail="HTTP 503 Service Unavailable")
+
+
+def test_a_transient_failure_of_a_write_asks_for_a_read_only_check_before_any_resend() -> None:
+    """A write the guard may not send again itself (not idempotent, not read-only: MCP's default
+    for a tool without annotations) failed with a 503: waiting may fix it, but the guidance never
+    says only "retry later": it asks for a read-only check that the call did not take effect, and
+    names the tool. A read (``auto_retry``) the loop retries itself after the backoff."""
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), PAY, subject="ledger", interactive=False)
+    write = after(state, PAY, subject="ledger", situation=PAY_UNAVAILABLE, ok=False)
+    assert isinstance(write.decision, Continue) and write.decision.guidance is not None
+    assert "retry later" not in write.decision.guidance
+    assert "pay changes things" in write.decision.guidance
+    assert "check with a read-only call that it did not take effect" in write.decision.guidance
+    assert "HTTP 503 Service Unavailable" in write.decision.guidance  # the tool's words, as quoted evidence
+    read = ToolCall.of("r", "read_ledger", {"order": 42})
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), read, subject="ledger", interactive=False)
+    plain = after(state, read, subject="ledger", situation=PAY_UNAVAILABLE, ok=False, auto_retry=True)
+    assert isinstance(plain.decision, policy.RetryAfter)
+
+
 def test_a_write_that_timed_out_is_held_until_an_answer_to_a_question_that_named_it() -> None:
     """A write the loop may not send again (``auto_retry`` off) timed out: it may have taken
     effect. Its guidance says so instead of the transient "waiting may fix it"; the identical

@@ -895,11 +895,13 @@ def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]
 
 
 def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str],
-              unknown_effect: str | None = None) -> str | None:
+              unknown_effect: str | None = None, write: str | None = None) -> str | None:
     """The guidance for the model: the recovery prompt of the blocker the result is on, else
     the generic one for its kind and a reminder of a blocker it was charged to. For a call that
     may have taken effect (``unknown_effect``: the tool's name), that is said first, and the
-    transient "waiting may fix it" is not: no resend is invited."""
+    transient "waiting may fix it" is not: no resend is invited. A transient failure of a call
+    the guard may not resend itself (``write``: the tool's name) gets
+    :func:`unstuck.decide.prompts.transient_write` instead of the plain "retry later"."""
     focus = None
     if situation is not None and situation.subject in blockers:
         opened_by_kind = blockers[situation.subject].situation.kind is situation.kind
@@ -908,7 +910,9 @@ def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], 
     if focus is not None:
         return "\n".join([*parts, prompts.blocker_recovery(focus.situation, focus.remaining)])
     if situation is not None and not parts:
-        parts.append(prompts.guidance_for(situation))
+        transient = situation.retryable or situation.kind_class is KindClass.TRANSIENT
+        parts.append(prompts.transient_write(situation, write) if write and transient
+                     else prompts.guidance_for(situation))
     if charged:
         reminded = blockers[charged[0]]
         parts.append(prompts.blocker_recovery(reminded.situation, reminded.remaining))
@@ -963,8 +967,11 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     if wait is not None and situation is not None and outcome.auto_retry and not books.blockers:
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
-    tool = (call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool") if unknown else None
-    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged, tool)
+    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"  # a model-chosen name is never unstuck's words
+    tool = named if unknown else None
+    write = named if (outcome.executed and outcome.model_call and not outcome.auto_retry
+                      and not outcome.interactive) else None
+    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged, tool, write)
     if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
         warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
         guidance = f"{guidance}\n{warning}" if guidance else warning

@@ -92,6 +92,20 @@ UNKNOWN_EFFECT_REFUSAL = (
     "a result came back, so it may have taken effect already; unstuck does not make an effect twice. "
     "If it must be made again, stop and say so: the user decides."
 )
+#: What the model gets for a transient failure of a call the guard may not send again by itself
+#: (a write that is neither read-only nor idempotent: MCP's default for a tool without
+#: annotations, ``destructiveHint`` true and ``idempotentHint`` false). A failing answer from the
+#: tool itself (a held lock, a 503: RFC 9110 section 15.6.4; a 429: RFC 6585 section 4)
+#: says the request was not carried out, so waiting may fix it; but the answer may have come
+#: from something in front of the tool after it acted, so the model is told to check before a
+#: resend, never only "retry later".
+TRANSIENT_WRITE_GUIDANCE = (
+    GUIDANCE_PREFIX
+    + " The call failed ({kind}) in a way that waiting may fix: {detail}\n"
+    "{tool} changes things and is not marked idempotent or read-only: before sending it again, check "
+    "with a read-only call that it did not take effect; if you cannot tell, stop and say what is "
+    "unknown: the user decides. Do not work around it."
+)
 INJECTED_REFUSAL = (
     "Not executed: this call carries {what}, which came from an instruction inside tool output, "
     "not from the user."
@@ -317,6 +331,15 @@ def guidance_for(situation: Situation) -> str:
     return template.format(
         kind=situation.kind.value, subject=situation.subject, detail=quote_evidence(situation.detail)
     )
+
+
+def transient_write(situation: Situation, tool: str) -> str:
+    """The guidance for a transient failure of a call of ``tool`` that the guard may not send
+    again by itself (:data:`TRANSIENT_WRITE_GUIDANCE`; the detail only as quoted evidence): no
+    plain "retry later", since an effect runs at most once (DESIGN.md) and a failing answer
+    does not prove the write was not made."""
+    return TRANSIENT_WRITE_GUIDANCE.format(kind=situation.kind.value, tool=tool,
+                                           detail=quote_evidence(situation.detail))
 
 
 def unknown_effect(situation: Situation, tool: str) -> str:
