@@ -967,7 +967,8 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     if wait is not None and situation is not None and outcome.auto_retry and not books.blockers:
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
-    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"  # a model-chosen name is never unstuck's words
+    # a model-chosen name is never unstuck's words
+    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"
     tool = named if unknown else None
     write = named if (outcome.executed and outcome.model_call and not outcome.auto_retry
                       and not outcome.interactive) else None
