@@ -86,7 +86,7 @@ def escalated(folder: Path) -> str:
     guard.call(ToolCall.of("v0", "svc", {"n": 0}))
     guard.clock.sleep(3.5)
     decision = guard.call(ToolCall.of("g0", "gh", {"args": "repo view"}))
-    assert decision.action is Action.ESCALATE and guard.cited, decision
+    assert decision.action is Action.ESCALATE and json.loads(guard.to_json())["cited"], decision
     return guard.to_json()
 
 

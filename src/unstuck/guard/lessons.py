@@ -328,8 +328,10 @@ class LessonStep:
             keeper.checked = state.lessons_checked
 
     def restore(self) -> None:
-        """After loading saved state: keep the books' lessons the store still has (all are
-        dropped without a store)."""
+        """After loading saved state: keep the books' lessons the store still has (without a
+        store, the books and the subjects checked are dropped)."""
+        if self.keeper is None:
+            self.state.lessons_checked.clear()
         for book in (self.state.cited, self.state.noted):
             for subject, lesson_id in list(book.items()):
                 lesson = self.keeper.by_id(lesson_id) if self.keeper is not None else None
