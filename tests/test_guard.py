@@ -636,7 +636,7 @@ def test_a_result_for_a_tool_the_guard_does_not_know_is_assessed_as_given() -> N
 
 
 def test_after_never_waits_on_a_frozen_turn_clock_forever(monkeypatch: pytest.MonkeyPatch) -> None:
-    import unstuck.guard.guard as guard_module
+    import unstuck.guard.replies as guard_module
 
     monkeypatch.setattr(guard_module, "REPLY_WAIT_S", 0.2)
     guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())
