@@ -60,14 +60,14 @@ from unstuck.core.tools import Effect, ToolCall, ToolResult, normalize_result
 from unstuck.decide import policy, prompts
 from unstuck.decide.escalation import Answer, Escalation, EscalationReason, build_escalation
 from unstuck.decide.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
-from unstuck.decide.policy import Action
+from unstuck.decide.policy import Action, CloseReason
 from unstuck.decide.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.decide.retry import full_jitter
 from unstuck.guard.lessons import LessonKeeper, known_blocker_note
 from unstuck.recognise.classify import explain_result
 from unstuck.store.diagnostics import RunLengths, advance
 from unstuck.store.events import EventName, EventSink, Scalar, event
-from unstuck.store.journal import Journal
+from unstuck.store.journal import Journal, JournalDecision
 from unstuck.store.lessons import Lesson, LessonStore
 from unstuck.store.second_opinion import SecondOpinion
 from unstuck.toolkit.specs import Toolset, ToolSpec
@@ -417,8 +417,8 @@ class Guard:
         if self.journal is not None:
             self.checkpoint(messages, first_seq)
             for v in validations:
-                self.journal.record_validation(self.turn_id, v.name, v.verdict.value, v.evidence)
-            self.journal.end_turn(self.turn_id, status.value, answer=answer, error=error)
+                self.journal.record_validation(self.turn_id, v.name, v.verdict, v.evidence)
+            self.journal.end_turn(self.turn_id, status, answer=answer, error=error)
         return status, validations, error
 
     # -- replies -------------------------------------------------------------------------------
@@ -770,7 +770,7 @@ class Guard:
             blocker = self.state.open_blockers.get(key) or self.state.skipped[key]
             self.emit(EventName.BUDGET_CHARGED, subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
         for key in assessment.closed:
-            self.emit(EventName.BLOCKER_CLOSED, subject=key, reason="probe clean" if probe else "call succeeded")
+            self.emit(EventName.BLOCKER_CLOSED, subject=key, reason=CloseReason.of_call(probe=probe).value)
         if not (probe or retry):
             self.runs = advance(self.runs, call)
             found = self.runs.pattern
@@ -931,8 +931,8 @@ class Guard:
                 return Decision(Action.ESCALATE, None, self.escalation.text, escalation=self.escalation)
             if answer is Answer.SKIP:
                 self.state = policy.skip_subject(self.state, blocker.subject)
-                self._record_decision("skip", blocker.subject)
-                self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user skipped")
+                self._record_decision(JournalDecision.SKIP, blocker.subject)
+                self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_SKIPPED.value)
                 self._unlatch()
                 return Decision(Action.CONTINUE, None, (
                     f"{GUIDANCE_PREFIX} The user chose to skip {blocker.subject}. Calls on it will be "
@@ -951,9 +951,9 @@ class Guard:
                 for lesson in self.keeper.on_subject(blocker.subject):
                     self.keeper.close(lesson, "the user resolved it")
                     self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=blocker.subject,
-                              reason="user resolved")
-            self._record_decision("close", blocker.subject)
-            self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user answered")
+                              reason=CloseReason.USER_RESOLVED.value)
+            self._record_decision(JournalDecision.CLOSE, blocker.subject)
+            self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_ANSWERED.value)
             self._unlatch()
             return Decision(Action.CONTINUE, None, (
                 f"{GUIDANCE_PREFIX} The user has resolved the block on {blocker.subject} ({evidence}). "
@@ -963,7 +963,7 @@ class Guard:
         self.escalation, self.escalated_blocker = None, None
         self.state = replace(self.state, repeat=policy.Repeat(), unknown_tools=0)
 
-    def _record_decision(self, action: str, subject: str) -> None:
+    def _record_decision(self, action: JournalDecision, subject: str) -> None:
         if self.journal is not None:
             self.journal.record_decision(self.turn_id, len(self.steps) - 1, action, subject)
 
@@ -1088,7 +1088,8 @@ class Guard:
         found = self.steps[-1].situation
         if clean:
             self.keeper.close(lesson, "its probe came back clean")
-            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="probe clean")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.PROBE_CLEAN.value)
             return None
         holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
         if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
@@ -1100,7 +1101,7 @@ class Guard:
         self.keeper.verified(lesson)
         self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True)
         self.state = policy.open_known_blocker(self.state, found, len(self.steps) - 1)
-        self._record_decision("known", subject)
+        self._record_decision(JournalDecision.KNOWN, subject)
         self.cited[subject] = lesson
         return self.state.open_blockers[subject]
 
@@ -1115,7 +1116,8 @@ class Guard:
         lesson = self.noted.pop(subject, None)
         if lesson is not None:
             self.keeper.close(lesson, "a call on its subject succeeded")
-            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="call succeeded")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.CALL_SUCCEEDED.value)
 
     def _remember(self, blocker: policy.OpenBlocker) -> None:
         """The turn asked about ``blocker``: store its lesson (see :mod:`unstuck.guard.lessons`)."""

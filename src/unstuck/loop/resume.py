@@ -56,7 +56,15 @@ from unstuck.guard.guard import Decision, Guard
 from unstuck.loop.presence import Asker
 from unstuck.loop.turn import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.store.events import EventName, EventSink
-from unstuck.store.journal import IntentState, Journal, JournalError, JournalIntent, runner_gone
+from unstuck.store.journal import (
+    IntentState,
+    Journal,
+    JournalDecision,
+    JournalError,
+    JournalIntent,
+    SettledBy,
+    runner_gone,
+)
 from unstuck.store.lessons import LessonStore
 from unstuck.toolkit.models import Message, Model, Role, message_from_json
 from unstuck.toolkit.specs import Toolset, ToolSpec
@@ -77,18 +85,29 @@ class Resolution(enum.StrEnum):
 Resolver = Callable[[Mapping[str, Any]], Resolution]
 
 def rebuild_state(
-    steps: Sequence[StepRecord], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
-    tools: Iterable[str] | None = None,
+    steps: Sequence[StepRecord], state: policy.RecoveryState,
+    decisions: Sequence[tuple[int, JournalDecision, str]] = (), tools: Iterable[str] | None = None,
 ) -> policy.RecoveryState:
     """Run the pure policy over journaled steps again, from ``state``, with the recorded
-    decisions (a user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker whose
-    probe said it still holds) after the steps they followed: the recovery state as it stood
-    after the last step (the decisions are pure functions of the same inputs). ``tools``
-    names the tool set, so calls to tools outside it count as such."""
+    decisions (:class:`unstuck.store.journal.JournalDecision`: a user's ``close`` or ``skip``
+    of a subject, a lesson's ``known`` blocker whose probe said it still holds) after the
+    steps they followed: the recovery state as it stood after the last step (the decisions
+    are pure functions of the same inputs). ``tools`` names the tool set, so calls to tools
+    outside it count as such.
+
+    Raises:
+        ValueError: a decision whose action is not a ``JournalDecision`` value (never read as
+            a ``close``: nothing is rebuilt on a word nobody recorded).
+    """
     known_tools = None if tools is None else frozenset(tools)
-    answers: dict[int, list[tuple[str, str]]] = {}
+    answers: dict[int, list[tuple[JournalDecision, str]]] = {}
     for after, action, subject in decisions:
-        answers.setdefault(after, []).append((action, subject))
+        try:
+            decision = JournalDecision(action)
+        except ValueError:
+            raise ValueError(f"a recorded decision after step {after} on {subject!r} has the action {action!r}, "
+                             f"not one of {', '.join(repr(d.value) for d in JournalDecision)}") from None
+        answers.setdefault(after, []).append((decision, subject))
     for action, subject in answers.get(-1, []):
         state = _answer_state(state, action, subject)
     for step in steps:
@@ -105,20 +124,24 @@ def rebuild_state(
             frozenset(step.exempt), unknown_tool=unknown, interactive=step.interactive,
         )).state
         for action, subject in answers.get(step.index, []):
-            if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
+            if action is JournalDecision.KNOWN and step.situation is not None:  # its probe said it still holds
                 state = policy.open_known_blocker(state, step.situation, step.index)
             else:
                 state = _answer_state(state, action, subject)
     return state
 
 
-def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> policy.RecoveryState:
+def _answer_state(state: policy.RecoveryState, action: JournalDecision, subject: str) -> policy.RecoveryState:
     """A recorded answer, as :meth:`unstuck.Guard.answer` applied it: ``skip`` skips the
     subject; ``close`` closes its blocker and lets the calls held because their effect was
     unknown run again when the question named their refusal (the blocker's detail or the
-    refusals beside it, :func:`unstuck.decide.policy.release_unknown_effects`)."""
-    if action == "skip":
+    refusals beside it, :func:`unstuck.decide.policy.release_unknown_effects`); ``known``
+    before any step (no situation to open it on) changes nothing, as the guard, which
+    records it only after its probe's step, never does."""
+    if action is JournalDecision.SKIP:
         return policy.skip_subject(state, subject)
+    if action is JournalDecision.KNOWN:
+        return state
     blocker = state.open_blockers.get(subject)
     named = (*((blocker.situation.detail,) if blocker is not None else ()), *state.refusals)
     return policy.release_unknown_effects(policy.close_blocker(state, subject), named)
@@ -141,7 +164,7 @@ def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:
 
 
 def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
-    if intent.settled_by == Journal.USER_ABSENT:
+    if intent.settler is SettledBy.USER_ABSENT:
         return Resolution.ABSENT, "a person said it did not happen"
     resolver = resolvers.get(intent.tool)
     if resolver is None:
@@ -207,8 +230,12 @@ def resume_turn(
 
     Raises:
         JournalError: for an unknown turn, one that already ended (done, blocked, failed),
-            one whose process still runs, or one another process is resuming.
+            one whose process still runs, or one another process is resuming; for a turn
+            with a row holding a value outside its vocabulary (an unknown status, decision,
+            intent state, ``settled_by`` or verdict: the journal, table and row named), checked
+            before the turn is claimed, so the journal is left exactly as it was.
     """
+    journal.check_turn(turn_id)  # a row that does not read back: refused before anything is written
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     header = journal.turn(turn_id)
     try:
@@ -257,7 +284,7 @@ def resume_turn(
         return conversation.run_safely(max_steps=max_steps, max_asks=max_asks,
                                        first=lambda: conversation.dispatch(calls, settle))
     # With nothing left to settle, a blocker whose budget was already spent is asked about at once.
-    known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
+    known = [subject for _, action, subject in journal.decisions(turn_id) if action is JournalDecision.KNOWN]
     spent = next((b for b in guard.state.open_blockers.values() if b.exhausted or b.subject in known), None)
     if spent is not None:
         guard.escalate_open_blocker(EscalationReason.BLOCKED, subject=spent.subject)
@@ -272,7 +299,7 @@ def _made_already(intents: Sequence[JournalIntent], refs: set[str]) -> dict[str,
     resume reported or held)."""
     made: dict[str, str] = {}
     for intent in intents:
-        settled_later = intent.state is IntentState.COMMITTED and intent.settled_by not in (None, "call")
+        settled_later = intent.state is IntentState.COMMITTED and intent.settler not in (None, SettledBy.CALL)
         if settled_later or intent.effect_ref in refs or intent.state is IntentState.HELD:
             made[policy.call_key(ToolCall(intent.call_id, intent.tool, intent.arguments_json))] = intent.effect_ref
     return made
@@ -303,7 +330,7 @@ def _settle(
             ), None)
             continue
         resolution, reason = _resolve(intent, resolvers)
-        if resolution is Resolution.ABSENT and intent.settled_by != Journal.USER_ABSENT:
+        if resolution is Resolution.ABSENT and intent.settler is not SettledBy.USER_ABSENT:
             gone, why = runner_gone(intent.runner)
             if not gone:  # its call may still be under way: running it now could make the effect twice
                 resolution, reason = Resolution.UNKNOWN, f"the resolver says it did not happen, but {why}"
@@ -313,7 +340,8 @@ def _settle(
                 (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
             ]
         if resolution is Resolution.COMMITTED:
-            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
+            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
+                                   settled_by=SettledBy.RESOLVER)
             guard.emit(EventName.INTENT_COMMITTED, tool=call.tool, effect_ref=intent.effect_ref, ok=True)
             overrides[call.id] = (ToolResult(
                 call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
