@@ -331,8 +331,8 @@ class IntentState(enum.StrEnum):
 
 class SettledBy(enum.StrEnum):
     """Who settled an effect intent (its ``settled_by``), as the journal stores it. A held
-    intent keeps the reason it was held in that column instead
-    (:attr:`JournalIntent.held_because`)."""
+    intent keeps the reason it was held in that column instead (free text:
+    :attr:`JournalIntent.settled_by`, :attr:`JournalIntent.settler`)."""
 
     CALL = "call"  # committed: the call returned, and its receipt is what it returned
     RESOLVER = "resolver"  # committed: after a crash, the tool's resolver said it happened
@@ -872,8 +872,8 @@ class Journal:
         if both:
             raise JournalError(f"{', '.join(both)} cannot be both committed and absent")
         _, token, condition = self._lease_free(turn_id, force=force, doing="settle its intents")
-        receipt = json.dumps({"resolved": "committed", "by": SettledBy.USER.value})
         by_user = SettledBy.USER.value
+        receipt = json.dumps({"resolved": "committed", "by": by_user})
         with self._write() as tx:
             changed = tx.execute(
                 "UPDATE turns SET lease_token = lease_token + 1, owner_pid = NULL, owner_start = NULL,"
@@ -932,7 +932,7 @@ class Journal:
 
     def check_turn(self, turn_id: str) -> None:
         """Read every row of turn ``turn_id`` as :func:`unstuck.loop.resume.resume_turn` reads it
-        (header, steps, intents, decisions, validations, messages as text), writing nothing: a
+        (header, steps, intents, decisions, validations), writing nothing: a
         resume calls it before it claims the turn, so a turn that does not read back is left
         exactly as it was.
 
