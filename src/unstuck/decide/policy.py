@@ -77,6 +77,7 @@ __all__ = [
     "Action",
     "Assessment",
     "CallOutcome",
+    "CloseReason",
     "Continue",
     "Dispatch",
     "Escalate",
@@ -256,6 +257,23 @@ class Action(enum.StrEnum):
     CONTINUE = "continue"  # hand the model the result, with guidance
     RETRY = "retry"  # wait, then run the same call again
     ESCALATE = "escalate"  # stop dispatching; end the turn with the question
+
+
+class CloseReason(enum.StrEnum):
+    """Why a blocker closed (DESIGN.md, "blocker": a probe comes back clean, a call that
+    exercises what was refused succeeds, or the user answers), as the ``blocker.closed`` and
+    ``lesson.invalidated`` events and the cost report (``Episode.closed_by``) name it."""
+
+    PROBE_CLEAN = "probe clean"  # a probe (the guard's, or a lesson's) came back clean
+    CALL_SUCCEEDED = "call succeeded"  # a call on the subject succeeded
+    USER_ANSWERED = "user answered"  # "I've done it", and the probe (if any) agrees: the blocker
+    USER_RESOLVED = "user resolved"  # the same answer, as a lesson on the subject hears it
+    USER_SKIPPED = "user skipped"  # "Skip it": the subject is skipped, calls on it are refused
+
+    @classmethod
+    def of_call(cls, *, probe: bool) -> CloseReason:
+        """A clean result closed it: :attr:`PROBE_CLEAN` for a probe, else :attr:`CALL_SUCCEEDED`."""
+        return cls.PROBE_CLEAN if probe else cls.CALL_SUCCEEDED
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ from unstuck.core.tools import ToolCall, ToolResult
 from unstuck.decide import policy, prompts
 from unstuck.decide.escalation import Answer, Escalation, EscalationReason, build_escalation
 from unstuck.decide.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
-from unstuck.decide.policy import Action
+from unstuck.decide.policy import Action, CloseReason
 from unstuck.decide.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
 from unstuck.decide.retry import full_jitter
 from unstuck.guard.decision import LATCHED, Decision, Origin
@@ -70,7 +70,7 @@ from unstuck.guard.results import NO_SUCH_TOOL, UNKNOWN_TOOL, ResultReader, cred
 from unstuck.guard.state import STATE_VERSION, GuardState, GuardStateError, admit, rebuild_state, signing_key
 from unstuck.store.diagnostics import advance
 from unstuck.store.events import EventName, EventSink, Scalar, event
-from unstuck.store.journal import Journal, JournalError
+from unstuck.store.journal import Journal, JournalDecision, JournalError
 from unstuck.store.lessons import LessonStore
 from unstuck.store.second_opinion import SecondOpinion
 from unstuck.toolkit.specs import Toolset, ToolSpec
@@ -307,8 +307,8 @@ class Guard:
         if self.journal is not None:
             self.checkpoint(messages, first_seq)
             for v in validations:
-                self.journal.record_validation(self.turn_id, v.name, v.verdict.value, v.evidence)
-            self.journal.end_turn(self.turn_id, status.value, answer=answer, error=error)
+                self.journal.record_validation(self.turn_id, v.name, v.verdict, v.evidence)
+            self.journal.end_turn(self.turn_id, status, answer=answer, error=error)
         return status, validations, error
 
     def reply(self, calls: Sequence[ToolCall], *, seq: int | None = None) -> int:
@@ -518,7 +518,7 @@ class Guard:
             blocker = state.open_blockers.get(key) or state.skipped[key]
             self.emit(EventName.BUDGET_CHARGED, subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
         for key in assessment.closed:
-            self.emit(EventName.BLOCKER_CLOSED, subject=key, reason="probe clean" if probe else "call succeeded")
+            self.emit(EventName.BLOCKER_CLOSED, subject=key, reason=CloseReason.of_call(probe=probe).value)
         if not (probe or retry):
             kept.runs = advance(kept.runs, call)
             found = kept.runs.pattern
@@ -678,8 +678,8 @@ class Guard:
                 return Decision(Action.ESCALATE, None, kept.escalation.text, escalation=kept.escalation)
             if answer is Answer.SKIP:
                 kept.state = policy.skip_subject(kept.state, blocker.subject)
-                self._record_decision("skip", blocker.subject)
-                self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user skipped")
+                self._record_decision(JournalDecision.SKIP, blocker.subject)
+                self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_SKIPPED.value)
                 self._unlatch()
                 return Decision(Action.CONTINUE, None, (
                     f"{GUIDANCE_PREFIX} The user chose to skip {blocker.subject}. Calls on it will be "
@@ -695,8 +695,8 @@ class Guard:
             named = (blocker.situation.detail, *kept.state.refusals)  # what the question said unstuck refused
             kept.state = policy.release_unknown_effects(policy.close_blocker(kept.state, blocker.subject), named)
             self.lesson_step.resolved(blocker.subject)  # the user resolved it, and the probe (if any) agrees
-            self._record_decision("close", blocker.subject)
-            self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason="user answered")
+            self._record_decision(JournalDecision.CLOSE, blocker.subject)
+            self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_ANSWERED.value)
             self._unlatch()
             return Decision(Action.CONTINUE, None, (
                 f"{GUIDANCE_PREFIX} The user has resolved the block on {blocker.subject} ({evidence}). "
@@ -707,7 +707,7 @@ class Guard:
         kept.escalation, kept.escalated_blocker = None, None
         kept.state = replace(kept.state, repeat=policy.Repeat(), unknown_tools=0)
 
-    def _record_decision(self, action: str, subject: str) -> None:
+    def _record_decision(self, action: JournalDecision, subject: str) -> None:
         if self.journal is not None:
             self.journal.record_decision(self.turn_id, len(self.steps) - 1, action, subject)
 

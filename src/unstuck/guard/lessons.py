@@ -39,11 +39,13 @@ from unstuck.core.text import for_terminal, quote_evidence
 from unstuck.core.tools import ToolCall
 from unstuck.decide import policy, prompts
 from unstuck.decide.escalation import Escalation, EscalationReason, unsafe_fix
+from unstuck.decide.policy import CloseReason
 from unstuck.decide.prompts import GUIDANCE_PREFIX
 from unstuck.guard.probes import Probes
 from unstuck.guard.state import GuardState
 from unstuck.recognise.instructions import find_instruction, screen_instruction
 from unstuck.store.events import EventName
+from unstuck.store.journal import JournalDecision
 from unstuck.store.lessons import Lesson, LessonStore, LessonStoreError, storable
 from unstuck.toolkit.specs import Toolset
 
@@ -319,7 +321,8 @@ class LessonStep:
     """
 
     def __init__(self, keeper: LessonKeeper | None, state: GuardState, tools: Toolset, *,
-                 emit: Callable[..., None], probes: Probes, record_decision: Callable[[str, str], None]) -> None:
+                 emit: Callable[..., None], probes: Probes,
+                 record_decision: Callable[[JournalDecision, str], None]) -> None:
         self.keeper, self.state, self.tools = keeper, state, tools
         self.emit, self.probes, self.record_decision = emit, probes, record_decision
         self._lessons: dict[int, Lesson] = {}
@@ -366,7 +369,8 @@ class LessonStep:
         found = s.steps[-1].situation
         if clean:
             self.keeper.close(lesson, "its probe came back clean")
-            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="probe clean")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.PROBE_CLEAN.value)
             return None
         holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
         if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
@@ -378,7 +382,7 @@ class LessonStep:
         self.keeper.verified(lesson)
         self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True)
         s.state = policy.open_known_blocker(s.state, found, len(s.steps) - 1)
-        self.record_decision("known", subject)
+        self.record_decision(JournalDecision.KNOWN, subject)
         self._book(s.cited, subject, lesson)
         return s.state.open_blockers[subject]
 
@@ -395,7 +399,8 @@ class LessonStep:
         lesson = self._lessons.get(lesson_id) if lesson_id is not None else None
         if lesson is not None:
             self.keeper.close(lesson, "a call on its subject succeeded")
-            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="call succeeded")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.CALL_SUCCEEDED.value)
 
     def cite(self, escalation: Escalation, subject: str) -> tuple[Escalation, Lesson | None]:
         """``escalation`` naming the lesson the turn escalated on for ``subject``, if any."""
@@ -426,7 +431,8 @@ class LessonStep:
             return
         for lesson in self.keeper.on_subject(subject):
             self.keeper.close(lesson, "the user resolved it")
-            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject, reason="user resolved")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.USER_RESOLVED.value)
 
     def known_blockers_note(self) -> str | None:
         """The system prompt's section on remembered blockers (at most 3 lessons whose

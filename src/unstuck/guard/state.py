@@ -33,6 +33,7 @@ from unstuck.decide.policy import Action
 from unstuck.guard.decision import Decision
 from unstuck.guard.replies import Reply
 from unstuck.store.diagnostics import RunLengths
+from unstuck.store.journal import JournalDecision
 from unstuck.toolkit.specs import Toolset
 
 __all__ = ["STATE_VERSION", "GuardState", "GuardStateError", "admit", "rebuild_state", "signing_key"]
@@ -361,18 +362,29 @@ def _pending_retries(saved: Mapping[str, int], steps: Sequence[StepRecord], tool
 
 
 def rebuild_state(
-    steps: Sequence[StepRecord], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
-    tools: Iterable[str] | None = None,
+    steps: Sequence[StepRecord], state: policy.RecoveryState,
+    decisions: Sequence[tuple[int, JournalDecision, str]] = (), tools: Iterable[str] | None = None,
 ) -> policy.RecoveryState:
     """Run the pure policy over journaled steps again, from ``state``, with the recorded
-    decisions (a user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker whose
-    probe said it still holds) after the steps they followed: the recovery state as it stood
-    after the last step (the decisions are pure functions of the same inputs). ``tools``
-    names the tool set, so calls to tools outside it count as such."""
+    decisions (:class:`unstuck.store.journal.JournalDecision`: a user's ``close`` or ``skip``
+    of a subject, a lesson's ``known`` blocker whose probe said it still holds) after the
+    steps they followed: the recovery state as it stood after the last step (the decisions
+    are pure functions of the same inputs). ``tools`` names the tool set, so calls to tools
+    outside it count as such.
+
+    Raises:
+        ValueError: a decision whose action is not a ``JournalDecision`` value (never read as
+            a ``close``: nothing is rebuilt on a word nobody recorded).
+    """
     known_tools = None if tools is None else frozenset(tools)
-    answers: dict[int, list[tuple[str, str]]] = {}
+    answers: dict[int, list[tuple[JournalDecision, str]]] = {}
     for after, action, subject in decisions:
-        answers.setdefault(after, []).append((action, subject))
+        try:
+            decision = JournalDecision(action)
+        except ValueError:
+            raise ValueError(f"a recorded decision after step {after} on {subject!r} has the action {action!r}, "
+                             f"not one of {', '.join(repr(d.value) for d in JournalDecision)}") from None
+        answers.setdefault(after, []).append((decision, subject))
     for action, subject in answers.get(-1, []):
         state = _answer_state(state, action, subject)
     for step in steps:
@@ -389,20 +401,24 @@ def rebuild_state(
             frozenset(step.exempt), unknown_tool=unknown, interactive=step.interactive,
         )).state
         for action, subject in answers.get(step.index, []):
-            if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
+            if action is JournalDecision.KNOWN and step.situation is not None:  # its probe said it still holds
                 state = policy.open_known_blocker(state, step.situation, step.index)
             else:
                 state = _answer_state(state, action, subject)
     return state
 
 
-def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> policy.RecoveryState:
+def _answer_state(state: policy.RecoveryState, action: JournalDecision, subject: str) -> policy.RecoveryState:
     """A recorded answer, as :meth:`unstuck.Guard.answer` applied it: ``skip`` skips the
     subject; ``close`` closes its blocker and lets the calls held because their effect was
     unknown run again when the question named their refusal (the blocker's detail or the
-    refusals beside it, :func:`unstuck.decide.policy.release_unknown_effects`)."""
-    if action == "skip":
+    refusals beside it, :func:`unstuck.decide.policy.release_unknown_effects`); ``known``
+    before any step (no situation to open it on) changes nothing, as the guard, which
+    records it only after its probe's step, never does."""
+    if action is JournalDecision.SKIP:
         return policy.skip_subject(state, subject)
+    if action is JournalDecision.KNOWN:
+        return state
     blocker = state.open_blockers.get(subject)
     named = (*((blocker.situation.detail,) if blocker is not None else ()), *state.refusals)
     return policy.release_unknown_effects(policy.close_blocker(state, subject), named)

@@ -56,7 +56,14 @@ from unstuck.guard.state import rebuild_state
 from unstuck.loop.presence import Asker
 from unstuck.loop.turn import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.store.events import EventName, EventSink
-from unstuck.store.journal import IntentState, Journal, JournalIntent, runner_gone
+from unstuck.store.journal import (
+    IntentState,
+    Journal,
+    JournalDecision,
+    JournalIntent,
+    SettledBy,
+    runner_gone,
+)
 from unstuck.store.lessons import LessonStore
 from unstuck.toolkit.models import Message, Model, Role, message_from_json
 from unstuck.toolkit.specs import Toolset, ToolSpec
@@ -93,7 +100,7 @@ def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:
 
 
 def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
-    if intent.settled_by == Journal.USER_ABSENT:
+    if intent.settler is SettledBy.USER_ABSENT:
         return Resolution.ABSENT, "a person said it did not happen"
     resolver = resolvers.get(intent.tool)
     if resolver is None:
@@ -159,8 +166,12 @@ def resume_turn(
 
     Raises:
         JournalError: for an unknown turn, one that already ended (done, blocked, failed),
-            one whose process still runs, or one another process is resuming.
+            one whose process still runs, or one another process is resuming; for a turn
+            with a row holding a value outside its vocabulary (an unknown status, decision,
+            intent state, ``settled_by`` or verdict: the journal, table and row named), checked
+            before the turn is claimed, so the journal is left exactly as it was.
     """
+    journal.check_turn(turn_id)  # a row that does not read back: refused before anything is written
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
     guard = Guard.from_journal(journal, turn_id, tools, unattended=unattended, guarded=guarded, config=config,
                                clock=clock, events=events, lessons=lessons, fingerprint=fingerprint,
@@ -197,7 +208,7 @@ def resume_turn(
         return conversation.run_safely(max_steps=max_steps, max_asks=max_asks,
                                        first=lambda: conversation.dispatch(calls, settle))
     # With nothing left to settle, a blocker whose budget was already spent is asked about at once.
-    known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
+    known = [subject for _, action, subject in journal.decisions(turn_id) if action is JournalDecision.KNOWN]
     spent = next((b for b in guard.state.open_blockers.values() if b.exhausted or b.subject in known), None)
     if spent is not None:
         guard.escalate_open_blocker(EscalationReason.BLOCKED, subject=spent.subject)
@@ -212,7 +223,7 @@ def _made_already(intents: Sequence[JournalIntent], refs: set[str]) -> dict[str,
     resume reported or held)."""
     made: dict[str, str] = {}
     for intent in intents:
-        settled_later = intent.state is IntentState.COMMITTED and intent.settled_by not in (None, "call")
+        settled_later = intent.state is IntentState.COMMITTED and intent.settler not in (None, SettledBy.CALL)
         if settled_later or intent.effect_ref in refs or intent.state is IntentState.HELD:
             made[policy.call_key(ToolCall(intent.call_id, intent.tool, intent.arguments_json))] = intent.effect_ref
     return made
@@ -243,7 +254,7 @@ def _settle(
             ), None)
             continue
         resolution, reason = _resolve(intent, resolvers)
-        if resolution is Resolution.ABSENT and intent.settled_by != Journal.USER_ABSENT:
+        if resolution is Resolution.ABSENT and intent.settler is not SettledBy.USER_ABSENT:
             gone, why = runner_gone(intent.runner)
             if not gone:  # its call may still be under way: running it now could make the effect twice
                 resolution, reason = Resolution.UNKNOWN, f"the resolver says it did not happen, but {why}"
@@ -253,7 +264,8 @@ def _settle(
                 (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
             ]
         if resolution is Resolution.COMMITTED:
-            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
+            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
+                                   settled_by=SettledBy.RESOLVER)
             guard.emit(EventName.INTENT_COMMITTED, tool=call.tool, effect_ref=intent.effect_ref, ok=True)
             overrides[call.id] = (ToolResult(
                 call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
