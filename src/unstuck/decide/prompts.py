@@ -11,6 +11,7 @@ can tell unstuck's words from the tool's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from unstuck.core.situations import Kind, KindClass, Situation
@@ -20,6 +21,9 @@ from unstuck.recognise.instructions import Use, looks_like_sentence, screen_inst
 __all__ = [
     "BLOCKED_WHAT",
     "BLOCKER_RECOVERY",
+    "CHALLENGE_ACTION",
+    "CHALLENGE_PAGE",
+    "CHALLENGE_WHAT",
     "CLOSING_CALL",
     "CREDENTIAL_REFUSAL",
     "DECLARED_FIX_QUOTE",
@@ -159,6 +163,21 @@ USER_ACTION_DEFAULT: Mapping[Kind, str] = {
     Kind.CONFLICT: "End the process that holds the lock, or tell me to wait longer",
 }
 USER_ACTION_OTHER = "Resolve what blocks {subject}"
+
+#: Rule 4, part 2, for an interactive blocker whose evidence is a challenge page: a check that
+#: only a person passes (a CAPTCHA, a browser check), never a permission to grant. The shapes, and
+#: where they are documented: Cloudflare's challenge pages (the ``cf-mitigated: challenge``
+#: response header; the page titles "Just a moment..." and "Attention Required! | Cloudflare";
+#: Cloudflare docs, "Challenges" and "Detect a Challenge Page response"); hCaptcha and Google
+#: reCAPTCHA (the widgets' own names, "I am human" / "I'm not a robot"); "verify you are
+#: human" (Cloudflare Turnstile's widget text).
+CHALLENGE_PAGE = re.compile(
+    r"cf-mitigated:\s*challenge|attention required! \| cloudflare|just a moment\.\.\.|checking your browser"
+    r"|\b(?:h|re)?captcha\b|turnstile|verify (?:that )?you are (?:a )?human|are you a (?:human|robot)"
+    r"|i'?m not a robot|i am human", re.IGNORECASE)
+CHALLENGE_WHAT = "{subject} met a challenge page that only a person can pass."
+CHALLENGE_ACTION = ("Complete the challenge page {subject} met (a CAPTCHA or browser check) yourself, in a browser: "
+                    "only a person can pass it, and the agent must not try to get past it.")
 NO_EXACT_COMMAND = " (the tool gave no exact command)."
 
 #: Rule 4, part 2, when the tool gave no exact unblock but its own output suggested a command:
@@ -280,6 +299,8 @@ def user_action(situation: Situation) -> str:
         directory = situation.location.rsplit("/", 1)[0] or "/"
         return OFF_PATH_ACTION.format(directory=directory, location=situation.location) + "."
     template = USER_ACTION_DEFAULT.get(situation.kind, USER_ACTION_OTHER)
+    if situation.interactive and CHALLENGE_PAGE.search(situation.detail):
+        return CHALLENGE_ACTION.format(subject=situation.subject)
     action = template.format(subject=situation.subject)
     if situation.suggestion:
         return action + SUGGESTION_QUOTE.format(suggestion=situation.suggestion)
@@ -293,6 +314,8 @@ def what_is_blocked(situation: Situation) -> str:
     if situation.kind is Kind.NOT_INSTALLED and situation.location:
         return OFF_PATH_WHAT.format(subject=situation.subject, location=situation.location)
     template = BLOCKED_WHAT.get(situation.kind, BLOCKED_OTHER)
+    if situation.interactive and CHALLENGE_PAGE.search(situation.detail):
+        template = CHALLENGE_WHAT
     what = template.format(subject=situation.subject, kind=situation.kind.value)
     return f"{what} ({quote_evidence(situation.detail)})" if situation.detail.strip() else what
 
