@@ -72,6 +72,7 @@ from unstuck.decide.retry import next_retry, waitable
 
 if TYPE_CHECKING:
     from unstuck.commands.credentials import CredentialChange
+    from unstuck.commands.waiting import NonInteractiveFix
 
 __all__ = [
     "Action",
@@ -520,7 +521,7 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
 
 def before_dispatch(
     state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
-    credential_changes: tuple[CredentialChange, ...] = (), without_wait: str | None = None,
+    credential_changes: tuple[CredentialChange, ...] = (), without_wait: NonInteractiveFix | str | None = None,
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
     """Rule 1, skipped subjects, tainted addresses, effects held for the user and credential
     changes: decide whether ``call`` may run.
@@ -534,8 +535,11 @@ def before_dispatch(
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
         without_wait: for a call that waits only because it has a terminal (a pager, a
-            prompt), the same call made so it does not wait (``GIT_PAGER=cat git log``),
-            named in the refusal (:func:`unstuck.commands.waiting.non_interactive_fix`).
+            prompt), the same call made so it does not wait (``git --no-pager log``, with
+            where that is documented), named in the refusal
+            (:func:`unstuck.commands.waiting.non_interactive_fix`); a fix given as a
+            :class:`~unstuck.commands.waiting.NonInteractiveFix` is also the refusal's
+            ``unblock``, so the question quotes it (:func:`unstuck.decide.prompts.user_action`).
         credential_changes: what the call would change in credentials, scopes, identities
             or permissions (:func:`unstuck.commands.credentials.credential_changes`); refused while an
             ``auth`` or ``permission`` blocker is open, unless the configuration allows the
@@ -560,13 +564,17 @@ def before_dispatch(
     if held is not None:  # it may have taken effect already: the user decides, never a resend
         return _refuse(call, counted, Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=held))
     if interactive and state.unattended:
+        fix = None if without_wait is None or isinstance(without_wait, str) else without_wait.command
         if waits_for is None:
             detail = prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject)
         elif without_wait is not None:
-            detail = prompts.UNATTENDED_TERMINAL_REFUSAL.format(waits_for=waits_for, fix=without_wait)
+            shown = without_wait if isinstance(without_wait, str) else f"{without_wait.command} ({without_wait.source})"
+            detail = prompts.UNATTENDED_TERMINAL_REFUSAL.format(waits_for=waits_for, fix=shown)
         else:
             detail = prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
-        refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail)
+            fix = None
+        refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail,
+                            unblock=fix)
         return _refuse(call, counted, refusal)
     guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
                      and not b.situation.is_refusal), None)

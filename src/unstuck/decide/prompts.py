@@ -33,6 +33,7 @@ __all__ = [
     "KNOWN_BLOCKERS_HEADING",
     "NEXT_STEP_DEFAULT",
     "NO_EXACT_COMMAND",
+    "NO_WAIT_ACTION",
     "OFF_PATH_ACTION",
     "OFF_PATH_WHAT",
     "REFUSED_BESIDE",
@@ -163,6 +164,11 @@ USER_ACTION_DEFAULT: Mapping[Kind, str] = {
     Kind.CONFLICT: "End the process that holds the lock, or tell me to wait longer",
 }
 USER_ACTION_OTHER = "Resolve what blocks {subject}"
+#: Rule 4, part 2, for a call unstuck refused because it would wait for a person in an unattended
+#: run (a pager, a prompt) when the same call can be made so that it does not wait
+#: (:func:`unstuck.commands.waiting.non_interactive_fix`): that form, quoted.
+NO_WAIT_ACTION = ("Let the agent run it so that it does not wait for a person: `{fix}`; or run the step yourself "
+                  "where someone can answer {subject}")
 
 #: Rule 4, part 2, for an interactive blocker whose evidence is a challenge page: a check that
 #: only a person passes (a CAPTCHA, a browser check), never a permission to grant. The shapes, and
@@ -286,6 +292,11 @@ def user_action(situation: Situation) -> str:
     (:data:`DECLARED_FIX_QUOTE`); one the screen refuses (an instruction to the agent, a
     download-and-run, a command that sends a secret) is left out.
     """
+    if situation.unblock and situation.is_refusal and situation.interactive:
+        screened = screen_instruction(situation.unblock)
+        if screened.use is Use.COMMAND:  # unstuck's own fix for a call refused because it would wait
+            return NO_WAIT_ACTION.format(subject=situation.subject, fix=screened.text)
+        return USER_ACTION_DEFAULT[Kind.PERMISSION].format(subject=situation.subject) + NO_EXACT_COMMAND
     if situation.unblock:
         screened = screen_instruction(situation.unblock)
         if screened.use is Use.COMMAND:
