@@ -7,9 +7,11 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
   counts against the budget of every open blocker.
 * **Rule 2.** After a blocker opened on subject S, each further call that fails, is refused,
   or returns the same kind increments S's workaround count; successes and probes do not.
-  When the count passes the budget (2 after a declared blocker, 4 after an inferred one) the
-  loop stops dispatching tools and escalates. A blocker closes on a clean probe, a success
-  on S, or the user's answer; closing resets its count.
+  When the count passes the budget (2 after a declared blocker, 4 after an inferred one; the
+  declared budget once another call meets the same inferred kind on S: :func:`_corroborate`)
+  the loop stops dispatching tools and escalates. A blocker closes on a clean probe, a success
+  that exercises what was refused (:func:`_exercises`: never ``--version`` or help), or the
+  user's answer; closing resets its count.
 * **Rule 3.** A result carrying a blocker gets the blocker recovery prompt (see
   :mod:`unstuck.decide.prompts`); self-fixable errors keep the generic "correct your plan" prompt.
 * **Rule 4** (the escalation's three parts) lives in :mod:`unstuck.decide.escalation`.
