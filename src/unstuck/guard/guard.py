@@ -362,8 +362,7 @@ class Guard:
             waits_for = None if hand_off is None else f"`{hand_off.command}` waits for a person: {hand_off.why}"
             without_wait = None
             if hand_off is not None and hand_off.waits is Waits.WITH_TERMINAL and spec is not None:
-                fix = non_interactive_fix(hand_off.program, spec.command_line(arguments))
-                without_wait = f"{fix.command} ({fix.source})"
+                without_wait = non_interactive_fix(hand_off.program, spec.command_line(arguments))
             decision, kept.state = policy.before_dispatch(
                 kept.state, call, subject=subject, interactive=interactive, waits_for=waits_for,
                 without_wait=without_wait,
