@@ -257,11 +257,15 @@ class _Reader:
         return _line_around(self.text, first, last)
 
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
-        indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
-        for index in indices:
-            if accept(rows.rows[index]):
-                located: RowMatch | None = rows.locate(index, self.lowered)
-                return located
+        # part by part, in row order: the first accepted row of a part comes before any of the
+        # next, whose set is then never compiled nor matched
+        for part in range(rows.parts):
+            indices: tuple[int, ...] = self._once(f"indices {name} {part}",
+                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            for index in indices:
+                if accept(rows.rows[index]):
+                    located: RowMatch | None = rows.locate(index, self.lowered)
+                    return located
         return None
 
     def cause(self, *, failed: bool) -> RowMatch | None:
