@@ -21,7 +21,12 @@
 The machine is shared: every figure is a median of many repeats, and the CPU figures are
 process CPU time, which other processes' load inflates less than wall time.
 
-Run: ``.venv/bin/python bench/bench_cost.py`` (options: ``--calls N --repeats N --runs N``).
+With ``--before REV`` the same figures are measured for ``git archive REV src`` too, in the
+same run: figures 1 and 2 in child processes taken in turn (one per tree, ``--rounds`` times),
+figure 3's processes interleaved case by case and tree by tree.
+
+Run: ``.venv/bin/python bench/bench_cost.py --before main`` (options: ``--calls N --repeats N
+--rounds N --runs N``).
 """
 
 from __future__ import annotations
@@ -102,30 +107,53 @@ def save_reload(steps: int, repeats: int) -> tuple[float, float, int]:
     return statistics.median(base) * 1000, statistics.median(full) * 1000, len(saved)
 
 
-def one_process(runs: int) -> dict[str, float]:
-    """Median wall ms per process of the baseline, ``import unstuck``, and classifying one output (warm, cold cache)."""
+def one_process(runs: int, trees: dict[str, str], scratch: Path) -> dict[str, dict[str, float]]:
+    """Median wall ms per process, per tree (label -> ``src`` folder): ``python -c pass`` (the
+    baseline), ``import unstuck``, and classifying one output with a warm and a cold cache."""
     python = sys.executable
     cases = {
         "python -c pass": ((python, "-c", "pass"), False),
-        'python -c "import unstuck"': ((python, "-c", "import unstuck"), False),
-        "classify one output, warm cache": ((python, "-c", CLASSIFY_ONE), False),
-        "classify one output, cold cache": ((python, "-c", CLASSIFY_ONE), True),
+        "import unstuck": ((python, "-c", "import unstuck"), False),
+        "classify, warm cache": ((python, "-c", CLASSIFY_ONE), False),
+        "classify, cold cache": ((python, "-c", CLASSIFY_ONE), True),
     }
-    timings: dict[str, list[float]] = {label: [] for label in cases}
-    with tempfile.TemporaryDirectory() as folder:
-        warm = Path(folder) / "warm"
-        # bytecode compiled once, as an installed package has it (kept out of the source tree)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env.update(UNSTUCK_CACHE_DIR=str(warm), PYTHONPYCACHEPREFIX=str(Path(folder) / "pycache"))
-        for argv, _ in cases.values():  # warm-up: page cache, .pyc files, the warm cache folder
-            subprocess.run(argv, env=env, capture_output=True, check=True)
-        for round_ in range(runs):
+    timings: dict[tuple[str, str], list[float]] = {(tree, label): [] for tree in trees for label in cases}
+    # bytecode compiled once, as an installed package has it (kept out of the source tree)
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    envs = {tree: {**base, "PYTHONPATH": src, "UNSTUCK_CACHE_DIR": str(scratch / f"warm-{tree}"),
+                   "PYTHONPYCACHEPREFIX": str(scratch / f"pycache-{tree}")} for tree, src in trees.items()}
+    for tree in trees:  # warm-up: page cache, .pyc files, the warm cache folder
+        for argv, _ in cases.values():
+            subprocess.run(argv, env=envs[tree], capture_output=True, check=True)
+    for round_ in range(runs):  # in turn: every case of every tree, then again
+        for tree in trees:
             for label, (argv, cold) in cases.items():
-                run_env = env if not cold else {**env, "UNSTUCK_CACHE_DIR": str(Path(folder) / f"cold{round_}")}
+                env = envs[tree] if not cold else {**envs[tree], "UNSTUCK_CACHE_DIR": str(scratch / f"cold-{tree}-{round_}")}
                 started = time.perf_counter()
-                subprocess.run(argv, env=run_env, capture_output=True, check=True)
-                timings[label].append((time.perf_counter() - started) * 1000)
-    return {label: statistics.median(values) for label, values in timings.items()}
+                subprocess.run(argv, env=env, capture_output=True, check=True)
+                timings[(tree, label)].append((time.perf_counter() - started) * 1000)
+    return {tree: {label: statistics.median(timings[(tree, label)]) for label in cases} for tree in trees}
+
+
+def in_process(trees: dict[str, str], rounds: int, calls: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Figures 1 and 2 for each tree, each measured in ``rounds`` child processes taken in turn
+    (before, after, before, after ...); the median of the rounds' medians."""
+    found: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for _ in range(rounds):
+        for tree, src in trees.items():
+            done = subprocess.run([sys.executable, __file__, "--child", "--calls", str(calls), "--repeats", str(repeats)],
+                                  env={**base, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
+            found[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {tree: {key: statistics.median(r[key] for r in results) for key in results[0]}
+            for tree, results in found.items()}
+
+
+def child(calls: int, repeats: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    bare, guarded, bank = per_call(calls)
+    base, full, size = save_reload(1000, repeats)
+    print(json.dumps({"bare": bare, "guarded": guarded, "bank": bank, "base": base, "full": full, "size": size}))
 
 
 def verdict(value: float, target: float) -> str:
@@ -134,25 +162,51 @@ def verdict(value: float, target: float) -> str:
 
 def main(argv: Any = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=6000)
-    parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=4000)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=3, help="child processes per tree for figures 1 and 2")
+    parser.add_argument("--runs", type=int, default=15, help="processes per case and tree for figure 3")
+    parser.add_argument("--before", metavar="REV", help="also measure this git revision (git archive of src/)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).parent))
-    print(f"load average at start {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-    bare, guarded, bank = per_call(args.calls)
-    print(f"1. per call, CPU median over {args.calls} calls: normalize_result {bare:.1f} µs (baseline); "
-          f"Guard.before+after {guarded:.1f} µs (target <= 30 µs: {verdict(guarded, 30)}); "
-          f"on the failure bank's forms {bank:.1f} µs")
-    base, full, size = save_reload(1000, args.repeats)
-    print(f"2. state save+reload at 1000 steps ({size / 1000:.0f} kB), CPU median of {args.repeats}: "
-          f"json.dumps(json.loads(state)) {base:.1f} ms (baseline); to_json+from_json {full:.1f} ms "
-          f"(target <= 15 ms: {verdict(full, 15)})")
-    found = one_process(args.runs)
-    shown = "; ".join(f"{label} {ms:.0f} ms" for label, ms in found.items())
-    warm = found["classify one output, warm cache"]
-    print(f"3. one process, wall median of {args.runs}: {shown} "
-          f"(target <= 150 ms, warm cache: {verdict(warm, 150)})")
+    if args.child:
+        child(args.calls, args.repeats)
+        return
+    here = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        trees: dict[str, str] = {}
+        if args.before:
+            old = scratch / "before"
+            old.mkdir()
+            archive = subprocess.run(["git", "-C", str(here), "archive", args.before, "src"], capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+            trees[f"before ({args.before})"] = str(old / "src")
+        trees["after (this tree)"] = str(here / "src")
+        print(f"load average at start {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); trees: "
+              + ", ".join(trees))
+        inside = in_process(trees, args.rounds, args.calls, args.repeats)
+        processes = one_process(args.runs, trees, scratch)
+    width = max(len(t) for t in trees)
+    print(f"1. Guard.before+after per call, CPU µs, median over {args.calls} calls ({args.rounds} processes each); "
+          "target <= 30")
+    for tree, got in inside.items():
+        print(f"   {tree:<{width}}  normalize_result (baseline) {got['bare']:6.1f}   Guard {got['guarded']:6.1f}  "
+              f"({got['guarded'] / got['bare']:.1f}x baseline; {verdict(got['guarded'], 30)})   "
+              f"failure bank forms {got['bank']:6.1f}")
+    print(f"2. state save+reload at 1000 steps, CPU ms, median of {args.repeats} ({args.rounds} processes each); "
+          "target <= 15")
+    for tree, got in inside.items():
+        print(f"   {tree:<{width}}  json.dumps(json.loads(state)) (baseline) {got['base']:6.1f}   "
+              f"to_json+from_json {got['full']:6.1f}  ({got['full'] / got['base']:.1f}x baseline; "
+              f"{verdict(got['full'], 15)})   state {got['size'] / 1000:.0f} kB")
+    print(f"3. one process classifying one output, wall ms, median of {args.runs} runs in turn; target <= 150 (warm)")
+    for tree, got in processes.items():
+        shown = "   ".join(f"{label} {ms:6.0f}" for label, ms in got.items())
+        warm = got["classify, warm cache"]
+        print(f"   {tree:<{width}}  {shown}  ({warm / got['python -c pass']:.1f}x python -c pass; "
+              f"{verdict(warm, 150)})")
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 

@@ -78,6 +78,8 @@ _SET_MAX_MEM = 64 << 20
 #: rebuilds it on every text (measured: 40 ms per result over real outputs); sets of at most
 #: this much pattern stay cached (about 40 µs for every cause row over a typical result).
 _PATTERN_CHARS_PER_SET = 40_000
+#: Rows of one file that make a set part of their own (:meth:`RowSet._parts`).
+_FILE_PART_ROWS = 20
 
 
 class SignalTableError(UnstuckError, ValueError):
@@ -231,15 +233,17 @@ class RowSet:
 
     def _parts(self) -> tuple[tuple[int, int], ...]:
         """The rows of each ``re2.Set`` (start, end): at most :data:`_PATTERN_CHARS_PER_SET`
-        pattern characters each, and a new one where the rows of a file end (the few rows of
-        ``signals.yaml`` compile apart from the thousands of translated messages after them,
-        so a text they name costs their set alone)."""
+        pattern characters each, and a new one where the rows of a file end once the part
+        holds :data:`_FILE_PART_ROWS` rows (the rows of ``signals.yaml`` compile apart from
+        the thousands of translated messages after them, so a text they name costs their set
+        alone; a few rows stay with the next file's, as each part is one more match a text)."""
         if self._bounds is None:
             starts = [0]
             size = 0
             for index, row in enumerate(self.rows):
                 length = len(self._pattern(row))
-                if size and (size + length > _PATTERN_CHARS_PER_SET or _file(row) != _file(self.rows[index - 1])):
+                if size and (size + length > _PATTERN_CHARS_PER_SET
+                             or (index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
                     starts.append(index)
                     size = 0
                 size += length
@@ -313,6 +317,12 @@ class RowSet:
         return tuple(found[:limit])
 
 
+def _hands_off(row: Row) -> bool:
+    """A cause row worded as a sign-in hand-off: interactive ``auth``, and not read on a success."""
+    return (not row.success_too and row.verdict is not None and row.verdict.kind is Kind.AUTH
+            and row.verdict.interactive)
+
+
 def _file(row: Row) -> str:
     """The file a row comes from: its ``where`` up to the first space (``signals.yaml text row 3``)."""
     return row.where.split(" ", 1)[0]
@@ -363,6 +373,10 @@ class SignalTable:
         retry_after_headers: headers that give a wait in seconds.
         retry_after_text: wording that gives a wait in seconds (group 1).
         document_commands: programs whose successful output is a document.
+        hand_offs: the cause rows that are a sign-in hand-off (interactive ``auth``, not
+            ``success_too``), in the order of ``causes``: a text none of them matches is no
+            hand-off, whatever the first cause (read on every success with a status, so one
+            small set instead of every cause); ``ascii_hand_offs`` the same for ASCII-only text.
         calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
             ``data/interactive_calls.yaml``), read before a command line is dispatched.
         files: the files the table was built from, in order.
@@ -390,11 +404,14 @@ class SignalTable:
     document_commands: tuple[DocumentCommand, ...] = ()
     calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
+    hand_offs: RowSet = field(default_factory=lambda: RowSet(()))
+    ascii_hand_offs: RowSet = field(default_factory=lambda: RowSet((), ascii_only=True))
 
     def row_sets(self) -> tuple[RowSet, ...]:
         """Every row set of the table."""
         return (self.causes, self.ascii_causes, self.weak, self.ascii_weak, self.degenerate, self.harmless,
-                self.markers, self.not_markers, self.suggestions, self.signed_in)
+                self.markers, self.not_markers, self.suggestions, self.signed_in, self.hand_offs,
+                self.ascii_hand_offs)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -734,7 +751,10 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
         raise SignalTableError("retry_after_headers must be a list of header names")
+    hand_offs = [row for row in (*parts.causes, *parts.message_causes) if _hands_off(row)]
     table = SignalTable(
+        hand_offs=RowSet(hand_offs),
+        ascii_hand_offs=RowSet(hand_offs, ascii_only=True),
         causes=RowSet([*parts.causes, *parts.message_causes]),
         ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
         degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
