@@ -211,7 +211,7 @@ def test_hand_off_rows_are_every_interactive_auth_cause_in_cause_order() -> None
 
 def test_a_row_set_matched_part_by_part_finds_what_it_finds_whole() -> None:
     table = load_signal_table()
-    text = "permission denied\nyou are not logged into any github hosts\nconnection refused".encode()
+    text = b"permission denied\nyou are not logged into any github hosts\nconnection refused"
     for rows in table.row_sets():
         by_part = [i for part in range(rows.parts) for i in rows.matching_part(part, text)]
         assert tuple(by_part) == rows.matching(text)
