@@ -501,3 +501,16 @@ def test_a_saved_states_counts_are_read_at_zero_or_more_and_each_budget_at_most_
     assert "open_blockers.gh.budget: 1000000" in wrong and "skipped.make.budget: 50" in wrong
     assert "retries.api.unavailable: -7" in wrong and "calls: -3" in wrong
     assert policy.bounded(fixed) == (fixed, ())  # nothing out of range: nothing changed, nothing named
+
+
+def test_the_state_evolved_on_every_call_is_what_replace_gives() -> None:
+    from dataclasses import fields, replace
+
+    from unstuck.decide.policy import _evolved
+
+    state = RecoveryState(unattended=True, calls=4, tainted=frozenset({"http://x"}), refusals=("c1",))
+    assert all(f.init for f in fields(RecoveryState))  # _evolved copies init fields only
+    for changes in ({"calls": 5}, {"calls": 0, "unknown_tools": 2, "tainted": frozenset()}, {}):
+        evolved = _evolved(state, **changes)
+        assert evolved == replace(state, **changes)
+        assert type(evolved) is RecoveryState
