@@ -47,8 +47,14 @@ CLASSIFY_ONE = ("from unstuck.recognise.classify import classify_output; "
                 "Run gh auth login to authenticate.', exit_code=1))")
 
 
-def per_call(calls: int) -> tuple[float, float, float]:
-    """Median CPU µs of: normalize_result; Guard.before+after on the mix; the same on the failure bank."""
+#: The outputs of ``bench_guard.sample_results``, in order.
+MIX = ("gh repo view, logged out (exit 4)", "ls (exit 0)", "command not found (127)", "HTTP 429",
+       "HTTP 200", "a Markdown page (str)", "a mapping")
+
+
+def per_call(calls: int) -> tuple[float, float, float, list[float]]:
+    """Median CPU µs of: normalize_result; Guard.before+after on the mix; the same on the
+    failure bank; and Guard.before+after for each output of the mix (in :data:`MIX` order)."""
     from bench_guard import sample_results, svc
 
     from unstuck import Guard
@@ -61,6 +67,7 @@ def per_call(calls: int) -> tuple[float, float, float]:
 
     def run(samples: list[object], with_guard: bool) -> float:
         timings: list[int] = []
+        by_output.clear()
         guard = Guard([svc], unattended=True, clock=VirtualClock())
         for i in range(calls):
             raw = samples[i % len(samples)]
@@ -75,10 +82,15 @@ def per_call(calls: int) -> tuple[float, float, float]:
                 started = time.process_time_ns()
                 normalize_result("svc", raw)
             timings.append(time.process_time_ns() - started)
+            if i >= calls // 10:
+                by_output.setdefault(i % len(samples), []).append(timings[-1])
         return statistics.median(timings[len(timings) // 10:]) / 1000  # the first tenth warms caches
 
+    by_output: dict[int, list[int]] = {}
     run(mix, True)  # the signal table is built once per process, before any call
-    return run(mix, False), run(mix, True), run(bank, True)
+    bare, guarded = run(mix, False), run(mix, True)
+    each = [statistics.median(by_output[k]) / 1000 for k in sorted(by_output)]
+    return bare, guarded, run(bank, True), each
 
 
 def save_reload(steps: int, repeats: int) -> tuple[float, float, int]:
@@ -151,9 +163,10 @@ def in_process(trees: dict[str, str], rounds: int, calls: int, repeats: int) -> 
 
 def child(calls: int, repeats: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    bare, guarded, bank = per_call(calls)
+    bare, guarded, bank, each = per_call(calls)
     base, full, size = save_reload(1000, repeats)
-    print(json.dumps({"bare": bare, "guarded": guarded, "bank": bank, "base": base, "full": full, "size": size}))
+    print(json.dumps({"bare": bare, "guarded": guarded, "bank": bank, "base": base, "full": full, "size": size,
+                      **{f"each{k}": v for k, v in enumerate(each)}}))
 
 
 def verdict(value: float, target: float) -> str:
@@ -187,7 +200,7 @@ def main(argv: Any = None) -> None:
         print(f"load average at start {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); trees: "
               + ", ".join(trees))
         inside = in_process(trees, args.rounds, args.calls, args.repeats)
-        processes = one_process(args.runs, trees, scratch)
+        processes = one_process(args.runs, trees, scratch) if args.runs else {}
     width = max(len(t) for t in trees)
     print(f"1. Guard.before+after per call, CPU µs, median over {args.calls} calls ({args.rounds} processes each); "
           "target <= 30")
@@ -195,6 +208,9 @@ def main(argv: Any = None) -> None:
         print(f"   {tree:<{width}}  normalize_result (baseline) {got['bare']:6.1f}   Guard {got['guarded']:6.1f}  "
               f"({got['guarded'] / got['bare']:.1f}x baseline; {verdict(got['guarded'], 30)})   "
               f"failure bank forms {got['bank']:6.1f}")
+    print("   each output of the mix (Guard.before+after, CPU µs median): " + "; ".join(MIX))
+    for tree, got in inside.items():
+        print(f"   {tree:<{width}}  " + "  ".join(f"{got[f'each{k}']:6.1f}" for k in range(len(MIX))))
     print(f"2. state save+reload at 1000 steps, CPU ms, median of {args.repeats} ({args.rounds} processes each); "
           "target <= 15")
     for tree, got in inside.items():
