@@ -612,3 +612,14 @@ def test_a_second_reading_never_raises_a_smaller_configured_budget() -> None:
     state = run(RecoveryState(unattended=True, config=config), "gh pr create", GH_SIGNED_OUT_INFERRED, False).state
     again = run(state, "gh repo create x", GH_SIGNED_OUT_INFERRED, False)
     assert again.state.open_blockers["gh"].budget == 1
+def test_the_state_evolved_on_every_call_is_what_replace_gives() -> None:
+    from dataclasses import fields, replace
+
+    from unstuck.decide.policy import _evolved
+
+    state = RecoveryState(unattended=True, calls=4, tainted=frozenset({"http://x"}), refusals=("c1",))
+    assert all(f.init for f in fields(RecoveryState))  # _evolved copies init fields only
+    for changes in ({"calls": 5}, {"calls": 0, "unknown_tools": 2, "tainted": frozenset()}, {}):
+        evolved = _evolved(state, **changes)
+        assert evolved == replace(state, **changes)
+        assert type(evolved) is RecoveryState

@@ -62,7 +62,7 @@ import json
 import re
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from unstuck.core.redact import redact_document, redact_value
@@ -549,6 +549,21 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
     return Refuse(call, situation, situation.detail), replace(state, refusals=refusals)
 
 
+
+#: The fields of :class:`RecoveryState`, in order (every one an init field), for :func:`_evolved`.
+_STATE_FIELDS = tuple(f.name for f in fields(RecoveryState) if f.init)
+
+def _evolved(state: RecoveryState, **changes: Any) -> RecoveryState:
+    """``dataclasses.replace(state, **changes)`` for the two replacements made on every call:
+    the same fields copied, without ``replace``'s per-field bookkeeping (a third of the policy's
+    cost per call). ``RecoveryState`` has no ``__post_init__`` and every field is an init field,
+    so nothing else ``replace`` does applies."""
+    new = object.__new__(RecoveryState)
+    for name in _STATE_FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(state, name))
+    return new
+
+
 def before_dispatch(
     state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
     credential_changes: tuple[CredentialChange, ...] = (), without_wait: NonInteractiveFix | str | None = None,
@@ -580,7 +595,7 @@ def before_dispatch(
         ``unstuck``), and the state with the call counted (and the refusal kept for the
         question).
     """
-    counted = replace(state, calls=state.calls + 1)
+    counted = _evolved(state, calls=state.calls + 1)
     carried = sorted(t for t in state.tainted if t in call.arguments_json)
     if carried:
         refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
@@ -1079,7 +1094,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     _taint_addresses(books, outcome)
     _hold_unknown_effect(books, call, outcome)
     _count_repetition(books, state, call, outcome)
-    new_state = replace(
+    new_state = _evolved(
         state,
         retries=types.MappingProxyType(books.retries),
         tainted=books.tainted,
