@@ -81,14 +81,15 @@ pieces a secret could straddle (``bench/bench_redact.py``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import re2
@@ -490,7 +491,7 @@ class _Pair:
 @dataclass(frozen=True, slots=True)
 class _Table:
     """:data:`TABLE_FILE` compiled: the command pattern (a program of a row where a command
-    starts, and its arguments to the end of the shell command), each program's rows, the
+    starts), each program's rows, the
     formats as one pattern, the pairs, and the hint source that finds lines any of them may match."""
 
     commands: _Pattern
@@ -587,44 +588,80 @@ def _table() -> _Table:
                 for program in programs:
                     rows.setdefault(program, []).append(row)
             elif section == "formats":
-                sources.append(_rows_pattern(raw.get("pattern"), f"{where} ({name}) pattern") and raw["pattern"])
+                _rows_pattern(raw.get("pattern"), f"{where} ({name}) pattern")
+                sources.append(str(raw["pattern"]))
             else:
                 _rows_pattern(raw.get("pattern"), f"{where} ({name}) pattern")
                 _rows_pattern(raw.get("secret"), f"{where} ({name}) secret")
                 if not isinstance(raw.get("mask_id"), bool):
                     raise _table_error(f"{where} ({name})", "mask_id needs true or false")
     pairs = tuple(_Pair(raw["pattern"], raw["secret"], raw["mask_id"]) for raw in document["pairs"])
-    programs = "|".join(re.escape(program) for program in sorted(rows, key=lambda p: (-len(p), p)))
+    alternatives = "|".join(re.escape(program) for program in sorted(rows, key=lambda p: (-len(p), p)))
     start = r"(?:(?m:^)|[\s;&|(`'\"/=])"
-    hint = "|".join([start + r"(?:" + programs + r")\s", *sources, *(raw["pattern"] for raw in document["pairs"])])
-    return _Table(commands=_re2(r"(?P<pre>" + start + r")(?P<cmd>" + programs + r")(?P<args>\s[^|;&\n]*)"),
+    hint = "|".join([start + r"(?:" + alternatives + r")\s", *sources, *(raw["pattern"] for raw in document["pairs"])])
+    return _Table(commands=_re2(r"(?P<pre>" + start + r")(?P<cmd>" + alternatives + r")\b"),
                   rows={program: tuple(found) for program, found in rows.items()},
                   formats=_re2(r"\b(?:" + "|".join(sources) + r")[0-9A-Za-z_-]*"), pairs=pairs, hint=hint)
 
 
-def _mask_table_command(match: _Match) -> str:
-    """A command of a program of :data:`TABLE_FILE` with every secret its rows name masked."""
-    command, args = match.group("cmd"), match.group("args")
-    tokens = [(found.end() - len(found.group("tok")), found.end(), found.group("tok")) for found in _TOKEN.finditer(args)]
+def _mask_table_commands(block: str) -> str:
+    """``block`` with every secret of :data:`TABLE_FILE`'s command rows masked: each program of
+    a row where a command starts, read with the arguments after it up to the end of its shell
+    command (``|``, ``;``, ``&``, a line break) and at most :data:`_ARGUMENTS_MAX_WORDS` of
+    them, so a command written after another on one line is read too. The block's words are
+    found once (one scan), so the cost stays linear in the text however many programs it names."""
+    table = _table()
+    programs = [found for found in table.commands.finditer(block)
+                if found.end() < len(block) and block[found.end()] in " \t\f\r"]  # gh-foo, gh.txt: not the program
+    if not programs:
+        return block
+    words = [(item.end() - len(item.group("tok")), item.end(), item.group("tok")) for item in _TOKEN.finditer(block)]
+    starts = [first for first, _last, _word in words]
+    ends = [found.start() for found in _COMMAND_END.finditer(block)]
     spans: list[tuple[int, int]] = []
-    for row in _table().rows.get(command, ()):
-        spans.extend(_row_secrets(row, tokens))
+    for found in programs:
+        at = found.end()
+        stop_at = bisect.bisect_left(ends, at)
+        stop = ends[stop_at] if stop_at < len(ends) else len(block)
+        tokens: list[tuple[int, int, str]] = []
+        index = bisect.bisect_left(starts, at)
+        for first, last, word in words[index:index + _ARGUMENTS_MAX_WORDS]:
+            if first >= stop:
+                break
+            tokens.append((first, min(last, stop), word[:stop - first]))
+        for row in table.rows.get(found.group("cmd"), ()):
+            spans.extend(_row_secrets(row, tokens))
     if not spans:
-        return str(match.group(0))
+        return block
     pieces, done = [], 0
     for first, last in sorted(set(spans)):
         if first < done:
             continue
-        pieces.append(args[done:first])
+        pieces.append(block[done:first])
         pieces.append(MASK)
         done = last
-    pieces.append(args[done:])
-    return f"{match.group('pre') or ''}{command}{''.join(pieces)}"
+    pieces.append(block[done:])
+    return "".join(pieces)
+
+
+#: Where a shell command's arguments end.
+_COMMAND_END = _re2(r"[|;&\n]")
+#: How many words after a program are read as its arguments.
+_ARGUMENTS_MAX_WORDS = 64
+
+
+def _looks_random(word: str) -> bool:
+    """Two of upper case, lower case and digits, 8 characters or more: a generated secret's shape."""
+    classes = sum(1 for test in (str.isupper, str.islower, str.isdigit) if any(test(c) for c in word))
+    return len(word) >= 8 and classes >= 2
 
 
 def _row_secrets(row: _CommandRow, tokens: list[tuple[int, int, str]]) -> Iterator[tuple[int, int]]:
     """The spans (in the arguments) of the secrets ``row`` names among ``tokens``."""
-    if row.max_words is not None and len(tokens) > row.max_words:
+    if row.max_words is not None and len(tokens) > row.max_words:  # a sentence that starts so: random words only
+        for first, _last, token in tokens[:row.max_words]:
+            if _looks_random(token) and token != MASK:
+                yield first, first + len(token)
         return
     start = 0
     for words in row.subcommand:  # in order, anywhere among the arguments
@@ -959,7 +996,7 @@ def _redact_block(block: str) -> str:
     if "<" in block:
         block = _XML_ELEMENT.sub(_mask_xml, block)
     block = _COMMAND.sub(_mask_command, block)
-    block = _table().commands.sub(_mask_table_command, block)
+    block = _mask_table_commands(block)
     if "--" in block:
         block = _OPTION_QUOTED.sub(_mask_quoted, block)
         block = _OPTION.sub(_mask_group, block)

@@ -182,7 +182,7 @@ def refused_change(command_line: str) -> str | None:
     parse problem refuses: what cannot be read is not offered)."""
     try:
         changes = credential_changes(command_line)
-    except Exception:  # noqa: BLE001 - a screen never raises; what it cannot read is refused
+    except (ValueError, RecursionError):  # a screen never raises: what it cannot read is refused
         return "it cannot be read by the credential-change catalogue"
     for change in changes:
         if change.kind in _REFUSED_CHANGES:
