@@ -609,26 +609,34 @@ def _mask_table_commands(block: str) -> str:
     a row where a command starts, read with the arguments after it up to the end of its shell
     command (``|``, ``;``, ``&``, a line break) and at most :data:`_ARGUMENTS_MAX_WORDS` of
     them, so a command written after another on one line is read too. The block's words are
-    found once (one scan), so the cost stays linear in the text however many programs it names."""
+    found in one scan, and the words inside a quoted word that holds a program (``bash -c
+    'gh secret set …'``, ``printf %s 'docker login …'``) in one more, so the cost stays linear
+    in the text however many programs it names."""
     table = _table()
-    programs = [found for found in table.commands.finditer(block)
-                if found.end() < len(block) and block[found.end()] in " \t\f\r"]  # gh-foo, gh.txt: not the program
-    if not programs:
+    if table.commands.search(block) is None:
         return block
-    words = [(item.end() - len(item.group("tok")), item.end(), item.group("tok")) for item in _TOKEN.finditer(block)]
-    starts = [first for first, _last, _word in words]
     ends = [found.start() for found in _COMMAND_END.finditer(block)]
+    outer = _words(block, 0)
+    outer_starts = [first for first, _last, _word in outer]
+    inner: dict[int, tuple[list[tuple[int, int, str]], list[int]]] = {}
     spans: list[tuple[int, int]] = []
-    for found in programs:
+    for found in table.commands.finditer(block):
         at = found.end()
+        if at >= len(block) or block[at] not in " \t\f\r":
+            continue  # gh-foo, gh.txt: not the program
+        words, starts = outer, outer_starts
+        around = bisect.bisect_right(outer_starts, at) - 1
+        if around >= 0 and outer[around][1] > at and outer[around][2][:1] in ("'", '"'):
+            if around not in inner:  # the program is inside a quoted word: that word's own words
+                first, last, _word = outer[around]
+                found_inner = _words(block[first + 1:last - 1], first + 1)
+                inner[around] = (found_inner, [start for start, _end, _text in found_inner])
+            words, starts = inner[around]
         stop_at = bisect.bisect_left(ends, at)
         stop = ends[stop_at] if stop_at < len(ends) else len(block)
-        tokens: list[tuple[int, int, str]] = []
         index = bisect.bisect_left(starts, at)
-        for first, last, word in words[index:index + _ARGUMENTS_MAX_WORDS]:
-            if first >= stop:
-                break
-            tokens.append((first, min(last, stop), word[:stop - first]))
+        tokens = [(first, min(last, stop), word[:stop - first])
+                  for first, last, word in words[index:index + _ARGUMENTS_MAX_WORDS] if first < stop]
         for row in table.rows.get(found.group("cmd"), ()):
             spans.extend(_row_secrets(row, tokens))
     if not spans:
@@ -642,6 +650,13 @@ def _mask_table_commands(block: str) -> str:
         done = last
     pieces.append(block[done:])
     return "".join(pieces)
+
+
+def _words(text: str, offset: int) -> list[tuple[int, int, str]]:
+    """The words of ``text`` (:data:`_TOKEN`), each ``(start, end, word)``, its offsets those
+    of the block ``text`` was cut from at ``offset``."""
+    return [(offset + item.end() - len(item.group("tok")), offset + item.end(), item.group("tok"))
+            for item in _TOKEN.finditer(text)]
 
 
 #: Where a shell command's arguments end.
