@@ -124,10 +124,12 @@ _PROSE_SHAPES: tuple[tuple[str, str, str], ...] = (
      "the model with instructions); AgentDojo src/agentdojo/attacks/important_instructions_attacks.py (a message "
      "'to you, {model}' with what to do first); an unblock is written for the user and says what the user does"),
     ("it asks for a secret or a file's content to be posted or sent",
-     r"\b(?:post|paste|send|share|put|include|give|reveal|show|tell|upload|forward|e-?mail|submit|copy|drop|leave"
-     r"|attach|read\s+(?:it\s+)?out)\b[^\n]{0,60}?\b(?:in(?:to)?|to|within|on|with|under)\s+(?:the\s+|this\s+|our\s+"
-     r"|a\s+|an\s+|your\s+|my\s+)?(?:chat|conversation|reply|response|answer|thread|channel|comments?|issue|ticket"
-     r"|forum|support|helpdesk|help\s+desk|us|me|the\s+team|message|pull\s+request|gist|pastebin|" + _ADDRESS + r")",
+     r"\b(?:post|paste|send|share|upload|forward|e-?mail|submit|reveal|include|copy)\s+(?:it|them|this|that"
+     r"|its\s+(?:value|contents?)|the\s+(?:value|contents?|output|text|token|key|password|secret|file|credentials?)"
+     r"|your\s+(?:token|key|password|secret|credentials?)|\$?[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|_KEY))\b"
+     r"[^\n]{0,40}?\b(?:in(?:to)?|to|within|on|with)\s+(?:the\s+|this\s+|our\s+|a\s+|an\s+|your\s+|my\s+)?"
+     r"(?:chat|conversation|reply|response|answer|thread|channel|support|helpdesk|help\s+desk|us|me|the\s+team"
+     r"|gist|pastebin|" + _ADDRESS + r")(?:\b|$)",
      "OWASP Top 10 for LLM Applications 2025, LLM01 Prompt Injection and LLM02 Sensitive Information "
      "Disclosure; AgentDojo's injection tasks (send a security code or a file's text to an address); MITRE "
      "ATLAS AML.T0057 LLM Data Leakage; no program's own message asks for a secret to be posted (this shape "
@@ -142,7 +144,8 @@ _PROSE_SHAPES: tuple[tuple[str, str, str], ...] = (
      "…'; slack: 'post them to the website www.…'); OWASP Top 10 for LLM Applications 2025, LLM01 scenario 1 "
      "(instructions in content to send e-mails and leak data)"),
     ("it asks for verification to be turned off",
-     r"\b(?:disable|turn\s+off|switch\s+off|skip|bypass|ignore|deactivate)\s+(?:the\s+|all\s+)?(?:ssl|tls|https"
+     r"(?:^|[.!?:;]\s+|\b(?:please|then|now|first|just|simply|and|to\s+continue,?)\s+)"
+     r"(?:disable|turn\s+off|switch\s+off|skip|bypass|ignore|deactivate)\s+(?:the\s+|all\s+)?(?:ssl|tls|https"
      r"|certificate|cert|host\s*key|signature|gpg|checksum|integrity|hash)\s*(?:verification|validation|checks?"
      r"|checking|verify|pinning)\b|\b(?:strict-ssl|sslverify|ssl[_-]verify|verify[_-]ssl|insecure-skip-tls-verify"
      r"|stricthostkeychecking|tls[_-]reject[_-]unauthorized|tls-verify|git_ssl_no_verify)\b[^\n]{0,20}?\b(?:false|no|0|off)\b",
@@ -153,6 +156,8 @@ _PROSE_SHAPES: tuple[tuple[str, str, str], ...] = (
 )
 _COMPILED_SHAPES = tuple((what, re2.compile("(?i)" + pattern)) for what, pattern, _source in _PROSE_SHAPES)
 _NAMES_A_SECRET = re2.compile(_SECRET_WORDS)
+#: How near (characters) a request to post or send must name a secret or a credential file.
+_SECRET_NEAR = 120
 #: Words after "the agent must" that say what is done to it or what state it is in, not an order.
 _STATE_VERBS = frozenset({"be", "been", "being", "get", "got", "remain", "stay"})
 #: The changes a command offered to the user must never make (:mod:`unstuck.commands.credentials`):
@@ -165,11 +170,12 @@ def _prose_instruction(text: str) -> str | None:
     what it does (``"it orders …: 'excerpt'"``), or ``None``."""
     form = match_form(text)
     for what, pattern in _COMPILED_SHAPES:
-        if what.startswith("it asks for a secret") and _NAMES_A_SECRET.search(form) is None:
-            continue  # "send it to the team" with no secret or credential file named
         for found in pattern.finditer(form):
             if "verb" in pattern.groupindex and found.group("verb") in _STATE_VERBS:
                 continue  # "the agent must be restarted": what is done to it, not what it is told to do
+            if what.startswith("it asks for a secret") and _NAMES_A_SECRET.search(
+                    form[max(found.start() - _SECRET_NEAR, 0):found.end() + _SECRET_NEAR]) is None:
+                continue  # "send it to us" with no secret or credential file named in its sentence
             return f"{what}: {quote_evidence(found.group(0), 120)}"
     return None
 
