@@ -35,7 +35,8 @@ These secrets are found:
   Databricks, Docker Hub, DigitalOcean, age), each with its issuer's page; and an AWS secret
   access key written next to its access key id (40 base64 characters after the id, as the
   access key ``.csv`` file the IAM console downloads has them: AWS IAM User Guide, "Managing
-  access keys for IAM users"; the key alone, without the id or a name, has no shape to find);
+  access keys for IAM users"; near the id, in either order and whatever separates them, from
+  the table below; the key alone, without the id or a name, has no shape to find);
 * **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
   ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
   ``account``/``port`` tokens, such a line quoted inside a command, or ``machine NAME login
@@ -58,7 +59,16 @@ These secrets are found:
   -p SECRET`` / ``--password SECRET`` (docs.docker.com, "docker login": ``--password, -p``;
   ``--password-stdin`` carries none; ``-p`` of any other docker command, ``docker run -p
   8080:80``, is not a password) and ``podman login`` alike (podman-login(1)). Only the
-  password is masked: the user, the options and the command stay.
+  password is masked: the user, the options and the command stay;
+* **the sourced table** ``unstuck/data/secret_arguments.yaml`` (:data:`TABLE_FILE`, every row
+  with its manual or vendor page): programs' documented secret-bearing options and operands
+  (``docker``/``podman login -p``, ``gh secret set --body``, ``az login -p``, ``redis-cli -a``
+  and Redis's ``AUTH``, ``aws configure set aws_secret_access_key``, ``vercel env add``,
+  OpenSSL's ``pass:``, smbclient's ``USER%PASSWORD``, ``kubectl create secret
+  --from-literal`` …), vendor token formats by their documented prefix (Google's ``ya29.``,
+  Twilio's ``SK…``, Vault's ``hvs.`` …), and identifiers written with their secret on one line
+  whatever separates them (an AWS access key id and its secret access key, in either order; a
+  Twilio API key SID and its secret).
 
 Every string is also read as JSON writes it: a JSON string literal holding escapes
 (``\\u0067hp_…``, ``\\/``, ``\\"``; RFC 8259 section 7) is decoded and its text redacted, so
