@@ -35,7 +35,8 @@ These secrets are found:
   Databricks, Docker Hub, DigitalOcean, age), each with its issuer's page; and an AWS secret
   access key written next to its access key id (40 base64 characters after the id, as the
   access key ``.csv`` file the IAM console downloads has them: AWS IAM User Guide, "Managing
-  access keys for IAM users"; the key alone, without the id or a name, has no shape to find);
+  access keys for IAM users"; near the id, in either order and whatever separates them, from
+  the table below; the key alone, without the id or a name, has no shape to find);
 * **credential files and variables**: a ``.netrc`` line's password (netrc(5): the token after
   ``password`` on a line made of netrc's ``machine``/``default``/``login``/``password``/
   ``account``/``port`` tokens, such a line quoted inside a command, or ``machine NAME login
@@ -58,7 +59,16 @@ These secrets are found:
   -p SECRET`` / ``--password SECRET`` (docs.docker.com, "docker login": ``--password, -p``;
   ``--password-stdin`` carries none; ``-p`` of any other docker command, ``docker run -p
   8080:80``, is not a password) and ``podman login`` alike (podman-login(1)). Only the
-  password is masked: the user, the options and the command stay.
+  password is masked: the user, the options and the command stay;
+* **the sourced table** ``unstuck/data/secret_arguments.yaml`` (:data:`TABLE_FILE`, every row
+  with its manual or vendor page): programs' documented secret-bearing options and operands
+  (``docker``/``podman login -p``, ``gh secret set --body``, ``az login -p``, ``redis-cli -a``
+  and Redis's ``AUTH``, ``aws configure set aws_secret_access_key``, ``vercel env add``,
+  OpenSSL's ``pass:``, smbclient's ``USER%PASSWORD``, ``kubectl create secret
+  --from-literal`` …), vendor token formats by their documented prefix (Google's ``ya29.``,
+  Twilio's ``SK…``, Vault's ``hvs.`` …), and identifiers written with their secret on one line
+  whatever separates them (an AWS access key id and its secret access key, in either order; a
+  Twilio API key SID and its secret).
 
 Every string is also read as JSON writes it: a JSON string literal holding escapes
 (``\\u0067hp_…``, ``\\/``, ``\\"``; RFC 8259 section 7) is decoded and its text redacted, so
@@ -81,18 +91,21 @@ pieces a secret could straddle (``bench/bench_redact.py``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import re2
+import yaml
 
-from unstuck.core.cache import load_or_derive
+from unstuck.core.cache import bundled_document, load_or_derive
 from unstuck.core.jsonshape import deeper_than
 
 __all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix"]
@@ -333,12 +346,6 @@ _DOCUMENTED_FORMATS = _re2(
     r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}(?:\.[0-9]{2}\.[0-9a-z]{9,})?|"
     r"EAAA[A-Za-z0-9_-]{60,}|dapi[0-9a-f]{32,}(?:-[0-9]+)?|dckr_pat_[A-Za-z0-9_-]{20,}|"
     r"do[por]_v1_[0-9a-f]{64,}|AGE-SECRET-KEY-1[0-9A-Z]{58,})")
-#: An AWS access key id (the prefixes of AWS IAM's "Unique identifiers", as detect-secrets'
-#: ``AWSKeyDetector``) and, after a separator (a comma of the IAM console's access key ``.csv``,
-#: spaces, a table's ``|``, a quote), the 40 base64 characters of its secret access key (AWS
-#: IAM User Guide, "Managing access keys for IAM users": ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY``).
-_AWS_KEY_PAIR = _re2(r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[A-Z0-9]{16}(?P<sep>[\s,;:|\"'=]{1,8})"
-                     r"(?P<value>[A-Za-z0-9/+]{40,})")
 #: An ``.npmrc``'s ``_authToken=`` / ``_auth=`` (docs.npmjs.com, "npmrc": auth-related
 #: configuration), masked before detect-secrets' ``NpmDetector`` (whose match is the whole
 #: line) so the registry stays.
@@ -382,7 +389,7 @@ _XML_ELEMENT = _re2(r"(?i)<(?P<tag>(?:[A-Za-z0-9_.-]+:)?" + _SECRET_NAME + r")(?
 #: A command that takes a password on its command line, and its arguments up to the end of the
 #: shell command (``|``, ``;``, ``&``, a newline).
 _COMMAND = _re2(r"(?P<pre>(?m:^)|[\s;&|(`'\"/=])(?P<cmd>curl|sshpass|mysql|mariadb|mysql(?:dump|admin|import|show"
-                r"|check|slap)|mariadb-(?:dump|admin|import|show|check|slap)|docker|podman)(?P<args>\s[^|;&\n]*)")
+                r"|check|slap)|mariadb-(?:dump|admin|import|show|check|slap))(?P<args>\s[^|;&\n]*)")
 
 
 def _argument(first: str = r"""(?:[^\s"'\\]|\\{1,2}[^\s"'\\/bfnrtu])""") -> str:
@@ -414,12 +421,6 @@ _SSHPASS_PASSWORD = _re2(r"\A(?P<name>(?:\s+-(?:[fdP]\s*[^\s-]\S*|e\S*|[vhV]+))*
 #: curl(1): ``-u user:password`` / ``--user`` / ``-U`` / ``--proxy-user`` (``-uuser:password`` too).
 _CURL_USER = _re2(r"(?P<name>\s(?:-u|-U|--user|--proxy-user)(?:\s+|=)?" + _Q + r"?[^\s:'\"\\]*:)"
                   r"(?P<value>" + _WORD + "+)")
-#: ``docker login`` / ``podman login`` (docs.docker.com, "docker login"; podman-login(1)): the
-#: sub-command, then ``-p SECRET`` / ``-pSECRET`` / ``-p=SECRET`` / ``--password SECRET``
-#: (a value that starts with ``-`` is the next option; ``--password-stdin`` takes none).
-_LOGIN = _re2(r"(?:^|\s)login(?:\s|$)")
-_LOGIN_PASSWORD = _re2(r"(?P<name>\s(?:-p(?:=|\s+)?|--password(?:=|\s+)))"
-                       + _argument(r"""(?:[^-\s"'\\]|\\{1,2}[^\s"'\\/bfnrtu])"""))
 #: A name for a path to a secret (``--password-file``), and a value that looks like a path.
 _PATH_NAME = _re2(r"(?i)[-_.](?:file|path|dir)(?:(?:\\\\\\|\\)?[\"'])?$")
 _PATH_VALUE = _re2(r"\A[~.]|[/\\]")
@@ -437,9 +438,309 @@ _HINT_SOURCE = (r"token|secret|passw|passphrase|key|auth|cred|:(?:\\{0,3}/){2}[^
                 r"ghp_|gho_|ghu_|ghs_|ghr_|glpat|gl[a-z]+-|akia|asia|abia|acca|a3t|eyj|xox|hooks\.slack|sk-|sk_live|rk_live|sg\.|npm_|pypi-|sq0csp|"
                 r"-us\d|\d{8,10}:|[mno][a-z\d_-]{23,25}\.|github_pat_|xapp-|aiza|cookie|hf_|_pwd|sshpass|mysql|mariadb|curl|"
                 r"sk_test_|rk_test_|eaaa|dapi|dckr_pat_|_v1_|docker|podman|[^\s:#'\"]:(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:")
-_HINT = _re2(r"(?i)" + _HINT_SOURCE)
-#: A hint and the rest of its line: one match a hinted line, however many hints it holds.
-_HINTED_LINE = _re2(r"(?i)(?:" + _HINT_SOURCE + r")[^\n]*")
+
+
+#: The bundled table of secrets on command lines, vendor token formats and identifier/secret
+#: pairs (``unstuck/data/secret_arguments.yaml``; every row names its source).
+TABLE_FILE = "secret_arguments.yaml"
+_ROW_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+#: An argument of a command line: bare (:data:`_WORD`), quoted, or both run together (``--body='a b'``).
+_TOKEN = _re2(r"""\s+(?P<tok>(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*"|""" + _WORD + r")+)")
+#: How far apart (characters, on one line) an identifier and its secret may be written.
+_PAIR_GAP = 80
+
+
+@dataclass(frozen=True, slots=True)
+class _CommandRow:
+    """One ``commands`` row of :data:`TABLE_FILE` (its header says what each field means)."""
+
+    name: str
+    subcommand: tuple[frozenset[str], ...]
+    options: tuple[str, ...]
+    value_after: str | None
+    operand: bool
+    after: _Pattern | None
+    skip: int
+    every: bool
+    unless: _Pattern | None
+    max_words: int | None
+
+
+class _Pair:
+    """One ``pairs`` row: an identifier and, within :data:`_PAIR_GAP` characters before or after
+    it on its line, whatever separates them, its secret (masked when it is random enough to be
+    one: two of upper case, lower case and digits)."""
+
+    __slots__ = ("_backward", "_forward", "_mask_id")
+
+    def __init__(self, identifier: str, secret: str, mask_id: bool) -> None:
+        edge = r"[^A-Za-z0-9/+=_\n-]"
+        gap = r"[^A-Za-z0-9\n](?:[^\n]{0," + str(_PAIR_GAP) + r"}?" + edge + ")?"
+        self._forward = _re2(r"\b(?P<id>" + identifier + r")(?P<gap>" + gap + r")(?P<value>" + secret
+                             + r")(?P<end>" + edge + r"|(?m:$))")
+        self._backward = _re2(r"(?P<pre>(?m:^)|" + edge + r")(?P<value>" + secret + r")(?P<gap>"
+                              + r"[^A-Za-z0-9/+=_\n-](?:[^\n]{0," + str(_PAIR_GAP) + r"}?[^A-Za-z0-9\n])?"
+                              + r")(?P<id>" + identifier + r")\b")
+        self._mask_id = mask_id
+
+    def sub(self, block: str) -> str:
+        block = self._forward.sub(lambda m: self._masked(m, m.group("id"), m.group("gap") + "{}" + m.group("end"),
+                                                         first=True), block)
+        return self._backward.sub(lambda m: self._masked(m, m.group("id"), m.group("pre") + "{}" + m.group("gap"),
+                                                         first=False), block)
+
+    def _masked(self, match: _Match, identifier: str, frame: str, *, first: bool) -> str:
+        value = match.group("value")
+        classes = sum(1 for test in (str.isupper, str.islower, str.isdigit) if any(test(c) for c in value))
+        if classes < 2:
+            return str(match.group(0))
+        shown = MASK if self._mask_id else identifier
+        body = frame.format(MASK)
+        return f"{shown}{body}" if first else f"{body}{shown}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """:data:`TABLE_FILE` compiled: the command pattern (a program of a row where a command
+    starts), each program's rows, the
+    formats as one pattern, the pairs, and the hint source that finds lines any of them may match."""
+
+    commands: _Pattern
+    rows: Mapping[str, tuple[_CommandRow, ...]]
+    formats: _Pattern
+    pairs: tuple[_Pair, ...]
+    hint: str
+
+
+def _table_error(where: str, problem: str) -> ValueError:
+    return ValueError(f"unstuck/data/{TABLE_FILE}: {where}: {problem}")
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not (isinstance(value, list) and value and all(isinstance(v, str) and v for v in value)):
+        raise _table_error(where, "needs a non-empty list of strings")
+    return tuple(value)
+
+
+def _rows_pattern(pattern: object, where: str) -> _Pattern:
+    if not isinstance(pattern, str) or not pattern:
+        raise _table_error(where, "needs an RE2 pattern")
+    try:
+        return _re2(pattern)
+    except re2.error as exc:
+        raise _table_error(where, f"is not an RE2 pattern: {exc}") from None
+
+
+def _command_row(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, ...], _CommandRow]:
+    known = {"name", "program", "subcommand", "options", "value_after", "operand", "max_words", "source"}
+    if set(raw) - known:
+        raise _table_error(where, f"unknown fields {sorted(set(raw) - known)}")
+    programs = _strings(raw.get("program"), f"{where} program")
+    subcommand = tuple(frozenset(word.split("|")) for word in _strings(raw["subcommand"], f"{where} subcommand")) \
+        if "subcommand" in raw else ()
+    options = _strings(raw["options"], f"{where} options") if "options" in raw else ()
+    operand = raw.get("operand")
+    if (not options) == (operand is None):
+        raise _table_error(where, "needs either options or an operand")
+    after = unless = None
+    skip, every = 0, False
+    if operand is not None:
+        if not isinstance(operand, dict) or set(operand) - {"after", "skip", "count", "unless"}:
+            raise _table_error(f"{where} operand", "needs a mapping of after, skip, count, unless")
+        after = _rows_pattern(operand["after"], f"{where} operand.after") if "after" in operand else None
+        unless = _rows_pattern(operand["unless"], f"{where} operand.unless") if "unless" in operand else None
+        skip = operand.get("skip", 0)
+        count = operand.get("count", 1)
+        if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0 or count not in (1, "all"):
+            raise _table_error(f"{where} operand", "skip is a count of words, count is 1 or all")
+        every = count == "all"
+    value_after = raw.get("value_after")
+    max_words = raw.get("max_words")
+    if value_after is not None and not (isinstance(value_after, str) and value_after):
+        raise _table_error(where, "value_after needs a text")
+    if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
+        raise _table_error(where, "max_words needs a positive number")
+    return programs, _CommandRow(str(raw["name"]), subcommand, options, value_after, operand is not None,
+                                 after, skip, every, unless, max_words)
+
+
+def _read_table(text: str) -> object:
+    return yaml.safe_load(text)
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> _Table:
+    """:data:`TABLE_FILE`, read and compiled once.
+
+    Raises:
+        ValueError: a row that is not well formed, naming the file, the row and the field."""
+    document = bundled_document(TABLE_FILE, _read_table)
+    if not isinstance(document, dict):
+        raise _table_error("the document", "needs commands, formats and pairs")
+    names: set[str] = set()
+    rows: dict[str, list[_CommandRow]] = {}
+    sources: list[str] = []
+    for section in ("commands", "formats", "pairs"):
+        entries = document.get(section)
+        if not isinstance(entries, list) or not entries:
+            raise _table_error(section, "needs a list of rows")
+        for index, raw in enumerate(entries):
+            where = f"{section}[{index}]"
+            if not isinstance(raw, dict):
+                raise _table_error(where, "needs a mapping")
+            name = raw.get("name")
+            if not (isinstance(name, str) and _ROW_NAME.match(name)) or name in names:
+                raise _table_error(where, f"needs a unique name of lower-case letters, digits and '-', not {name!r}")
+            if not (isinstance(raw.get("source"), str) and raw["source"].strip()):
+                raise _table_error(f"{where} ({name})", "needs a source")
+            names.add(name)
+            if section == "commands":
+                programs, row = _command_row(raw, f"{where} ({name})")
+                for program in programs:
+                    rows.setdefault(program, []).append(row)
+            elif section == "formats":
+                _rows_pattern(raw.get("pattern"), f"{where} ({name}) pattern")
+                sources.append(str(raw["pattern"]))
+            else:
+                _rows_pattern(raw.get("pattern"), f"{where} ({name}) pattern")
+                _rows_pattern(raw.get("secret"), f"{where} ({name}) secret")
+                if not isinstance(raw.get("mask_id"), bool):
+                    raise _table_error(f"{where} ({name})", "mask_id needs true or false")
+    pairs = tuple(_Pair(raw["pattern"], raw["secret"], raw["mask_id"]) for raw in document["pairs"])
+    alternatives = "|".join(re.escape(program) for program in sorted(rows, key=lambda p: (-len(p), p)))
+    start = r"(?:(?m:^)|[\s;&|(`'\"/=])"
+    hint = "|".join([start + r"(?:" + alternatives + r")\s", *sources, *(raw["pattern"] for raw in document["pairs"])])
+    return _Table(commands=_re2(r"(?P<pre>" + start + r")(?P<cmd>" + alternatives + r")\b"),
+                  rows={program: tuple(found) for program, found in rows.items()},
+                  formats=_re2(r"\b(?:" + "|".join(sources) + r")[0-9A-Za-z_-]*"), pairs=pairs, hint=hint)
+
+
+def _mask_table_commands(block: str) -> str:
+    """``block`` with every secret of :data:`TABLE_FILE`'s command rows masked: each program of
+    a row where a command starts, read with the arguments after it up to the end of its shell
+    command (``|``, ``;``, ``&``, a line break) and at most :data:`_ARGUMENTS_MAX_WORDS` of
+    them, so a command written after another on one line is read too. The block's words are
+    found in one scan, and the words inside a quoted word that holds a program (``bash -c
+    'gh secret set …'``, ``printf %s 'docker login …'``) in one more, so the cost stays linear
+    in the text however many programs it names."""
+    table = _table()
+    if table.commands.search(block) is None:
+        return block
+    ends = [found.start() for found in _COMMAND_END.finditer(block)]
+    outer = _words(block, 0)
+    outer_starts = [first for first, _last, _word in outer]
+    inner: dict[int, tuple[list[tuple[int, int, str]], list[int]]] = {}
+    spans: list[tuple[int, int]] = []
+    for found in table.commands.finditer(block):
+        at = found.end()
+        if at >= len(block) or block[at] not in " \t\f\r":
+            continue  # gh-foo, gh.txt: not the program
+        words, starts = outer, outer_starts
+        around = bisect.bisect_right(outer_starts, at) - 1
+        if around >= 0 and outer[around][1] > at and outer[around][2][:1] in ("'", '"'):
+            if around not in inner:  # the program is inside a quoted word: that word's own words
+                first, last, _word = outer[around]
+                found_inner = _words(block[first + 1:last - 1], first + 1)
+                inner[around] = (found_inner, [start for start, _end, _text in found_inner])
+            words, starts = inner[around]
+        stop_at = bisect.bisect_left(ends, at)
+        stop = ends[stop_at] if stop_at < len(ends) else len(block)
+        index = bisect.bisect_left(starts, at)
+        tokens = [(first, min(last, stop), word[:stop - first])
+                  for first, last, word in words[index:index + _ARGUMENTS_MAX_WORDS] if first < stop]
+        for row in table.rows.get(found.group("cmd"), ()):
+            spans.extend(_row_secrets(row, tokens))
+    if not spans:
+        return block
+    pieces, done = [], 0
+    for first, last in sorted(set(spans)):
+        if first < done:
+            continue
+        pieces.append(block[done:first])
+        pieces.append(MASK)
+        done = last
+    pieces.append(block[done:])
+    return "".join(pieces)
+
+
+def _words(text: str, offset: int) -> list[tuple[int, int, str]]:
+    """The words of ``text`` (:data:`_TOKEN`), each ``(start, end, word)``, its offsets those
+    of the block ``text`` was cut from at ``offset``."""
+    return [(offset + item.end() - len(item.group("tok")), offset + item.end(), item.group("tok"))
+            for item in _TOKEN.finditer(text)]
+
+
+#: Where a shell command's arguments end.
+_COMMAND_END = _re2(r"[|;&\n]")
+#: How many words after a program are read as its arguments.
+_ARGUMENTS_MAX_WORDS = 64
+
+
+def _looks_random(word: str) -> bool:
+    """Two of upper case, lower case and digits, 8 characters or more: a generated secret's shape."""
+    classes = sum(1 for test in (str.isupper, str.islower, str.isdigit) if any(test(c) for c in word))
+    return len(word) >= 8 and classes >= 2
+
+
+def _row_secrets(row: _CommandRow, tokens: list[tuple[int, int, str]]) -> Iterator[tuple[int, int]]:
+    """The spans (in the arguments) of the secrets ``row`` names among ``tokens``."""
+    if row.max_words is not None and len(tokens) > row.max_words:  # a sentence that starts so: random words only
+        for first, _last, token in tokens[:row.max_words]:
+            if _looks_random(token) and token != MASK:
+                yield first, first + len(token)
+        return
+    start = 0
+    for words in row.subcommand:  # in order, anywhere among the arguments
+        start = next((i + 1 for i in range(start, len(tokens)) if tokens[i][2] in words), -1)
+        if start < 0:
+            return
+    if row.operand:
+        yield from _operand_secrets(row, tokens, start)
+        return
+    for index, (first, _last, token) in enumerate(tokens):
+        for option in row.options:
+            short = len(option) == 2 and option[1] != "-"
+            if token == option and index + 1 < len(tokens) and not tokens[index + 1][2].startswith("-"):
+                yield from _value_span(row, tokens[index + 1][0], tokens[index + 1][2])
+            elif token.startswith(option + "="):
+                yield from _value_span(row, first + len(option) + 1, token[len(option) + 1:])
+            elif short and token.startswith(option) and len(token) > 2:
+                yield from _value_span(row, first + 2, token[2:])
+
+
+def _operand_secrets(row: _CommandRow, tokens: list[tuple[int, int, str]], start: int) -> Iterator[tuple[int, int]]:
+    if row.after is not None:
+        # the last word of the subcommand may be the one the secret follows (vercel env add NAME VALUE)
+        start = next((i + 1 for i in range(max(start - 1, 0), len(tokens)) if row.after.fullmatch(tokens[i][2])), -1)
+        if start < 0:
+            return
+    operands = [(first, token) for first, _last, token in tokens[start:] if not token.startswith("-")][row.skip:]
+    for first, token in operands if row.every else operands[:1]:
+        if row.unless is None or row.unless.fullmatch(token) is None:
+            yield from _value_span(row, first, token)
+
+
+def _value_span(row: _CommandRow, first: int, value: str) -> Iterator[tuple[int, int]]:
+    """The span of the secret in ``value`` (at ``first``): inside its quotes, after the row's
+    ``value_after``; nothing when that is missing, empty, a mask or a shell variable."""
+    if len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]:
+        first, value = first + 1, value[1:-1]
+    if row.value_after is not None:
+        at = value.find(row.value_after)
+        if at < 0:
+            return
+        first, value = first + at + len(row.value_after), value[at + len(row.value_after):]
+    if value and value != MASK and not value.startswith("$"):
+        yield first, first + len(value)
+
+
+@functools.lru_cache(maxsize=1)
+def _hints() -> tuple[_Pattern, _Pattern]:
+    """The hint pattern (:data:`_HINT_SOURCE` and the table's own: each program of
+    :data:`TABLE_FILE` where a command starts, each format and each pair's identifier), and
+    a hint with the rest of its line (one match a hinted line, however many hints it holds)."""
+    source = _HINT_SOURCE + "|" + _table().hint
+    return _re2(r"(?i)" + source), _re2(r"(?i)(?:" + source + r")[^\n]*")
 #: How many times the lines a pass changed are read again (a mask can make a new match).
 _ROUNDS = 4
 #: How deep escaped JSON strings are decoded inside one another.
@@ -638,9 +939,9 @@ def _redact_literal(match: _Match, depth: int) -> str:
 
 def _hinted(text: str) -> bool:
     try:
-        return _HINT.search(text) is not None
+        return _hints()[0].search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate (undecodable tool bytes): re2 reads UTF-8 only
-        return _HINT.search(_utf8(text)) is not None
+        return _hints()[0].search(_utf8(text)) is not None
 
 
 #: A lone surrogate (an undecodable byte a tool passed on as ``surrogateescape``).
@@ -654,12 +955,12 @@ def _utf8(text: str) -> str:
 
 
 def _hinted_lines(text: str) -> list[tuple[int, int]]:
-    """The start and end of each line of ``text`` that holds a hint (:data:`_HINT`), in order,
+    """The start and end of each line of ``text`` that holds a hint (:func:`_hints`), in order,
     from one scan of the whole text (RE2 reads a text once per call, so one call, not one a line)."""
     try:
-        matches = list(_HINTED_LINE.finditer(text))
+        matches = list(_hints()[1].finditer(text))
     except UnicodeEncodeError:  # a lone surrogate: the replacement characters are one character each too
-        matches = list(_HINTED_LINE.finditer(_utf8(text)))
+        matches = list(_hints()[1].finditer(_utf8(text)))
     return [(text.rfind("\n", 0, match.start()) + 1, match.end()) for match in matches]
 
 
@@ -702,7 +1003,9 @@ def _redact_block(block: str) -> str:
         block = "\n".join(_redact_whole_line(line) for line in block.split("\n"))
     if "_auth" in block:
         block = _NPMRC_AUTH.sub(_named, block)
-    block = _AWS_KEY_PAIR.sub(lambda m: f"{MASK}{m.group('sep')}{MASK}", block)  # before the id alone is masked
+    for pair in _table().pairs:  # before an identifier alone is masked
+        block = pair.sub(block)
+    block = _table().formats.sub(MASK, block)
     block = _DOCUMENTED_FORMATS.sub(MASK, block)  # first: detect-secrets' GitLab pattern stops at a routable tail
     for pattern in _format_matchers():
         block = pattern.sub(MASK, block)
@@ -719,6 +1022,7 @@ def _redact_block(block: str) -> str:
     if "<" in block:
         block = _XML_ELEMENT.sub(_mask_xml, block)
     block = _COMMAND.sub(_mask_command, block)
+    block = _mask_table_commands(block)
     if "--" in block:
         block = _OPTION_QUOTED.sub(_mask_quoted, block)
         block = _OPTION.sub(_mask_group, block)
@@ -752,9 +1056,6 @@ def _mask_command(match: _Match) -> str:
         args = _CURL_USER.sub(_mask_group, args)
     elif command == "sshpass":
         args = _SSHPASS_PASSWORD.sub(_mask_argument, args, count=1)
-    elif command in ("docker", "podman"):
-        if _LOGIN.search(args):
-            args = _LOGIN_PASSWORD.sub(_mask_argument, args)
     else:
         args = _MYSQL_PASSWORD.sub(_mask_argument, args)
     return f"{match.group('pre') or ''}{command}{args}"
