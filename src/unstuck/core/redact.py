@@ -86,7 +86,7 @@ reader can still tell what happened). :func:`redact` is linear in its input and 
 every pattern is an RE2 pattern (google-re2: matching time linear in the text, whatever the
 pattern; no backtracking), detect-secrets' own patterns included (:func:`_format_matchers`
 says how they are carried over), and a text is redacted whole, line by line, never cut into
-pieces a secret could straddle (``bench/bench_redact.py``).
+pieces a secret could straddle.
 """
 
 from __future__ import annotations
