@@ -15,15 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from unstuck.core.errors import UnstuckError
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.guard.decision import Decision
-
-if TYPE_CHECKING:
-    from unstuck.guard.state import GuardState
 
 __all__ = ["REPLY_WAIT_S", "QueuedRefusal", "Reply", "ReplyOrder"]
 
@@ -88,6 +85,17 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class ReplyBooks(Protocol):
+    """The part of the guard's saved state the reply order keeps (the fields of
+    :class:`unstuck.guard.state.GuardState` of the same names): the replies declared so far, the
+    one in progress, the decisions already given in it, and the retries pending."""
+
+    replies: int
+    reply: Reply | None
+    done: dict[tuple[int, str], Decision]
+    retrying: dict[str, int]
+
+
 class ReplyOrder:
     """The order of the reply in progress (kept in the guard's :class:`~unstuck.guard.state.GuardState`:
     ``replies``, ``reply``, ``done``), under the guard's lock.
@@ -98,7 +106,7 @@ class ReplyOrder:
         assess_refusal: assesses a queued refusal once the reply reaches it.
     """
 
-    def __init__(self, state: GuardState, lock: threading.RLock,
+    def __init__(self, state: ReplyBooks, lock: threading.RLock,
                  assess_refusal: Callable[[Reply, QueuedRefusal], object]) -> None:
         self.state = state
         self.assess_refusal = assess_refusal
