@@ -25,13 +25,14 @@ from rich.table import Table
 
 from unstuck import __version__
 from unstuck.cli.bank import bank_app
-from unstuck.cli.exit_codes import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, MINE_EXIT_CODES
+from unstuck.cli.common import EXIT_BLOCKED, EXIT_CODES, EXIT_FAILED, EXIT_USAGE, MINE_EXIT_CODES
 from unstuck.cli.journal import journal_app
 from unstuck.cli.lessons import lessons_app
 from unstuck.cli.mining import mine_command, rules_app
 from unstuck.cli.output import SafeConsole, output_consoles
 from unstuck.cli.report import REPORT_EXIT_CODES, report_command
 from unstuck.cli.signals import signals_app
+from unstuck.cli.stores import StoreOption
 from unstuck.cli.trace import trace_app
 from unstuck.core.errors import UnstuckError
 from unstuck.core.output import json_text, raw_stdout, redact_standard_streams, write_json, write_text
@@ -132,20 +133,29 @@ def _scenarios(paths: list[Path], names: list[str] | None, *, only: bool = False
 
 
 def _run_stores(journal: str | None, lessons: str | None,
-                shared: str | None) -> tuple[StoreURL | None, StoreURL | None]:
-    """The journal and lesson store of ``unstuck run``: each option given, else the shared
-    location (``--store``, else ``UNSTUCK_STORE``: :func:`unstuck.store.urls.store_for`), else none.
-    A bad URL is a usage error naming its option."""
+                store: str | None) -> tuple[StoreURL | None, StoreURL | None]:
+    """The journal and lesson store of ``unstuck run``. With neither deprecated option, both in
+    the one place (:func:`unstuck.cli.stores.shared_location`: ``--store``, else
+    ``UNSTUCK_STORE``, else the user data folder). With ``--journal`` or ``--lessons``, as
+    before: each option given, else the shared location of ``--store`` or ``UNSTUCK_STORE``, else
+    none. A bad URL is a usage error naming its option."""
+    from unstuck.cli.stores import deprecated, role_store, shared_location
     from unstuck.store.urls import StoreRole, StoreURLError, parse_store_url, store_for, store_url_for
 
+    if journal is None and lessons is None:
+        place = shared_location(store)
+        return role_store(StoreRole.JOURNAL, place, named=False), role_store(StoreRole.LESSONS, place, named=False)
+    for old, given in (("--journal", journal), ("--lessons", lessons)):
+        if given is not None:
+            deprecated(old)
     chosen: list[StoreURL | None] = []
     for role, given, option in ((StoreRole.JOURNAL, journal, "--journal"), (StoreRole.LESSONS, lessons, "--lessons")):
         try:
             if given is not None:
                 chosen.append(parse_store_url(given))
-            elif shared is not None:
+            elif store is not None:
                 option = "--store"
-                chosen.append(store_url_for(role, parse_store_url(shared)))
+                chosen.append(store_url_for(role, parse_store_url(store)))
             else:
                 option = ""  # store_for's message names ENV_VAR
                 chosen.append(store_for(role))
@@ -597,16 +607,11 @@ def _run_command(
     sandbox: Annotated[Path | None, typer.Option(help="Build the sandbox in this folder and keep it.")] = None,
     events: Annotated[Path | None, typer.Option(help="Append the turn's events here as JSON lines.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the run's metrics as JSON here.")] = None,
+    store: StoreOption = None,
     journal: Annotated[str | None, typer.Option(
-        metavar="URL", help="Record the turn in this journal: a file path, sqlite:///path or postgresql://… "
-                            "(see `unstuck journal`).")] = None,
+        metavar="URL", hidden=True, help="Deprecated: use --store. Record the turn in this journal only.")] = None,
     lessons: Annotated[str | None, typer.Option(
-        metavar="URL", help="Use and update this lesson store: a file path, sqlite:///path or postgresql://… "
-                            "(see `unstuck lessons`).")] = None,
-    store: Annotated[str | None, typer.Option(
-        metavar="URL", help="Keep the journal and the lessons here unless --journal/--lessons say otherwise: a "
-                            "postgresql://… database holds both; a folder (or sqlite:///folder) holds journal.db "
-                            "and lessons.db. Default: the UNSTUCK_STORE environment variable, else neither.")] = None,
+        metavar="URL", hidden=True, help="Deprecated: use --store. Use and update this lesson store only.")] = None,
     trust: TrustOption = False,
     trusted_digests: TrustedDigestsOption = None,
 ) -> None:
@@ -680,7 +685,7 @@ def _run_command(
         if memory is not None:
             memory.close()
     for failure in memory.failures if memory is not None else ():  # the turn went on without its lessons
-        err_console.print(f"[red]error:[/red] --lessons: {escape(failure)}")
+        err_console.print(f"[red]error:[/red] {'--lessons' if lessons is not None else 'lessons'}: {escape(failure)}")
     if journal_url is not None:
         where = str(journal_url.path) if journal_url.path is not None else journal_url.shown
         console.print(f"journaled as turn {result.turn_id} in {escape(where)}", highlight=False)

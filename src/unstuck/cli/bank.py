@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli.common import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli.output import echo_json, output_consoles
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
 

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli.common import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli.output import output_consoles
 from unstuck.core.output import json_text, write_json
 from unstuck.core.text import for_terminal

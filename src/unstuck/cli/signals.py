@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import unstuck
-from unstuck.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli.common import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli.output import output_consoles
 from unstuck.core.output import write_text
 from unstuck.recognise.catalogues import (

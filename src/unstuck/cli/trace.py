@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_USAGE, STORE_EXIT_CODES
+from unstuck.cli.common import EXIT_USAGE, STORE_EXIT_CODES
 from unstuck.cli.output import output_consoles
 from unstuck.store.events import Event, EventName, read_events
 
