@@ -229,8 +229,8 @@ def report_command(
         except JournalError as exc:
             raise fail(str(exc), EXIT_USAGE) from None
     finally:
-        for store in opened:
-            store.close()
+        for each in opened:
+            each.close()
     if json_file is not None:
         _write(json_file, report.to_json(), "--json")
     if html is not None:

@@ -10,14 +10,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.common import EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import output_consoles
+from unstuck.cli.common import EXIT_USAGE, STORE_EXIT_CODES, err_console
+from unstuck.cli.common import timeline_console as console
 from unstuck.store.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
 
 trace_app = typer.Typer(epilog=STORE_EXIT_CODES, help="Read recorded events.", no_args_is_help=True)
-console, err_console = output_consoles(width=160)
 
 #: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
 _STYLES: dict[str, str] = {
