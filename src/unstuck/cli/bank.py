@@ -1,5 +1,8 @@
 """``unstuck bank``: harvest, list and count the failure bank (a thin layer over
-:mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`)."""
+:mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 

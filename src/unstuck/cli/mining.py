@@ -1,5 +1,8 @@
 """``unstuck mine ENV`` and ``unstuck rules list | show | disable | enable``: mining recovery
-rules from contrast (a thin layer over :mod:`unstuck.mining`)."""
+rules from contrast (a thin layer over :mod:`unstuck.mining`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``evals/templates/costs.html.j2`` with jinja2 (autoescaped), as the eval's
 report is (:mod:`unstuck.evals.report`).
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

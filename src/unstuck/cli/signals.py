@@ -5,6 +5,8 @@
 catalogues installed on this machine and writes them as JSON lines: by default into the
 package's own ``data/translations.jsonl`` when run from a source checkout, else into
 ``./translations.jsonl``.
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

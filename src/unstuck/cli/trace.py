@@ -1,5 +1,8 @@
 """``unstuck trace show FILE``: a run's events (JSON lines, as ``--events`` writes them) as a
-timeline, one table per turn (a thin layer over :mod:`unstuck.store.events`)."""
+timeline, one table per turn (a thin layer over :mod:`unstuck.store.events`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 
