@@ -20,6 +20,13 @@ from unstuck.toolkit.specs import ToolSpec
 pytest_plugins = ["pg_fixtures", "host_guard", "pytester"]
 
 
+@pytest.fixture(autouse=True)
+def _own_user_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own user data folder (``XDG_DATA_HOME``): a plain ``unstuck run`` journals and
+    learns there (issue 24), so a lesson one test's run records never changes another test's run."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("user-data")))
+
+
 def run_at_once(commands: Sequence[Sequence[str]], *, timeout: float = 60) -> list[tuple[int, str, str]]:
     """Start each command (a Python process that prints ``ready`` once set up, then waits for
     a line on its standard input), let them all go at once, as near as processes get, and

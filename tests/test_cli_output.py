@@ -18,7 +18,7 @@ from unstuck.cli.output import SafeConsole, json_for_terminal
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "unstuck"
 #: The command modules: the CLI layer of DESIGN.md (tests/test_architecture.py).
-COMMAND_MODULES = [*sorted(p for p in PACKAGE.glob("cli*.py") if p.name != "cli_output.py"), PACKAGE / "__main__.py"]
+COMMAND_MODULES = [*sorted(p for p in (PACKAGE / "cli").glob("*.py") if p.name != "output.py"), PACKAGE / "__main__.py"]
 
 #: Terminal controls a tool's text can carry (ECMA-48: ESC, the C1 CSI, OSC and DCS, BEL; xterm's
 #: OSC 52 clipboard write and OSC 8 link; Unicode UAX #9 overrides and isolates; a tag character).

@@ -54,3 +54,24 @@ def test_every_doc_page_is_in_the_nav() -> None:
     listed = set(pages(config["nav"]))
     on_disk = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
     assert on_disk <= listed, f"pages no reader can reach: {sorted(on_disk - listed)}"
+
+
+def test_the_supported_modules_are_the_ones_the_reference_renders() -> None:
+    reference = ROOT / "docs" / "reference"
+    rendered = {name for page in reference.glob("*.md")
+                for name in re.findall(r"^::: ([\w.]+)", page.read_text(encoding="utf-8"), re.MULTILINE)}
+    table = (reference / "index.md").read_text(encoding="utf-8").split("## Supported modules", 1)[1]
+    listed = set(re.findall(r"`(unstuck(?:\.\w+)*)`", table.split("Every other module", 1)[0]))
+    assert listed == rendered, f"listed, not rendered: {sorted(listed - rendered)}; rendered, not listed: " \
+                               f"{sorted(rendered - listed)}"
+
+
+def test_every_command_line_module_says_it_is_internal() -> None:
+    import importlib
+    import pkgutil
+
+    import unstuck.cli
+
+    for found in pkgutil.iter_modules(unstuck.cli.__path__, "unstuck.cli."):
+        module = importlib.import_module(found.name)
+        assert "not a supported API" in " ".join((module.__doc__ or "").split()), found.name

@@ -183,7 +183,8 @@ def test_unstuck_run_with_a_printer_that_never_stops_ends_in_bounded_time_and_me
                "sys.exit(code)\n")
     proc = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "unstuck", "run", "endless_printer",
                            "--trust", "--agent", "compliant", "--unattended", "--scenario-dir", str(scenarios)],
-                          capture_output=True, text=True, timeout=60, check=False, env=ENV)
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**ENV, "XDG_DATA_HOME": os.environ["XDG_DATA_HOME"]})  # its stores: the test's own
     elapsed = time.monotonic() - started
     peak_mib = int(proc.stderr.strip().splitlines()[-1]) / 1024
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), (proc.returncode, proc.stderr)

@@ -1,6 +1,8 @@
 """The command line: one module per command group over one shared console. May import every layer.
 The names of the module ``unstuck.cli`` of earlier releases stay here (from
 :mod:`unstuck.cli.app`), imported when first used.
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

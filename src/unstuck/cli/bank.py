@@ -1,5 +1,8 @@
 """``unstuck bank``: harvest, list and count the failure bank (a thin layer over
-:mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`)."""
+:mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import echo_json, output_consoles
+from unstuck.cli.common import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES, JsonOption, console, err_console
+from unstuck.cli.output import echo_json
 from unstuck.faults.bank import BankError, Channel, FailureBank, FailureForm, Family, load_bank
 
 if TYPE_CHECKING:  # the harvest recipes load only for `unstuck bank harvest`
@@ -23,12 +26,10 @@ __all__ = ["bank_app"]
 
 bank_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="The failure bank: observed failures the injector draws from.", no_args_is_help=True)
-console, err_console = output_consoles()
 
 BankOption = Annotated[
     Path | None, typer.Option("--bank", help="A bank file (JSON lines); the bundled one by default.")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def _load(path: Path | None) -> FailureBank:

@@ -1,70 +1,42 @@
 """``unstuck journal``: list, show and settle journaled turns (a thin layer over
-:mod:`unstuck.store.journal`)."""
+:mod:`unstuck.store.journal`). The journal is the one ``--store`` names (:mod:`unstuck.cli.stores`).
+
+Internal to the command line: not a supported API."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import echo_json, output_consoles
+from unstuck.cli.common import STORE_EXIT_CODES, JsonOption, console, fail
+from unstuck.cli.common import shown as _shown
+from unstuck.cli.output import echo_json
+from unstuck.cli.stores import JournalOption, StoreOption, deprecated, journal_store
 from unstuck.core.readers import ReadError, parse_json
-from unstuck.core.text import for_terminal
-from unstuck.store.urls import Engine, StoreRole, StoreURL, StoreURLError, store_for
 
 if TYPE_CHECKING:  # the journal (and the policy it records) loads only when a journal command runs
     from unstuck.store.journal import Journal, Lease
 
-
-def _shown(text: str) -> str:
-    """Text for the terminal: control and escape sequences removed, rich markup escaped."""
-    return escape(for_terminal(text))
-
-__all__ = ["DEFAULT_JOURNAL", "journal_app", "journal_url"]
-
-#: Where these commands look when ``--journal`` is not given.
-DEFAULT_JOURNAL = Path("unstuck-journal.db")
+__all__ = ["journal_app"]
 
 journal_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="The turn journal: steps, effect intents, receipts, status.", no_args_is_help=True)
-console, err_console = output_consoles()
-
-JournalOption = Annotated[str | None, typer.Option(
-    "--journal", "-j", metavar="URL", show_default=False,
-    help=f"The journal: a file path, sqlite:///path or postgresql://… (default: UNSTUCK_STORE's journal, else "
-         f"{DEFAULT_JOURNAL}).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _open(given: str | None, *, readonly: bool = True) -> Journal:
+def _open(store: str | None, old: str | None, *, readonly: bool = True) -> Journal:
     from unstuck.store.journal import Journal, JournalError
 
-    url = journal_url(given)
+    if old is not None:
+        deprecated("--journal")
+    url = journal_store(store, old)
     if url.path is not None and not url.path.exists():
-        err_console.print(f"[red]error:[/red] no journal at {_shown(str(url.path))}")
-        raise typer.Exit(EXIT_USAGE)
+        raise fail(f"no journal at {url.path}")
     try:
         return Journal(url, readonly=readonly)
     except JournalError as exc:
-        err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
-
-
-def journal_url(given: str | None) -> StoreURL:
-    """The journal a command names: ``--journal`` (a path or store URL), else the journal of
-    ``UNSTUCK_STORE`` (:func:`unstuck.store.urls.store_for`), else :data:`DEFAULT_JOURNAL`; a bad
-    URL is a usage error naming it (exit 2)."""
-    try:
-        url = store_for(StoreRole.JOURNAL, given)
-    except StoreURLError as exc:  # from the variable, the message names it already
-        where = "--journal: " if given is not None else ""
-        err_console.print(f"[red]error:[/red] {where}{_shown(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
-    return url if url is not None else StoreURL(Engine.SQLITE, path=DEFAULT_JOURNAL)
+        raise fail(str(exc)) from None
 
 
 def _arguments(text: str) -> object:
@@ -78,16 +50,15 @@ def _arguments(text: str) -> object:
 
 
 def _damaged(journal: Journal, exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {_shown(journal.where)} is damaged: {_shown(str(exc))}")
-    return typer.Exit(EXIT_USAGE)
+    return fail(f"{journal.where} is damaged: {exc}")
 
 
 @journal_app.command("list", epilog=STORE_EXIT_CODES)
-def _list(journal: JournalOption = None, as_json: JsonOption = False) -> None:
+def _list(store: StoreOption = None, as_json: JsonOption = False, journal: JournalOption = None) -> None:
     """List the journal's turns, newest first."""
     from unstuck.store.journal import IntentState, JournalError
 
-    with _open(journal) as j:
+    with _open(store, journal) as j:
         try:
             turns = j.turns()
             rows = [(t, j.intents(t.turn_id), j.lease(t.turn_id) if j.schema >= 3 else None) for t in turns]
@@ -128,16 +99,15 @@ def _owner(lease: Lease | None) -> str:
 
 @journal_app.command("show", epilog=STORE_EXIT_CODES)
 def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck journal list`).")],
-          journal: JournalOption = None, as_json: JsonOption = False) -> None:
+          store: StoreOption = None, as_json: JsonOption = False, journal: JournalOption = None) -> None:
     """Show one turn: its steps, effect intents and validations."""
     from unstuck.store.journal import JournalError
 
-    with _open(journal) as j:
+    with _open(store, journal) as j:
         try:
             header = j.turn(turn)
         except JournalError as exc:
-            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(EXIT_USAGE) from None
+            raise fail(str(exc)) from None
         try:
             steps, intents, validations = j.steps(turn), j.intents(turn), j.validations(turn)
         except (JournalError, ValueError) as exc:
@@ -175,7 +145,7 @@ def _show(turn: Annotated[str, typer.Argument(help="A turn id (see `unstuck jour
 @journal_app.command("resume", epilog=STORE_EXIT_CODES)
 def _resume(
     turn: Annotated[str, typer.Argument(help="A held or crashed turn's id.")],
-    journal: JournalOption = None,
+    store: StoreOption = None,
     committed: Annotated[list[str] | None, typer.Option(
         "--committed", help="An effect_ref whose effect you checked did happen (repeatable).")] = None,
     absent: Annotated[list[str] | None, typer.Option(
@@ -183,6 +153,7 @@ def _resume(
     force: Annotated[bool, typer.Option(
         "--force", help="Settle although the turn's owner runs in another machine or pid namespace "
         "(only once you know it is gone).")] = False,
+    journal: JournalOption = None,
 ) -> None:
     """Settle a turn's unsettled effect intents as you decide, then say what is left.
 
@@ -197,21 +168,17 @@ def _resume(
 
     both = set(committed or []) & set(absent or [])
     if both:
-        err_console.print(f"[red]error:[/red] {_shown(', '.join(sorted(both)))} cannot be both committed and absent")
-        raise typer.Exit(EXIT_USAGE)
-    with _open(journal, readonly=False) as j:
+        raise fail(f"{', '.join(sorted(both))} cannot be both committed and absent")
+    with _open(store, journal, readonly=False) as j:
         try:
             header = j.turn(turn)
         except JournalError as exc:
-            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(EXIT_USAGE) from None
+            raise fail(str(exc)) from None
         open_intents = {i.effect_ref: i for i in j.intents(turn) if i.state is not IntentState.COMMITTED}
         for ref in [*(committed or []), *(absent or [])]:
             if ref not in open_intents:
                 known = ", ".join(open_intents) or "none"
-                err_console.print(f"[red]error:[/red] {_shown(ref)} is not an unsettled intent of {turn}; "
-                                  f"unsettled: {_shown(known)}")
-                raise typer.Exit(EXIT_USAGE)
+                raise fail(f"{ref} is not an unsettled intent of {turn}; unsettled: {known}")
         if header.status in ("done", "blocked", "failed") and not open_intents:
             console.print(f"turn {turn} ended {header.status}; it has no unsettled effect intent, nothing to resume")
             return
@@ -219,8 +186,7 @@ def _resume(
         try:
             j.settle(turn, committed=committed, absent=absent, force=force)
         except JournalError as exc:
-            err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-            raise typer.Exit(EXIT_USAGE) from None
+            raise fail(str(exc)) from None
         left = [i for i in j.intents(turn) if i.state is not IntentState.COMMITTED]
     console.print(f"turn {turn} ({header.status}): {len(committed or [])} marked committed, "
                   f"{len(absent or [])} marked absent")

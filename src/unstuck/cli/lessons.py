@@ -1,5 +1,8 @@
 """``unstuck lessons``: list, show, forget and search remembered blockers (a thin layer over
-:mod:`unstuck.store.lessons`). Forgetting closes a lesson; its row stays."""
+:mod:`unstuck.store.lessons`). Forgetting closes a lesson; its row stays. The lesson store is the
+one ``--store`` names (:mod:`unstuck.cli.stores`).
+
+Internal to the command line: not a supported API."""
 
 from __future__ import annotations
 
@@ -8,19 +11,14 @@ from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_OK, EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import echo_json, output_consoles
-from unstuck.core.text import for_terminal
-from unstuck.store.lessons import Lesson, LessonStore, LessonStoreError, default_store_path
-from unstuck.store.urls import Engine, StoreRole, StoreURL, StoreURLError, store_for
-
-
-def _shown(text: str) -> str:
-    """Text for the terminal: control and escape sequences removed, rich markup escaped."""
-    return escape(for_terminal(text))
+from unstuck.cli.common import EXIT_OK, STORE_EXIT_CODES, JsonOption, console, fail
+from unstuck.cli.common import shown as _shown
+from unstuck.cli.output import echo_json
+from unstuck.cli.stores import StoreOption, location, role_store
+from unstuck.store.lessons import Lesson, LessonStore, LessonStoreError
+from unstuck.store.urls import StoreRole
 
 __all__ = ["lessons_app"]
 
@@ -29,33 +27,20 @@ T = TypeVar("T")
 lessons_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="Remembered blockers: shown at turn start, re-checked before use.",
                           no_args_is_help=True)
-console, err_console = output_consoles()
-
-StoreOption = Annotated[str | None, typer.Option(
-    "--store", metavar="URL", help=f"The lesson store: a file path, sqlite:///path or postgresql://… (default: "
-                                   f"UNSTUCK_STORE's lessons, else {default_store_path()}).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def _open(given: str | None, *, readonly: bool = True) -> LessonStore:
-    try:
-        named = store_for(StoreRole.LESSONS, given)
-    except StoreURLError as exc:  # from the variable, the message names it already
-        where = "--store: " if given is not None else ""
-        err_console.print(f"[red]error:[/red] {where}{_shown(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
-    url = named if named is not None else StoreURL(Engine.SQLITE, path=default_store_path())
-    if named is None and readonly and not default_store_path().exists():
-        console.print(f"no lessons yet (no store at {_shown(str(default_store_path()))})", highlight=False)
+    place, named = location(given)
+    url = role_store(StoreRole.LESSONS, place, named=given is not None)
+    if not named and readonly and url.path is not None and not url.path.exists():
+        console.print(f"no lessons yet (no store at {_shown(str(url.path))})", highlight=False)
         raise typer.Exit(EXIT_OK)
     if url.path is not None and not url.path.exists():  # a read, or forgetting: never make a store for it
-        err_console.print(f"[red]error:[/red] no lesson store at {_shown(str(url.path))}")
-        raise typer.Exit(EXIT_USAGE)
+        raise fail(f"no lesson store at {url.path}")
     try:
         return LessonStore(url, readonly=readonly)
     except (LessonStoreError, OSError) as exc:
-        err_console.print(f"[red]error:[/red] {_shown(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(str(exc)) from None
 
 
 def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
@@ -63,8 +48,7 @@ def _read(store: LessonStore, action: Callable[[LessonStore], T]) -> T:
     try:
         return action(store)
     except (LessonStoreError, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {_shown(store.where)} is damaged: {_shown(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(f"{store.where} is damaged: {exc}") from None
 
 
 def _when(epoch_s: float | None) -> str:
@@ -108,8 +92,7 @@ def _show(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1, m
     with _open(store) as s:
         lesson = _read(s, lambda x: x.get(lesson_id))
     if lesson is None:
-        err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
-        raise typer.Exit(EXIT_USAGE)
+        raise fail(f"no lesson {lesson_id}")
     data = lesson.to_dict()
     if as_json:
         echo_json(data)
@@ -125,8 +108,7 @@ def _forget(lesson_id: Annotated[int, typer.Argument(help="A lesson id.", min=1,
     """Close a lesson (its row is kept, marked forgotten)."""
     with _open(store, readonly=False) as s:
         if _read(s, lambda x: x.get(lesson_id)) is None:
-            err_console.print(f"[red]error:[/red] no lesson {lesson_id}")
-            raise typer.Exit(EXIT_USAGE)
+            raise fail(f"no lesson {lesson_id}")
         closed = s.invalidate(lesson_id, "forgotten by the user")
     console.print(f"lesson {lesson_id} " + ("closed" if closed else "was already closed"))
 

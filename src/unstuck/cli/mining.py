@@ -1,5 +1,8 @@
 """``unstuck mine ENV`` and ``unstuck rules list | show | disable | enable``: mining recovery
-rules from contrast (a thin layer over :mod:`unstuck.mining`)."""
+rules from contrast (a thin layer over :mod:`unstuck.mining`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import output_consoles
+from unstuck.cli.common import STORE_EXIT_CODES, console, err_console, fail
+from unstuck.cli.common import shown as _shown
 from unstuck.core.output import json_text, write_json
-from unstuck.core.text import for_terminal
 
 if TYPE_CHECKING:  # the mining modules load only inside the commands (start-up stays small)
     from rich.progress import TaskID
@@ -23,23 +24,12 @@ if TYPE_CHECKING:  # the mining modules load only inside the commands (start-up 
 
 __all__ = ["mine_command", "rules_app"]
 
-console, err_console = output_consoles()
-
 rules_app = typer.Typer(epilog=STORE_EXIT_CODES, no_args_is_help=True,
                         help="Recovery rules mined per environment (`unstuck mine`): list, show, disable, enable.")
 
 RecordsOption = Annotated[Path | None, typer.Option(
     "--records", show_default=False,
     help="The folder of environment records (default: UNSTUCK_RECORDS_DIR, else the user data folder).")]
-
-
-def _shown(text: str) -> str:
-    return escape(for_terminal(text))
-
-
-def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {_shown(message)}")
-    return typer.Exit(EXIT_USAGE)
 
 
 def mine_command(
@@ -78,18 +68,18 @@ def mine_command(
         return ModelSpec(name, base_url=url or base_url)
 
     if backend not in ("local", "ray"):
-        raise _fail(f"--backend {backend!r}: use local or ray")
+        raise fail(f"--backend {backend!r}: use local or ray")
     if json_path is not None and (json_path.is_dir() or not json_path.parent.is_dir()):
-        raise _fail(f"--json {json_path}: not a file path in an existing folder")
+        raise fail(f"--json {json_path}: not a file path in an existing folder")
     try:
         env = make_environment(environment)
         models = [spec(text) for text in model or []]
         analyzer = ModelAnalyzer(spec(analyzer_model).build()) if analyzer_model else None
     except MiningError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     folder = records if records is not None else default_records_dir()
     if folder.exists() and not folder.is_dir():
-        raise _fail(f"--records {folder}: not a folder (records are written there as ENV.json)")
+        raise fail(f"--records {folder}: not a folder (records are written there as ENV.json)")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         bars: dict[str, TaskID] = {}
@@ -104,7 +94,7 @@ def mine_command(
                                       analyzer=analyzer, backend=backend, workers=workers, records=folder,
                                       progress=tick)
         except MiningError as exc:
-            raise _fail(str(exc)) from exc
+            raise fail(str(exc)) from exc
     from unstuck.mining.rules import record_path
 
     _print_report(report, record_path(environment, folder))
@@ -163,18 +153,18 @@ def _load(environment: str, records: Path | None) -> tuple[Path, EnvironmentReco
     try:
         path = record_path(environment, records)
     except MiningError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if not path.exists():
         if environment not in environment_names():
-            raise _fail(f"no record for {environment!r} at {path}, and no such environment; the environments are "
+            raise fail(f"no record for {environment!r} at {path}, and no such environment; the environments are "
                         f"{', '.join(environment_names())}")
-        raise _fail(f"no record for {environment!r} at {path}; run `unstuck mine {environment}` first")
+        raise fail(f"no record for {environment!r} at {path}; run `unstuck mine {environment}` first")
     try:
         record = load_record(path)
     except MiningError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if record.environment != environment:
-        raise _fail(f"{path} holds the record of {record.environment!r}, not {environment!r}")
+        raise fail(f"{path} holds the record of {record.environment!r}, not {environment!r}")
     return path, record
 
 
@@ -189,7 +179,7 @@ def _rules_list(
 
     folder = records if records is not None else default_records_dir()
     if folder.exists() and not folder.is_dir():
-        raise _fail(f"--records {folder}: not a folder")
+        raise fail(f"--records {folder}: not a folder")
     if environment:
         _, one = _load(environment, records)
         records_found = [one]
@@ -229,7 +219,7 @@ def _rules_show(
     try:
         rule = record.rule(rule_id)
     except MiningError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     console.print_json(json_text(dataclasses.asdict(rule), ensure_ascii=False))
 
 
@@ -243,7 +233,7 @@ def _set_enabled(environment: str, rule_id: str, records: Path | None, enabled: 
     try:
         rule = record.rule(rule_id)
     except MiningError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     save_record(record.with_rule(dataclasses.replace(rule, enabled=enabled)), path)
     console.print(f"{environment} {rule_id}: {'enabled' if enabled else 'disabled'}", highlight=False)
 

@@ -19,6 +19,8 @@ The commands print only through what this module gives them:
 
 ``tests/test_cli_output.py`` fails when a command module makes a console, calls
 ``typer.echo``, ``print`` or writes to ``sys.stdout`` or ``sys.stderr`` any other way.
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

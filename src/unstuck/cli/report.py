@@ -4,6 +4,8 @@
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``evals/templates/costs.html.j2`` with jinja2 (autoescaped), as the eval's
 report is (:mod:`unstuck.evals.report`).
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.journal import DEFAULT_JOURNAL, journal_url
-from unstuck.cli.output import output_consoles, write_text
+from unstuck.cli.common import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES, console, err_console, fail
+from unstuck.cli.common import shown as _shown
+from unstuck.cli.output import write_text
+from unstuck.cli.stores import StoresOption, deprecated, journal_store
 from unstuck.core.output import finalize
 from unstuck.core.output import write_text as write_file
-from unstuck.core.text import for_terminal
 
 if TYPE_CHECKING:  # the journal and the policy load only when the command runs
     from unstuck.store.report_costs import CostReport
@@ -32,20 +34,9 @@ __all__ = ["REPORT_EXIT_CODES", "duration", "render_html", "report_command"]
 #: Under ``unstuck report --help`` (the store commands' exit statuses: it reads journals).
 REPORT_EXIT_CODES = STORE_EXIT_CODES
 
-console, err_console = output_consoles()
-
 #: Series colours of the line chart, in turn (a subject beyond the last reuses the first).
 _COLOURS = ("#cf222e", "#0969da", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#1b7c83", "#57606a")
 _TOP = 10  # bars in the top-blockers chart
-
-
-def _shown(text: str) -> str:
-    return escape(for_terminal(text))
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {_shown(message)}", highlight=False)
-    return typer.Exit(code)
 
 
 def duration(seconds: float | None) -> str:
@@ -189,7 +180,7 @@ def _since(text: str | None) -> datetime.date | None:
     try:
         return datetime.date.fromisoformat(text)
     except ValueError:
-        raise _fail(f"--since {text!r} is not a date (YYYY-MM-DD, UTC)", EXIT_USAGE) from None
+        raise fail(f"--since {text!r} is not a date (YYYY-MM-DD, UTC)", EXIT_USAGE) from None
 
 
 def _write(path: Path, text: str, what: str) -> None:
@@ -199,21 +190,19 @@ def _write(path: Path, text: str, what: str) -> None:
     try:
         write_file(path, text)
     except OSError as exc:
-        raise _fail(f"{what} {path}: {exc.strerror or exc}", EXIT_FAILED) from None
+        raise fail(f"{what} {path}: {exc.strerror or exc}", EXIT_FAILED) from None
 
 
 def report_command(
-    journal: Annotated[list[str] | None, typer.Option(
-        "--journal", "-j", metavar="URL", help=f"A journal: a file path, sqlite:///path or postgresql://… (a fleet's "
-                                               f"shared journal); repeat for several machines' journals. Default: "
-                                               f"UNSTUCK_STORE's journal, else {DEFAULT_JOURNAL}, as `unstuck "
-                                               f"journal`.")] = None,
+    store: StoresOption = None,
     since: Annotated[str | None, typer.Option(
         metavar="DATE", help="Only turns that started on this UTC day or later (YYYY-MM-DD).")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON to this file (- for "
                                                                   "standard output, without the tables).")] = None,
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML report with plots to this file.")]
     = None,
+    journal: Annotated[list[str] | None, typer.Option(
+        "--journal", "-j", metavar="URL", hidden=True, help="Deprecated: use --store.")] = None,
 ) -> None:
     """The cost of blockers across sessions: per day, subject and kind, the blocked turns, the
     steps and seconds wasted before asking, the turns a lesson stopped early (steps saved), and
@@ -222,24 +211,28 @@ def report_command(
     from unstuck.store.report_costs import read_costs
 
     start = _since(since)
-    named = [journal_url(given) for given in journal] if journal else [journal_url(None)]
+    if journal:
+        deprecated("--journal")
+    named = [journal_store(given) for given in store or []] + [journal_store(None, old) for old in journal or []]
+    if not named:
+        named = [journal_store(None)]
     urls = list({url.shown: url for url in named}.values())  # a store named twice is read once
     opened: list[Journal] = []
     try:
         for url in urls:
             if url.path is not None and not url.path.exists():
-                raise _fail(f"no journal at {url.path}", EXIT_USAGE)
+                raise fail(f"no journal at {url.path}", EXIT_USAGE)
             try:
                 opened.append(Journal(url, readonly=True))
             except JournalError as exc:
-                raise _fail(str(exc), EXIT_USAGE) from None
+                raise fail(str(exc), EXIT_USAGE) from None
         try:
             report = read_costs(opened, since=start)
         except JournalError as exc:
-            raise _fail(str(exc), EXIT_USAGE) from None
+            raise fail(str(exc), EXIT_USAGE) from None
     finally:
-        for store in opened:
-            store.close()
+        for each in opened:
+            each.close()
     if json_file is not None:
         _write(json_file, report.to_json(), "--json")
     if html is not None:

@@ -5,6 +5,8 @@
 catalogues installed on this machine and writes them as JSON lines: by default into the
 package's own ``data/translations.jsonl`` when run from a source checkout, else into
 ``./translations.jsonl``.
+
+Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 import unstuck
-from unstuck.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import output_consoles
+from unstuck.cli.common import EXIT_FAILED, EXIT_USAGE, STORE_EXIT_CODES, console, err_console
 from unstuck.core.output import write_text
 from unstuck.recognise.catalogues import (
     DEFAULT_LOCALE_DIRS,
@@ -34,7 +35,6 @@ __all__ = ["default_translations_path", "signals_app"]
 signals_app = typer.Typer(
     epilog=STORE_EXIT_CODES, help="Signal rows that are programs' own messages, in every language.",
                           no_args_is_help=True)
-console, err_console = output_consoles()
 
 
 @signals_app.callback()

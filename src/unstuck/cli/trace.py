@@ -1,5 +1,8 @@
 """``unstuck trace show FILE``: a run's events (JSON lines, as ``--events`` writes them) as a
-timeline, one table per turn (a thin layer over :mod:`unstuck.store.events`)."""
+timeline, one table per turn (a thin layer over :mod:`unstuck.store.events`).
+
+Internal to the command line: not a supported API.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +13,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from unstuck.cli.exit_codes import EXIT_USAGE, STORE_EXIT_CODES
-from unstuck.cli.output import output_consoles
+from unstuck.cli.common import EXIT_USAGE, STORE_EXIT_CODES, err_console
+from unstuck.cli.common import timeline_console as console
 from unstuck.store.events import Event, EventName, read_events
 
 __all__ = ["trace_app"]
 
 trace_app = typer.Typer(epilog=STORE_EXIT_CODES, help="Read recorded events.", no_args_is_help=True)
-console, err_console = output_consoles(width=160)
 
 #: Event names drawn in colour: what needed the user, what was refused, what ended a turn.
 _STYLES: dict[str, str] = {

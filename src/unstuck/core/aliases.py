@@ -65,7 +65,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "unstuck.presence": ("unstuck.loop.presence",),
     "unstuck.mcp_proxy": ("unstuck.integrations.mcp_proxy",),
     "unstuck.cli_bank": ("unstuck.cli.bank",),
-    "unstuck.cli_exit": ("unstuck.cli.exit_codes",),
+    "unstuck.cli_exit": ("unstuck.cli.common",),
     "unstuck.cli_journal": ("unstuck.cli.journal",),
     "unstuck.cli_lessons": ("unstuck.cli.lessons",),
     "unstuck.cli_mining": ("unstuck.cli.mining",),

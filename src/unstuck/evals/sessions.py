@@ -84,14 +84,14 @@ def run_sessions(
     recorded with its error (and fails); the next ones still run."""
     results: list[SessionResult] = []
     with temporary_tree("unstuck-sessions-") as folder:
-        store = folder / "lessons.db"
+        store = folder / "stores"  # journal.db and lessons.db, shared by the sessions
         # the sessions keep their turns and lessons in the scratch folder, never in the user's
-        # shared store (UNSTUCK_STORE would otherwise take the journal of each `unstuck run`)
+        # own stores (UNSTUCK_STORE, or the user data folder, where a plain `unstuck run` keeps them)
         env = {name: value for name, value in os.environ.items() if name != STORE_VARIABLE}
         for number, step in enumerate(plan, 1):
             events, metrics = folder / f"events-{number}.jsonl", folder / f"metrics-{number}.json"
             argv = [sys.executable, "-m", "unstuck", "run", step.scenario, "--agent", agent, "--unattended",
-                    "--lessons", str(store), "--events", str(events), "--json", str(metrics)]
+                    "--store", str(store), "--events", str(events), "--json", str(metrics)]
             try:
                 done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
                 run = json.loads(metrics.read_text(encoding="utf-8"))["runs"][0]

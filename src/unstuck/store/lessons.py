@@ -67,8 +67,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-import platformdirs
-
 from unstuck.core.errors import UnstuckError
 from unstuck.core.redact import redacted_prefix
 from unstuck.core.situations import Kind, KindClass, Probe, Situation, Source
@@ -87,7 +85,7 @@ from unstuck.store.sqlite import (
     quick_check,
     store_errors,
 )
-from unstuck.store.urls import Engine, StoreRole, StoreURL, machine_id, store_for
+from unstuck.store.urls import SQLITE_FILES, Engine, StoreRole, StoreURL, default_store_folder, machine_id, store_for
 
 __all__ = [
     "ACTIVE_BY_TOOL_SQL",
@@ -181,8 +179,9 @@ class LessonStoreError(UnstuckError, RuntimeError):
 
 
 def default_store_path() -> Path:
-    """``lessons.db`` in the user data directory (platformdirs' ``user_data_path("unstuck")``)."""
-    return platformdirs.user_data_path("unstuck") / "lessons.db"
+    """``lessons.db`` in the user data directory (:func:`unstuck.store.urls.default_store_folder`,
+    platformdirs' ``user_data_path("unstuck")``)."""
+    return default_store_folder() / SQLITE_FILES[StoreRole.LESSONS]
 
 
 @dataclass(frozen=True, slots=True)

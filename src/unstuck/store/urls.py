@@ -69,6 +69,7 @@ __all__ = [
     "StoreURL",
     "StoreURLError",
     "connect_postgres",
+    "default_store_folder",
     "machine_id",
     "parse_store_url",
     "postgres_pool",
@@ -243,6 +244,15 @@ def store_url_for(role: StoreRole, shared: StoreURL) -> StoreURL:
         return shared
     assert shared.path is not None
     return StoreURL(Engine.SQLITE, path=shared.path / SQLITE_FILES[role])
+
+
+def default_store_folder() -> Path:
+    """Where unstuck keeps its stores when nothing names a place (no option, no :data:`ENV_VAR`):
+    the user data folder (platformdirs' ``user_data_path("unstuck")``: ``$XDG_DATA_HOME/unstuck``,
+    else ``~/.local/share/unstuck`` on Linux), holding :data:`SQLITE_FILES`."""
+    import platformdirs
+
+    return platformdirs.user_data_path("unstuck")
 
 
 def store_for(role: StoreRole, given: str | Path | StoreURL | None = None, *,
