@@ -7,7 +7,7 @@ refused, ``curl -k``, ``cat ~/.aws/credentials``). This module only *recognises*
 policy decides (it refuses them and names them in the question, except for the rows a user's
 configuration allows by name).
 
-* :func:`credential_changes` reads a shell command line with :func:`unstuck.commands.shell.parse_command_line`
+* :func:`credential_changes` reads a shell command line with :func:`unstuck.commands.parse.parse_command_line`
   (pipelines, ``&&``/``;``, subshells, ``$(…)``, ``bash -c '…'`` strings, wrappers such as
   ``sudo``, ``env``, ``timeout``, ``xargs``, and the command of ``find -exec``) and matches every
   simple command, every wrapper around it and every environment assignment against the rows
@@ -67,7 +67,7 @@ from typing import Any
 
 import re2
 
-from unstuck.commands.shell import SimpleCommand, parse_command_line
+from unstuck.commands.parse import SimpleCommand, parse_command_line
 from unstuck.core.errors import UnstuckError
 from unstuck.core.readers import parse_yaml
 from unstuck.core.redact import MASK, redact

@@ -530,7 +530,7 @@ def before_dispatch(
         call: the call the model asked for.
         subject: what the call affects (from the tool spec).
         interactive: the tool's whole job is a hand-off to a person, or this call's command
-            line would wait for one (the interactive-call catalogue, :mod:`unstuck.commands.shell`).
+            line would wait for one (the interactive-call catalogue, :mod:`unstuck.commands.interactive`).
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
         without_wait: for a call that waits only because it has a terminal (a pager, a

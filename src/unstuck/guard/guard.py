@@ -49,7 +49,7 @@ import re2
 
 from unstuck.commands.credentials import credential_changes, credential_changes_in_arguments
 from unstuck.commands.installed import locate_off_path
-from unstuck.commands.shell import Waits
+from unstuck.commands.interactive import Waits
 from unstuck.commands.waiting import non_interactive_fix
 from unstuck.core.clock import Clock, RealClock
 from unstuck.core.errors import UnstuckError
