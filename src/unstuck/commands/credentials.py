@@ -9,10 +9,12 @@ configuration allows by name).
 
 * :func:`credential_changes` reads a shell command line with :func:`unstuck.commands.parse.parse_command_line`
   (pipelines, ``&&``/``;``, subshells, ``$(…)``, ``bash -c '…'`` strings, wrappers such as
-  ``sudo``, ``env``, ``timeout``, ``xargs``, and the command of ``find -exec``) and matches every
-  simple command, every wrapper around it and every environment assignment against the rows
-  of ``unstuck/data/credential_changes.yaml`` (that file documents each field). Matching is
-  structural: a program's base name, its subcommand words, its options (``-k`` inside
+  ``sudo``, ``env``, ``timeout``, ``xargs``, the program a package manager runs and the command
+  of ``find -exec``) and matches every simple command, every wrapper around it and every
+  environment assignment against the rows of ``unstuck/data/credential_changes.yaml`` (that
+  file documents each field), with the matcher the interactive-call catalogue uses
+  (:mod:`unstuck.commands.catalogue`). Matching is structural: a program's base name, its
+  subcommand words, its options (``-k`` inside
   ``-sSk``, ``--scopes=x``, ``-o StrictHostKeyChecking=no``), its operands, the variables set
   for it (``GH_TOKEN=… gh``, ``export``, ``env X=…``, ``unset``) and where it writes
   (``> ~/.aws/credentials``, and the files programs write: ``tee F``, ``dd of=F``, the
@@ -67,7 +69,8 @@ from typing import Any
 
 import re2
 
-from unstuck.commands.parse import SimpleCommand, parse_command_line
+from unstuck.commands.catalogue import Call, Words, asks_for_help, calls, has_option, read_words, starts_with
+from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
 from unstuck.core.errors import UnstuckError
 from unstuck.core.readers import parse_yaml
 from unstuck.core.redact import MASK, redact
@@ -519,117 +522,11 @@ def load_credential_catalogue(extra: Iterable[Path] = ()) -> CredentialCatalogue
 # reading a call's words
 # ---------------------------------------------------------------------------------------------
 
-#: Words that ask for help or a version, which a program prints without changing anything:
-#: GNU coding standards 4.8 (``--help``, ``--version``), Go's flag package (``-help``), cobra
-#: and click (``-h`` where the row gives ``-h`` no other meaning).
-_HELP = frozenset({"--help", "--version", "-help"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Words:
-    """A call's options as ``(name, value)`` (value ``None`` when written bare) and its
-    positional words, read with one set of value-taking options."""
-
-    options: tuple[tuple[str, str | None], ...]
-    positionals: tuple[str, ...]
-
-
-def _read_words(args: Sequence[str], value_options: frozenset[str], known: frozenset[str],
-                dash_operands: Any) -> _Words:
-    options: list[tuple[str, str | None]] = []
-    positionals: list[str] = []
-    index = 0
-    count = len(args)
-    while index < count:
-        word = args[index]
-        index += 1
-        if word == "--":
-            positionals.extend(args[index:])
-            break
-        if len(word) < 2 or word[0] != "-" or (dash_operands is not None and dash_operands.search(word)):
-            positionals.append(word)
-            continue
-        head, equals, attached = word.partition("=")
-        if word.startswith("--") or head in known or head in value_options or word in _HELP:
-            if equals:
-                options.append((head, attached))
-            elif word in value_options:
-                options.append((word, args[index] if index < count else ""))
-                index += 1
-            else:
-                options.append((word, None))
-            continue
-        # a cluster of short options: -sSk, -ovalue, -aG group
-        for position in range(1, len(word)):
-            letter = "-" + word[position]
-            if letter in value_options:
-                rest = word[position + 1:]
-                if rest:
-                    options.append((letter, rest))
-                else:
-                    options.append((letter, args[index] if index < count else ""))
-                    index += 1
-                break
-            if not word[position].isalnum():
-                break
-            options.append((letter, None))
-    return _Words(tuple(options), tuple(positionals))
-
-
-def _has(words: _Words, rule: OptionRule) -> bool:
-    for name, value in words.options:
-        if name != rule.name:
-            continue
-        if rule.compiled is None or rule.compiled.search(value or ""):
-            return True
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """A program as a row sees it: the program a command runs, or a wrapper around it."""
-
-    program: str
-    args: tuple[str, ...]
-    wraps: bool
-    command: SimpleCommand
-
-
-#: find(1) actions that run a command up to ``;`` or ``+``.
-_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-
-
-def _base(word: str) -> str:
-    return posixpath.basename(word.rstrip("/")) or word
-
-
-def _calls(command: SimpleCommand) -> Iterator[_Call]:
-    for wrapper in command.wrappers:
-        if wrapper:
-            yield _Call(_base(wrapper[0]), wrapper[1:], True, command)
-    if command.program is not None:
-        yield _Call(command.program, command.args, False, command)
-        if command.program == "find":
-            yield from _find_actions(command)
-
-
-def _find_actions(command: SimpleCommand) -> Iterator[_Call]:
-    """The commands of find's ``-exec CMD … ;`` (read with the shell parser, so a wrapper such
-    as ``sudo`` in front of it is seen as one)."""
-    args = command.args
-    index = 0
-    while index < len(args):
-        if args[index] in _FIND_ACTIONS:
-            end = index + 1
-            while end < len(args) and args[end] not in (";", "+"):
-                end += 1
-            words = args[index + 1:end]
-            if words:
-                for inner in parse_command_line(shlex.join(words)).commands:
-                    for call in _calls(inner):
-                        yield _Call(call.program, call.args, call.wraps, command)
-            index = end
-        index += 1
+def _has(words: Words, rule: OptionRule) -> bool:
+    if rule.compiled is None:
+        return has_option(words, rule.name)
+    compiled = rule.compiled
+    return has_option(words, rule.name, lambda value: compiled.search(value or "") is not None)
 
 
 _OUTPUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
@@ -655,16 +552,15 @@ class _Found:
     why: str | None = None
 
 
-def _asks_for_help(row: CredentialRow, words: _Words) -> bool:
-    h_is_help = not row.h_option and "-h" not in row.value_options and not any(
+def _h_is_help(row: CredentialRow) -> bool:
+    return not row.h_option and "-h" not in row.value_options and not any(
         rule.name == "-h" for rule in (*row.with_options, *row.unless))
-    return any(name in _HELP or (h_is_help and name == "-h") for name, _ in words.options)
 
 
-_WordsCache = dict[tuple[frozenset[str], frozenset[str], Any], _Words]
+_WordsCache = dict[tuple[frozenset[str], frozenset[str], Any], Words]
 
 
-def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None:
+def _match(row: CredentialRow, call: Call, cache: _WordsCache) -> _Found | None:
     if row.alone and call.wraps:
         return None
     if row.no_arguments and call.args:
@@ -672,19 +568,17 @@ def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None
     key = (row.value_options, row.option_names, row.dash_operands)
     words = cache.get(key)
     if words is None:
-        words = _read_words(call.args, row.value_options, row.option_names, row.dash_operands)
+        words = read_words(call.args, row.value_options, row.option_names, row.dash_operands)
         cache[key] = words
-    if _asks_for_help(row, words):
+    if asks_for_help(words, _h_is_help(row)):
         return None
-    positionals = words.positionals
-    sub = row.subcommand
-    if len(positionals) < len(sub) or any(positionals[i] not in alternatives for i, alternatives in enumerate(sub)):
+    if not starts_with(words, row.subcommand):
         return None
     if row.with_options and not any(_has(words, rule) for rule in row.with_options):
         return None
     if any(_has(words, rule) for rule in row.unless):
         return None
-    operands = positionals[len(sub):]
+    operands = words.positionals[len(row.subcommand):]
     if row.operands is not None and not row.operands.search(" ".join(operands)):
         return None
     if row.any_operand is not None and not any(
@@ -699,14 +593,14 @@ def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None
             return None
     targets: tuple[str, ...] = written
     if row.targets is not None:
-        if any(name in row.targets_all_with for name, _ in words.options):
+        if any(o.name in row.targets_all_with for o in words.options):
             targets = (*targets, *operands)
         else:
             targets = (*targets, *operands[row.targets:])
     secrets: tuple[str, ...] = ()
     if row.kind is ChangeKind.TOKEN:
-        secrets = tuple(value for name, value in words.options if value
-                        and any(rule.name == name for rule in row.with_options))
+        secrets = tuple(o.value for o in words.options if o.value
+                        and any(rule.name == o.name for rule in row.with_options))
     return _Found(row, call.command, _shown(call.command), targets, secrets)
 
 
@@ -892,17 +786,17 @@ def _tables() -> _Tables:
     return _parse_tables(text, _BUNDLED)
 
 
-def _writer_targets(tables: _Tables, call: _Call) -> list[str]:
+def _writer_targets(tables: _Tables, call: Call) -> list[str]:
     """The files ``call`` writes by its ``writers`` entries (``tee F``, ``dd of=F``, ``cp A F``,
     ``sed -i … F``, ``curl -o F``)."""
     targets: list[str] = []
     for writer in tables.writers.get(call.program, ()):
-        words = _read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
+        words = read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
                             None)
-        names = {name for name, _ in words.options}
+        names = {o.name for o in words.options}
         if writer.with_options and not names & writer.with_options:
             continue
-        targets.extend(value for name, value in words.options if name in writer.options and value)
+        targets.extend(o.value for o in words.options if o.name in writer.options and o.value)
         operands = words.positionals
         if writer.operand_prefix is not None:
             targets.extend(word[len(writer.operand_prefix):] for word in operands
@@ -1008,7 +902,7 @@ def _inline_code(interpreter: _Interpreter, args: Sequence[str],
     return code
 
 
-def _interpreted(tables: _Tables, call: _Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
+def _interpreted(tables: _Tables, call: Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
     """The option of each code string of an interpreter call, with what the code does."""
     interpreter = _interpreter(tables, call.program)
     if interpreter is None:
@@ -1175,8 +1069,8 @@ def _assigned_by_builtin(command: SimpleCommand) -> list[tuple[str, str]]:
     if spec is None:
         return []
     naming, values, operands_name = spec
-    words = _read_words(command.args, values, values, None)
-    out = [(value, "") for name, value in words.options if name in naming and value and _ENV_NAME.match(value)]
+    words = read_words(command.args, values, values, None)
+    out = [(o.value, "") for o in words.options if o.name in naming and o.value and _ENV_NAME.match(o.value)]
     if command.program == "printf" and out:
         out = [(name, " ".join(words.positionals)) for name, _ in out]
     if operands_name:
@@ -1190,7 +1084,7 @@ def _unset_names(command: SimpleCommand) -> list[str]:
     if command.program == "unset" and "-f" not in command.args:
         names.extend(word for word in command.args if not word.startswith("-"))
     for wrapper in (*command.wrappers, *((command.words,) if command.program == "env" else ())):
-        if not wrapper or _base(wrapper[0]) != "env":
+        if not wrapper or base_name(wrapper[0]) != "env":
             continue
         words = wrapper[1:]
         for index, word in enumerate(words):
@@ -1269,8 +1163,10 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
         gh``, ``env X=…``, ``sudo X=…``, an ``export``/``declare`` of one, a ``read``,
         ``mapfile`` or ``printf -v`` into one, a write in an interpreter's inline code, ``unset``/``env -u``
         of a variable whose row has no ``value``), then every row matching a wrapper around it
-        (``sudo``, ``env``, ``timeout`` …), the program itself or the command of its ``find
-        -exec``, then every row matching a file it writes (by a redirection, as a program of
+        (``sudo``, ``env``, ``timeout`` …), the program itself, the program a package manager
+        runs (``yarn heroku auth:token``) or the command of its ``find -exec`` (the calls of
+        :func:`unstuck.commands.catalogue.calls`), then every row matching a file it writes (by
+        a redirection, as a program of
         the ``writers`` table, or from an interpreter's inline code); last, bare ``NAME=value``
         statements of the line; after all of these, the changes of the commands interpreters'
         code runs (``os.system('gh auth token')``), read as command lines up to three levels
@@ -1342,7 +1238,7 @@ def _changes(command_line: str, catalogue: CredentialCatalogue, depth: int = 0) 
         for name, value in _assigned_by_builtin(command):
             variable(name, value, command, None, _shown(command))
         targets = _written(command)
-        for call in _calls(command):
+        for call in calls(command):
             targets.extend(_writer_targets(tables, call))
             for option, effects in _interpreted(tables, call, _stdin_text(line, command) if not call.wraps else None):
                 if depth < _RUN_DEPTH:
