@@ -20,7 +20,8 @@ configuration allows by name).
   (``> ~/.aws/credentials``, and the files programs write: ``tee F``, ``dd of=F``, the
   destination of ``cp``/``mv``/``install``, ``sed -i … F``, ``curl -o F``, from the catalogue's
   ``writers`` table). The inline code of interpreters (``python -c``, ``node -e``, ``perl -e``,
-  ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the catalogue's ``interpreters`` table)
+  ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the rows of ``unstuck/data/interpreters.yaml``
+  that name a language, the table the command screen reads too: :func:`interpreter_options`)
   is searched for each language's documented environment writes (``os.environ['X'] = …``,
   ``process.env.X = …``, ``$ENV{X} = …``, ``ENV['X'] = …``, ``putenv``) of variables the
   environment rows name, and for file writes of the credential files the ``redirect_to`` rows
@@ -87,9 +88,11 @@ __all__ = [
     "CredentialCatalogueError",
     "CredentialChange",
     "CredentialRow",
+    "InterpreterOptions",
     "OptionRule",
     "credential_changes",
     "credential_changes_in_arguments",
+    "interpreter_options",
     "load_credential_catalogue",
     "parse_credential_catalogue",
 ]
@@ -278,9 +281,11 @@ def _strings(where: str, key: str, raw: object) -> tuple[str, ...]:
 
 
 def _option_name(where: str, key: str, text: str) -> str:
-    if not text.startswith("-") or text in ("-", "--") or any(ch.isspace() for ch in text) or "=" in text:
+    """An option as a row names it: ``-x``, ``--long``, ``-long``, or a shell's ``+o`` (bash(1): "Using '+'
+    rather than '-' causes these options to be turned off")."""
+    if not text.startswith(("-", "+")) or text in ("-", "--", "+") or any(ch.isspace() for ch in text) or "=" in text:
         raise CredentialCatalogueError(f"{where}: '{key}' entry {text!r} is not an option name (it starts with "
-                                       f"'-' and has no space or '=')")
+                                       f"'-' or '+' and has no space or '=')")
     return text
 
 
@@ -639,9 +644,10 @@ class _EnvPattern:
 @dataclass(frozen=True, slots=True)
 class _Interpreter:
     """An interpreter's inline-code options and its language's environment and file APIs (an
-    ``interpreters`` entry of the bundled catalogue)."""
+    entry of ``unstuck/data/interpreters.yaml``; ``language`` is ``None`` for the interpreters
+    whose code is not read for credential changes, only screened)."""
 
-    language: str
+    language: str | None
     programs: frozenset[str]
     inline: frozenset[str]
     inline_subcommand: frozenset[str]
@@ -658,6 +664,7 @@ class _Interpreter:
     program_operand: bool = False
     program_file: frozenset[str] = frozenset()
     stdin_code: bool = False
+    ignore_case: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -671,7 +678,7 @@ _WRITER_KEYS = frozenset({"program", "operands", "operand_prefix", "options", "w
 _INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcommand", "value_options",
                                "attached_options", "digit_options", "ends", "env_write", "env_unset",
                                "file_write", "source", "command_run", "inline_last", "program_operand",
-                               "program_file", "stdin_code"})
+                               "program_file", "stdin_code", "ignore_case"})
 
 
 def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
@@ -716,8 +723,8 @@ def _patterns(where: str, key: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
 def _parse_interpreter(raw: object, where: str) -> _Interpreter:
     entry = _entry(raw, where, _INTERPRETER_KEYS)
     language = entry.get("language")
-    if not isinstance(language, str) or not language.strip():
-        raise CredentialCatalogueError(f"{where}: 'language' is required")
+    if language is not None and (not isinstance(language, str) or not language.strip()):
+        raise CredentialCatalogueError(f"{where}: 'language' must be a non-empty string")
     env_write: list[_EnvPattern] = []
     raw_writes = entry.get("env_write") or []
     if not isinstance(raw_writes, list):
@@ -734,22 +741,23 @@ def _parse_interpreter(raw: object, where: str) -> _Interpreter:
     inline = _options(where, "inline", entry)
     subcommands = frozenset(_strings(where, "inline_subcommand", entry.get("inline_subcommand")))
     flags = {}
-    for key in ("inline_last", "program_operand", "stdin_code"):
+    for key in ("inline_last", "program_operand", "stdin_code", "ignore_case"):
         value = entry.get(key, False)
         if not isinstance(value, bool):
             raise CredentialCatalogueError(f"{where}: '{key}' must be true or false, got {value!r}")
         flags[key] = value
-    if not inline and not subcommands and not flags["program_operand"]:
+    if language is not None and not inline and not subcommands and not flags["program_operand"]:
         raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline', 'inline_subcommand' or "
                                        f"'program_operand'")
     return _Interpreter(
-        language.strip(), frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
+        language.strip() if language is not None else None,
+        frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
         _options(where, "value_options", entry), _options(where, "attached_options", entry),
         _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
         _patterns(where, "env_unset", entry),
         _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()),
         _patterns(where, "command_run", entry), flags["inline_last"], flags["program_operand"],
-        _options(where, "program_file", entry), flags["stdin_code"])
+        _options(where, "program_file", entry), flags["stdin_code"], flags["ignore_case"])
 
 
 def _parse_tables(text: str, name: str) -> _Tables:
@@ -780,10 +788,47 @@ def _parse_tables(text: str, name: str) -> _Tables:
     return _Tables({k: tuple(v) for k, v in writers.items()}, interpreters)
 
 
+_INTERPRETERS_FILE = "interpreters.yaml"
+
+
 @functools.cache
 def _tables() -> _Tables:
-    text = resources.files("unstuck").joinpath(f"data/{_BUNDLED}").read_text(encoding="utf-8")
-    return _parse_tables(text, _BUNDLED)
+    data = resources.files("unstuck").joinpath("data")
+    writers = _parse_tables(data.joinpath(_BUNDLED).read_text(encoding="utf-8"), _BUNDLED).writers
+    interpreters = _parse_tables(data.joinpath(_INTERPRETERS_FILE).read_text(encoding="utf-8"),
+                                 _INTERPRETERS_FILE).interpreters
+    return _Tables(writers, interpreters)
+
+
+@dataclass(frozen=True, slots=True)
+class InterpreterOptions:
+    """An interpreter as ``unstuck/data/interpreters.yaml`` gives it (every row names its
+    source): ``inline``, the options and first words its program text follows (``-c``, ``-e``,
+    ``deno eval``, python's ``-m``), and ``values``, its options that take the next word as
+    their value; as written, or in lower case for a program that reads its options in any case
+    (``ignore_case``: PowerShell). ``program_operand``: its first operand is
+    its program (awk), which the screen reads by a rule of its own."""
+
+    inline: frozenset[str]
+    values: frozenset[str]
+    program_operand: bool = False
+
+
+@functools.cache
+def interpreter_options(program: str) -> InterpreterOptions | None:
+    """The interpreter table's row for ``program`` (a base name; a version suffix of digits and
+    dots is ignored: ``python3.12``, ``perl5.36``), or ``None`` when it is no interpreter.
+
+    Raises:
+        CredentialCatalogueError: the bundled table is malformed (naming the file and the entry).
+    """
+    found = _lookup(_tables(), program)
+    if found is None:
+        return None
+    inline, values = found.inline | found.inline_subcommand | found.ends, found.value_options
+    if found.ignore_case:
+        inline, values = frozenset(o.lower() for o in inline), frozenset(o.lower() for o in values)
+    return InterpreterOptions(inline, values, found.program_operand)
 
 
 def _writer_targets(tables: _Tables, call: Call) -> list[str]:
@@ -813,13 +858,19 @@ def _writer_targets(tables: _Tables, call: Call) -> list[str]:
 _VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
 
 
-def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
+def _lookup(tables: _Tables, program: str) -> _Interpreter | None:
     found = tables.interpreters.get(program)
     if found is None:
         unversioned = _VERSION_SUFFIX.match(program)
         if unversioned is not None:
             found = tables.interpreters.get(unversioned.group(1))
     return found
+
+
+def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
+    """The interpreter whose inline code is read for credential changes (one with a language)."""
+    found = _lookup(tables, program)
+    return found if found is not None and found.language is not None else None
 
 
 def _inline_code(interpreter: _Interpreter, args: Sequence[str],
@@ -1014,7 +1065,7 @@ def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
     runs = tuple(dict.fromkeys(
         command for pattern in interpreter.command_run for match in pattern.finditer(code)
         if (command := _run_command(match.group(1) or "")) is not None))
-    return _CodeEffects(interpreter.language, tuple(sets), unsets, writes, runs)
+    return _CodeEffects(interpreter.language or "", tuple(sets), unsets, writes, runs)
 
 
 # ---------------------------------------------------------------------------------------------

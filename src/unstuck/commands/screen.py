@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 import re2
 
 from unstuck.commands.catalogue import positional_indexes
+from unstuck.commands.credentials import InterpreterOptions, interpreter_options
 from unstuck.commands.parse import (
     PLAIN_WORD,
-    SHELL_VALUES,
     SHELLS,
     SUB_WRAPPERS,
     CommandLine,
@@ -62,58 +62,10 @@ class Screened:
     refused: str | None
 
 
-#: Programs that run a program text they are given (the interpreter's own manual: bash(1),
-#: python(1), perl(1) ``-e``, ruby(1) ``-e``, node(1) ``-e``/``-p``, php(1) ``-r``, pwsh
-#: ``-Command``, Rscript(1) ``-e``, julia(1) ``-e``, groovy ``-e``, scala ``-e``, jshell (reads
-#: snippets from standard input), elixir ``-e``, guile ``-c``, racket ``-e``, sbcl ``--eval``,
-#: expect(1) ``-c``, babashka ``-e``, QuickJS ``-e``, nushell ``-c``): the inline-code options,
-#: and the options that take a value. Without inline code or a script operand (or with ``-``)
-#: they read their program from standard input.
-@dataclass(frozen=True, slots=True)
-class _Interpreter:
-    inline: frozenset[str]
-    values: frozenset[str]
-
-
-def _i(inline: str = "", values: str = "") -> _Interpreter:
-    return _Interpreter(frozenset(inline.split()), frozenset(values.split()))
-
-
-_INTERPRETERS: Mapping[str, _Interpreter] = {
-    **{name: _Interpreter(frozenset({"-c"}), SHELL_VALUES) for name in SHELLS | {"csh", "tcsh"}},
-    "python": _i("-c -m", "-W -X --check-hash-based-pycs"),
-    "pypy": _i("-c -m", "-W -X"),
-    "perl": _i("-e -E", "-I -M -m"),
-    "ruby": _i("-e", "-I -r -C"),
-    "node": _i("-e --eval -p --print", "-r --require --import"),
-    "deno": _i("eval"),
-    "bun": _i("-e --eval -p --print"),
-    "php": _i("-r", "-c -d -z"),
-    "pwsh": _i("-c -command -encodedcommand -e -ec -enc", "-file -f"),
-    "lua": _i("-e", "-l"),
-    "luajit": _i("-e", "-l"),
-    "tclsh": _i(),
-    "wish": _i(),
-    "osascript": _i("-e"),
-    "rscript": _i("-e", "--default-packages"),
-    "r": _i("-e", "-f --file"),
-    "julia": _i("-e -E --eval --print", "-L --load -J --sysimage -p --procs -t --threads --project"),
-    "groovy": _i("-e", "-cp --classpath"),
-    "scala": _i("-e", "-cp -classpath"),
-    "jshell": _i("", "--class-path --module-path --add-modules -R -J --startup --feedback"),
-    "elixir": _i("-e", "-r -pr -pa -pz --erl"),
-    "guile": _i("-c", "-L -l -x -e"),
-    "racket": _i("-e --eval", "-l --lib -t --require -r --load"),
-    "sbcl": _i("--eval", "--core --dynamic-space-size --load"),
-    "expect": _i("-c"),
-    "bb": _i("-e --eval", "-cp --classpath"),
-    "qjs": _i("-e --eval", "-I --include"),
-    "nu": _i("-c --commands", "--config --env-config"),
-    "xonsh": _i("-c"),
-    "elvish": _i("-c"),
-}
-_INTERPRETER_ALIASES = {"nodejs": "node", "powershell": "pwsh", "pwsh.exe": "pwsh", "powershell.exe": "pwsh",
-                        "pypy3": "pypy"}
+#: Programs that run a program text they are given are the rows of ``unstuck/data/interpreters.yaml``
+#: (:func:`unstuck.commands.credentials.interpreter_options`, each row with its source): the
+#: options their text follows, and the options that take a value. Without inline code or a
+#: script operand (or with ``-``) they read their program from standard input.
 _PYTHON = re2.compile(r"^python[0-9.]*$")
 _EVALUATORS = frozenset({"eval", "iex", "invoke-expression"})
 _SOURCING = frozenset({"source", "."})
@@ -368,17 +320,19 @@ _BUILD_RUNNERS: tuple[_Pattern, ...] = (
 )
 
 
-def _interpreter(program: str | None) -> _Interpreter | None:
+def _interpreter(program: str | None) -> InterpreterOptions | None:
+    """The interpreter table's row for ``program`` (any case; ``python3.12`` is ``python``), or
+    ``None``; awk, whose program is its operand, is read by :func:`_awk_runs_input` instead."""
     if program is None:
         return None
     name = program.lower()
     if _PYTHON.match(name):
-        return _INTERPRETERS["python"]
-    name = _INTERPRETER_ALIASES.get(name, name)
-    return _INTERPRETERS.get(name)
+        name = "python"
+    spec = interpreter_options(name)
+    return None if spec is None or spec.program_operand else spec
 
 
-def _inline_code(spec: _Interpreter, args: Sequence[str]) -> str | None:
+def _inline_code(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
     for index, word in enumerate(args):
         if word == "--":
             return None
@@ -391,7 +345,7 @@ def _inline_code(spec: _Interpreter, args: Sequence[str]) -> str | None:
     return None
 
 
-def _operand(spec: _Interpreter, args: Sequence[str]) -> str | None:
+def _operand(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
     """The script operand (first non-option word), if any."""
     index = 0
     while index < len(args):
@@ -405,7 +359,7 @@ def _operand(spec: _Interpreter, args: Sequence[str]) -> str | None:
     return None
 
 
-def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> bool:
+def _reads_program_from_stdin(command: SimpleCommand, spec: InterpreterOptions) -> bool:
     if command.program is not None and command.program.lower() in ("iex", "invoke-expression"):
         return True
     if command.program in SHELLS or command.program in ("csh", "tcsh"):
@@ -567,7 +521,7 @@ def _runs_local_code(command: SimpleCommand) -> bool:
     program = command.program
     spec = _interpreter(program)
     if program in _SOURCING:
-        return _operand(_Interpreter(frozenset(), frozenset()), command.args) is not None
+        return _operand(InterpreterOptions(frozenset(), frozenset()), command.args) is not None
     if spec is not None:
         if _PYTHON.match((program or "").lower()) or (program or "").lower().startswith("pypy"):
             module = _python_module(command.args)
@@ -936,7 +890,7 @@ def _runs_variable(command: SimpleCommand, names: frozenset[str]) -> bool:
     if spec is not None and (uses(_inline_code(spec, command.args)) or uses(shell_script(command.args))):
         return True
     return (spec is not None or command.program in _SOURCING) and uses(
-        _operand(spec or _Interpreter(frozenset(), frozenset()), command.args))
+        _operand(spec or InterpreterOptions(frozenset(), frozenset()), command.args))
 
 
 def _echoes_download(command: SimpleCommand) -> bool:
@@ -1020,7 +974,7 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
                         "$(" in r.target or "`" in r.target for r in command.redirects if r.operator == "<<<"):
                     return "feeds another command's output to an interpreter"
         if spec is not None or program in _SOURCING:
-            operand = _operand(spec or _Interpreter(frozenset(), frozenset()), command.args)
+            operand = _operand(spec or InterpreterOptions(frozenset(), frozenset()), command.args)
             if operand is not None and (operand.startswith("<(") or operand.startswith("/dev/fd/")
                                         or operand.startswith("/proc/self/fd/")
                                         or (operand == "/dev/stdin" and command.stdin is Stream.PIPE)):
