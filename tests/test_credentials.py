@@ -1248,3 +1248,46 @@ def test_tar_flagged_as_extracting_into_ssh_really_writes_there(tmp_path: Path) 
     assert "credential-directory-write" in names(line)
     subprocess.run(["bash", "-c", line], check=True, timeout=20)
     assert (home / ".ssh" / "authorized_keys").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# the one interpreter table (unstuck/data/interpreters.yaml), read by this module and the screen
+# ---------------------------------------------------------------------------------------------
+
+
+def _interpreter_rows() -> list[dict[str, Any]]:
+    import yaml
+
+    path = Path(__file__).resolve().parent.parent / "src" / "unstuck" / "data" / "interpreters.yaml"
+    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["interpreters"]
+    assert isinstance(rows, list)
+    return rows
+
+
+def test_every_interpreter_row_names_its_source_and_each_program_is_found_by_name() -> None:
+    from unstuck.commands.credentials import interpreter_options
+
+    for entry in _interpreter_rows():
+        assert str(entry.get("source", "")).strip(), entry
+        for program in entry["program"]:
+            found = interpreter_options(program)
+            assert found is not None, program
+            written = {*entry.get("inline", []), *entry.get("ends", []), *entry.get("inline_subcommand", [])}
+            assert found.inline == ({w.lower() for w in written} if entry.get("ignore_case") else written)
+
+
+def test_the_screen_and_the_credential_reader_see_one_row_per_interpreter() -> None:
+    # python(1): "-c command", "-m module-name"; the screen's inline words are the table's
+    # inline options with its ends, the credential reader's only those with a language
+    from unstuck.commands.credentials import interpreter_options
+
+    python = interpreter_options("python3.12")
+    assert python is not None and {"-c", "-m"} <= python.inline and "-W" in python.values
+    pwsh = interpreter_options("powershell.exe")  # about_Parameters: names are not case-sensitive
+    assert pwsh is not None and {"-command", "-encodedcommand"} <= pwsh.inline
+    awk = interpreter_options("awk")
+    assert awk is not None and awk.program_operand
+    assert interpreter_options("gh") is None
+    # a row without a language is screened only: its inline code is not read for credentials
+    assert names("xonsh -c 'import os; os.environ[\"GH_TOKEN\"] = \"x\"'") == []
+    assert "env-gh-token" in names("python3 -c 'import os; os.environ[\"GH_TOKEN\"] = \"x\"'")
