@@ -95,6 +95,7 @@ __all__ = [
     "interpreter_options",
     "load_credential_catalogue",
     "parse_credential_catalogue",
+    "prints_credential",
 ]
 
 #: A change quotes at most this many characters of its command (an ellipsis marks a cut).
@@ -177,7 +178,8 @@ class CredentialRow:
     """One catalogue row, validated (``unstuck/data/credential_changes.yaml`` documents each
     field). A row matches a program call (``programs``; ``*`` for any program), an
     environment variable (``env_names``/``env_pattern``), or a written file (``redirect_to``).
-    ``origin`` names the file and row it came from."""
+    ``prints``: the call prints a credential (:func:`prints_credential`). ``origin`` names the
+    file and row it came from."""
 
     name: str
     kind: ChangeKind
@@ -204,6 +206,7 @@ class CredentialRow:
     env_value: Any = None
     env_program: frozenset[str] = frozenset()
     option_names: frozenset[str] = frozenset()
+    prints: bool = False
 
     @property
     def is_env(self) -> bool:
@@ -242,7 +245,7 @@ _BUNDLED_TOP_KEYS = frozenset({"writers", "interpreters"})
 _ROW_KEYS = frozenset({
     "name", "kind", "why", "source", "program", "subcommand", "with_options", "unless", "value_options",
     "operands", "any_operand", "last_operand", "dash_operands", "alone", "no_arguments", "h_option", "targets",
-    "targets_all_with", "redirect_to", "env", "env_pattern", "value",
+    "targets_all_with", "redirect_to", "env", "env_pattern", "value", "prints",
 })
 _ENV_KEYS = frozenset({"name", "kind", "why", "source", "env", "env_pattern", "value", "program"})
 _NAME = re2.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -402,6 +405,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
         alone=_flag(where, "alone", raw),
         no_arguments=_flag(where, "no_arguments", raw),
         h_option=_flag(where, "h_option", raw),
+        prints=_flag(where, "prints", raw),
         targets=targets,
         targets_all_with=targets_all_with,
         redirect_to=redirect_to,
@@ -1228,6 +1232,24 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
         Never raises; results are remembered for the last 1,024 lines per catalogue.
     """
     return _changes(command_line, catalogue or load_credential_catalogue())
+
+
+def prints_credential(command: SimpleCommand, catalogue: CredentialCatalogue | None = None) -> str | None:
+    """The name of the first row marked ``prints`` (a call whose output is a credential: ``gh
+    auth token``, ``aws sts assume-role``, ``vault kv get`` …) that matches the program of
+    ``command`` or one it runs (:func:`unstuck.commands.catalogue.calls`, wrappers aside), or
+    ``None``. The command screen refuses sending such output off the machine. Never raises on
+    any command (a malformed bundled catalogue raises :class:`CredentialCatalogueError`)."""
+    rows = catalogue or load_credential_catalogue()
+    cache: _WordsCache = {}
+    for call in calls(command):
+        if call.wraps:
+            continue
+        cache.clear()
+        for candidate in rows.by_program.get(call.program, ()):
+            if candidate.prints and _match(candidate, call, cache) is not None:
+                return candidate.name
+    return None
 
 
 #: How deep command lines run by interpreters' code are read (``python -c "os.system('perl -e

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import re2
 
 from unstuck.commands.catalogue import positional_indexes
-from unstuck.commands.credentials import InterpreterOptions, interpreter_options
+from unstuck.commands.credentials import InterpreterOptions, interpreter_options, prints_credential
 from unstuck.commands.parse import (
     PLAIN_WORD,
     SHELLS,
@@ -218,51 +218,6 @@ def _p(programs: str, *words: str) -> _Pattern:
     return _Pattern(frozenset(programs.split()), tuple(frozenset(w.split("|")) for w in words))
 
 
-#: Commands that print a credential (each vendor's CLI reference): ``gh auth token``, the AWS
-#: CLI's export-credentials, STS and ECR/CodeArtifact tokens and Secrets Manager values,
-#: ``gcloud auth print-access-token``, ``az account get-access-token``, ``kubectl create
-#: token``/``get secret``, ``vault print token``/``kv get``, ``heroku auth:token``, 1Password
-#: ``op read``, Bitwarden ``bw get``, pass(1), secret-tool(1), git-credential(1) ``fill``,
-#: security(1) ``find-*-password``.
-_PRINTERS: tuple[_Pattern, ...] = (
-    _p("gh", "auth", "token"),
-    _p("aws", "configure", "export-credentials"),
-    _p("aws", "sts", "get-session-token|assume-role|assume-role-with-web-identity|assume-role-with-saml|"
-       "get-federation-token"),
-    _p("aws", "ecr|ecr-public", "get-login-password|get-authorization-token"),
-    _p("aws", "codeartifact", "get-authorization-token"),
-    _p("aws", "secretsmanager", "get-secret-value"),
-    _p("aws", "sso", "get-role-credentials"),
-    _p("gcloud", "auth", "print-access-token|print-identity-token"),
-    _p("gcloud", "auth", "application-default", "print-access-token"),
-    _p("gcloud", "config", "config-helper"),
-    _p("gcloud", "secrets", "versions", "access"),
-    _p("az", "account", "get-access-token"),
-    _p("az", "keyvault", "secret", "show|download"),
-    _p("az", "ad", "sp", "create-for-rbac|credential"),
-    _p("kubectl", "create", "token"),
-    _p("kubectl", "get", "secret|secrets"),
-    _p("vault bao", "print", "token"),
-    _p("vault bao", "token", "create"),
-    _p("vault bao", "kv", "get"),
-    _p("vault bao", "read"),
-    _p("heroku", "auth:token"),
-    _p("op", "read"),
-    _p("op", "item", "get"),
-    _p("bw", "get"),
-    _p("pass", "show"),
-    _p("secret-tool", "lookup"),
-    _p("git", "credential", "fill"),
-    _p("security", "find-generic-password|find-internet-password"),
-)
-#: Calls that print a credential with one of these options: ``gh``/``glab auth status -t``,
-#: ``kubectl config view --raw``, gpg(1) ``--export-secret-keys``, ``az acr login --expose-token``.
-_PRINTER_OPTIONS: tuple[tuple[_Pattern, frozenset[str]], ...] = (
-    (_p("gh glab", "auth", "status"), frozenset({"-t", "--show-token"})),
-    (_p("kubectl", "config", "view"), frozenset({"--raw"})),
-    (_p("gpg gpg2"), frozenset({"--export-secret-keys", "--export-secret-subkeys"})),
-    (_p("az", "acr", "login"), frozenset({"--expose-token", "-t"})),
-)
 #: Calls that send their arguments or files off the machine besides the network programs: git
 #: to a remote (git-push(1), git-clone(1), git-fetch(1)…, also ``-c http.extraHeader``), cloud
 #: storage copies (``aws s3 cp``, ``gsutil cp``, ``gcloud storage cp``, ``az storage … upload``,
@@ -1034,12 +989,8 @@ def _prints_secret(command: SimpleCommand) -> bool:
         return program not in ("export", "declare", "typeset") or any("p" in a or "x" in a for a in args)
     if program == "printenv":
         return any(_secret_variable(a) for a in args if not a.startswith("-"))
-    if any(_is(command, pattern) for pattern in _PRINTERS):
-        return True
-    if _is(command, _p("aws", "configure", "get")):
-        words = _positional_words(args, _GLOBAL_VALUES["aws"])
-        return len(words) > 2 and _secret_variable(words[2])
-    return any(_is(command, pattern) and _option_in(args, options) for pattern, options in _PRINTER_OPTIONS)
+    # the rows of unstuck/data/credential_changes.yaml marked prints, each with its source
+    return prints_credential(command) is not None
 
 
 def _inline_sink(command: SimpleCommand) -> str | None:
