@@ -64,7 +64,6 @@ import posixpath
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +71,7 @@ import re2
 
 from unstuck.commands.catalogue import Call, Words, asks_for_help, calls, has_option, read_words, starts_with
 from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
+from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
 from unstuck.core.readers import parse_yaml
 from unstuck.core.redact import MASK, redact
@@ -425,7 +425,10 @@ def parse_credential_catalogue(text: str, name: str) -> tuple[CredentialRow, ...
             :class:`ChangeKind`, a row without ``why`` or ``source``, a pattern re2 refuses,
             or two rows with one name.
     """
-    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
+    return _rows_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
+
+
+def _rows_of_document(document: object, name: str) -> tuple[CredentialRow, ...]:
     if not isinstance(document, Mapping) or not isinstance(document.get("changes"), list):
         raise CredentialCatalogueError(f"{name}: must be a mapping with a 'changes' list of rows")
     known = _TOP_KEYS | _BUNDLED_TOP_KEYS if name == _BUNDLED else _TOP_KEYS
@@ -482,8 +485,7 @@ def _catalogue(rows: Sequence[CredentialRow], files: Sequence[str]) -> Credentia
 
 @functools.cache
 def _bundled_rows() -> tuple[CredentialRow, ...]:
-    text = resources.files("unstuck").joinpath(f"data/{_BUNDLED}").read_text(encoding="utf-8")
-    return parse_credential_catalogue(text, _BUNDLED)
+    return _rows_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED)
 
 
 @functools.lru_cache(maxsize=32)
@@ -770,7 +772,10 @@ def _parse_tables(text: str, name: str) -> _Tables:
     Raises:
         CredentialCatalogueError: naming the file and the entry, for a malformed entry.
     """
-    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
+    return _tables_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
+
+
+def _tables_of_document(document: object, name: str) -> _Tables:
     if not isinstance(document, Mapping):
         raise CredentialCatalogueError(f"{name}: must be a mapping")
     writers: dict[str, list[_Writer]] = {}
@@ -795,13 +800,21 @@ def _parse_tables(text: str, name: str) -> _Tables:
 _INTERPRETERS_FILE = "interpreters.yaml"
 
 
+def _bundled_yaml(text: str) -> object:
+    """A bundled data file's YAML document (its JSON is cached by :func:`bundled_document`)."""
+    return parse_yaml(text, where="unstuck/data", error=CredentialCatalogueError)
+
+
+@functools.cache
+def _interpreter_table() -> Mapping[str, _Interpreter]:
+    document = bundled_document(_INTERPRETERS_FILE, _bundled_yaml)
+    return _tables_of_document(document, _INTERPRETERS_FILE).interpreters
+
+
 @functools.cache
 def _tables() -> _Tables:
-    data = resources.files("unstuck").joinpath("data")
-    writers = _parse_tables(data.joinpath(_BUNDLED).read_text(encoding="utf-8"), _BUNDLED).writers
-    interpreters = _parse_tables(data.joinpath(_INTERPRETERS_FILE).read_text(encoding="utf-8"),
-                                 _INTERPRETERS_FILE).interpreters
-    return _Tables(writers, interpreters)
+    writers = _tables_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED).writers
+    return _Tables(writers, _interpreter_table())
 
 
 @dataclass(frozen=True, slots=True)
@@ -826,7 +839,7 @@ def interpreter_options(program: str) -> InterpreterOptions | None:
     Raises:
         CredentialCatalogueError: the bundled table is malformed (naming the file and the entry).
     """
-    found = _lookup(_tables(), program)
+    found = _lookup(_interpreter_table(), program)
     if found is None:
         return None
     inline, values = found.inline | found.inline_subcommand | found.ends, found.value_options
@@ -862,18 +875,18 @@ def _writer_targets(tables: _Tables, call: Call) -> list[str]:
 _VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
 
 
-def _lookup(tables: _Tables, program: str) -> _Interpreter | None:
-    found = tables.interpreters.get(program)
+def _lookup(interpreters: Mapping[str, _Interpreter], program: str) -> _Interpreter | None:
+    found = interpreters.get(program)
     if found is None:
         unversioned = _VERSION_SUFFIX.match(program)
         if unversioned is not None:
-            found = tables.interpreters.get(unversioned.group(1))
+            found = interpreters.get(unversioned.group(1))
     return found
 
 
 def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
     """The interpreter whose inline code is read for credential changes (one with a language)."""
-    found = _lookup(tables, program)
+    found = _lookup(tables.interpreters, program)
     return found if found is not None and found.language is not None else None
 
 

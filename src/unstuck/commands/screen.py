@@ -15,6 +15,7 @@ Regular expressions here compile under google-re2 (linear time on hostile text).
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,7 +24,6 @@ from dataclasses import dataclass, replace
 import re2
 
 from unstuck.commands.catalogue import positional_indexes
-from unstuck.commands.credentials import InterpreterOptions, interpreter_options, prints_credential
 from unstuck.commands.parse import (
     PLAIN_WORD,
     SHELLS,
@@ -275,19 +275,34 @@ _BUILD_RUNNERS: tuple[_Pattern, ...] = (
 )
 
 
-def _interpreter(program: str | None) -> InterpreterOptions | None:
+@dataclass(frozen=True, slots=True)
+class _Interpreter:
+    inline: frozenset[str]
+    values: frozenset[str]
+
+
+_NO_OPTIONS = _Interpreter(frozenset(), frozenset())
+
+
+@functools.lru_cache(maxsize=256)
+def _interpreter_named(name: str) -> _Interpreter | None:
+    # imported here: the credential module (and its tables) load only when a line names a program
+    from unstuck.commands.credentials import interpreter_options
+
+    spec = interpreter_options(name)
+    return None if spec is None or spec.program_operand else _Interpreter(spec.inline, spec.values)
+
+
+def _interpreter(program: str | None) -> _Interpreter | None:
     """The interpreter table's row for ``program`` (any case; ``python3.12`` is ``python``), or
     ``None``; awk, whose program is its operand, is read by :func:`_awk_runs_input` instead."""
     if program is None:
         return None
     name = program.lower()
-    if _PYTHON.match(name):
-        name = "python"
-    spec = interpreter_options(name)
-    return None if spec is None or spec.program_operand else spec
+    return _interpreter_named("python" if _PYTHON.match(name) else name)
 
 
-def _inline_code(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
+def _inline_code(spec: _Interpreter, args: Sequence[str]) -> str | None:
     for index, word in enumerate(args):
         if word == "--":
             return None
@@ -300,7 +315,7 @@ def _inline_code(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
     return None
 
 
-def _operand(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
+def _operand(spec: _Interpreter, args: Sequence[str]) -> str | None:
     """The script operand (first non-option word), if any."""
     index = 0
     while index < len(args):
@@ -314,7 +329,7 @@ def _operand(spec: InterpreterOptions, args: Sequence[str]) -> str | None:
     return None
 
 
-def _reads_program_from_stdin(command: SimpleCommand, spec: InterpreterOptions) -> bool:
+def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> bool:
     if command.program is not None and command.program.lower() in ("iex", "invoke-expression"):
         return True
     if command.program in SHELLS or command.program in ("csh", "tcsh"):
@@ -476,7 +491,7 @@ def _runs_local_code(command: SimpleCommand) -> bool:
     program = command.program
     spec = _interpreter(program)
     if program in _SOURCING:
-        return _operand(InterpreterOptions(frozenset(), frozenset()), command.args) is not None
+        return _operand(_NO_OPTIONS, command.args) is not None
     if spec is not None:
         if _PYTHON.match((program or "").lower()) or (program or "").lower().startswith("pypy"):
             module = _python_module(command.args)
@@ -845,7 +860,7 @@ def _runs_variable(command: SimpleCommand, names: frozenset[str]) -> bool:
     if spec is not None and (uses(_inline_code(spec, command.args)) or uses(shell_script(command.args))):
         return True
     return (spec is not None or command.program in _SOURCING) and uses(
-        _operand(spec or InterpreterOptions(frozenset(), frozenset()), command.args))
+        _operand(spec or _NO_OPTIONS, command.args))
 
 
 def _echoes_download(command: SimpleCommand) -> bool:
@@ -929,7 +944,7 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
                         "$(" in r.target or "`" in r.target for r in command.redirects if r.operator == "<<<"):
                     return "feeds another command's output to an interpreter"
         if spec is not None or program in _SOURCING:
-            operand = _operand(spec or InterpreterOptions(frozenset(), frozenset()), command.args)
+            operand = _operand(spec or _NO_OPTIONS, command.args)
             if operand is not None and (operand.startswith("<(") or operand.startswith("/dev/fd/")
                                         or operand.startswith("/proc/self/fd/")
                                         or (operand == "/dev/stdin" and command.stdin is Stream.PIPE)):
@@ -990,6 +1005,8 @@ def _prints_secret(command: SimpleCommand) -> bool:
     if program == "printenv":
         return any(_secret_variable(a) for a in args if not a.startswith("-"))
     # the rows of unstuck/data/credential_changes.yaml marked prints, each with its source
+    from unstuck.commands.credentials import prints_credential  # the catalogue loads when first needed
+
     return prints_credential(command) is not None
 
 
