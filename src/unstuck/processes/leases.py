@@ -46,7 +46,7 @@ drain, the supervisor and the sweep end the cgroup's members with the rest of th
 its cgroup removed at once when nothing of it is left (:attr:`LeaseOutcome.cgroup` names it).
 
 Start times (the identity of a process, with its pid) are clock ticks since boot
-(:func:`start_time`, from psutil).
+(:func:`unstuck.processes.identity.start_time`, from psutil).
 
 **On a terminal** (``terminal=True``, the PTY shell tool) the command gets a pseudo-terminal
 of its own (``os.openpty``) as its controlling terminal: its stdin and stdout are the pty's
@@ -99,6 +99,7 @@ import psutil
 
 from unstuck.processes import cgroups
 from unstuck.processes.cgroups import LeaseCgroup
+from unstuck.processes.identity import process_of, start_time, ticks_since_boot
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -122,7 +123,6 @@ __all__ = [
     "run_leased",
     "start_lease",
     "start_supervisor",
-    "start_time",
     "stop_supervisor",
     "sweep_leftovers",
     "tagged",
@@ -455,7 +455,7 @@ def reads_terminal(pid: int, device: int | None = None) -> bool:
 
     Never raises: a process that is gone or cannot be read is not waiting.
     """
-    proc = _process(pid)
+    proc = process_of(pid)
     try:
         if proc is None or proc.status() != psutil.STATUS_SLEEPING:
             return False
@@ -516,39 +516,6 @@ def waiting_program(pids: Iterable[int], device: int | None = None) -> str | Non
     return None
 
 
-def _process(pid: int) -> psutil.Process | None:
-    try:
-        return psutil.Process(pid)
-    except (psutil.Error, ValueError):
-        return None
-
-
-def _ticks(created: float) -> int:
-    """A start time in clock ticks since boot (``/proc/PID/stat`` field 22, proc(5)) from
-    psutil's seconds since the epoch (which is that field over ``SC_CLK_TCK`` plus the boot
-    time, psutil/_pslinux.py ``Process.create_time``)."""
-    return round((created - psutil.boot_time()) * _CLOCK_TICKS)
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (with the pid, it names one
-    process: a pid reused later has another start time); ``None`` when there is no such
-    process (or it is a zombie)."""
-    proc = _process(pid)
-    if proc is None:
-        return None
-    try:
-        with proc.oneshot():
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return _ticks(proc.create_time())
-    except psutil.Error:
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class _Row:
     ppid: int
@@ -564,7 +531,7 @@ def _table() -> dict[int, _Row]:
         try:
             with proc.oneshot():
                 row = _Row(proc.ppid(), os.getpgid(proc.pid), proc.status() == psutil.STATUS_ZOMBIE,
-                           _ticks(proc.create_time()))
+                           ticks_since_boot(proc.create_time()))
         except (psutil.Error, OSError):
             continue
         rows[proc.pid] = row
@@ -610,7 +577,7 @@ def tagged(token: str) -> dict[int, int]:
                 continue
             with proc.oneshot():
                 if proc.status() != psutil.STATUS_ZOMBIE:
-                    found[proc.pid] = _ticks(proc.create_time())
+                    found[proc.pid] = ticks_since_boot(proc.create_time())
         except (psutil.Error, OSError):
             continue
     return found
@@ -1112,7 +1079,7 @@ def sweep_leftovers(grace_s: float = DEFAULT_GRACE_S) -> tuple[int, ...]:
             with proc.oneshot():
                 if proc.status() == psutil.STATUS_ZOMBIE:
                     continue
-                started = _ticks(proc.create_time())
+                started = ticks_since_boot(proc.create_time())
         except (psutil.Error, OSError):
             continue
         if owner not in owners:
