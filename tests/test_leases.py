@@ -24,14 +24,13 @@ from unstuck.processes.leases import (
     drain_leases,
     end_lease,
     live_leases,
-    reads_terminal,
     run_leased,
     start_lease,
     tagged,
     token_prefix,
-    waiting_program,
 )
 from unstuck.processes.supervisor import leases_left
+from unstuck.processes.waits import reads_terminal, waiting_program
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
