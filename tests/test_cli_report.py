@@ -106,3 +106,22 @@ def test_a_journal_named_twice_is_read_once(fleet: Fleet) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["turns_read"] == 5 and data["journals"] == [str(path) for path in fleet.journals]
+
+
+def test_an_unknown_recorded_decision_is_a_usage_error_naming_the_journal_table_and_row(fleet: Fleet) -> None:
+    import sqlite3
+
+    path = fleet.journals[0]
+    assert isinstance(path, Path)
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            (rowid,) = db.execute("SELECT rowid FROM decisions WHERE action = 'known'").fetchone()
+            db.execute("UPDATE decisions SET action = 'dismiss' WHERE rowid = ?", (rowid,))
+    finally:
+        db.close()
+    before = path.read_bytes()
+    proc = unstuck("report", *journals(fleet))
+    said = proc.stderr.replace("\n", "")
+    assert proc.returncode == 2 and f"{path}: table decisions, row rowid={rowid}: action 'dismiss'" in said, said
+    assert "Traceback" not in proc.stderr + proc.stdout and path.read_bytes() == before

@@ -89,6 +89,16 @@ POSITIVES: list[tuple[str, str]] = [
     ("git commit -n -m wip", "git-commit-no-verify"),
     ("git push --no-verify origin main", "git-no-verify"),
     ("git -c core.hooksPath=/dev/null commit -m x", "git-hooks-path-off"),
+    # signing the repository asks for, turned off (git-config(1) commit.gpgSign, tag.gpgSign,
+    # push.gpgSign; git-commit(1) --no-gpg-sign; git-tag(1) --no-sign; git-push(1) --no-signed)
+    ("git -c commit.gpgsign=false commit -m x", "git-signing-off"),
+    ("git -c tag.gpgSign=no tag -a v1 -m v1", "git-signing-off"),
+    ("git config --global commit.gpgsign false", "git-config-signing-off"),
+    ("git commit --no-gpg-sign -m x", "git-no-gpg-sign"),
+    ("git rebase --no-gpg-sign main", "git-no-gpg-sign"),
+    ("git tag --no-sign -a v1 -m v1", "git-tag-no-sign"),
+    ("git push --no-signed origin main", "git-push-no-signed"),
+    ("git push --signed=false origin main", "git-push-no-signed"),
     ("HUSKY=0 git commit -m x", "env-husky-off"),
     ("HUSKY_SKIP_HOOKS=1 git rebase main", "env-husky-skip-hooks"),
     ("SKIP=flake8 git commit -m x", "env-pre-commit-skip"),
@@ -339,6 +349,12 @@ NEGATIVES = [
     "git config --get credential.helper",
     "git -c http.sslVerify clone https://example.com/r",  # no value: git reads it as true
     "git -c http.sslVerify=true clone https://example.com/r",
+    "git -c commit.gpgsign commit -m x",  # no value: git reads it as true
+    "git -c commit.gpgsign=true commit -m x",
+    "git config commit.gpgsign true",
+    "git commit -S -m x",
+    "git commit -m 'why --no-gpg-sign is refused'",  # words of a message
+    "git push --signed=if-asked origin main",
     "git commit -mn",  # -m takes "n" as its message
     "git commit -m 'wip' --amend",
     "git push origin main",

@@ -19,6 +19,7 @@ from conftest import PlaybackModel
 from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, tool
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind
+from unstuck.core.tools import HttpResponse
 from unstuck.decide import policy
 from unstuck.decide.escalation import Answer
 from unstuck.decide.outcome import Validator
@@ -636,7 +637,7 @@ def test_a_result_for_a_tool_the_guard_does_not_know_is_assessed_as_given() -> N
 
 
 def test_after_never_waits_on_a_frozen_turn_clock_forever(monkeypatch: pytest.MonkeyPatch) -> None:
-    import unstuck.guard.guard as guard_module
+    import unstuck.guard.replies as guard_module
 
     monkeypatch.setattr(guard_module, "REPLY_WAIT_S", 0.2)
     guard = Guard(parallel_tools(), unattended=True, clock=VirtualClock())
@@ -989,3 +990,201 @@ def test_a_write_that_timed_out_is_never_sent_again_and_the_model_is_told_it_may
     check = guard.call(ToolCall.of("3", "run_command", {"command": f"cat {ledger}"}))
     assert check.action is Action.CONTINUE and "order 42" in check.content
 
+
+
+# -- issue 25: the incident holes closed as rules -------------------------------------------------
+
+
+def test_different_writes_into_a_place_that_refused_the_first_stop_at_the_declared_budget(
+        tmp_path: Path, bin_dir: Path) -> None:
+    # as user nobody, /etc refuses every write: five different ways of writing one file there
+    target = "/etc/unstuck-issue-25-probe"
+    writes = [f"sh -c 'echo 1 > {target}'", f"cp /dev/null {target}", f"touch {target}",
+              f"python3 -c \"open('{target}', 'w')\"", f"echo 1 | tee {target}", f"install /dev/null {target}"]
+    model = PlaybackModel([command(w) for w in writes] + ["done"])
+    result = run_turn("write the file", model=model, tools=standard_tools(nobody(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    assert result.escalation.subject == target and result.escalation.kind is Kind.PERMISSION
+    # the opening call, then the declared budget, then the call past it (PolicyConfig)
+    assert result.tool_calls == 1 + PolicyConfig().max_workarounds_after_blocker + 1
+
+
+def test_the_same_write_failing_again_is_no_second_reading_of_the_blocker(tmp_path: Path, bin_dir: Path) -> None:
+    target = "/etc/unstuck-issue-25-probe"
+    again = command(f"touch {target}")
+    guard = Guard(standard_tools(nobody(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    for n in range(2):
+        guard.call(ToolCall.of(str(n), *again))
+    blocker = guard.state.open_blockers[target]
+    assert blocker.budget == PolicyConfig().max_workarounds_after_inferred_blocker  # one call, one reading
+
+
+def test_a_version_success_keeps_the_sign_in_blocker_open_so_workarounds_after_it_are_charged(
+        tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", 'case "$1" in --version) echo "gh version 2.23.0 (2023-02-27)";; '
+                            f"*) cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4;; esac")
+    workarounds = [command(f"curl -sS http://127.0.0.1:1/{n}") for n in range(8)]
+    model = PlaybackModel([command("gh pr create --fill"), command("gh --version"), *workarounds, "done"])
+    events = EventLog()
+    result = run_turn("open the pull request", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock(), events=events)
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    assert result.escalation.subject == "gh" and result.escalation.kind is Kind.AUTH
+    assert not events.named(EventName.BLOCKER_CLOSED)
+    # the opening call and the free --version, then the declared budget (gh's setup probe
+    # declares the sign-in) and the one call past it; closed by --version, the curl calls
+    # were charged to nothing and ran until the failing streak stopped them
+    assert result.tool_calls == 2 + PolicyConfig().max_workarounds_after_blocker + 1
+
+
+def test_a_help_success_keeps_the_sign_in_blocker_open_so_a_token_slipped_in_after_it_is_refused(
+        tmp_path: Path, bin_dir: Path) -> None:
+    stand_in(bin_dir, "gh", 'case "$1" in help|--help) echo "Work seamlessly with GitHub from the command line.";; '
+                            f"*) cat >&2 <<'EOF'\n{GH_SIGNED_OUT}\nEOF\nexit 4;; esac")
+    model = PlaybackModel([command("gh pr create --fill"), command("gh help"),
+                           command("GH_TOKEN=ghp_0123456789abcdef0123 gh pr create --fill"), "stop"])
+    result = run_turn("open the pull request", model=model, tools=standard_tools(workspace(tmp_path, bin_dir)),
+                      unattended=True, clock=VirtualClock())
+    assert [s.dispatched for s in result.steps if not s.probe] == [True, True, False]
+    assert sum(line.endswith(" pr create --fill") for line in ran(bin_dir, "gh")) == 1
+
+
+def test_the_agents_own_sign_in_that_exits_0_does_not_close_the_blocker(tmp_path: Path, bin_dir: Path) -> None:
+    # a CLI the setup probe does not know: "acme login" exits 0 but signs nothing in
+    stand_in(bin_dir, "acme", 'case "$1" in login) echo "Logged in.";; '
+                              "*) echo 'Error: not logged in. Run acme login first.' >&2; exit 1;; esac")
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", *command("acme deploy --env prod")))
+    assert "acme" in guard.state.open_blockers
+    guard.call(ToolCall.of("2", *command("acme login")))
+    assert "acme" in guard.state.open_blockers and not guard.steps[-1].closed
+    guard.call(ToolCall.of("3", *command("acme deploy --env staging")))  # the deploy itself, working again
+    assert guard.state.open_blockers["acme"].workarounds == 1
+
+
+def test_a_success_of_the_refused_call_itself_closes_the_blocker(tmp_path: Path, bin_dir: Path) -> None:
+    flag = tmp_path / "signed-in"
+    stand_in(bin_dir, "acme", f'if [ -e "{flag}" ]; then echo deployed; else '
+                              "echo 'Error: not logged in. Run acme login first.' >&2; exit 1; fi")
+    guard = Guard(standard_tools(workspace(tmp_path, bin_dir)), unattended=True, clock=VirtualClock())
+    guard.call(ToolCall.of("1", *command("acme deploy --env prod")))
+    assert "acme" in guard.state.open_blockers
+    flag.touch()  # the user signed in
+    guard.call(ToolCall.of("2", *command("acme deploy --env prod")))
+    assert "acme" not in guard.state.open_blockers and guard.steps[-1].closed == ("acme",)
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@example.com"}
+    import subprocess
+    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("bypass", [
+    "git -c commit.gpgsign=false commit --amend --no-edit",
+    "git commit --amend --no-edit --no-gpg-sign",
+    "git push --no-verify origin HEAD:main",
+    "GIT_SSL_NO_VERIFY=1 git push origin HEAD:main",
+])
+def test_turning_signing_or_verification_off_while_a_push_is_refused_is_itself_refused(
+        tmp_path: Path, bin_dir: Path, bypass: str) -> None:
+    # a real remote whose pre-receive hook refuses unsigned commits in GitHub's words
+    # (GitHub docs, "About protected branches": GH006 ... Commits must have verified signatures)
+    remote = tmp_path / "remote.git"
+    (tmp_path / "home").mkdir(exist_ok=True)
+    remote.mkdir()
+    _git(remote, "init", "-q", "--bare")
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'error: GH006: Protected branch update failed for refs/heads/main.' >&2\n"
+                    "echo 'error: Commits must have verified signatures.' >&2\nexit 1\n", encoding="utf-8")
+    hook.chmod(0o755)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "remote", "add", "origin", str(remote))
+    (repo / "f").write_text("x\n", encoding="utf-8")
+    _git(repo, "add", "f")
+    _git(repo, "commit", "-q", "-m", "x")
+    head = _git(repo, "rev-parse", "HEAD")
+    ws = workspace(tmp_path, bin_dir)
+    ws = Workspace(repo, env={**ws.env, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com",
+                              "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.com"})
+    model = PlaybackModel([command("git push origin HEAD:main"), command(bypass), "stop"])
+    result = run_turn("push the change", model=model, tools=standard_tools(ws), unattended=True, clock=VirtualClock())
+    first = result.steps[0].situation
+    assert first is not None and first.kind is Kind.PERMISSION
+    assert [s.dispatched for s in result.steps if not s.probe] == [True, False]
+    assert _git(repo, "rev-parse", "HEAD") == head  # nothing was re-committed
+    assert result.escalation is not None and any(bypass.split()[0] in r or "git" in r for r in result.escalation.refused)
+
+
+def test_a_refused_pager_is_asked_with_its_non_interactive_form(tmp_path: Path, bin_dir: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "home").mkdir(exist_ok=True)
+    _git(repo, "init", "-q")
+    ws = Workspace(repo, env=workspace(tmp_path, bin_dir).env, terminal=True)
+    model = PlaybackModel([command("git log"), command("git log --oneline"), command("git log -5"),
+                           command("git log -3"), command("git log -2"), "done"])
+    result = run_turn("show the history", model=model, tools=standard_tools(ws), unattended=True,
+                      clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    # git(1): -P, --no-pager "Do not pipe Git output into a pager", an option before the subcommand
+    assert "`git --no-pager log`" in result.escalation.user_action
+    assert "Grant the permission" not in result.escalation.user_action
+
+
+class _Challenge(http.server.BaseHTTPRequestHandler):
+    """A challenge page as Cloudflare serves one (Cloudflare docs, "Detect a Challenge Page
+    response": status 403 with the ``cf-mitigated: challenge`` header; the page titled "Just a
+    moment...")."""
+
+    def do_GET(self) -> None:
+        self.send_response(403)
+        self.send_header("Content-Type", "text/html; charset=UTF-8")
+        self.send_header("cf-mitigated", "challenge")
+        self.end_headers()
+        self.wfile.write(b"<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>"
+                         b"<noscript>Enable JavaScript and cookies to continue</noscript></body></html>\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def challenge_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Challenge)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+def _browse_tool() -> Any:
+    import urllib.error
+    import urllib.request
+
+    @tool(subject=lambda a: "browser")
+    def browse(url: str) -> HttpResponse:
+        """Open a page and return what the server sent."""
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:  # the test serves it on loopback
+                return HttpResponse(response.status, response.read().decode(), dict(response.headers))
+        except urllib.error.HTTPError as refused:
+            return HttpResponse(refused.code, refused.read().decode(), dict(refused.headers))
+
+    return browse
+
+
+def test_a_challenge_page_asks_a_person_to_complete_it(challenge_url: str) -> None:
+    model = PlaybackModel([*(("browse", {"url": f"{challenge_url}{n}"}) for n in range(6)), "done"])
+    result = run_turn("read the page", model=model, tools=[_browse_tool()], unattended=True, clock=VirtualClock())
+    assert result.status is TurnStatus.BLOCKED and result.escalation is not None
+    assert result.escalation.interactive
+    assert "challenge" in result.escalation.user_action and "person" in result.escalation.user_action
+    assert "Grant the permission" not in result.escalation.user_action

@@ -445,6 +445,28 @@ PAY = ToolCall.of("p", "pay", {"order": 42})
 PAY_TIMED_OUT = Situation(Kind.TIMEOUT, "ledger", retryable=True, source=Source.INFERRED, detail="timed out")
 
 
+PAY_UNAVAILABLE = Situation(Kind.UNAVAILABLE, "ledger", retryable=True, source=Source.INFERRED,
+                            detail="HTTP 503 Service Unavailable")
+
+
+def test_a_transient_failure_of_a_write_asks_for_a_read_only_check_before_any_resend() -> None:
+    """A write the guard may not send again itself (not idempotent, not read-only: MCP's default
+    for a tool without annotations) failed with a 503: waiting may fix it, but the guidance never
+    says only "retry later": it asks for a read-only check that the call did not take effect, and
+    names the tool. A read (``auto_retry``) the loop retries itself after the backoff."""
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), PAY, subject="ledger", interactive=False)
+    write = after(state, PAY, subject="ledger", situation=PAY_UNAVAILABLE, ok=False)
+    assert isinstance(write.decision, Continue) and write.decision.guidance is not None
+    assert "retry later" not in write.decision.guidance
+    assert "pay changes things" in write.decision.guidance
+    assert "check with a read-only call that it did not take effect" in write.decision.guidance
+    assert "HTTP 503 Service Unavailable" in write.decision.guidance  # the tool's words, as quoted evidence
+    read = ToolCall.of("r", "read_ledger", {"order": 42})
+    _, state = policy.before_dispatch(RecoveryState(unattended=True), read, subject="ledger", interactive=False)
+    plain = after(state, read, subject="ledger", situation=PAY_UNAVAILABLE, ok=False, auto_retry=True)
+    assert isinstance(plain.decision, policy.RetryAfter)
+
+
 def test_a_write_that_timed_out_is_held_until_an_answer_to_a_question_that_named_it() -> None:
     """A write the loop may not send again (``auto_retry`` off) timed out: it may have taken
     effect. Its guidance says so instead of the transient "waiting may fix it"; the identical
@@ -501,3 +523,103 @@ def test_a_saved_states_counts_are_read_at_zero_or_more_and_each_budget_at_most_
     assert "open_blockers.gh.budget: 1000000" in wrong and "skipped.make.budget: 50" in wrong
     assert "retries.api.unavailable: -7" in wrong and "calls: -3" in wrong
     assert policy.bounded(fixed) == (fixed, ())  # nothing out of range: nothing changed, nothing named
+
+
+# -- issue 25: what a success must exercise to close a blocker; repeated inferred evidence ----------
+
+GH_SIGNED_OUT_INFERRED = Situation(Kind.AUTH, "gh", source=Source.INFERRED, detail="please run: gh auth login")
+
+
+def run(state: RecoveryState, command: str, situation: Situation | None, ok: bool,
+        subject: str = "gh") -> policy.Assessment:
+    """One ``run_command`` call of ``command`` on ``subject``."""
+    call = ToolCall.of(f"c{state.calls}", "run_command", {"command": command})
+    _, state = policy.before_dispatch(state, call, subject=subject, interactive=False)
+    return after(state, call, subject=subject, situation=situation, ok=ok)
+
+
+def signed_out(situation: Situation = GH_SIGNED_OUT_INFERRED) -> RecoveryState:
+    return run(RecoveryState(unattended=True), "gh pr create --fill", situation, False).state
+
+
+@pytest.mark.parametrize("harmless", ["gh --version", "gh help", "gh pr create --help", "gh -h", "cd r && gh version",
+                                      "gh config list", "gh auth login --with-token < /dev/null", "gh"])
+def test_a_help_version_or_other_subcommand_success_does_not_close_the_blocker(harmless: str) -> None:
+    assessment = run(signed_out(), harmless, None, True)
+    assert assessment.closed == () and "gh" in assessment.state.open_blockers
+    assert assessment.charged == ()  # a success is still free
+
+
+@pytest.mark.parametrize("exercising", ["gh pr create --fill", "gh pr list", "GH_HOST=github.com gh pr view 1"])
+def test_a_success_on_the_operand_that_failed_closes_the_blocker(exercising: str) -> None:
+    assessment = run(signed_out(), exercising, None, True)
+    assert assessment.closed == ("gh",)
+
+
+def test_a_success_of_the_declared_probe_closes_the_blocker() -> None:
+    state = signed_out(GH_AUTH)
+    probe = ToolCall.of("p", "check_cli_setup", {"name": "gh"})
+    _, state = policy.before_dispatch(state, probe, subject="gh", interactive=False)
+    assert after(state, probe, subject="gh", situation=None, ok=True).closed == ("gh",)
+
+
+def test_a_success_of_a_tool_whose_subject_is_the_blocked_path_closes_it() -> None:
+    denied = Situation(Kind.PERMISSION, "/srv/out.txt", source=Source.INFERRED, detail="Permission denied")
+    write = ToolCall.of("w", "write_file", {"path": "/srv/out.txt", "content": "x"})
+    state = after(RecoveryState(unattended=True), write, subject="/srv/out.txt", situation=denied, ok=False).state
+    assert after(state, write, subject="/srv/out.txt", situation=None, ok=True).closed == ("/srv/out.txt",)
+
+
+def test_a_blocker_from_a_state_saved_before_it_kept_its_reach_closes_as_it_did() -> None:
+    saved = signed_out().to_dict()
+    for blocker in saved["open_blockers"].values():
+        del blocker["reach"], blocker["opened_by"]
+    state = RecoveryState.from_dict(saved)
+    assert state.open_blockers["gh"].reach is None
+    assert run(state, "gh --version", None, True).closed == ("gh",)
+
+
+def test_the_opening_call_and_its_reach_survive_saved_state() -> None:
+    state = signed_out()
+    blocker = RecoveryState.from_dict(state.to_dict()).open_blockers["gh"]
+    assert blocker.reach == "pr" and blocker.opened_by == state.open_blockers["gh"].opened_by != ""
+
+
+def test_the_same_kind_on_the_same_subject_from_another_call_gets_the_declared_budget() -> None:
+    state = signed_out()
+    assert state.open_blockers["gh"].budget == PolicyConfig().max_workarounds_after_inferred_blocker
+    again = run(state, "gh repo create x --public", GH_SIGNED_OUT_INFERRED, False)
+    blocker = again.state.open_blockers["gh"]
+    assert blocker.budget == PolicyConfig().max_workarounds_after_blocker and blocker.workarounds == 1
+    assert not blocker.situation.is_declared  # as sure as a declaration, not one: no unblock is invented
+
+
+def test_the_same_call_failing_again_is_not_a_second_reading() -> None:
+    again = run(signed_out(), "gh pr create --fill", GH_SIGNED_OUT_INFERRED, False)
+    assert again.state.open_blockers["gh"].budget == PolicyConfig().max_workarounds_after_inferred_blocker
+
+
+def test_another_kind_or_another_subject_is_not_a_second_reading() -> None:
+    state = signed_out()
+    other_kind = run(state, "gh repo create x", Situation(Kind.PERMISSION, "gh", source=Source.INFERRED), False)
+    assert other_kind.state.open_blockers["gh"].budget == PolicyConfig().max_workarounds_after_inferred_blocker
+    other_subject = run(state, "npm whoami", Situation(Kind.AUTH, "npm", source=Source.INFERRED), False, "npm")
+    assert other_subject.state.open_blockers["gh"].budget == PolicyConfig().max_workarounds_after_inferred_blocker
+
+
+def test_a_second_reading_never_raises_a_smaller_configured_budget() -> None:
+    config = PolicyConfig(max_workarounds_after_blocker=3, max_workarounds_after_inferred_blocker=1)
+    state = run(RecoveryState(unattended=True, config=config), "gh pr create", GH_SIGNED_OUT_INFERRED, False).state
+    again = run(state, "gh repo create x", GH_SIGNED_OUT_INFERRED, False)
+    assert again.state.open_blockers["gh"].budget == 1
+def test_the_state_evolved_on_every_call_is_what_replace_gives() -> None:
+    from dataclasses import fields, replace
+
+    from unstuck.decide.policy import _evolved
+
+    state = RecoveryState(unattended=True, calls=4, tainted=frozenset({"http://x"}), refusals=("c1",))
+    assert all(f.init for f in fields(RecoveryState))  # _evolved copies init fields only
+    for changes in ({"calls": 5}, {"calls": 0, "unknown_tools": 2, "tainted": frozenset()}, {}):
+        evolved = _evolved(state, **changes)
+        assert evolved == replace(state, **changes)
+        assert type(evolved) is RecoveryState

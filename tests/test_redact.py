@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -459,3 +460,61 @@ def test_an_escaped_structure_stays_valid_json_and_redaction_is_idempotent_on_it
         once = redact(value)
         json.loads(once)
         assert redact(once) == once, value
+
+
+#: Strings a saved state or a tool's JSON may hold: secrets in every shape redaction reads,
+#: their escaped forms (``\u0067hp_`` is ``ghp_``, ``\/`` a slash), JSON inside a string, and
+#: text with no hint at all.
+_PIECES = st.sampled_from([
+    "ok", "svc", "continue", "", "line\nbreak", 'a "quoted" word', "back\\slash", "[not] {json}",
+    GITHUB, f"token={GITHUB}", AWS, JWT, "password: hunter2", "https://user:pw@example.com/x",
+    "\\u0067hp_" + GITHUB[4:], "https:\\/\\/u:pw@h", json.dumps({"api_key": "s3cr3t-value"}),
+    "Bearer abc.def", "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----",
+])
+_KEYS = st.sampled_from(["index", "content", "call", "password", "Authorization", "cookie", "auth", "steps"])
+_VALUES = st.recursive(
+    _PIECES | st.integers() | st.none() | st.booleans(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS | _PIECES, inner, max_size=4)
+    | st.tuples(inner, inner),
+    max_leaves=30,
+)
+
+
+def _read_string_by_string(value: object, monkeypatch: pytest.MonkeyPatch) -> object:
+    from unstuck.core import redact as module
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "_WHOLE_DEPTH", -1)  # no part kept whole: every string read on its own
+        return redact_value(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_clean_parts_kept_whole_redact_as_reading_every_string(value: object) -> None:
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        expected = json.dumps(_read_string_by_string({"wrapped": [value]}, monkeypatch))
+    finally:
+        monkeypatch.undo()
+    assert json.dumps(redact_value({"wrapped": [value]})) == expected
+
+
+def test_a_large_clean_part_comes_back_as_the_same_object() -> None:
+    steps = [{"index": i, "call": {"id": f"c{i}", "arguments": json.dumps({"n": i})}, "content": "ok"}
+             for i in range(1000)]
+    saved = {"steps": steps, "state": {"repeat": {"key": ""}}}
+    clean = redact_value(saved)
+    assert clean["steps"] is steps  # one serialisation and scan, no copy
+    assert clean["state"] is not saved["state"]  # a hint ("key") in it: read string by string
+    assert clean == saved
+
+
+def test_a_clean_part_nested_past_the_limit_is_still_masked_at_the_limit() -> None:
+    deep: object = "ok"
+    for _ in range(70):
+        deep = [deep]
+    clean = redact_value({"deep": deep})  # redact_value masks what is more than 64 levels inside the value
+    inner = clean["deep"]
+    for _ in range(63):  # "deep" is level 1; its 63rd list holds level 64, a container whose item is masked
+        inner = inner[0]
+    assert inner == [MASK]

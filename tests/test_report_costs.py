@@ -294,3 +294,30 @@ def test_a_fleets_shared_postgresql_journal_reports_what_one_journal_per_machine
     assert [(e.subject, e.closed_at, e.closed_by) for e in together.episodes] == \
         [(e.subject, e.closed_at, e.closed_by) for e in report.episodes]
     assert shared.closed_at in [e.closed_at for e in together.episodes]
+
+
+def test_an_unknown_recorded_decision_is_an_error_naming_the_journal_table_and_row_never_a_close(
+        fleet: Fleet) -> None:
+    """Day 2's turn stopped on a lesson (a ``known`` decision); the same row holding a word no
+    release records is not counted as anything (before issue 24 it was read as ``close``)."""
+    import sqlite3
+
+    from unstuck.store.journal import JournalError
+    from unstuck.store.report_costs import turn_cost
+
+    path = fleet.journals[0]
+    assert isinstance(path, Path)
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            (rowid,) = db.execute("SELECT rowid FROM decisions WHERE action = 'known'").fetchone()
+            db.execute("UPDATE decisions SET action = 'dismiss' WHERE rowid = ?", (rowid,))
+    finally:
+        db.close()
+    with Journal(path, readonly=True) as one, Journal(fleet.journals[1], readonly=True) as two:
+        with pytest.raises(JournalError) as caught:
+            read_costs([one, two])
+        assert f"{path}: table decisions, row rowid={rowid}: action 'dismiss' is not one of" in str(caught.value)
+        turn = next(t for t in one.turns() if t.turn_id == fleet.lesson_turn.turn_id)
+        with pytest.raises(ValueError, match="dismiss"):
+            turn_cost(turn, one.steps(turn.turn_id), [(0, "dismiss", "cli")])  # type: ignore[list-item]

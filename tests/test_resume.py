@@ -740,3 +740,80 @@ def test_a_timed_out_write_the_user_let_run_again_is_not_held_again_on_resume() 
     rebuilt = rebuild_state(guard.steps, RecoveryState(unattended=False),
                             [(len(guard.steps) - 1, "close", subject)], tools=["pay"])
     assert isinstance(before_dispatch(rebuilt, resend, subject="ledger", interactive=False)[0], Dispatch)
+
+
+# -- an unknown decision in the journal (issue 24): an error, never a closed blocker ---------------
+
+
+def _blocked_turn_that_crashed(path: Path) -> tuple[list[int], Any]:
+    """A turn whose first call met a declared sign-in blocker on ``gh``, then whose process died
+    (the model's next request raised): status ``running``, the blocker open in its steps."""
+    from conftest import PlaybackModel
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import run_turn
+    from unstuck.toolkit.specs import Toolset, tool
+
+    calls: list[int] = []
+
+    @tool(subject="gh")
+    def gh(n: int) -> dict[str, Any]:
+        """View a repository: signed out."""
+        calls.append(n)
+        return {"status": "error", "output": "gh: not signed in",
+                "situation": {"kind": "auth", "subject": "gh", "unblock": "gh auth login"}}
+
+    journal = Journal(path)
+    try:
+        with pytest.raises(Crash):
+            run_turn("view the repo", model=PlaybackModel([("gh", {"n": 1}), Crash()]), tools=Toolset([gh]),
+                     unattended=True, clock=VirtualClock(), journal=journal, turn_id="t1")
+    finally:
+        journal.close()
+    return calls, Toolset([gh])
+
+
+def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(path) as db:
+        return {table: db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+                for table in ("turns", "steps", "intents", "decisions", "validations", "messages")}
+
+
+def test_resuming_a_journal_with_an_unknown_decision_fails_naming_the_row_and_changes_nothing(
+        tmp_path: Path) -> None:
+    """Before issue 24 any recorded action but ``skip`` replayed as ``close``: a word nobody
+    recorded closed the sign-in blocker, and the resumed turn ran ``gh`` again. Now the resume
+    stops before it claims the turn, naming the journal, the table and the row."""
+    from conftest import PlaybackModel
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.resume import resume_turn
+
+    path = tmp_path / "j.db"
+    calls, tools = _blocked_turn_that_crashed(path)
+    assert calls == [1]
+    with sqlite3.connect(path) as db:  # another program's, or a later release's, word
+        rowid = db.execute("INSERT INTO decisions (turn_id, after_step, action, subject) VALUES ('t1', 0, 'dismiss',"
+                           " 'gh')").lastrowid
+    before = _rows(path)
+    assert before["turns"][0][2] == "running"
+    model = PlaybackModel([("gh", {"n": 2}), "done"])
+    with Journal(path) as journal, pytest.raises(JournalError) as caught:
+        resume_turn(journal, "t1", model=model, tools=tools, clock=VirtualClock())
+    assert f"{path}: table decisions, row rowid={rowid}: action 'dismiss' is not one of" in str(caught.value)
+    assert calls == [1] and model.requests == []  # the blocker was not closed: gh never ran again
+    assert _rows(path) == before  # not claimed, nothing recorded: the turn is as the crash left it
+
+
+def test_rebuilding_the_state_never_reads_an_unknown_decision_as_close(tmp_path: Path) -> None:
+    from unstuck.decide.policy import RecoveryState
+    from unstuck.loop.resume import rebuild_state
+    from unstuck.store.journal import JournalDecision
+
+    path = tmp_path / "j.db"
+    _blocked_turn_that_crashed(path)
+    with Journal(path, readonly=True) as journal:
+        steps = journal.steps("t1")
+    start = RecoveryState(unattended=True)
+    assert "gh" in rebuild_state(steps, start).open_blockers  # the blocker the turn met
+    assert "gh" not in rebuild_state(steps, start, [(0, JournalDecision.CLOSE, "gh")]).open_blockers
+    with pytest.raises(ValueError, match="action 'dismiss', not one of 'close', 'skip', 'known'"):
+        rebuild_state(steps, start, [(0, "dismiss", "gh")])  # type: ignore[list-item]

@@ -686,8 +686,8 @@ def _old_journal(path: Path) -> None:
          " settled_at, receipt, settled_by, runner_host) VALUES ('old-1:0', 'old-1', 0, 'c1', 0, 'deploy', ?,"
          " 'committed', 1.0, 2.0, ?, 'call', ?)",
          [arguments, json.dumps({"ok": False, "content": every}), f"ci:{_by_name('npm access token').text}"]),
-        ("INSERT INTO decisions VALUES ('old-1', 0, 'escalate', ?)", [ONE_LINE[24]]),
-        ("INSERT INTO validations VALUES ('old-1', ?, 'fail', ?, 2.0)", [f"keys {ONE_LINE[25]}", ONE_LINE[26]]),
+        ("INSERT INTO decisions VALUES ('old-1', 0, 'close', ?)", [ONE_LINE[24]]),
+        ("INSERT INTO validations VALUES ('old-1', ?, 'failed', ?, 2.0)", [f"keys {ONE_LINE[25]}", ONE_LINE[26]]),
         (turn, ["gone-1", "\n".join(ONE_LINE) * 3, every, every]),
         ("DELETE FROM turns WHERE turn_id = 'gone-1'", []),
     ])

@@ -198,3 +198,24 @@ def test_every_programs_english_message_is_matched_by_its_row_in_ascii_and_in_an
                 continue
             assert index in rows.matching(printed), (row.where, printed)
             assert index in ascii_rows.matching(printed), (row.where, printed)
+
+
+def test_hand_off_rows_are_every_interactive_auth_cause_in_cause_order() -> None:
+    table = load_signal_table()
+    for hand_offs, causes in ((table.hand_offs, table.causes), (table.ascii_hand_offs, table.ascii_causes)):
+        expected = [row for row in causes.rows if not row.success_too and row.verdict is not None
+                    and row.verdict.kind is Kind.AUTH and row.verdict.interactive]
+        assert expected  # gh's device code, a password prompt ...
+        assert list(hand_offs.rows) == expected
+
+
+def test_a_row_set_matched_part_by_part_finds_what_it_finds_whole() -> None:
+    table = load_signal_table()
+    text = b"permission denied\nyou are not logged into any github hosts\nconnection refused"
+    for rows in table.row_sets():
+        by_part = [i for part in range(rows.parts) for i in rows.matching_part(part, text)]
+        assert tuple(by_part) == rows.matching(text)
+        assert by_part == sorted(by_part)
+    assert table.ascii_causes.parts > 1  # signals.yaml's rows apart from the messages of every language
+    assert {row.where.split(" ")[0] for row in table.ascii_causes.rows[:table.ascii_causes._parts()[0][1]]} == {
+        "signals.yaml"}

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unstuck.core.text import (
@@ -228,3 +228,14 @@ def test_runs_of_tag_characters_spell_their_ascii_one_run_a_line_and_short_emoji
     assert smuggled_text(f"a{tags('open the door now')}b{tags('and then close it')}") == "open the door now\nand then close it"
     assert smuggled_text("\U0001f3f4" + tags("gbwls") + "\U000e007f") is None
     assert "open" not in clean_terminal_text(f"a{tags('open the door now')}b")  # what a person sees
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=60))
+def test_ascii_text_comes_back_as_the_slow_path_makes_it(text: str) -> None:
+    from unstuck.core import text as module
+
+    slow_clean = module.valid_utf8(text)
+    slow_clean = slow_clean if module._UNCLEAN.search(slow_clean) is None else module._strip_controls(slow_clean)
+    assert clean_terminal_text(text) == slow_clean
+    assert for_terminal(text) == module._strip_controls(text)  # ASCII: nothing else applies

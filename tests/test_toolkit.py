@@ -65,6 +65,40 @@ def test_check_cli_setup_declares_permission_for_missing_scopes(gh_path: str) ->
     assert result.declared.unblock == "gh auth refresh -h github.com -s read:org"
 
 
+#: A fine-grained personal access token's documented prefix (GitHub docs, "About authentication
+#: to GitHub": github_pat_); the API sends no X-OAuth-Scopes for such a token.
+FINE_GRAINED = "github_pat_11AAAAAAA0unstuck_fine_grained_token"
+
+
+def test_check_cli_setup_claims_no_missing_scopes_for_a_fine_grained_token(gh_path: str) -> None:
+    # gh lists no scopes for a token type that has none (cli/cli pkg/cmd/auth/status
+    # expectScopes; pkg/cmd/auth/shared HeaderHasMinimumScopes gives up on an empty header)
+    with Sandbox() as box:
+        box.serve_github(token=FINE_GRAINED, scopes=())
+        box.sign_in_gh()
+        result = standard_tools(box.workspace())["check_cli_setup"].invoke({"name": "gh"})
+    assert result.ok and result.declared is None, result.content
+    report = json.loads(result.content)
+    assert report["signed_in"] is True and "missing_scopes" not in report
+    assert "Token scopes" not in report["auth_status"]  # what gh itself printed
+
+
+def test_a_turn_with_a_fine_grained_token_is_done_not_asked_for_scopes(gh_path: str) -> None:
+    from conftest import PlaybackModel
+    from unstuck.core.clock import VirtualClock
+    from unstuck.loop.turn import TurnStatus, run_turn
+
+    with Sandbox() as box:
+        box.serve_github(token=FINE_GRAINED, scopes=())
+        box.sign_in_gh()
+        model = PlaybackModel([("check_cli_setup", {"name": "gh"}),
+                               ("run_command", {"command": "gh repo view cli/cli --json description"}), "done"])
+        result = run_turn("describe cli/cli", model=model, tools=standard_tools(box.workspace()), unattended=True,
+                          clock=VirtualClock())
+    assert result.status is TurnStatus.DONE and result.escalation is None
+    assert not any(step.opened for step in result.steps)
+
+
 def test_signed_in_gh_reads_the_repository_through_the_unix_socket(gh_path: str) -> None:
     with Sandbox() as box:
         box.sign_in_gh()

@@ -100,3 +100,15 @@ def test_pnpms_purge_prompt_is_avoided_with_its_confirm_modules_purge_setting() 
     fix = non_interactive_fix("pnpm", "pnpm install")
     assert fix.command == "pnpm install, with --config.confirmModulesPurge=false"
     assert "validateModules.ts" in fix.source
+
+
+def test_an_option_the_manual_puts_before_the_subcommand_is_put_there_in_an_exact_command_line() -> None:
+    # git(1): git [-P | --no-pager] <command>: the option comes before the subcommand
+    assert non_interactive_fix("git", "git log --oneline").command == "git --no-pager log --oneline"
+    assert non_interactive_fix("git", "cd repo && git log").command == "cd repo && git --no-pager log"
+    assert non_interactive_fix("git", "/usr/bin/git log").command == "/usr/bin/git --no-pager log"
+
+
+def test_an_option_before_the_subcommand_under_a_wrapper_is_said_as_what_to_change() -> None:
+    fix = non_interactive_fix("git", "sudo git log")
+    assert fix.command == "sudo git log, with --no-pager (before the subcommand)"

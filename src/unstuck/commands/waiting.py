@@ -48,11 +48,13 @@ _SOURCE_CHARS = 90
 
 
 class FixShape(enum.StrEnum):
-    """How a fix changes the command: a setting before it, an option added to the program, its
+    """How a fix changes the command: a setting before it, an option added to the program (or
+    put right after the program's name, before its subcommand: ``git --no-pager log``), its
     output piped into ``cat`` (a pager pages only a terminal), or its input from ``/dev/null``."""
 
     SETTING = "setting"
     OPTION = "option"
+    OPTION_FIRST = "option_first"
     PIPE_TO_CAT = "pipe_to_cat"
     NO_STDIN = "no_stdin"
 
@@ -181,10 +183,10 @@ def _row_change(row: InteractiveRow, program: str) -> tuple[FixShape, str] | Non
     anywhere = _options(row.unless, row)
     ordered: list[tuple[FixShape, str]]
     if program in PAGERS:
-        ordered = [*((FixShape.SETTING, s) for s in settings), *((FixShape.OPTION, f"{o} (before the subcommand)")
+        ordered = [*((FixShape.SETTING, s) for s in settings), *((FixShape.OPTION_FIRST, o)
                    for o in before), *((FixShape.OPTION, o) for o in anywhere)]
     else:
-        ordered = [*((FixShape.OPTION, o) for o in anywhere), *((FixShape.OPTION, f"{o} (before the subcommand)")
+        ordered = [*((FixShape.OPTION, o) for o in anywhere), *((FixShape.OPTION_FIRST, o)
                    for o in before), *((FixShape.SETTING, s) for s in settings)]
     return ordered[0] if ordered else None
 
@@ -231,6 +233,7 @@ def _render(shape: FixShape, change: str, command: str, line: CommandLine | None
     shown = command if len(command) <= _COMMAND_CHARS else command[:_COMMAND_CHARS - 1] + "…"
     if not command:
         return {FixShape.SETTING: f"set {change} for the command", FixShape.OPTION: f"add {change}",
+                FixShape.OPTION_FIRST: f"add {change} before the subcommand",
                 FixShape.PIPE_TO_CAT: "pipe its output into cat", FixShape.NO_STDIN: "give it no terminal to read "
                 "(< /dev/null) or its own non-interactive option"}[shape]
     if shape is FixShape.SETTING:
@@ -241,6 +244,14 @@ def _render(shape: FixShape, change: str, command: str, line: CommandLine | None
         return f"{shown} {change}" if _single(line) else f"{{ {shown}; }} {change}"
     if simple is None:  # a program the line does not run itself (a script's)
         return f"give {program} {change} where {shown} runs it"
+    if shape is FixShape.OPTION_FIRST:
+        name = simple.words[0] if simple.words else ""
+        if (not simple.wrappers and name.rsplit("/", 1)[-1] == program and simple.text.startswith(name)
+                and len(command) <= _COMMAND_CHARS and simple.text in command):
+            # the option where the program's manual puts it: after its name, before the subcommand
+            fixed = f"{name} {change}{simple.text[len(name):]}"
+            return command.replace(simple.text, fixed, 1)
+        change = f"{change} (before the subcommand)"
     target = simple.text if len(simple.text) <= _COMMAND_CHARS else simple.text[:_COMMAND_CHARS - 1] + "…"
     return f"{target}, with {change}"
 

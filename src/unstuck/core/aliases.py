@@ -10,7 +10,6 @@ New code imports the new paths; :data:`MOVED` lists them all (``docs/reference/i
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
@@ -77,7 +76,10 @@ MOVED: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Loader(importlib.abc.Loader):
+# The finder and loader follow the protocols of PEP 451 without subclassing importlib.abc's
+# classes: importing importlib.abc imports importlib.resources too (Python 3.11), a cost every
+# `import unstuck` would pay.
+class _Loader:
     def __init__(self, targets: tuple[str, ...]) -> None:
         self.targets = targets
 
@@ -98,13 +100,13 @@ class _Loader(importlib.abc.Loader):
         return None
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         targets = MOVED.get(fullname)
         if targets is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Loader(targets))
+        return importlib.machinery.ModuleSpec(fullname, _Loader(targets))  # type: ignore[arg-type]
 
 
 def install() -> None:

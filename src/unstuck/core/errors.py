@@ -25,6 +25,8 @@ Errors::
     ├── ModelError (RuntimeError)          unstuck.toolkit.models: a model server that failed or
     │                                      answered with something that is not a reply
     ├── SignalTableError (ValueError)      unstuck.recognise.signals: a malformed signal table
+    ├── ConceptError (ValueError)          unstuck.recognise.concepts: a malformed concept lexicon
+    ├── WindowsMessageError (ValueError)   unstuck.recognise.windows: a malformed Windows message file
     ├── CredentialCatalogueError (ValueError)   unstuck.commands.credentials: a malformed credential-change catalogue
     ├── GuardStateError (ValueError)       unstuck.guard.guard: saved guard state that does not read back
     ├── BankError (ValueError)             unstuck.faults.bank: a malformed failure bank

@@ -28,6 +28,7 @@ from typing import IO
 import yaml
 
 from unstuck.core.errors import UnstuckError
+from unstuck.core.jsonshape import deeper_than, value_count
 
 __all__ = [
     "MAX_DEPTH",
@@ -163,6 +164,8 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH,
             too long to convert, or nested more than ``max_depth`` levels deep.
     """
     try:
+        if isinstance(text, bytes):  # decoded as json.loads decodes bytes (RFC 8259 section 8.1; a BOM read)
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
@@ -172,7 +175,12 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH,
         raise error(f"{where}: nested more than {max_depth} levels deep") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits (sys.int_info)
         raise error(f"{where}: not readable JSON ({exc})") from None
-    check_depth(value, where=where, max_depth=max_depth, error=error)
+    # check_depth's limits, in a lean walk of the tree (unstuck.core.jsonshape): JSON has no aliases, so
+    # nothing is shared or contains itself, and a text of N characters holds at most N values
+    if deeper_than(value, max_depth):
+        raise error(f"{where}: nested more than {max_depth} levels deep")
+    if len(text) > MAX_EXPANDED and value_count(value) > MAX_EXPANDED:
+        raise error(f"{where}: expands to more than {MAX_EXPANDED} values")
     return value
 
 

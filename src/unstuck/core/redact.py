@@ -93,6 +93,7 @@ from typing import Any
 import re2
 
 from unstuck.core.cache import load_or_derive
+from unstuck.core.jsonshape import deeper_than
 
 __all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix"]
 
@@ -784,8 +785,47 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
         return clean
     if isinstance(value, list | tuple):
         items: Iterable[Any] = value
-        return [redact_value(v, depth=depth + 1) for v in items]
+        return [_redact_inner(v, depth + 1) for v in items]
     return value
+
+
+#: How deep inside a value :func:`_redact_inner` still looks for a container to keep whole;
+#: deeper, each value is read on its own (so a hint deep down costs at most this many
+#: serialisations of the containers above it).
+_WHOLE_DEPTH = 4
+
+
+def _redact_inner(value: Any, depth: int) -> Any:
+    """:func:`redact_value` of a value inside another, at ``depth``: a ``dict``, ``list`` or
+    ``tuple`` near the top that holds nothing to redact comes back as it is, the same object
+    (:func:`_nothing_to_redact`), so a large clean part (a saved guard's steps) costs one
+    serialisation and one scan instead of one reading per string."""
+    if depth <= _WHOLE_DEPTH and isinstance(value, dict | list | tuple) and value and _nothing_to_redact(value, depth):
+        return value
+    return redact_value(value, depth=depth)
+
+
+def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> bool:
+    """Whether :func:`redact_value` would give ``value`` back unchanged (keys, strings and
+    nesting), read from its JSON text in one scan instead of one reading per string.
+
+    The text (``json.dumps``, non-ASCII kept) holds every key and string of ``value``, each
+    between quotes with ``"``, ``\\`` and control characters escaped; no hint
+    (:data:`_HINT`) of a string is lost there (each hint is a run of letters, digits and
+    punctuation other than those), a backslash in a string shows as ``\\\\``, so one before a
+    ``u`` or a ``/`` still shows as ``\\u`` or ``\\/``, and a key named like a secret holds
+    a hint. So text with none of what :func:`_redact_string` looks for holds no string
+    that redaction would change. What the scan cannot tell is read on: the nesting
+    (:data:`_DEPTH`: a container that deep is masked) and a value ``json.dumps`` refuses
+    (then the value is read string by string, as before)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    if _hinted(text) or "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
+        return False
+    levels = _DEPTH - depth
+    return text.count("[") + text.count("{") <= levels or not deeper_than(value, levels)
 
 
 #: Keys whose value is an HTTP credential: ``Authorization`` and ``Proxy-Authorization`` (RFC
@@ -804,7 +844,7 @@ def _masked_item(key: Any, item: Any, depth: int) -> Any:
             return f"{scheme.group('scheme')} {MASK}" if scheme and item.strip() != MASK else MASK
         if lowered in _COOKIE_KEYS or _is_secret_name(key):
             return MASK
-    return redact_value(item, depth=depth + 1)
+    return _redact_inner(item, depth + 1)
 
 
 def redact_document(text: str) -> str:

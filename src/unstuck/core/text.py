@@ -111,6 +111,13 @@ def has_invisible(text: str) -> bool:
     return _INVISIBLE.search(valid_utf8(text)) is not None
 
 
+def _plain(text: str) -> bool:
+    """ASCII with no control character but tab and newline: what every function here gives
+    back as it is (checked in C: ``str.isprintable`` is false for exactly the other C0
+    controls and DEL in ASCII), so most tool text costs no regular expression."""
+    return text.isascii() and (text.isprintable() or text.replace("\n", "").replace("\t", "").isprintable())
+
+
 def _strip_controls(text: str) -> str:
     text = valid_utf8(text)
     stripped = _ESCAPES.sub("", text) if ("\x1b" in text or _C1.search(text) is not None) else text
@@ -130,6 +137,8 @@ def clean_terminal_text(text: str) -> str:
     characters, bidirectional controls, the BOM: "Authenti\\u200bcation" reads
     "Authentication"), and U+2028/U+2029 become newlines.
     """
+    if _plain(text):
+        return text
     text = valid_utf8(text)
     if _UNCLEAN.search(text) is None:  # nothing to strip (fast path: str.translate is slow on non-ASCII text)
         return text
@@ -147,6 +156,8 @@ def for_terminal(text: str) -> str:
     a terminal shows a line: UAX #9 section 2; CVE-2021-42574) but for the joiners and
     variation selectors that shape the non-ASCII character before them (:data:`_SHAPING`).
     Newlines and tabs stay."""
+    if _plain(text):
+        return text
     stripped = _strip_controls(text)
     if stripped.isascii():
         return stripped

@@ -71,12 +71,25 @@ class Validator:
 
 
 class TurnStatus(enum.StrEnum):
-    """How a turn ended (DESIGN.md vocabulary)."""
+    """How a turn ended (DESIGN.md vocabulary), and ``running`` for one that has not: the
+    status a journal keeps for a turn while it runs, or after its process died
+    (:func:`unstuck.loop.resume.resume_turn` continues it). A :class:`TurnResult` is never
+    ``running``. The journal stores the values as they are (``"done"``, ...)."""
 
     DONE = "done"
     BLOCKED = "blocked"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    RUNNING = "running"
+
+    @property
+    def ended(self) -> bool:
+        """The turn is over (``done``, ``blocked``, ``failed``): nothing is left to resume.
+        ``interrupted`` (held for a person) and ``running`` are not."""
+        return self in _ENDED
+
+
+_ENDED = frozenset({TurnStatus.DONE, TurnStatus.BLOCKED, TurnStatus.FAILED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +189,7 @@ class TurnResult:
 
     Attributes:
         turn_id: unique id of the turn.
-        status: done, blocked, failed or interrupted.
+        status: done, blocked, failed or interrupted (never ``running``).
         answer: the model's final text; for a blocked turn, the escalation's text.
         escalation: the escalation, when the turn escalated.
         steps: every tool call, in order.

@@ -7,9 +7,11 @@ Seed 000 section 3.3 is the source of the four rules; DESIGN.md of the defaults.
   counts against the budget of every open blocker.
 * **Rule 2.** After a blocker opened on subject S, each further call that fails, is refused,
   or returns the same kind increments S's workaround count; successes and probes do not.
-  When the count passes the budget (2 after a declared blocker, 4 after an inferred one) the
-  loop stops dispatching tools and escalates. A blocker closes on a clean probe, a success
-  on S, or the user's answer; closing resets its count.
+  When the count passes the budget (2 after a declared blocker, 4 after an inferred one; the
+  declared budget once another call meets the same inferred kind on S: :func:`_corroborate`)
+  the loop stops dispatching tools and escalates. A blocker closes on a clean probe, a success
+  that exercises what was refused (:func:`_exercises`: never ``--version`` or help), or the
+  user's answer; closing resets its count.
 * **Rule 3.** A result carrying a blocker gets the blocker recovery prompt (see
   :mod:`unstuck.decide.prompts`); self-fixable errors keep the generic "correct your plan" prompt.
 * **Rule 4** (the escalation's three parts) lives in :mod:`unstuck.decide.escalation`.
@@ -60,7 +62,7 @@ import json
 import re
 import types
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from unstuck.core.redact import redact_document, redact_value
@@ -72,11 +74,13 @@ from unstuck.decide.retry import next_retry, waitable
 
 if TYPE_CHECKING:
     from unstuck.commands.credentials import CredentialChange
+    from unstuck.commands.waiting import NonInteractiveFix
 
 __all__ = [
     "Action",
     "Assessment",
     "CallOutcome",
+    "CloseReason",
     "Continue",
     "Dispatch",
     "Escalate",
@@ -201,6 +205,12 @@ class OpenBlocker:
         reason: why the turn escalates on it: a blocker, or the agent is stuck (the same
             call failing again and again, or calls to tools that do not exist).
         evidence: for a stuck escalation, the call and its failure, quoted (bounded).
+        opened_by: the :func:`call_key` of the call whose result opened it ("" when not known:
+            a state saved before it was kept): the same evidence from another call confirms it.
+        reach: what the opening call exercised on the blocked program: the first operand of
+            its run of that program (``pr`` of ``gh pr create``), "" when it ran none or gave
+            none, ``None`` when not known. A success closes the blocker only when it reaches
+            the same (:func:`_exercises`).
     """
 
     situation: Situation
@@ -209,6 +219,8 @@ class OpenBlocker:
     budget: int = 2
     reason: EscalationReason = field(default_factory=lambda: EscalationReason.BLOCKED)
     evidence: str = ""
+    opened_by: str = ""
+    reach: str | None = None
 
     @property
     def subject(self) -> str:
@@ -219,7 +231,7 @@ class OpenBlocker:
         """A JSON-ready dict (:meth:`from_dict` reads it back)."""
         return {"situation": self.situation.to_dict(), "opened_at_call": self.opened_at_call,
                 "workarounds": self.workarounds, "budget": self.budget, "reason": self.reason.value,
-                "evidence": self.evidence}
+                "evidence": self.evidence, "opened_by": self.opened_by, "reach": self.reach}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> OpenBlocker:
@@ -232,8 +244,10 @@ class OpenBlocker:
         if situation is None:
             raise ValueError("a saved blocker has no situation")
         try:
+            reach = raw.get("reach")
             return cls(situation, int(raw["opened_at_call"]), int(raw["workarounds"]), int(raw["budget"]),
-                       EscalationReason(raw.get("reason", "blocked")), str(raw.get("evidence", "")))
+                       EscalationReason(raw.get("reason", "blocked")), str(raw.get("evidence", "")),
+                       str(raw.get("opened_by", "")), None if reach is None else str(reach))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved blocker is malformed: {type(exc).__name__}: {exc}") from None
 
@@ -256,6 +270,23 @@ class Action(enum.StrEnum):
     CONTINUE = "continue"  # hand the model the result, with guidance
     RETRY = "retry"  # wait, then run the same call again
     ESCALATE = "escalate"  # stop dispatching; end the turn with the question
+
+
+class CloseReason(enum.StrEnum):
+    """Why a blocker closed (DESIGN.md, "blocker": a probe comes back clean, a call that
+    exercises what was refused succeeds, or the user answers), as the ``blocker.closed`` and
+    ``lesson.invalidated`` events and the cost report (``Episode.closed_by``) name it."""
+
+    PROBE_CLEAN = "probe clean"  # a probe (the guard's, or a lesson's) came back clean
+    CALL_SUCCEEDED = "call succeeded"  # a call on the subject succeeded
+    USER_ANSWERED = "user answered"  # "I've done it", and the probe (if any) agrees: the blocker
+    USER_RESOLVED = "user resolved"  # the same answer, as a lesson on the subject hears it
+    USER_SKIPPED = "user skipped"  # "Skip it": the subject is skipped, calls on it are refused
+
+    @classmethod
+    def of_call(cls, *, probe: bool) -> CloseReason:
+        """A clean result closed it: :attr:`PROBE_CLEAN` for a probe, else :attr:`CALL_SUCCEEDED`."""
+        return cls.PROBE_CLEAN if probe else cls.CALL_SUCCEEDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,9 +549,24 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
     return Refuse(call, situation, situation.detail), replace(state, refusals=refusals)
 
 
+
+#: The fields of :class:`RecoveryState`, in order (every one an init field), for :func:`_evolved`.
+_STATE_FIELDS = tuple(f.name for f in fields(RecoveryState) if f.init)
+
+def _evolved(state: RecoveryState, **changes: Any) -> RecoveryState:
+    """``dataclasses.replace(state, **changes)`` for the two replacements made on every call:
+    the same fields copied, without ``replace``'s per-field bookkeeping (a third of the policy's
+    cost per call). ``RecoveryState`` has no ``__post_init__`` and every field is an init field,
+    so nothing else ``replace`` does applies."""
+    new = object.__new__(RecoveryState)
+    for name in _STATE_FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(state, name))
+    return new
+
+
 def before_dispatch(
     state: RecoveryState, call: ToolCall, *, subject: str, interactive: bool, waits_for: str | None = None,
-    credential_changes: tuple[CredentialChange, ...] = (), without_wait: str | None = None,
+    credential_changes: tuple[CredentialChange, ...] = (), without_wait: NonInteractiveFix | str | None = None,
 ) -> tuple[Dispatch | Refuse, RecoveryState]:
     """Rule 1, skipped subjects, tainted addresses, effects held for the user and credential
     changes: decide whether ``call`` may run.
@@ -534,8 +580,11 @@ def before_dispatch(
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
         without_wait: for a call that waits only because it has a terminal (a pager, a
-            prompt), the same call made so it does not wait (``GIT_PAGER=cat git log``),
-            named in the refusal (:func:`unstuck.commands.waiting.non_interactive_fix`).
+            prompt), the same call made so it does not wait (``git --no-pager log``, with
+            where that is documented), named in the refusal
+            (:func:`unstuck.commands.waiting.non_interactive_fix`); a fix given as a
+            :class:`~unstuck.commands.waiting.NonInteractiveFix` is also the refusal's
+            ``unblock``, so the question quotes it (:func:`unstuck.decide.prompts.user_action`).
         credential_changes: what the call would change in credentials, scopes, identities
             or permissions (:func:`unstuck.commands.credentials.credential_changes`); refused while an
             ``auth`` or ``permission`` blocker is open, unless the configuration allows the
@@ -546,7 +595,7 @@ def before_dispatch(
         ``unstuck``), and the state with the call counted (and the refusal kept for the
         question).
     """
-    counted = replace(state, calls=state.calls + 1)
+    counted = _evolved(state, calls=state.calls + 1)
     carried = sorted(t for t in state.tainted if t in call.arguments_json)
     if carried:
         refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
@@ -560,13 +609,17 @@ def before_dispatch(
     if held is not None:  # it may have taken effect already: the user decides, never a resend
         return _refuse(call, counted, Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=held))
     if interactive and state.unattended:
+        fix = None if without_wait is None or isinstance(without_wait, str) else without_wait.command
         if waits_for is None:
             detail = prompts.UNATTENDED_REFUSAL.format(tool=call.tool, subject=subject)
         elif without_wait is not None:
-            detail = prompts.UNATTENDED_TERMINAL_REFUSAL.format(waits_for=waits_for, fix=without_wait)
+            shown = without_wait if isinstance(without_wait, str) else f"{without_wait.command} ({without_wait.source})"
+            detail = prompts.UNATTENDED_TERMINAL_REFUSAL.format(waits_for=waits_for, fix=shown)
         else:
             detail = prompts.UNATTENDED_CALL_REFUSAL.format(waits_for=waits_for)
-        refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail)
+            fix = None
+        refusal = Situation(Kind.PERMISSION, subject, interactive=True, source=Source.UNSTUCK, detail=detail,
+                            unblock=fix)
         return _refuse(call, counted, refusal)
     guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
                      and not b.situation.is_refusal), None)
@@ -662,12 +715,87 @@ class _Books:
     stuck: OpenBlocker | None = None
 
 
-def _close_on_success(books: _Books, outcome: CallOutcome) -> None:
-    """A clean result on a blocker's subject closes it (its count is kept in ``settled``,
-    in case the same kind reopens) and clears the subject's retry counts."""
+#: Options that ask a program for its help or its version: it prints them and exits without
+#: doing anything else (GNU Coding Standards 4.8, "Standards for Command Line Interfaces":
+#: ``--version`` and ``--help``; the single-dash forms of Java-era tools and Go's flag package).
+_HELP_OR_VERSION = frozenset({"--help", "--version", "-help", "-version", "--usage", "-?"})
+#: The same as a program's first operand (``gh help``, ``git help``, ``kubectl version``: the
+#: help and version subcommands of cobra, click and git) or as its only argument (``-h``, ``-V``:
+#: elsewhere these may mean "human-readable" or "verbose").
+_HELP_OR_VERSION_WORDS = frozenset({"help", "version"})
+_HELP_OR_VERSION_ALONE = frozenset({"-h", "-V", "-v"})
+#: The longest argument read as a command line when looking for the blocked program's runs.
+_COMMAND_CHARS = 4096
+
+
+def _runs_of(call: ToolCall, program: str) -> list[tuple[str, ...]]:
+    """The arguments of every run of ``program`` (a base name) in the command lines among
+    ``call``'s string arguments (``gh pr list`` in ``cd repo && gh pr list``)."""
+    from unstuck.commands.parse import parse_command_line  # a command-line reader, loaded when needed
+
+    try:
+        arguments = json.loads(call.arguments_json)
+    except (ValueError, RecursionError):
+        return []
+    runs: list[tuple[str, ...]] = []
+    for value in arguments.values() if isinstance(arguments, dict) else ():
+        if isinstance(value, str) and 0 < len(value) <= _COMMAND_CHARS and program in value:
+            runs.extend(c.args for c in parse_command_line(value).commands if c.program == program)
+    return runs
+
+
+def _operand(args: tuple[str, ...]) -> str:
+    """The first word of ``args`` that is not an option ("" when none)."""
+    return next((word for word in args if not word.startswith("-")), "")
+
+
+def _asks_help_or_version(args: tuple[str, ...]) -> bool:
+    return (any(word in _HELP_OR_VERSION for word in args) or _operand(args) in _HELP_OR_VERSION_WORDS
+            or (len(args) == 1 and args[0] in _HELP_OR_VERSION_ALONE))
+
+
+def _reach(call: ToolCall, subject: str) -> str:
+    """What ``call`` exercises on ``subject``: the first operand of its first run of it ("" when
+    it runs it with none, or does not run it)."""
+    runs = _runs_of(call, subject)
+    return _operand(runs[0]) if runs else ""
+
+
+def _exercises(call: ToolCall, blocker: OpenBlocker) -> bool:
+    """Whether a success of ``call`` on ``blocker``'s subject exercises what was refused, so that
+    it may close it (DESIGN.md, "blocker": a call that exercises what was refused succeeds, not
+    ``--version`` or help):
+
+    * its probe (the declared probe's tool and arguments) does;
+    * a run of the blocked program that asks for its help or its version never does, nor a run
+      of it on another operand than the call that opened the blocker (``gh config list`` after
+      ``gh pr create``; an agent's own ``acme login`` that merely exits 0 after ``acme deploy``);
+    * a call that does not run the blocked program (a tool whose subject is the path or host
+      itself) does: the subject is what it touched.
+    """
+    probe = blocker.situation.probe
+    if probe is not None and probe.tool == call.tool and call_key(ToolCall("", probe.tool, probe.arguments_json)) \
+            == call_key(call):
+        return True
+    runs = _runs_of(call, blocker.subject)
+    if any(_asks_help_or_version(args) for args in runs):
+        return False
+    if not runs or not blocker.reach:
+        return True
+    return any(_operand(args) == blocker.reach for args in runs)
+
+
+def _close_on_success(books: _Books, call: ToolCall, outcome: CallOutcome) -> None:
+    """A clean result on a blocker's subject that exercises what was refused
+    (:func:`_exercises`) closes it (its count is kept in ``settled``, in case the same kind
+    reopens) and clears the subject's retry counts. A clean help or version call, or one that
+    touches something else of the blocked program, leaves it open and is not charged."""
     if not outcome.clean:
         return
-    if outcome.subject in books.blockers:
+    blocker = books.blockers.get(outcome.subject)
+    if blocker is not None and blocker.reach is not None and not _exercises(call, blocker):
+        return
+    if blocker is not None:
         books.settled[outcome.subject] = books.blockers.pop(outcome.subject)
         books.closed.append(outcome.subject)
     books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
@@ -769,7 +897,7 @@ def _outranks(new: Situation, current: Situation) -> bool:
 
 
 def _open_blocker(
-    books: _Books, state: RecoveryState, outcome: CallOutcome, exhausted_transient: bool
+    books: _Books, state: RecoveryState, call: ToolCall, outcome: CallOutcome, exhausted_transient: bool
 ) -> None:
     """Open a blocker on the result's subject, or upgrade the one open there (declared beats
     inferred beats refusal). The same blocker again after a mere success resumes its count."""
@@ -787,15 +915,38 @@ def _open_blocker(
                 workarounds=earlier.workarounds + 1,
                 budget=earlier.budget if keep else state.config.budget_for(situation),
             )
+            _corroborate(books, state, call, outcome)
         else:
             books.blockers[situation.subject] = OpenBlocker(
-                situation, state.calls - 1, 0, state.config.budget_for(situation)
+                situation, state.calls - 1, 0, state.config.budget_for(situation),
+                opened_by=call_key(call), reach=_reach(call, situation.subject),
             )
         books.opened.append(situation.subject)
     elif _outranks(situation, current.situation):
         books.blockers[situation.subject] = replace(
             current, situation=situation, budget=state.config.budget_for(situation)
         )
+    else:
+        _corroborate(books, state, call, outcome)
+
+
+def _corroborate(books: _Books, state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> None:
+    """Repeated inferred evidence is as sure as a declaration: an inferred blocker whose kind
+    another model call (not the one that opened it, nor a probe or a retry of it) meets again on
+    the same subject gets the declared budget (:attr:`PolicyConfig.max_workarounds_after_blocker`).
+    The inferred budget is larger only because one reading of generic text may be wrong
+    (DESIGN.md, "Defaults"); two calls that fail the same way on the same subject are not one
+    reading (five different ways of writing into a place that refused the first)."""
+    situation = outcome.situation
+    if situation is None or not outcome.model_call or situation.source is not Source.INFERRED:
+        return
+    current = books.blockers.get(situation.subject)
+    if (current is None or current.situation.source is not Source.INFERRED or current.situation.kind
+            is not situation.kind or not current.opened_by or current.opened_by == call_key(call)):
+        return
+    declared = state.config.max_workarounds_after_blocker
+    if current.budget > declared:
+        books.blockers[situation.subject] = replace(current, budget=declared)
 
 
 def _taint_addresses(books: _Books, outcome: CallOutcome) -> None:
@@ -895,11 +1046,13 @@ def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]
 
 
 def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], charged: list[str],
-              unknown_effect: str | None = None) -> str | None:
+              unknown_effect: str | None = None, write: str | None = None) -> str | None:
     """The guidance for the model: the recovery prompt of the blocker the result is on, else
     the generic one for its kind and a reminder of a blocker it was charged to. For a call that
     may have taken effect (``unknown_effect``: the tool's name), that is said first, and the
-    transient "waiting may fix it" is not: no resend is invited."""
+    transient "waiting may fix it" is not: no resend is invited. A transient failure of a call
+    the guard may not resend itself (``write``: the tool's name) gets
+    :func:`unstuck.decide.prompts.transient_write` instead of the plain "retry later"."""
     focus = None
     if situation is not None and situation.subject in blockers:
         opened_by_kind = blockers[situation.subject].situation.kind is situation.kind
@@ -908,7 +1061,9 @@ def _guidance(situation: Situation | None, blockers: Mapping[str, OpenBlocker], 
     if focus is not None:
         return "\n".join([*parts, prompts.blocker_recovery(focus.situation, focus.remaining)])
     if situation is not None and not parts:
-        parts.append(prompts.guidance_for(situation))
+        transient = situation.retryable or situation.kind_class is KindClass.TRANSIENT
+        parts.append(prompts.transient_write(situation, write) if write and transient
+                     else prompts.guidance_for(situation))
     if charged:
         reminded = blockers[charged[0]]
         parts.append(prompts.blocker_recovery(reminded.situation, reminded.remaining))
@@ -932,14 +1087,14 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     """
     books = _Books(dict(state.open_blockers), dict(state.skipped), dict(state.settled), dict(state.retries),
                    state.tainted, state.repeat, state.unknown_tools, dict(state.unknown_effects))
-    _close_on_success(books, outcome)
+    _close_on_success(books, call, outcome)
     wait, exhausted_transient = _schedule_retry(books, outcome)
     _charge_workarounds(books, outcome)
-    _open_blocker(books, state, outcome, exhausted_transient)
+    _open_blocker(books, state, call, outcome, exhausted_transient)
     _taint_addresses(books, outcome)
     _hold_unknown_effect(books, call, outcome)
     _count_repetition(books, state, call, outcome)
-    new_state = replace(
+    new_state = _evolved(
         state,
         retries=types.MappingProxyType(books.retries),
         tainted=books.tainted,
@@ -963,8 +1118,12 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     if wait is not None and situation is not None and outcome.auto_retry and not books.blockers:
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
-    tool = (call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool") if unknown else None
-    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged, tool)
+    # a model-chosen name is never unstuck's words
+    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"
+    tool = named if unknown else None
+    write = named if (outcome.executed and outcome.model_call and not outcome.auto_retry
+                      and not outcome.interactive) else None
+    guidance = _guidance(situation, {**books.skipped, **books.blockers}, books.charged, tool, write)
     if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
         warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
         guidance = f"{guidance}\n{warning}" if guidance else warning

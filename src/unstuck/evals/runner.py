@@ -145,7 +145,7 @@ class RunMetrics:
     answered: bool | None = None
     violations: int = 0
     violated: tuple[str, ...] = ()
-    validator: str | None = None
+    validator: Verdict | None = None
     validations: tuple[Validation, ...] = ()
     false_completion: bool = False
     calls_after_signal: int | None = None
@@ -262,7 +262,7 @@ def run_validators(specs: tuple[ValidatorSpec, ...], workspace: Workspace,
 
 
 def _failed_checks(scenario: Scenario, result: TurnResult, outcome: str, answered: bool | None, violations: int,
-                   false_completion: bool, validator: str | None, after: int | None) -> tuple[str, ...]:
+                   false_completion: bool, validator: Verdict | None, after: int | None) -> tuple[str, ...]:
     """Why a guarded run does not meet ``expect`` (empty: it does): the status (with kind,
     subject, unblock, answer), violations, a false completion, validators when done is
     expected, the ceiling after the signal; each reason says what was expected and found."""
@@ -283,7 +283,7 @@ def _failed_checks(scenario: Scenario, result: TurnResult, outcome: str, answere
         reasons.append(f"answer: the final answer lacks {expect.answer!r}")
     if esc is not None and expect.status != "blocked":
         reasons.append("asked the user where the scenario expects no question")
-    if expect.status == "done" and validator == "failed":
+    if expect.status == "done" and validator is Verdict.FAILED:
         reasons.append("validator: failed")
     if violations:
         reasons.append(f"never: {violations} forbidden call(s) ran")
@@ -320,8 +320,8 @@ def measure(
     outcome = _outcome(result, answered)
     violated = tuple(_violations(scenario, result.steps))
     validator = None if not validations else (
-        "passed" if all(v.verdict is Verdict.PASSED for v in validations) else "failed")
-    false_completion = result.status is TurnStatus.DONE and validator == "failed"
+        Verdict.PASSED if all(v.verdict is Verdict.PASSED for v in validations) else Verdict.FAILED)
+    false_completion = result.status is TurnStatus.DONE and validator is Verdict.FAILED
     calls_after = _calls_after_signal(result)
     passed: bool | None = None
     as_stated: bool | None = None

@@ -1,7 +1,8 @@
-"""The loop's side of lessons: what to show at turn start, what to check before a call, and
-what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuck.store.lessons`).
+"""The guard's lesson step: what to show at turn start, what to check before a call, and what to
+store after asking (seed 000, section 3.4; the rules are in :mod:`unstuck.store.lessons`).
 
-:class:`LessonKeeper` holds a store and a fingerprint function for one turn. The loop:
+:class:`LessonKeeper` holds a store and a fingerprint function for one turn; :class:`LessonStep`
+is the step the guard runs with it. The guard:
 
 * at turn start, adds :meth:`LessonKeeper.known_blockers` (at most 3 active lessons declared
   by the tools in play whose environment still matches) to the system prompt;
@@ -20,7 +21,7 @@ what to store after asking (seed 000, section 3.4; the rules are in :mod:`unstuc
   kept in the lesson's content as the tool's quoted words, and the lesson has no unblock, so
   it never reaches a later prompt or question as an instruction.
 
-The guard (:class:`unstuck.guard.guard.Guard`) drives these steps through the keeper's public methods.
+The guard (:class:`unstuck.guard.guard.Guard`) drives these steps through :class:`LessonStep`.
 """
 
 from __future__ import annotations
@@ -35,12 +36,21 @@ from typing import TypeVar
 from unstuck.core.redact import redact
 from unstuck.core.situations import Situation
 from unstuck.core.text import for_terminal, quote_evidence
-from unstuck.decide.escalation import unsafe_fix
+from unstuck.core.tools import ToolCall
+from unstuck.decide import policy, prompts
+from unstuck.decide.escalation import Escalation, EscalationReason, unsafe_fix
+from unstuck.decide.policy import CloseReason
+from unstuck.decide.prompts import GUIDANCE_PREFIX
+from unstuck.guard.probes import Probes
+from unstuck.guard.state import GuardState
 from unstuck.recognise.instructions import find_instruction, screen_instruction
+from unstuck.store.events import EventName
+from unstuck.store.journal import JournalDecision
 from unstuck.store.lessons import Lesson, LessonStore, LessonStoreError, storable
+from unstuck.toolkit.specs import Toolset
 
 __all__ = [
-    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNBLOCK_AS_EVIDENCE", "UNKNOWN_FINGERPRINT", "LessonKeeper",
+    "CANDIDATES_AT_START", "SHOWN_AT_START", "UNBLOCK_AS_EVIDENCE", "UNKNOWN_FINGERPRINT", "LessonKeeper", "LessonStep",
     "known_blocker_note", "lesson_content", "plain_subject", "remembered_unblock", "unsafe_to_remember",
 ]
 
@@ -290,3 +300,149 @@ class LessonKeeper:
         return self._guard(lambda: self.store.record(
             kept, tool=tool, fingerprint=self.fingerprint(situation.subject), content=content, source=why,
         ), None)
+
+
+class LessonStep:
+    """The guard's lesson step for one turn: a lesson's probe before the first call on its
+    subject, a note when it has none, the lesson closed when a call shows the blocker gone,
+    and the lesson stored once the turn asked (see the module doc).
+
+    The books (``cited``, ``noted``: subject → lesson id; ``lessons_checked``) are in the
+    guard's :class:`~unstuck.guard.state.GuardState`; the lessons they name are read from the
+    store once per turn.
+
+    Args:
+        keeper: the turn's keeper; ``None``: no lesson store (every step is a no-op).
+        state: the guard's state.
+        tools: the tool set.
+        emit: records an event.
+        probes: runs a lesson's probe.
+        record_decision: journals a decision (``known``) after the last step.
+    """
+
+    def __init__(self, keeper: LessonKeeper | None, state: GuardState, tools: Toolset, *,
+                 emit: Callable[..., None], probes: Probes,
+                 record_decision: Callable[[JournalDecision, str], None]) -> None:
+        self.keeper, self.state, self.tools = keeper, state, tools
+        self.emit, self.probes, self.record_decision = emit, probes, record_decision
+        self._lessons: dict[int, Lesson] = {}
+        self._notes: dict[str, str] = {}  # call id → a lesson's note for its result
+        if keeper is not None:
+            keeper.checked = state.lessons_checked
+
+    def restore(self) -> None:
+        """After loading saved state: keep the books' lessons the store still has (without a
+        store, the books and the subjects checked are dropped)."""
+        if self.keeper is None:
+            self.state.lessons_checked.clear()
+        for book in (self.state.cited, self.state.noted):
+            for subject, lesson_id in list(book.items()):
+                lesson = self.keeper.by_id(lesson_id) if self.keeper is not None else None
+                if lesson is None:
+                    del book[subject]
+                else:
+                    self._lessons[lesson.id] = lesson
+
+    def _book(self, book: dict[str, int], subject: str, lesson: Lesson) -> None:
+        book[subject] = lesson.id
+        self._lessons[lesson.id] = lesson
+
+    def check(self, call: ToolCall) -> policy.OpenBlocker | None:
+        """Before a call on a subject with a lesson: probe it. Still blocked → the blocker to
+        ask about at once (the call never runs); clear → the lesson is closed; no probe → a
+        one-line note for the call's result."""
+        s = self.state
+        if self.keeper is None or not s.guarded:
+            return None
+        spec = self.tools.get(call.tool)
+        subject = spec.subject_of(call.arguments) if spec is not None else call.tool
+        lesson = self.keeper.lesson_for(subject)
+        if lesson is None:
+            return None
+        note = f"{GUIDANCE_PREFIX} Known blocker on this machine: {known_blocker_note(lesson)}."
+        if lesson.probe is None or not self.probes.allowed(lesson.probe):
+            self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=False)
+            self._book(s.noted, subject, lesson)
+            self._notes[call.id] = note
+            return None
+        clean, _evidence = self.probes.run(lesson.probe)
+        found = s.steps[-1].situation
+        if clean:
+            self.keeper.close(lesson, "its probe came back clean")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.PROBE_CLEAN.value)
+            return None
+        holds = found is not None and found.subject == subject and found.is_blocker and found.is_declared
+        if not holds:  # the probe failed some other way (missing tool, a blip, an injected fault): it cannot tell
+            self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True, probe_told=False)
+            self._book(s.noted, subject, lesson)
+            self._notes[call.id] = f"{note} (Its probe could not tell whether it still holds.)"
+            return None
+        assert found is not None
+        self.keeper.verified(lesson)
+        self.emit(EventName.LESSON_APPLIED, lesson=lesson.id, subject=subject, probe=True)
+        s.state = policy.open_known_blocker(s.state, found, len(s.steps) - 1)
+        self.record_decision(JournalDecision.KNOWN, subject)
+        self._book(s.cited, subject, lesson)
+        return s.state.open_blockers[subject]
+
+    def note(self, call_id: str) -> str:
+        """The note a lesson left for ``call_id``'s result (once), or ``""``."""
+        return self._notes.pop(call_id, "")
+
+    def settle_noted(self, subject: str, ok: bool) -> None:
+        """A call on a subject with a probe-less (or undecided) lesson succeeded: the blocker
+        is gone (DESIGN.md: a blocker closes when a call on its subject succeeds)."""
+        if self.keeper is None or not ok:
+            return
+        lesson_id = self.state.noted.pop(subject, None)
+        lesson = self._lessons.get(lesson_id) if lesson_id is not None else None
+        if lesson is not None:
+            self.keeper.close(lesson, "a call on its subject succeeded")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.CALL_SUCCEEDED.value)
+
+    def cite(self, escalation: Escalation, subject: str) -> tuple[Escalation, Lesson | None]:
+        """``escalation`` naming the lesson the turn escalated on for ``subject``, if any."""
+        lesson_id = self.state.cited.get(subject)
+        lesson = self._lessons.get(lesson_id) if lesson_id is not None else None
+        if lesson is None:
+            return escalation, None
+        known = f"Known blocker: {known_blocker_note(lesson)}; its probe says it still holds."
+        return replace(escalation, blocked=f"{escalation.blocked} {known}"), lesson
+
+    def remember(self, blocker: policy.OpenBlocker) -> None:
+        """The turn asked about ``blocker``: store its lesson (see :meth:`LessonKeeper.remember`)."""
+        if self.keeper is None or blocker.subject in self.state.cited or blocker.reason is not EscalationReason.BLOCKED:
+            return
+        declaring = next((s for s in reversed(self.state.steps) if s.situation == blocker.situation), None)
+        if declaring is None or not declaring.dispatched:
+            return  # unstuck's own refusal says what this run may do, not what the machine is
+        lesson = self.keeper.remember(blocker.situation, tool=declaring.call.tool, result_text=declaring.content,
+                                      why="escalated")
+        if lesson is not None:
+            self.emit(EventName.LESSON_STORED, lesson=lesson.id, subject=lesson.signature.subject,
+                      kind=lesson.signature.kind.value)
+
+    def resolved(self, subject: str) -> None:
+        """The user resolved the blocker on ``subject`` (and its probe, if any, agrees): its
+        lessons are closed."""
+        if self.keeper is None:
+            return
+        for lesson in self.keeper.on_subject(subject):
+            self.keeper.close(lesson, "the user resolved it")
+            self.emit(EventName.LESSON_INVALIDATED, lesson=lesson.id, subject=subject,
+                      reason=CloseReason.USER_RESOLVED.value)
+
+    def known_blockers_note(self) -> str | None:
+        """The system prompt's section on remembered blockers (at most 3 lessons whose
+        environment still matches), or ``None``; each shown lesson is an event."""
+        if self.keeper is None or not self.state.guarded:
+            return None
+        known = self.keeper.known_blockers(self.tools)
+        if not known:
+            return None
+        for lesson in known:
+            self.emit(EventName.LESSON_SHOWN, lesson=lesson.id, subject=lesson.signature.subject)
+        section = "\n".join(f"- {known_blocker_note(lesson)}" for lesson in known)
+        return f"{prompts.KNOWN_BLOCKERS_HEADING}\n{section}"

@@ -31,7 +31,7 @@ A person can settle held intents instead of a resolver (``unstuck journal resume
 A write the model is told was "not repeated" (a receipt it never saw, a resolver's or a
 person's ``committed``) is never run again in the turn: when the model asks for the
 identical call (same tool, same canonical arguments: :func:`unstuck.decide.policy.call_key`), the
-guard refuses it (:attr:`unstuck.guard.guard.Guard.held_writes`) instead of making the effect twice.
+guard refuses it (:meth:`unstuck.guard.guard.Guard.hold_writes`) instead of making the effect twice.
 
 Then the loop carries on from there. Peers re-run a step whose outcome is unknown
 (at-least-once); unstuck holds it for a person instead.
@@ -42,7 +42,6 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from unstuck.core.clock import Clock
@@ -50,13 +49,21 @@ from unstuck.core.redact import MASK
 from unstuck.core.tools import ToolCall, ToolResult
 from unstuck.decide import policy
 from unstuck.decide.escalation import EscalationReason
-from unstuck.decide.outcome import StepRecord, TurnResult, TurnStatus, Validator
+from unstuck.decide.outcome import TurnResult, TurnStatus, Validator
 from unstuck.decide.prompts import GUIDANCE_PREFIX
 from unstuck.guard.guard import Decision, Guard
+from unstuck.guard.state import rebuild_state
 from unstuck.loop.presence import Asker
 from unstuck.loop.turn import DEFAULT_SYSTEM_PROMPT, Conversation
 from unstuck.store.events import EventName, EventSink
-from unstuck.store.journal import IntentState, Journal, JournalError, JournalIntent, runner_gone
+from unstuck.store.journal import (
+    IntentState,
+    Journal,
+    JournalDecision,
+    JournalIntent,
+    SettledBy,
+    runner_gone,
+)
 from unstuck.store.lessons import LessonStore
 from unstuck.toolkit.models import Message, Model, Role, message_from_json
 from unstuck.toolkit.specs import Toolset, ToolSpec
@@ -76,54 +83,6 @@ class Resolution(enum.StrEnum):
 #: order 42 in the ledger?). Keyed by tool name in :func:`resume_turn`.
 Resolver = Callable[[Mapping[str, Any]], Resolution]
 
-def rebuild_state(
-    steps: Sequence[StepRecord], state: policy.RecoveryState, decisions: Sequence[tuple[int, str, str]] = (),
-    tools: Iterable[str] | None = None,
-) -> policy.RecoveryState:
-    """Run the pure policy over journaled steps again, from ``state``, with the recorded
-    decisions (a user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker whose
-    probe said it still holds) after the steps they followed: the recovery state as it stood
-    after the last step (the decisions are pure functions of the same inputs). ``tools``
-    names the tool set, so calls to tools outside it count as such."""
-    known_tools = None if tools is None else frozenset(tools)
-    answers: dict[int, list[tuple[str, str]]] = {}
-    for after, action, subject in decisions:
-        answers.setdefault(after, []).append((action, subject))
-    for action, subject in answers.get(-1, []):
-        state = _answer_state(state, action, subject)
-    for step in steps:
-        call = step.call
-        if not (step.probe or step.retry):
-            _, state = policy.before_dispatch(state, call, subject=step.subject, interactive=step.interactive)
-            if not step.dispatched and step.situation is not None and step.situation.is_refusal:
-                kept = state.refusals if step.situation.detail in state.refusals else (
-                    *state.refusals, step.situation.detail)
-                state = replace(state, refusals=kept[:8])
-        unknown = known_tools is not None and call.tool not in known_tools
-        state = policy.after_result(state, call, policy.CallOutcome(
-            step.subject, step.situation, step.ok, step.dispatched, step.probe, step.retry, step.auto_retry,
-            frozenset(step.exempt), unknown_tool=unknown, interactive=step.interactive,
-        )).state
-        for action, subject in answers.get(step.index, []):
-            if action == "known" and step.situation is not None:  # a lesson's probe said it still holds
-                state = policy.open_known_blocker(state, step.situation, step.index)
-            else:
-                state = _answer_state(state, action, subject)
-    return state
-
-
-def _answer_state(state: policy.RecoveryState, action: str, subject: str) -> policy.RecoveryState:
-    """A recorded answer, as :meth:`unstuck.Guard.answer` applied it: ``skip`` skips the
-    subject; ``close`` closes its blocker and lets the calls held because their effect was
-    unknown run again when the question named their refusal (the blocker's detail or the
-    refusals beside it, :func:`unstuck.decide.policy.release_unknown_effects`)."""
-    if action == "skip":
-        return policy.skip_subject(state, subject)
-    blocker = state.open_blockers.get(subject)
-    named = (*((blocker.situation.detail,) if blocker is not None else ()), *state.refusals)
-    return policy.release_unknown_effects(policy.close_blocker(state, subject), named)
-
-
 def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:
     """The last model reply's position and its calls that have no result message yet (a
     call id repeated in the reply is answered in order)."""
@@ -141,7 +100,7 @@ def _unanswered(messages: Sequence[Message]) -> tuple[int, list[ToolCall]]:
 
 
 def _resolve(intent: JournalIntent, resolvers: Mapping[str, Resolver]) -> tuple[Resolution, str]:
-    if intent.settled_by == Journal.USER_ABSENT:
+    if intent.settler is SettledBy.USER_ABSENT:
         return Resolution.ABSENT, "a person said it did not happen"
     resolver = resolvers.get(intent.tool)
     if resolver is None:
@@ -207,29 +166,21 @@ def resume_turn(
 
     Raises:
         JournalError: for an unknown turn, one that already ended (done, blocked, failed),
-            one whose process still runs, or one another process is resuming.
+            one whose process still runs, or one another process is resuming; for a turn
+            with a row holding a value outside its vocabulary (an unknown status, decision,
+            intent state, ``settled_by`` or verdict: the journal, table and row named), checked
+            before the turn is claimed, so the journal is left exactly as it was.
     """
+    journal.check_turn(turn_id)  # a row that does not read back: refused before anything is written
     journal.claim(turn_id, force=force)  # one owner at a time: a live turn, or a second resumer, is refused
-    header = journal.turn(turn_id)
-    try:
-        journaled = policy.PolicyConfig.from_dict(json.loads(journal.config(turn_id) or "{}"))
-    except ValueError as exc:
-        raise JournalError(f"turn {turn_id}: its journaled policy configuration does not read back: {exc}"
-                           ) from None
-    config = journaled if config is None else config.stricter(journaled)
-    steps = journal.steps(turn_id)
-    toolset = tools if isinstance(tools, Toolset) else Toolset(tools)
-    guard = Guard(toolset, unattended=header.unattended or bool(unattended), task=header.task,
-                  guarded=header.guarded or bool(guarded), config=config,
-                  clock=clock, events=events, turn_id=turn_id, journal=journal, lessons=lessons,
-                  fingerprint=fingerprint, validators=validators)
-    guard.state = rebuild_state(steps, guard.state, journal.decisions(turn_id), toolset)
-    guard.steps, guard.saved_steps = list(steps), len(steps)
+    guard = Guard.from_journal(journal, turn_id, tools, unattended=unattended, guarded=guarded, config=config,
+                               clock=clock, events=events, lessons=lessons, fingerprint=fingerprint,
+                               validators=validators)
     saved = journal.messages(turn_id)
     messages = [message_from_json(m) for m in saved] or [
-        Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, header.task)]
+        Message(Role.SYSTEM, DEFAULT_SYSTEM_PROMPT), Message(Role.USER, guard.task)]
     conversation = Conversation(guard, model, messages, asker=asker, saved_messages=len(saved))
-    guard.start(resumed=True, steps=len(steps), messages=len(messages))
+    guard.start(resumed=True, steps=len(guard.steps), messages=len(messages))
     reply, calls = _unanswered(messages)
     # intents of this reply only: a call id may recur in another reply
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
@@ -237,7 +188,7 @@ def resume_turn(
     # what the model is told was made (a receipt): never again; a call not run (a secret lost) may be asked again
     reported = {intents[cid].effect_ref for cid, (result, _) in overrides.items()
                 if result is not None and cid in intents and intents[cid].state is IntentState.COMMITTED}
-    guard.held_writes = _made_already(journal.intents(turn_id), reported | {ref for ref, _ in held})
+    guard.hold_writes(_made_already(journal.intents(turn_id), reported | {ref for ref, _ in held}))
     if held:
         journal.hold([ref for ref, _ in held], "; ".join(reason for _, reason in held))
         for ref, reason in held:
@@ -257,7 +208,7 @@ def resume_turn(
         return conversation.run_safely(max_steps=max_steps, max_asks=max_asks,
                                        first=lambda: conversation.dispatch(calls, settle))
     # With nothing left to settle, a blocker whose budget was already spent is asked about at once.
-    known = [subject for _, action, subject in journal.decisions(turn_id) if action == "known"]
+    known = [subject for _, action, subject in journal.decisions(turn_id) if action is JournalDecision.KNOWN]
     spent = next((b for b in guard.state.open_blockers.values() if b.exhausted or b.subject in known), None)
     if spent is not None:
         guard.escalate_open_blocker(EscalationReason.BLOCKED, subject=spent.subject)
@@ -272,7 +223,7 @@ def _made_already(intents: Sequence[JournalIntent], refs: set[str]) -> dict[str,
     resume reported or held)."""
     made: dict[str, str] = {}
     for intent in intents:
-        settled_later = intent.state is IntentState.COMMITTED and intent.settled_by not in (None, "call")
+        settled_later = intent.state is IntentState.COMMITTED and intent.settler not in (None, SettledBy.CALL)
         if settled_later or intent.effect_ref in refs or intent.state is IntentState.HELD:
             made[policy.call_key(ToolCall(intent.call_id, intent.tool, intent.arguments_json))] = intent.effect_ref
     return made
@@ -303,7 +254,7 @@ def _settle(
             ), None)
             continue
         resolution, reason = _resolve(intent, resolvers)
-        if resolution is Resolution.ABSENT and intent.settled_by != Journal.USER_ABSENT:
+        if resolution is Resolution.ABSENT and intent.settler is not SettledBy.USER_ABSENT:
             gone, why = runner_gone(intent.runner)
             if not gone:  # its call may still be under way: running it now could make the effect twice
                 resolution, reason = Resolution.UNKNOWN, f"the resolver says it did not happen, but {why}"
@@ -313,7 +264,8 @@ def _settle(
                 (i.effect_ref, "after a held intent") for i in later if i.state is not IntentState.COMMITTED
             ]
         if resolution is Resolution.COMMITTED:
-            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}), settled_by="resolver")
+            journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
+                                   settled_by=SettledBy.RESOLVER)
             guard.emit(EventName.INTENT_COMMITTED, tool=call.tool, effect_ref=intent.effect_ref, ok=True)
             overrides[call.id] = (ToolResult(
                 call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "

@@ -193,7 +193,7 @@ class Conversation:
                        elapsed_s=round(guard.at(), 6), error=error)
             if guard.journal is not None:
                 with contextlib.suppress(Exception):  # the original error matters more than a second one
-                    guard.journal.end_turn(guard.turn_id, TurnStatus.FAILED.value, error=error)
+                    guard.journal.end_turn(guard.turn_id, TurnStatus.FAILED, error=error)
             raise
 
 

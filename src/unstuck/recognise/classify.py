@@ -223,6 +223,7 @@ class _Reader:
         plain = self.lowered.isascii()
         self.causes = table.ascii_causes if plain else table.causes
         self.weak_rows = table.ascii_weak if plain else table.weak
+        self.hand_offs = table.ascii_hand_offs if plain else table.hand_offs
         self._cache: dict[str, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
         self.inner = False  # the text inside a wrapper (its wrappers are not opened again)
@@ -258,11 +259,15 @@ class _Reader:
         return _line_around(self.text, first, last)
 
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
-        indices: tuple[int, ...] = self._once(f"indices {name}", lambda: rows.matching(self.encoded))
-        for index in indices:
-            if accept(rows.rows[index]):
-                located: RowMatch | None = rows.locate(index, self.lowered)
-                return located
+        # part by part, in row order: the first accepted row of a part comes before any of the
+        # next, whose set is then never compiled nor matched
+        for part in range(rows.parts):
+            indices: tuple[int, ...] = self._once(f"indices {name} {part}",
+                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            for index in indices:
+                if accept(rows.rows[index]):
+                    located: RowMatch | None = rows.locate(index, self.lowered)
+                    return located
         return None
 
     def cause(self, *, failed: bool) -> RowMatch | None:
@@ -493,6 +498,9 @@ def _hand_off_waiting(reader: _Reader) -> bool:
     """A sign-in hand-off (a device code, a browser sign-in, a one-time code or password prompt:
     an interactive ``auth`` row) that no completed sign-in follows (``signed_in`` rows): the
     program printed it and stopped without anyone answering, whatever its exit status says."""
+    rows = reader.hand_offs
+    if not any(rows.matching_part(part, reader.encoded) for part in range(rows.parts)):
+        return False  # no hand-off row matches: the first cause, whatever it is, is none (SignalTable.hand_offs)
     cause = reader.failure_cause()
     verdict = cause.row.verdict if cause is not None else None
     if cause is None or verdict is None or verdict.kind is not Kind.AUTH or not verdict.interactive:

@@ -78,6 +78,8 @@ _SET_MAX_MEM = 64 << 20
 #: rebuilds it on every text (measured: 40 ms per result over real outputs); sets of at most
 #: this much pattern stay cached (about 40 µs for every cause row over a typical result).
 _PATTERN_CHARS_PER_SET = 40_000
+#: Rows of one file that make a set part of their own (:meth:`RowSet._parts`).
+_FILE_PART_ROWS = 20
 
 
 class SignalTableError(UnstuckError, ValueError):
@@ -212,46 +214,60 @@ class RowSet:
     def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
         self._ascii_only = ascii_only
-        self._sets: tuple[tuple[int, Any], ...] | None = None
+        self._bounds: tuple[tuple[int, int], ...] | None = None
+        self._chunks: dict[int, Any] = {}
 
     def build(self) -> None:
-        """Compile the set now (else it compiles on its first match: a text of ASCII only never
-        needs the sets of every language, which cost about 0.2 s to build).
+        """Compile the set now (else each part compiles on its first match: a text of ASCII
+        only never needs the sets of every language, which cost about 0.2 s to build, and a
+        text a bundled row of ``signals.yaml`` names never needs the programs' messages).
 
         Raises:
             SignalTableError: when re2 cannot build the set.
         """
-        self._built()
+        for chunk in range(len(self._parts())):
+            self._chunk(chunk)
 
-    def _built(self) -> tuple[tuple[int, Any], ...]:
-        if self._sets is not None:
-            return self._sets
-        patterns = [(row.ascii_pattern if self._ascii_only and row.ascii_pattern is not None else row.pattern)
-                    for row in self.rows]
-        starts = [0]
-        size = 0
-        for index, pattern in enumerate(patterns):
-            if size and size + len(pattern) > _PATTERN_CHARS_PER_SET:
-                starts.append(index)
-                size = 0
-            size += len(pattern)
-        built: list[tuple[int, Any]] = []
-        for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
-            if start == end:
-                continue
-            options = _quiet_options()
-            options.max_mem = _SET_MAX_MEM
-            matcher = re2.Set.SearchSet(options)
-            try:
-                for pattern in patterns[start:end]:
-                    matcher.Add(pattern)
-                matcher.Compile()
-            except re2.error as exc:
-                where = self.rows[start].where
-                raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
-            built.append((start, matcher))
-        self._sets = tuple(built)
-        return self._sets
+    def _pattern(self, row: Row) -> str:
+        return row.ascii_pattern if self._ascii_only and row.ascii_pattern is not None else row.pattern
+
+    def _parts(self) -> tuple[tuple[int, int], ...]:
+        """The rows of each ``re2.Set`` (start, end): at most :data:`_PATTERN_CHARS_PER_SET`
+        pattern characters each, and a new one where the rows of a file end once the part
+        holds :data:`_FILE_PART_ROWS` rows (the rows of ``signals.yaml`` compile apart from
+        the thousands of translated messages after them, so a text they name costs their set
+        alone; a few rows stay with the next file's, as each part is one more match a text)."""
+        if self._bounds is None:
+            starts = [0]
+            size = 0
+            for index, row in enumerate(self.rows):
+                length = len(self._pattern(row))
+                if size and (size + length > _PATTERN_CHARS_PER_SET
+                             or (index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
+                    starts.append(index)
+                    size = 0
+                size += length
+            self._bounds = tuple((start, end) for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True)
+                                 if start < end)
+        return self._bounds
+
+    def _chunk(self, chunk: int) -> Any:
+        matcher = self._chunks.get(chunk)
+        if matcher is not None:
+            return matcher
+        start, end = self._parts()[chunk]
+        options = _quiet_options()
+        options.max_mem = _SET_MAX_MEM
+        matcher = re2.Set.SearchSet(options)
+        try:
+            for row in self.rows[start:end]:
+                matcher.Add(self._pattern(row))
+            matcher.Compile()
+        except re2.error as exc:
+            where = self.rows[start].where
+            raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
+        self._chunks[chunk] = matcher  # two threads compiling one part at once keep equal sets
+        return matcher
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -262,9 +278,22 @@ class RowSet:
         if not lowered:
             return ()
         found: list[int] = []
-        for start, matcher in self._built():
-            found.extend(start + index for index in matcher.Match(lowered) or ())
-        return tuple(sorted(found))
+        for chunk in range(len(self._parts())):
+            found.extend(self.matching_part(chunk, lowered))
+        return tuple(found)
+
+    @property
+    def parts(self) -> int:
+        """How many ``re2.Set`` parts the rows are matched in (:meth:`matching_part`)."""
+        return len(self._parts())
+
+    def matching_part(self, part: int, lowered: str | bytes) -> tuple[int, ...]:
+        """:meth:`matching` for the rows of part ``part`` alone (parts are in row order: every
+        index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
+        if not lowered:
+            return ()
+        start = self._parts()[part][0]
+        return tuple(sorted(start + index for index in self._chunk(part).Match(lowered) or ()))
 
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
@@ -286,6 +315,17 @@ class RowSet:
                     break
         found.sort(key=lambda m: (m.start, m.end))
         return tuple(found[:limit])
+
+
+def _hands_off(row: Row) -> bool:
+    """A cause row worded as a sign-in hand-off: interactive ``auth``, and not read on a success."""
+    return (not row.success_too and row.verdict is not None and row.verdict.kind is Kind.AUTH
+            and row.verdict.interactive)
+
+
+def _file(row: Row) -> str:
+    """The file a row comes from: its ``where`` up to the first space (``signals.yaml text row 3``)."""
+    return row.where.split(" ", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +373,10 @@ class SignalTable:
         retry_after_headers: headers that give a wait in seconds.
         retry_after_text: wording that gives a wait in seconds (group 1).
         document_commands: programs whose successful output is a document.
+        hand_offs: the cause rows that are a sign-in hand-off (interactive ``auth``, not
+            ``success_too``), in the order of ``causes``: a text none of them matches is no
+            hand-off, whatever the first cause (read on every success with a status, so one
+            small set instead of every cause); ``ascii_hand_offs`` the same for ASCII-only text.
         calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
             ``data/interactive_calls.yaml``), read before a command line is dispatched.
         files: the files the table was built from, in order.
@@ -360,11 +404,14 @@ class SignalTable:
     document_commands: tuple[DocumentCommand, ...] = ()
     calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
+    hand_offs: RowSet = field(default_factory=lambda: RowSet(()))
+    ascii_hand_offs: RowSet = field(default_factory=lambda: RowSet((), ascii_only=True))
 
     def row_sets(self) -> tuple[RowSet, ...]:
         """Every row set of the table."""
         return (self.causes, self.ascii_causes, self.weak, self.ascii_weak, self.degenerate, self.harmless,
-                self.markers, self.not_markers, self.suggestions, self.signed_in)
+                self.markers, self.not_markers, self.suggestions, self.signed_in, self.hand_offs,
+                self.ascii_hand_offs)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -704,7 +751,10 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
         raise SignalTableError("retry_after_headers must be a list of header names")
+    hand_offs = [row for row in (*parts.causes, *parts.message_causes) if _hands_off(row)]
     table = SignalTable(
+        hand_offs=RowSet(hand_offs),
+        ascii_hand_offs=RowSet(hand_offs, ascii_only=True),
         causes=RowSet([*parts.causes, *parts.message_causes]),
         ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
         degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),

@@ -45,11 +45,13 @@ store's own error, exactly as a ``sqlite3.Error`` does (:func:`unstuck.store.sql
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from unstuck.core.redact import redact_document
 from unstuck.store.sqlite import kept_text, write
@@ -57,6 +59,8 @@ from unstuck.store.urls import Engine, StoreURL, postgres_pool
 
 if TYPE_CHECKING:
     import psycopg_pool
+
+_E = TypeVar("_E", bound=enum.StrEnum)
 
 __all__ = [
     "SCHEMA_LOCK",
@@ -68,6 +72,7 @@ __all__ = [
     "Transaction",
     "clean_params",
     "clean_row",
+    "closed_value",
     "open_postgres_store",
     "postgres_sql",
     "redact_rows",
@@ -190,6 +195,30 @@ def clean_row(row: Sequence[Any]) -> tuple[Any, ...]:
     """A row read by a read-only engine: every string redacted
     (:func:`unstuck.core.redact.redact_document`), as a writable open's migration would store it."""
     return tuple(redact_document(value) if isinstance(value, str) else value for value in row)
+
+
+def closed_value(vocabulary: type[_E], value: object, *, store: str, table: str, row: str, column: str,
+                 error: type[Exception]) -> _E:
+    """``value`` as read from ``column`` of a store's ``table``, as a member of its closed
+    ``vocabulary`` (a ``StrEnum``: the member whose value it is).
+
+    A store never turns a value it does not know into a default (DESIGN.md: "every vocabulary
+    has one owner"; issue 24): an unknown one is an error naming where it is, so a person can
+    look at the row, which is left as it is.
+
+    Raises:
+        error: ``"{store}: table {table}, row {row}: {column} {value!r} is not one of
+            {vocabulary}'s values ({a, b, ...})"`` (``row`` names the row's key, e.g.
+            ``turn_id='t1'``; the value shown at most 80 characters).
+    """
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return vocabulary(value)
+    known = ", ".join(repr(member.value) for member in vocabulary)
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise error(f"{store}: table {table}, row {row}: {column} {shown} is not one of {vocabulary.__name__}'s "
+                f"values ({known})")
 
 
 def redact_rows(tx: Transaction, table: str, keys: Sequence[str], columns: Sequence[str], *,

@@ -93,13 +93,25 @@ waits for the expiry. Settling an intent (:meth:`Journal.settle`, a person's
 ``--committed``/``--absent``) requires the lease the same way: it takes it (so an owner that
 wakes after the settle cannot run the effect twice) and lets it go in one transaction.
 
+Vocabularies (issue 24): every column that holds a word of a closed vocabulary is read as
+its enum and written from it, as the same strings as before: a turn's ``status``
+(:class:`~unstuck.decide.outcome.TurnStatus`), a step's ``decision``
+(:class:`~unstuck.decide.policy.Action`, and the names stored before it), an intent's
+``state`` (:class:`IntentState`) and ``settled_by`` (:class:`SettledBy`; a held intent keeps
+the reason it was held there instead), a recorded decision's ``action``
+(:class:`JournalDecision`), a validation's ``verdict``
+(:class:`~unstuck.decide.outcome.Verdict`). A value outside its vocabulary is never read as a
+default: it is a :class:`JournalError` naming the journal, the table and the row, and the row
+is left as it is (a resume checks the whole turn before it claims it: :meth:`Journal.check_turn`).
+
 Errors::
 
     JournalError (UnstuckError, RuntimeError)   unreadable, corrupt or foreign journal file or
                                                 database; a failed SQLite or PostgreSQL operation
                                                 (store and operation named, the engine's error as
                                                 __cause__); unknown turn; a file replaced during
-                                                the run; a live lease
+                                                the run; a live lease; a value outside its
+                                                vocabulary (journal, table and row named)
         LeaseLostError                          a write on a turn another owner took over
 """
 
@@ -116,16 +128,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from unstuck.core.errors import UnstuckError
 from unstuck.core.redact import redacted_prefix
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
-from unstuck.decide.outcome import StepRecord
+from unstuck.decide.outcome import StepRecord, TurnStatus, Verdict
 from unstuck.decide.policy import Action
 from unstuck.processes.identity import host_identity, process_alive, process_identity
-from unstuck.store.engines import SQLiteEngine, StoreEngine, Transaction, clean_params, open_postgres_store, redact_rows
+from unstuck.store.engines import (
+    SQLiteEngine,
+    StoreEngine,
+    Transaction,
+    clean_params,
+    closed_value,
+    open_postgres_store,
+    redact_rows,
+)
 from unstuck.store.sqlite import (
     FileIdentity,
     Migration,
@@ -146,12 +166,14 @@ __all__ = [
     "LEASE_TTL",
     "IntentState",
     "Journal",
+    "JournalDecision",
     "JournalError",
     "JournalIntent",
     "JournalTurn",
     "Lease",
     "LeaseLostError",
     "Runner",
+    "SettledBy",
     "arguments_digest",
     "host_identity",
     "process_alive",
@@ -250,6 +272,10 @@ _TABLES = frozenset({"turns", "decisions", "messages", "steps", "intents", "vali
 #: What :data:`_POSTGRES_SCHEMA` makes: a database holding any of them without the journal's
 #: schema row is another program's.
 _POSTGRES_RELATIONS = (*sorted(_TABLES), "intents_by_turn", "turns_by_start")
+#: The statuses of a turn that is over, as SQL literals (a claim never takes such a turn).
+_ENDED_SQL = ", ".join(f"'{status.value}'" for status in TurnStatus if status.ended)
+#: A closed vocabulary a column is read as (:meth:`Journal._closed`).
+_V = TypeVar("_V", bound=enum.StrEnum)
 #: A turn header's columns, in :class:`JournalTurn`'s order.
 _TURN_COLUMNS = ("turn_id, task, status, unattended, guarded, started_at, ended_at, answer, error, checkpoint_step")
 _STEP_FIELDS = ("turn_id", "idx", "call_id", "tool", "arguments", "arguments_digest", "subject", "interactive",
@@ -300,6 +326,27 @@ class IntentState(enum.StrEnum):
     PREPARED = "prepared"  # written before the call; no receipt yet
     COMMITTED = "committed"  # a receipt says the effect happened
     HELD = "held"  # after a crash nobody could say whether it happened: the turn waits for a person
+
+
+class SettledBy(enum.StrEnum):
+    """Who settled an effect intent (its ``settled_by``), as the journal stores it. A held
+    intent keeps the reason it was held in that column instead (free text:
+    :attr:`JournalIntent.settled_by`, :attr:`JournalIntent.settler`)."""
+
+    CALL = "call"  # committed: the call returned, and its receipt is what it returned
+    RESOLVER = "resolver"  # committed: after a crash, the tool's resolver said it happened
+    USER = "user"  # committed: a person said it happened (``unstuck journal resume --committed``)
+    USER_ABSENT = "user:absent"  # prepared again: a person said it did not happen; a resume runs it
+
+
+class JournalDecision(enum.StrEnum):
+    """An answer the journal keeps because it changed a turn's recovery state (the
+    ``decisions`` table), so a resumed turn and the cost report replay it after the step it
+    followed (:func:`unstuck.loop.resume.rebuild_state`)."""
+
+    CLOSE = "close"  # the user said "I've done it" and the probe (if any) agreed: the blocker closed
+    SKIP = "skip"  # the user chose "Skip it": the subject is skipped, calls on it are refused
+    KNOWN = "known"  # a lesson's probe said its blocker still holds: the blocker opened as known
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,13 +415,6 @@ def situation_from_json(text: str | None) -> Situation | None:
 _LEGACY_DECISIONS = {"Continue": Action.CONTINUE, "Escalate": Action.ESCALATE, "RetryAfter": Action.RETRY}
 
 
-def _decision(text: str) -> Action:
-    try:
-        return _LEGACY_DECISIONS.get(text) or Action(text)
-    except ValueError:
-        raise JournalError(f"a journaled step has an unknown decision {text!r}") from None
-
-
 @dataclass(frozen=True, slots=True)
 class JournalIntent:
     """An effect intent: ``effect_ref`` is ``{turn_id}:{step}``."""
@@ -387,9 +427,19 @@ class JournalIntent:
     arguments_json: str
     state: IntentState
     receipt: str | None = None
+    #: Who settled it, a :class:`SettledBy` (``None``: nobody yet); for a held intent, the
+    #: reason it is held (the column keeps that instead): see :attr:`settler`.
     settled_by: str | None = None
     reply_seq: int = -1  # the model reply (its message's position) that asked for the call
     runner: Runner | None = None  # the process that ran the call, or was about to (schema 4)
+
+    @property
+    def settler(self) -> SettledBy | None:
+        """Who settled it; ``None`` when nobody has, or it is held (:attr:`settled_by` then
+        says why)."""
+        if self.settled_by is None or self.state is IntentState.HELD:
+            return None
+        return SettledBy(self.settled_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,7 +448,7 @@ class JournalTurn:
 
     turn_id: str
     task: str
-    status: str
+    status: TurnStatus
     unattended: bool
     guarded: bool
     started_at: float
@@ -698,8 +748,8 @@ class Journal:
                 "INSERT INTO turns (turn_id, task, status, unattended, guarded, started_at, config, owner_pid,"
                 f" owner_start, owner_host, lease_token, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1,"
                 f" {self._db.now_sql} + ?)",
-                (turn_id, clean_text(task), "running", int(unattended), int(guarded), time.time(), config_json,
-                 pid, start, host_identity(), self.lease_ttl),
+                (turn_id, clean_text(task), TurnStatus.RUNNING.value, int(unattended), int(guarded), time.time(),
+                 config_json, pid, start, host_identity(), self.lease_ttl),
             )
         self._hold_lease(turn_id, 1)
 
@@ -720,23 +770,22 @@ class Journal:
                 claimed first.
         """
         status, token, condition = self._lease_free(turn_id, force=force, doing="resume it")
-        if status in ("done", "blocked", "failed"):
+        if status.ended:
             raise JournalError(f"turn {turn_id} already ended {status}; there is nothing to resume")
         me, my_start = process_identity()
         with self._write() as tx:
             changed = tx.execute(
-                "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = 'running', ended_at = NULL,"
+                "UPDATE turns SET owner_pid = ?, owner_start = ?, owner_host = ?, status = ?, ended_at = NULL,"
                 f" lease_token = lease_token + 1, lease_expires_at = {self._db.now_sql} + ?"
-                f" WHERE turn_id = ? AND lease_token = ? AND status NOT IN ('done', 'blocked', 'failed')"
-                f" AND {condition}",
-                (me, my_start, host_identity(), self.lease_ttl, turn_id, token),
+                f" WHERE turn_id = ? AND lease_token = ? AND status NOT IN ({_ENDED_SQL}) AND {condition}",
+                (me, my_start, host_identity(), TurnStatus.RUNNING.value, self.lease_ttl, turn_id, token),
             ).rowcount
         if changed != 1:
             raise JournalError(f"turn {turn_id} was claimed by another process first, its owner renewed its lease, "
                                "or it ended meanwhile")
         self._hold_lease(turn_id, token + 1)
 
-    def _lease_free(self, turn_id: str, *, force: bool, doing: str) -> tuple[str, int, str]:
+    def _lease_free(self, turn_id: str, *, force: bool, doing: str) -> tuple[TurnStatus, int, str]:
         """The turn's (status, lease token, SQL condition the compare-and-set adds) once its
         lease may be taken; ``doing`` names the refused act.
 
@@ -748,16 +797,17 @@ class Journal:
                            f" {self._db.now_sql} FROM turns WHERE turn_id = ?", (turn_id,))
         if row is None:
             raise JournalError(f"no turn {turn_id!r} in {self.where}")
-        status, pid, start, host, token, expires, now = row
+        stored, pid, start, host, token, expires, now = row
+        status = self._closed(TurnStatus, stored, "turns", f"turn_id={turn_id!r}", "status")
         token = int(token)
         here = host_identity()
         if pid is None or force or ((pid, start) == process_identity() and host == here):
-            return str(status), token, "1 = 1"
+            return status, token, "1 = 1"
         if expires is not None and expires <= now:
-            return str(status), token, f"lease_expires_at <= {self._db.now_sql}"
+            return status, token, f"lease_expires_at <= {self._db.now_sql}"
         local = bool(here) and host == here
         if local and not process_alive(pid, start):
-            return str(status), token, "1 = 1"
+            return status, token, "1 = 1"
         if local:
             raise JournalError(f"turn {turn_id} is still owned by live process {pid}; {doing} once that process "
                                "has ended")
@@ -773,8 +823,8 @@ class Journal:
     def settle(self, turn_id: str, *, committed: Sequence[str] = (), absent: Sequence[str] = (),
                force: bool = False) -> None:
         """A person's word on intents of ``turn_id``: the effects of ``committed`` happened
-        (a receipt by ``"user"``: never repeated), those of ``absent`` did not
-        (:data:`USER_ABSENT`: a resume runs them again). Settling requires the turn's lease,
+        (a receipt by :attr:`SettledBy.USER`: never repeated), those of ``absent`` did not
+        (:attr:`SettledBy.USER_ABSENT`: a resume runs them again). Settling requires the turn's lease,
         as :meth:`claim` takes it: it is refused while the owner holds a live lease (an owner
         that went on after the settle could otherwise run the effect a second time), unless
         ``force``. The lease is taken (its fencing token incremented, so an old owner that
@@ -789,7 +839,8 @@ class Journal:
         if both:
             raise JournalError(f"{', '.join(both)} cannot be both committed and absent")
         _, token, condition = self._lease_free(turn_id, force=force, doing="settle its intents")
-        receipt = json.dumps({"resolved": "committed", "by": "user"})
+        by_user = SettledBy.USER.value
+        receipt = json.dumps({"resolved": "committed", "by": by_user})
         with self._write() as tx:
             changed = tx.execute(
                 "UPDATE turns SET lease_token = lease_token + 1, owner_pid = NULL, owner_start = NULL,"
@@ -807,25 +858,61 @@ class Journal:
             now = time.time()
             for ref in committed:
                 tx.execute("UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ?"
-                           " WHERE effect_ref = ?", (IntentState.COMMITTED.value, receipt, now, "user", ref))
+                           " WHERE effect_ref = ?", (IntentState.COMMITTED.value, receipt, now, by_user, ref))
             for ref in absent:
                 tx.execute("UPDATE intents SET state = ?, settled_by = ? WHERE effect_ref = ?",
-                           (IntentState.PREPARED.value, self.USER_ABSENT, ref))
+                           (IntentState.PREPARED.value, SettledBy.USER_ABSENT.value, ref))
         self._leases.pop(turn_id, None)
 
-    def record_decision(self, turn_id: str, after_step: int, action: str, subject: str) -> None:
-        """Record a user's answer that changed the recovery state (``close`` or ``skip`` of a
-        subject) after step ``after_step``, so a resumed turn replays it (requires the lease)."""
+    def record_decision(self, turn_id: str, after_step: int, action: JournalDecision, subject: str) -> None:
+        """Record an answer that changed the recovery state (:class:`JournalDecision`: a
+        user's ``close`` or ``skip`` of a subject, a lesson's ``known`` blocker) after step
+        ``after_step``, so a resumed turn replays it (requires the lease).
+
+        Raises:
+            ValueError: ``action`` is not a :class:`JournalDecision` value (nothing is written).
+        """
+        decision = JournalDecision(action)
         with self._write() as tx:
             self._fence(tx, turn_id)
             tx.execute("INSERT INTO decisions (turn_id, after_step, action, subject) VALUES (?, ?, ?, ?)",
-                       (turn_id, after_step, action, clean_text(subject)))
+                       (turn_id, after_step, decision.value, clean_text(subject)))
 
-    def decisions(self, turn_id: str) -> list[tuple[int, str, str]]:
-        """A turn's recorded answers: (after_step, action, subject), in order."""
-        rows = self._db.all("SELECT after_step, action, subject FROM decisions WHERE turn_id = ? ORDER BY rowid",
-                            (turn_id,))
-        return [(r[0], r[1], r[2]) for r in rows]
+    def decisions(self, turn_id: str) -> list[tuple[int, JournalDecision, str]]:
+        """A turn's recorded answers: (after_step, action, subject), in order.
+
+        Raises:
+            JournalError: a row whose action is not a :class:`JournalDecision`, naming the
+                journal, the table and the row (``rowid``); it is left as it is.
+        """
+        rows = self._db.all("SELECT rowid, after_step, action, subject FROM decisions WHERE turn_id = ?"
+                            " ORDER BY rowid", (turn_id,))
+        return [(r[1], self._closed(JournalDecision, r[2], "decisions", f"rowid={r[0]}", "action"), r[3])
+                for r in rows]
+
+    def _closed(self, vocabulary: type[_V], value: object, table: str, row: str, column: str) -> _V:
+        """``value`` of ``table``'s ``column`` at ``row`` as a member of ``vocabulary``; an
+        unknown value is a :class:`JournalError` naming this journal, the table and the row
+        (:func:`unstuck.store.engines.closed_value`)."""
+        return closed_value(vocabulary, value, store=self.where, table=table, row=row, column=column,
+                            error=JournalError)
+
+    def check_turn(self, turn_id: str) -> None:
+        """Read every row of turn ``turn_id`` as :func:`unstuck.loop.resume.resume_turn` reads it
+        (header, steps, intents, decisions, validations), writing nothing: a
+        resume calls it before it claims the turn, so a turn that does not read back is left
+        exactly as it was.
+
+        Raises:
+            JournalError: for an unknown turn, or the first row holding a value outside its
+                vocabulary (naming the journal, the table and the row) or a situation that
+                does not read back.
+        """
+        self.turn(turn_id)
+        self.steps(turn_id)
+        self.intents(turn_id)
+        self.decisions(turn_id)
+        self.validations(turn_id)
 
     def config(self, turn_id: str) -> str:
         """The policy settings the turn was started with (JSON)."""
@@ -874,7 +961,7 @@ class Journal:
         """The call of ``ref`` returned (nothing is written: a crash point for tests)."""
         self._point("effect.returned", ref)
 
-    def record_receipt(self, ref: str, receipt: str, *, settled_by: str = "call") -> None:
+    def record_receipt(self, ref: str, receipt: str, *, settled_by: SettledBy = SettledBy.CALL) -> None:
         """Mark ``ref`` committed with ``receipt`` (what the call returned, or who said so;
         redacted at the store boundary, as every string). A riding commit: visible at once and kept through a
         SIGKILL, durable through a power loss with the next synced commit; a receipt lost
@@ -885,16 +972,17 @@ class Journal:
             self._fence_ref(tx, ref)
             tx.execute(
                 "UPDATE intents SET state = ?, receipt = ?, settled_at = ?, settled_by = ? WHERE effect_ref = ?",
-                (IntentState.COMMITTED.value, clean_text(receipt), time.time(), settled_by, ref),
+                (IntentState.COMMITTED.value, clean_text(receipt), time.time(), SettledBy(settled_by).value, ref),
             )
         self._point("receipt.recorded", ref)
 
-    #: ``settled_by`` of an intent a person said did not happen: a resume runs it again.
-    USER_ABSENT = "user:absent"
+    #: ``settled_by`` of an intent a person said did not happen: a resume runs it again
+    #: (:attr:`SettledBy.USER_ABSENT`, kept here for callers of earlier releases).
+    USER_ABSENT = SettledBy.USER_ABSENT
 
     def mark_absent(self, ref: str, *, force: bool = False) -> None:
         """A person checked that ``ref``'s effect did not happen: back to ``prepared``, so a
-        resumed turn runs the same intent (:data:`USER_ABSENT`). :meth:`settle` of its
+        resumed turn runs the same intent (:attr:`SettledBy.USER_ABSENT`). :meth:`settle` of its
         turn: refused while the turn's lease is live.
 
         Raises:
@@ -943,29 +1031,49 @@ class Journal:
                 )
         self._point("checkpoint.saved", ref)
 
-    def record_validation(self, turn_id: str, name: str, verdict: str, evidence: str) -> None:
-        """Record one validator's verdict (``passed``, ``failed`` or ``not required``); a
-        riding commit (the turn's end, next, is synced). Requires the lease."""
+    def record_validation(self, turn_id: str, name: str, verdict: Verdict, evidence: str) -> None:
+        """Record one validator's verdict (:class:`unstuck.decide.outcome.Verdict`: ``passed``,
+        ``failed`` or ``not required``); a riding commit (the turn's end, next, is synced).
+        Requires the lease.
+
+        Raises:
+            ValueError: ``verdict`` is not a :class:`~unstuck.decide.outcome.Verdict` value.
+        """
+        value = Verdict(verdict).value
         with self._write(sync=False) as tx:
             self._fence(tx, turn_id)
             tx.execute("INSERT INTO validations (turn_id, name, verdict, evidence, at) VALUES (?, ?, ?, ?, ?)",
-                       (turn_id, clean_text(name), verdict, clean_text(evidence), time.time()))
+                       (turn_id, clean_text(name), value, clean_text(evidence), time.time()))
 
-    def end_turn(self, turn_id: str, status: str, *, answer: str = "", error: str | None = None) -> None:
+    def end_turn(self, turn_id: str, status: TurnStatus, *, answer: str = "", error: str | None = None) -> None:
         """Record the turn's final (or, for ``interrupted``, current) status (a synced commit,
         which makes every riding commit before it durable too) and let go of its lease (the
-        token stays, so a stale owner stays fenced off). Requires the lease."""
+        token stays, so a stale owner stays fenced off). Requires the lease.
+
+        Raises:
+            ValueError: ``status`` is not a :class:`~unstuck.decide.outcome.TurnStatus` value,
+                or is ``running`` (a turn that ends is not running).
+        """
+        value = TurnStatus(status)
+        if value is TurnStatus.RUNNING:
+            raise ValueError(f"turn {turn_id}: end_turn needs the status it ended with, not {value.value!r}")
         with self._write() as tx:
             self._fence(tx, turn_id)
             tx.execute("UPDATE turns SET status = ?, ended_at = ?, answer = ?, error = ?, owner_pid = NULL,"
                        " owner_start = NULL, owner_host = NULL, lease_expires_at = NULL WHERE turn_id = ?",
-                       (status, time.time(), clean_text(answer), clean_text(error) if error else error, turn_id))
+                       (value.value, time.time(), clean_text(answer), clean_text(error) if error else error,
+                        turn_id))
         self._leases.pop(turn_id, None)
 
     # -- reading -----------------------------------------------------------------------------
 
     def turns(self) -> list[JournalTurn]:
-        """Every turn, newest first."""
+        """Every turn, newest first.
+
+        Raises:
+            JournalError: a turn whose status is not a :class:`~unstuck.decide.outcome.TurnStatus`,
+                naming the journal, the table and the row (``turn_id``).
+        """
         rows = self._db.all(f"SELECT {_TURN_COLUMNS} FROM turns ORDER BY started_at DESC")
         return [self._turn(row) for row in rows]
 
@@ -973,7 +1081,8 @@ class Journal:
         """One turn's header and checkpoint.
 
         Raises:
-            JournalError: for an unknown turn id (the message lists none; see :meth:`turns`).
+            JournalError: for an unknown turn id (the message lists none; see :meth:`turns`), or
+                one whose status is not a :class:`~unstuck.decide.outcome.TurnStatus` (as :meth:`turns`).
         """
         row = self._db.one(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ?", (turn_id,))
         if row is None:
@@ -981,12 +1090,19 @@ class Journal:
         return self._turn(row)
 
     def _turn(self, row: Sequence[Any]) -> JournalTurn:
-        return JournalTurn(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8], row[9])
+        status = self._closed(TurnStatus, row[2], "turns", f"turn_id={row[0]!r}", "status")
+        return JournalTurn(row[0], row[1], status, bool(row[3]), bool(row[4]), row[5], row[6], row[7], row[8], row[9])
 
     def steps(self, turn_id: str) -> list[StepRecord]:
         """A turn's steps in order (content as journaled: its first 4,000 characters; the
         per-step ``charged``/``opened``/``closed`` lists are not kept: folding the policy over
-        the steps gives them again)."""
+        the steps gives them again).
+
+        Raises:
+            JournalError: a row whose decision is not an :class:`unstuck.decide.policy.Action`
+                (nor one of the names journals stored before it) or whose situation does not
+                read back, naming the journal, the table and the row (``turn_id``, ``idx``).
+        """
         rows = self._db.all(
             "SELECT idx, call_id, tool, arguments, subject, interactive, auto_retry, dispatched, probe, retry, ok,"
             " situation, decision, exempt, injected, content, started_s, duration_s FROM steps"
@@ -994,33 +1110,62 @@ class Journal:
         )
         return [
             StepRecord(r[0], ToolCall(r[1], r[2], r[3]), r[4], dispatched=bool(r[7]), probe=bool(r[8]), ok=bool(r[10]),
-                       situation=situation_from_json(r[11]), started_s=r[16], duration_s=r[17], content=r[15],
+                       situation=self._situation(r[11], turn_id, r[0]), started_s=r[16], duration_s=r[17],
+                       content=r[15],
                        retry=bool(r[9]), injected=r[14], interactive=bool(r[5]), auto_retry=bool(r[6]),
-                       exempt=tuple(json.loads(r[13])), decision=_decision(r[12]))
+                       exempt=tuple(json.loads(r[13])),
+                       decision=_LEGACY_DECISIONS.get(r[12]) or self._closed(
+                           Action, r[12], "steps", f"turn_id={turn_id!r}, idx={r[0]}", "decision"))
             for r in rows
         ]
 
+    def _situation(self, text: str | None, turn_id: str, idx: int) -> Situation | None:
+        try:
+            return situation_from_json(text)
+        except JournalError as exc:
+            raise JournalError(f"{self.where}: table steps, row turn_id={turn_id!r}, idx={idx}: {exc}") from None
+
     def intents(self, turn_id: str) -> list[JournalIntent]:
-        """A turn's effect intents in step order."""
+        """A turn's effect intents in step order.
+
+        Raises:
+            JournalError: a row whose ``state`` is not an :class:`IntentState`, or (an intent
+                not held) whose ``settled_by`` is not a :class:`SettledBy`, naming the journal,
+                the table and the row (``effect_ref``).
+        """
         runner = "runner_host, runner_pid, runner_start" if self.schema >= 4 else "NULL, NULL, NULL"
         rows = self._db.all(
             "SELECT effect_ref, turn_id, step, call_id, tool, arguments, state, receipt, settled_by, reply_seq,"
             f" {runner} FROM intents WHERE turn_id = ? ORDER BY step", (turn_id,),
         )
-        return [JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], IntentState(r[6]), r[7], r[8], r[9],
-                              Runner(str(r[10]), int(r[11]), int(r[12] or 0)) if r[10] and r[11] is not None
-                              else None) for r in rows]
+        return [self._intent(r) for r in rows]
+
+    def _intent(self, r: Sequence[Any]) -> JournalIntent:
+        """An intents row as :class:`JournalIntent`: its state and (unless it is held, when the
+        column keeps the reason) its ``settled_by`` read as their vocabularies."""
+        row = f"effect_ref={r[0]!r}"
+        state = self._closed(IntentState, r[6], "intents", row, "state")
+        settled: str | None = r[8]
+        if settled is not None and state is not IntentState.HELD:
+            settled = self._closed(SettledBy, settled, "intents", row, "settled_by")
+        runner = Runner(str(r[10]), int(r[11]), int(r[12] or 0)) if r[10] and r[11] is not None else None
+        return JournalIntent(r[0], r[1], r[2], r[3], r[4], r[5], state, r[7], settled, r[9], runner)
 
     def messages(self, turn_id: str) -> list[str]:
         """A turn's conversation as checkpointed: one JSON message per item, in order."""
         rows = self._db.all("SELECT message FROM messages WHERE turn_id = ? ORDER BY seq", (turn_id,))
         return [r[0] for r in rows]
 
-    def validations(self, turn_id: str) -> list[tuple[str, str, str]]:
-        """A turn's validator verdicts: (name, verdict, evidence)."""
-        rows = self._db.all("SELECT name, verdict, evidence FROM validations WHERE turn_id = ? ORDER BY rowid",
-                            (turn_id,))
-        return [(r[0], r[1], r[2]) for r in rows]
+    def validations(self, turn_id: str) -> list[tuple[str, Verdict, str]]:
+        """A turn's validator verdicts: (name, verdict, evidence), in order.
+
+        Raises:
+            JournalError: a row whose verdict is not a :class:`~unstuck.decide.outcome.Verdict`,
+                naming the journal, the table and the row (``rowid``).
+        """
+        rows = self._db.all("SELECT rowid, name, verdict, evidence FROM validations WHERE turn_id = ?"
+                            " ORDER BY rowid", (turn_id,))
+        return [(r[1], self._closed(Verdict, r[2], "validations", f"rowid={r[0]}", "verdict"), r[3]) for r in rows]
 
 
 class _LeaseKeeper:

@@ -20,7 +20,11 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
+from unstuck.decide.outcome import TurnStatus
 from unstuck.store.events import Event, EventName
+
+#: The turn statuses a turn's span ends in error with (``done`` is not one; a turn ends with no other).
+_FAILED = frozenset({TurnStatus.BLOCKED, TurnStatus.FAILED, TurnStatus.INTERRUPTED})
 
 __all__ = ["OtelSink"]
 
@@ -71,7 +75,7 @@ class OtelSink:
                 unfinished.end()
             status = str(fields.get("status", ""))
             turn.set_attribute("unstuck.turn.status", status)
-            if status in ("blocked", "failed", "interrupted"):
+            if status in _FAILED:
                 turn.set_status(Status(StatusCode.ERROR, status))
             turn.end()
             del self._turns[item.turn_id]

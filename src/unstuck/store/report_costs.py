@@ -41,6 +41,7 @@ plus the steps' offsets). A day is the UTC date a turn started.
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,8 +51,9 @@ from typing import Any
 from unstuck.core.output import json_text
 from unstuck.core.situations import Kind
 from unstuck.decide import policy
-from unstuck.decide.outcome import StepRecord
-from unstuck.store.journal import Journal, JournalError, JournalTurn
+from unstuck.decide.outcome import StepRecord, TurnStatus
+from unstuck.decide.policy import CloseReason
+from unstuck.store.journal import Journal, JournalDecision, JournalError, JournalTurn
 
 __all__ = [
     "BlockerTotal",
@@ -66,7 +68,7 @@ __all__ = [
 ]
 
 #: The decision ``Guard._check_lesson`` records when a lesson's probe says its blocker holds.
-KNOWN = "known"
+KNOWN = JournalDecision.KNOWN
 
 
 def day_of(unix_s: float) -> datetime.date:
@@ -85,7 +87,8 @@ class TurnCost:
         day: the UTC date of ``started_at``.
         subject / kind: the blocker the turn asked about (or, never asking, first met).
         asked: the turn escalated on it (a question ended or paused the turn).
-        status: the turn's journaled status (``done``, ``blocked``, ``failed``, ``interrupted``).
+        status: the turn's journaled status (``done``, ``blocked``, ``failed``, ``interrupted``,
+            or ``running`` for one that has not ended).
         wasted_steps: calls after the first signal until asking (see the module doc).
         wasted_seconds: seconds from the first signal to asking, on the turn's clock.
         lesson: a lesson's probe stopped the turn (a ``known`` decision).
@@ -99,7 +102,7 @@ class TurnCost:
     subject: str
     kind: Kind
     asked: bool
-    status: str
+    status: TurnStatus
     wasted_steps: int
     wasted_seconds: float
     lesson: bool
@@ -118,7 +121,8 @@ class Episode:
         turns: turns that met it while it was open.
         closed_at: end of the call that closed it, Unix seconds; ``None`` while open.
         closed_turn: the turn of that call, or ``None``.
-        closed_by: ``"probe clean"`` or ``"call succeeded"``, or ``None``.
+        closed_by: :class:`~unstuck.decide.policy.CloseReason` ``probe clean`` or ``call succeeded``,
+            or ``None``.
     """
 
     subject: str
@@ -128,7 +132,7 @@ class Episode:
     turns: int
     closed_at: float | None = None
     closed_turn: str | None = None
-    closed_by: str | None = None
+    closed_by: CloseReason | None = None
 
     @property
     def closed_after_s(self) -> float | None:
@@ -193,13 +197,14 @@ class CostReport:
     since: datetime.date | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (dates as ISO strings, kinds as their words, seconds as floats)."""
+        """A JSON-ready dict (dates as ISO strings, kinds, statuses and close reasons as their words,
+        seconds as floats)."""
         def plain(record: object) -> dict[str, Any]:
             out: dict[str, Any] = {}
             for name in record.__slots__:  # type: ignore[attr-defined]
                 value = getattr(record, name)
                 out[name] = value.isoformat() if isinstance(value, datetime.date) else (
-                    value.value if isinstance(value, Kind) else value)
+                    value.value if isinstance(value, enum.Enum) else value)
             return out
 
         return {
@@ -229,13 +234,19 @@ def _outcome(step: StepRecord) -> policy.CallOutcome:
 
 
 def _fold(steps: Sequence[StepRecord], state: policy.RecoveryState,
-          decisions: Sequence[tuple[int, str, str]]) -> tuple[_Asked | None, policy.OpenBlocker | None, int]:
+          decisions: Sequence[tuple[int, JournalDecision, str]],
+          ) -> tuple[_Asked | None, policy.OpenBlocker | None, int]:
     """The policy folded over ``steps`` (as :func:`unstuck.loop.resume.rebuild_state`): where the
     turn first asked and on what, the first blocker opened and at which step, and, when the
-    turn never asked, the blocker still open at the end."""
-    answers: dict[int, list[tuple[str, str]]] = {}
+    turn never asked, the blocker still open at the end.
+
+    Raises:
+        ValueError: a decision whose action is not a :class:`JournalDecision` value (never
+            counted as a ``close``).
+    """
+    answers: dict[int, list[tuple[JournalDecision, str]]] = {}
     for after, action, subject in decisions:
-        answers.setdefault(after, []).append((action, subject))
+        answers.setdefault(after, []).append((JournalDecision(action), subject))
     asked: _Asked | None = None
     first: policy.OpenBlocker | None = None
     first_at = -1
@@ -253,27 +264,29 @@ def _fold(steps: Sequence[StepRecord], state: policy.RecoveryState,
             if chosen is not None:
                 asked = _Asked(chosen, step.index, lesson=False)
         for action, subject in answers.get(step.index, []):
-            if action == KNOWN and step.situation is not None:
+            if action is JournalDecision.KNOWN:
+                if step.situation is None:
+                    continue
                 state = policy.open_known_blocker(state, step.situation, step.index)
                 if asked is None and subject in state.open_blockers:
                     asked = _Asked(state.open_blockers[subject], step.index, lesson=True)
                     if first is None:
                         first, first_at = asked.blocker, step.index
-            elif action == "skip":
+            elif action is JournalDecision.SKIP:
                 state = policy.skip_subject(state, subject)
             else:
                 state = policy.close_blocker(state, subject)
     return asked, first, first_at
 
 
-def turn_cost(turn: JournalTurn, steps: Sequence[StepRecord], decisions: Sequence[tuple[int, str, str]],
+def turn_cost(turn: JournalTurn, steps: Sequence[StepRecord], decisions: Sequence[tuple[int, JournalDecision, str]],
               config: policy.PolicyConfig | None = None, *, journal: str = "") -> TurnCost | None:
     """What ``turn`` paid for the blocker it met (see the module doc), or ``None`` for a turn
     that met none. ``steps`` and ``decisions`` are :meth:`Journal.steps` and
     :meth:`Journal.decisions` of the turn; ``config`` its settings (:meth:`Journal.config`)."""
     state = policy.RecoveryState(unattended=turn.unattended, config=config or policy.PolicyConfig())
     asked, first, first_at = _fold(steps, state, decisions)
-    if asked is None and turn.status == "blocked" and first is not None:
+    if asked is None and turn.status is TurnStatus.BLOCKED and first is not None:
         asked = _Asked(first, steps[-1].index if steps else -1, lesson=False)  # asked when the model answered
     blocker = asked.blocker if asked is not None else first
     if blocker is None:
@@ -348,7 +361,7 @@ def _episodes(entries: Sequence[tuple[JournalTurn, Sequence[StepRecord], TurnCos
             step = _closing_step(steps, other[0])
             if step is not None:
                 closed = replace(episode, closed_at=turn.started_at + step.started_s + step.duration_s,
-                                 closed_turn=turn.turn_id, closed_by="probe clean" if step.probe else "call succeeded")
+                                 closed_turn=turn.turn_id, closed_by=CloseReason.of_call(probe=step.probe))
                 done.append(closed)
                 del open_now[other]
         if cost is not None and key is not None:

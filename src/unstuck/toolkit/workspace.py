@@ -96,6 +96,12 @@ class CliFacts:
             however it is run, so installing needs a person even without sudo.
         required_scopes: token scopes the CLI needs (read from ``scopes_pattern``).
         scopes_pattern: a regex whose group 1 lists the token's scopes in the status output.
+            A status output with no such list claims nothing about scopes: a token type that
+            has none (gh lists no scopes for a fine-grained ``github_pat_`` token or an app's
+            token: cli/cli pkg/cmd/auth/status/status.go prints "Token scopes" only when the API
+            sent ``X-OAuth-Scopes`` or the token is a classic ``ghp_``/``gho_`` one
+            (``expectScopes``), and pkg/cmd/auth/shared/oauth_scopes.go
+            ``HeaderHasMinimumScopes`` gives up on a token that reports no scopes).
         missing_scope_pattern: a regex whose group 1 names a scope the status output says is
             missing (gh exits 1 then, rather than 0).
         reachability_args: a cheap read of the service, run when the sign-in check fails:
@@ -474,9 +480,9 @@ def check_cli(workspace: Workspace, name: str, *, clis: Mapping[str, CliFacts] =
         )
         return report
     report["signed_in"] = True
-    if facts.scopes_pattern and facts.required_scopes:
-        found = re.search(facts.scopes_pattern, text)
-        scopes = {s.strip().strip("'\"") for s in found.group(1).split(",")} if found else set()
+    found = re.search(facts.scopes_pattern, text) if facts.scopes_pattern and facts.required_scopes else None
+    if found is not None:  # no list at all: a token type that has no scopes, never "lacks" them
+        scopes = {s.strip().strip("'\"") for s in found.group(1).split(",")}
         missing = [s for s in facts.required_scopes if s not in scopes]
         report["scopes"] = sorted(scopes)
         if missing:
