@@ -802,7 +802,8 @@ def test_a_store_location_that_is_a_file_is_a_journal_error_naming_it(
 
 
 def test_an_intent_names_the_process_that_ran_it_and_a_version_3_journal_gains_the_columns(tmp_path: Path) -> None:
-    from unstuck.store.journal import Runner, host_identity, process_identity
+    from unstuck.processes.identity import host_identity, process_identity
+    from unstuck.store.journal import Runner
 
     path = tmp_path / "j.db"
     with Journal(path) as journal:

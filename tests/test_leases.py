@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from unstuck.processes.identity import process_alive, start_time
 from unstuck.processes.leases import (
     DEFAULT_OUTPUT_CAP,
     DEFAULT_WINDOW,
@@ -23,16 +24,13 @@ from unstuck.processes.leases import (
     drain_leases,
     end_lease,
     live_leases,
-    reads_terminal,
     run_leased,
     start_lease,
-    start_time,
     tagged,
     token_prefix,
-    waiting_program,
 )
 from unstuck.processes.supervisor import leases_left
-from unstuck.store.journal import process_alive
+from unstuck.processes.waits import reads_terminal, waiting_program
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 

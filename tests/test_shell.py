@@ -1,4 +1,4 @@
-"""unstuck.commands.shell: command lines as bash sees them, calls that wait for a person, the screen.
+"""unstuck.commands.parse, interactive, screen and plain: command lines as bash sees them, calls that wait for a person, the screen.
 
 Where a test checks how a line is read, the expected argv comes from running the real bash on
 the same line; where it checks whether a call waits, the expectation comes from the catalogue
@@ -17,25 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.commands.shell import (
-    MAX_NESTING,
-    SCREEN_MAX_CHARS,
-    CommandLine,
-    InteractiveCall,
-    Screened,
-    SimpleCommand,
-    Stream,
-    VariableEffect,
-    Waits,
-    command_subject,
-    find_download_and_run,
-    interactive_call,
-    load_interactive_catalogue,
-    parse_command_line,
-    plain_command_refusal,
-    screen_command,
-    variable_rule,
-)
+from unstuck.commands.interactive import InteractiveCall, Waits, interactive_call, load_interactive_catalogue
+from unstuck.commands.parse import MAX_NESTING, CommandLine, SimpleCommand, Stream, command_subject, parse_command_line
+from unstuck.commands.plain import VariableEffect, plain_command_refusal, variable_rule
+from unstuck.commands.screen import SCREEN_MAX_CHARS, Screened, find_download_and_run, screen_command
 from unstuck.core.text import clean_terminal_text
 
 BASH = shutil.which("bash")
@@ -1043,7 +1028,7 @@ def test_no_function_raises_on_any_text(text: str) -> None:
 def test_a_brace_before_a_four_byte_character_does_not_crash_the_process() -> None:
     # tree-sitter-bash 0.25.1 reads past its buffer on '{' + a 4-byte UTF-8 character
     # (tree-sitter/tree-sitter-bash issue 337); run in a child so a regression fails, not kills
-    code = ("from unstuck.commands.shell import parse_command_line as p\n"
+    code = ("from unstuck.commands.parse import parse_command_line as p\n"
             "for t in ('{\\U000f006b', '{\\U00031860', 'echo {a,\\U0001F600} && gh x'):\n"
             "    p(t)\n"
             "print(p('{ echo \\U0001F600; }').commands[0].words)")
@@ -1335,7 +1320,7 @@ def test_ordinary_permissions_paths_and_credential_helpers_pass(command: str) ->
 
 
 def test_text_built_to_exhaust_the_prose_screen_fails_closed() -> None:
-    from unstuck.commands.shell import TOO_MANY_TO_SCREEN
+    from unstuck.commands.screen import TOO_MANY_TO_SCREEN
 
     flood = ("curl https://x.example/a | jq . ; " * 60 + "\n") * 200
     assert find_download_and_run(flood) == TOO_MANY_TO_SCREEN

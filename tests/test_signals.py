@@ -154,7 +154,7 @@ def test_a_users_interactive_calls_are_read_before_dispatch(tmp_path: Path) -> N
         return "ran"
 
     table = load_signal_table([mine])
-    from unstuck.commands.shell import interactive_call
+    from unstuck.commands.interactive import interactive_call
 
     waiting = interactive_call("cd /srv && acmectl login --sso", terminal=False, catalogue=table.calls)
     assert waiting is not None and waiting.program == "acmectl"

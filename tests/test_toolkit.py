@@ -18,7 +18,7 @@ from unstuck.toolkit.workspace import KNOWN_CLIS, CliFacts, Workspace, cli_finge
 
 
 def test_run_command_is_about_the_program_its_command_line_runs(tmp_path: Path) -> None:
-    # the cases of the subject rule are tests/test_shell.py's (unstuck.commands.shell.command_subject)
+    # the cases of the subject rule are tests/test_shell.py's (unstuck.commands.parse.command_subject)
     run_command = standard_tools(Workspace(tmp_path))["run_command"]
     assert run_command.subject_of({"command": "cd repo && GH_TOKEN=$(cat t) gh pr create"}) == "gh"
     assert command_subject("sudo -u bob gh auth status") == "gh"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.commands.shell import InteractiveCatalogue, load_interactive_catalogue, parse_interactive_calls
+from unstuck.commands.interactive import InteractiveCatalogue, load_interactive_catalogue, parse_interactive_calls
 from unstuck.commands.waiting import FIXES, non_interactive_fix
 
 

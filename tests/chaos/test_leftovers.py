@@ -19,7 +19,8 @@ import pytest
 
 from conftest import until
 from unstuck.evals.sandbox import SANDBOX_PREFIX, SOCKET_PREFIX, Sandbox, sweep_sandboxes
-from unstuck.processes.leases import LEASE_ENV, start_time, sweep_leftovers, tagged, token_prefix
+from unstuck.processes.identity import start_time
+from unstuck.processes.leases import LEASE_ENV, sweep_leftovers, tagged, token_prefix
 
 #: Leases a tree that would sleep an hour, with no containment installed (a run that dies leaks it).
 BARE_PARENT = """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.commands.shell import command_operators
+from unstuck.commands.parse import command_operators
 from unstuck.core.situations import Kind
 from unstuck.core.tools import ToolResult
 from unstuck.evals.fake_github import FAULTS

@@ -1,4 +1,7 @@
-"""What a command line does and needs: the shell parse, the interactive-call catalogue and command
-screen, credential-changing commands, programs installed off PATH, the non-interactive forms of
-waiting calls. May import core.
+"""What a command line does and needs, one module per job: ``parse`` (the tree-sitter parse
+and the command-line model), ``catalogue`` (the one matcher of catalogue rows over parsed
+calls), ``interactive`` (the calls that wait for a person), ``credentials`` (credential-changing
+calls, and the interpreter table), ``screen`` (the screen for suggested commands), ``plain``
+(what a declared unblock may be), ``installed`` (programs installed off PATH), ``waiting`` (the
+non-interactive forms of waiting calls); ``shell`` keeps the earlier import path. May import core.
 """

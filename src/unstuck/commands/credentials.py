@@ -7,18 +7,21 @@ refused, ``curl -k``, ``cat ~/.aws/credentials``). This module only *recognises*
 policy decides (it refuses them and names them in the question, except for the rows a user's
 configuration allows by name).
 
-* :func:`credential_changes` reads a shell command line with :func:`unstuck.commands.shell.parse_command_line`
+* :func:`credential_changes` reads a shell command line with :func:`unstuck.commands.parse.parse_command_line`
   (pipelines, ``&&``/``;``, subshells, ``$(…)``, ``bash -c '…'`` strings, wrappers such as
-  ``sudo``, ``env``, ``timeout``, ``xargs``, and the command of ``find -exec``) and matches every
-  simple command, every wrapper around it and every environment assignment against the rows
-  of ``unstuck/data/credential_changes.yaml`` (that file documents each field). Matching is
-  structural: a program's base name, its subcommand words, its options (``-k`` inside
+  ``sudo``, ``env``, ``timeout``, ``xargs``, the program a package manager runs and the command
+  of ``find -exec``) and matches every simple command, every wrapper around it and every
+  environment assignment against the rows of ``unstuck/data/credential_changes.yaml`` (that
+  file documents each field), with the matcher the interactive-call catalogue uses
+  (:mod:`unstuck.commands.catalogue`). Matching is structural: a program's base name, its
+  subcommand words, its options (``-k`` inside
   ``-sSk``, ``--scopes=x``, ``-o StrictHostKeyChecking=no``), its operands, the variables set
   for it (``GH_TOKEN=… gh``, ``export``, ``env X=…``, ``unset``) and where it writes
   (``> ~/.aws/credentials``, and the files programs write: ``tee F``, ``dd of=F``, the
   destination of ``cp``/``mv``/``install``, ``sed -i … F``, ``curl -o F``, from the catalogue's
   ``writers`` table). The inline code of interpreters (``python -c``, ``node -e``, ``perl -e``,
-  ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the catalogue's ``interpreters`` table)
+  ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the rows of ``unstuck/data/interpreters.yaml``
+  that name a language, the table the command screen reads too: :func:`interpreter_options`)
   is searched for each language's documented environment writes (``os.environ['X'] = …``,
   ``process.env.X = …``, ``$ENV{X} = …``, ``ENV['X'] = …``, ``putenv``) of variables the
   environment rows name, and for file writes of the credential files the ``redirect_to`` rows
@@ -61,13 +64,14 @@ import posixpath
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import re2
 
-from unstuck.commands.shell import SimpleCommand, parse_command_line
+from unstuck.commands.catalogue import Call, Words, asks_for_help, calls, has_option, read_words, starts_with
+from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
+from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
 from unstuck.core.readers import parse_yaml
 from unstuck.core.redact import MASK, redact
@@ -84,11 +88,14 @@ __all__ = [
     "CredentialCatalogueError",
     "CredentialChange",
     "CredentialRow",
+    "InterpreterOptions",
     "OptionRule",
     "credential_changes",
     "credential_changes_in_arguments",
+    "interpreter_options",
     "load_credential_catalogue",
     "parse_credential_catalogue",
+    "prints_credential",
 ]
 
 #: A change quotes at most this many characters of its command (an ellipsis marks a cut).
@@ -171,7 +178,8 @@ class CredentialRow:
     """One catalogue row, validated (``unstuck/data/credential_changes.yaml`` documents each
     field). A row matches a program call (``programs``; ``*`` for any program), an
     environment variable (``env_names``/``env_pattern``), or a written file (``redirect_to``).
-    ``origin`` names the file and row it came from."""
+    ``prints``: the call prints a credential (:func:`prints_credential`). ``origin`` names the
+    file and row it came from."""
 
     name: str
     kind: ChangeKind
@@ -198,6 +206,7 @@ class CredentialRow:
     env_value: Any = None
     env_program: frozenset[str] = frozenset()
     option_names: frozenset[str] = frozenset()
+    prints: bool = False
 
     @property
     def is_env(self) -> bool:
@@ -236,7 +245,7 @@ _BUNDLED_TOP_KEYS = frozenset({"writers", "interpreters"})
 _ROW_KEYS = frozenset({
     "name", "kind", "why", "source", "program", "subcommand", "with_options", "unless", "value_options",
     "operands", "any_operand", "last_operand", "dash_operands", "alone", "no_arguments", "h_option", "targets",
-    "targets_all_with", "redirect_to", "env", "env_pattern", "value",
+    "targets_all_with", "redirect_to", "env", "env_pattern", "value", "prints",
 })
 _ENV_KEYS = frozenset({"name", "kind", "why", "source", "env", "env_pattern", "value", "program"})
 _NAME = re2.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -275,9 +284,11 @@ def _strings(where: str, key: str, raw: object) -> tuple[str, ...]:
 
 
 def _option_name(where: str, key: str, text: str) -> str:
-    if not text.startswith("-") or text in ("-", "--") or any(ch.isspace() for ch in text) or "=" in text:
+    """An option as a row names it: ``-x``, ``--long``, ``-long``, or a shell's ``+o`` (bash(1): "Using '+'
+    rather than '-' causes these options to be turned off")."""
+    if not text.startswith(("-", "+")) or text in ("-", "--", "+") or any(ch.isspace() for ch in text) or "=" in text:
         raise CredentialCatalogueError(f"{where}: '{key}' entry {text!r} is not an option name (it starts with "
-                                       f"'-' and has no space or '=')")
+                                       f"'-' or '+' and has no space or '=')")
     return text
 
 
@@ -394,6 +405,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
         alone=_flag(where, "alone", raw),
         no_arguments=_flag(where, "no_arguments", raw),
         h_option=_flag(where, "h_option", raw),
+        prints=_flag(where, "prints", raw),
         targets=targets,
         targets_all_with=targets_all_with,
         redirect_to=redirect_to,
@@ -413,7 +425,10 @@ def parse_credential_catalogue(text: str, name: str) -> tuple[CredentialRow, ...
             :class:`ChangeKind`, a row without ``why`` or ``source``, a pattern re2 refuses,
             or two rows with one name.
     """
-    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
+    return _rows_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
+
+
+def _rows_of_document(document: object, name: str) -> tuple[CredentialRow, ...]:
     if not isinstance(document, Mapping) or not isinstance(document.get("changes"), list):
         raise CredentialCatalogueError(f"{name}: must be a mapping with a 'changes' list of rows")
     known = _TOP_KEYS | _BUNDLED_TOP_KEYS if name == _BUNDLED else _TOP_KEYS
@@ -470,8 +485,7 @@ def _catalogue(rows: Sequence[CredentialRow], files: Sequence[str]) -> Credentia
 
 @functools.cache
 def _bundled_rows() -> tuple[CredentialRow, ...]:
-    text = resources.files("unstuck").joinpath(f"data/{_BUNDLED}").read_text(encoding="utf-8")
-    return parse_credential_catalogue(text, _BUNDLED)
+    return _rows_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED)
 
 
 @functools.lru_cache(maxsize=32)
@@ -519,117 +533,11 @@ def load_credential_catalogue(extra: Iterable[Path] = ()) -> CredentialCatalogue
 # reading a call's words
 # ---------------------------------------------------------------------------------------------
 
-#: Words that ask for help or a version, which a program prints without changing anything:
-#: GNU coding standards 4.8 (``--help``, ``--version``), Go's flag package (``-help``), cobra
-#: and click (``-h`` where the row gives ``-h`` no other meaning).
-_HELP = frozenset({"--help", "--version", "-help"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Words:
-    """A call's options as ``(name, value)`` (value ``None`` when written bare) and its
-    positional words, read with one set of value-taking options."""
-
-    options: tuple[tuple[str, str | None], ...]
-    positionals: tuple[str, ...]
-
-
-def _read_words(args: Sequence[str], value_options: frozenset[str], known: frozenset[str],
-                dash_operands: Any) -> _Words:
-    options: list[tuple[str, str | None]] = []
-    positionals: list[str] = []
-    index = 0
-    count = len(args)
-    while index < count:
-        word = args[index]
-        index += 1
-        if word == "--":
-            positionals.extend(args[index:])
-            break
-        if len(word) < 2 or word[0] != "-" or (dash_operands is not None and dash_operands.search(word)):
-            positionals.append(word)
-            continue
-        head, equals, attached = word.partition("=")
-        if word.startswith("--") or head in known or head in value_options or word in _HELP:
-            if equals:
-                options.append((head, attached))
-            elif word in value_options:
-                options.append((word, args[index] if index < count else ""))
-                index += 1
-            else:
-                options.append((word, None))
-            continue
-        # a cluster of short options: -sSk, -ovalue, -aG group
-        for position in range(1, len(word)):
-            letter = "-" + word[position]
-            if letter in value_options:
-                rest = word[position + 1:]
-                if rest:
-                    options.append((letter, rest))
-                else:
-                    options.append((letter, args[index] if index < count else ""))
-                    index += 1
-                break
-            if not word[position].isalnum():
-                break
-            options.append((letter, None))
-    return _Words(tuple(options), tuple(positionals))
-
-
-def _has(words: _Words, rule: OptionRule) -> bool:
-    for name, value in words.options:
-        if name != rule.name:
-            continue
-        if rule.compiled is None or rule.compiled.search(value or ""):
-            return True
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """A program as a row sees it: the program a command runs, or a wrapper around it."""
-
-    program: str
-    args: tuple[str, ...]
-    wraps: bool
-    command: SimpleCommand
-
-
-#: find(1) actions that run a command up to ``;`` or ``+``.
-_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-
-
-def _base(word: str) -> str:
-    return posixpath.basename(word.rstrip("/")) or word
-
-
-def _calls(command: SimpleCommand) -> Iterator[_Call]:
-    for wrapper in command.wrappers:
-        if wrapper:
-            yield _Call(_base(wrapper[0]), wrapper[1:], True, command)
-    if command.program is not None:
-        yield _Call(command.program, command.args, False, command)
-        if command.program == "find":
-            yield from _find_actions(command)
-
-
-def _find_actions(command: SimpleCommand) -> Iterator[_Call]:
-    """The commands of find's ``-exec CMD … ;`` (read with the shell parser, so a wrapper such
-    as ``sudo`` in front of it is seen as one)."""
-    args = command.args
-    index = 0
-    while index < len(args):
-        if args[index] in _FIND_ACTIONS:
-            end = index + 1
-            while end < len(args) and args[end] not in (";", "+"):
-                end += 1
-            words = args[index + 1:end]
-            if words:
-                for inner in parse_command_line(shlex.join(words)).commands:
-                    for call in _calls(inner):
-                        yield _Call(call.program, call.args, call.wraps, command)
-            index = end
-        index += 1
+def _has(words: Words, rule: OptionRule) -> bool:
+    if rule.compiled is None:
+        return has_option(words, rule.name)
+    compiled = rule.compiled
+    return has_option(words, rule.name, lambda value: compiled.search(value or "") is not None)
 
 
 _OUTPUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
@@ -655,16 +563,15 @@ class _Found:
     why: str | None = None
 
 
-def _asks_for_help(row: CredentialRow, words: _Words) -> bool:
-    h_is_help = not row.h_option and "-h" not in row.value_options and not any(
+def _h_is_help(row: CredentialRow) -> bool:
+    return not row.h_option and "-h" not in row.value_options and not any(
         rule.name == "-h" for rule in (*row.with_options, *row.unless))
-    return any(name in _HELP or (h_is_help and name == "-h") for name, _ in words.options)
 
 
-_WordsCache = dict[tuple[frozenset[str], frozenset[str], Any], _Words]
+_WordsCache = dict[tuple[frozenset[str], frozenset[str], Any], Words]
 
 
-def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None:
+def _match(row: CredentialRow, call: Call, cache: _WordsCache) -> _Found | None:
     if row.alone and call.wraps:
         return None
     if row.no_arguments and call.args:
@@ -672,19 +579,17 @@ def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None
     key = (row.value_options, row.option_names, row.dash_operands)
     words = cache.get(key)
     if words is None:
-        words = _read_words(call.args, row.value_options, row.option_names, row.dash_operands)
+        words = read_words(call.args, row.value_options, row.option_names, row.dash_operands)
         cache[key] = words
-    if _asks_for_help(row, words):
+    if asks_for_help(words, _h_is_help(row)):
         return None
-    positionals = words.positionals
-    sub = row.subcommand
-    if len(positionals) < len(sub) or any(positionals[i] not in alternatives for i, alternatives in enumerate(sub)):
+    if not starts_with(words, row.subcommand):
         return None
     if row.with_options and not any(_has(words, rule) for rule in row.with_options):
         return None
     if any(_has(words, rule) for rule in row.unless):
         return None
-    operands = positionals[len(sub):]
+    operands = words.positionals[len(row.subcommand):]
     if row.operands is not None and not row.operands.search(" ".join(operands)):
         return None
     if row.any_operand is not None and not any(
@@ -699,14 +604,14 @@ def _match(row: CredentialRow, call: _Call, cache: _WordsCache) -> _Found | None
             return None
     targets: tuple[str, ...] = written
     if row.targets is not None:
-        if any(name in row.targets_all_with for name, _ in words.options):
+        if any(o.name in row.targets_all_with for o in words.options):
             targets = (*targets, *operands)
         else:
             targets = (*targets, *operands[row.targets:])
     secrets: tuple[str, ...] = ()
     if row.kind is ChangeKind.TOKEN:
-        secrets = tuple(value for name, value in words.options if value
-                        and any(rule.name == name for rule in row.with_options))
+        secrets = tuple(o.value for o in words.options if o.value
+                        and any(rule.name == o.name for rule in row.with_options))
     return _Found(row, call.command, _shown(call.command), targets, secrets)
 
 
@@ -745,9 +650,10 @@ class _EnvPattern:
 @dataclass(frozen=True, slots=True)
 class _Interpreter:
     """An interpreter's inline-code options and its language's environment and file APIs (an
-    ``interpreters`` entry of the bundled catalogue)."""
+    entry of ``unstuck/data/interpreters.yaml``; ``language`` is ``None`` for the interpreters
+    whose code is not read for credential changes, only screened)."""
 
-    language: str
+    language: str | None
     programs: frozenset[str]
     inline: frozenset[str]
     inline_subcommand: frozenset[str]
@@ -764,6 +670,7 @@ class _Interpreter:
     program_operand: bool = False
     program_file: frozenset[str] = frozenset()
     stdin_code: bool = False
+    ignore_case: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -777,7 +684,7 @@ _WRITER_KEYS = frozenset({"program", "operands", "operand_prefix", "options", "w
 _INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcommand", "value_options",
                                "attached_options", "digit_options", "ends", "env_write", "env_unset",
                                "file_write", "source", "command_run", "inline_last", "program_operand",
-                               "program_file", "stdin_code"})
+                               "program_file", "stdin_code", "ignore_case"})
 
 
 def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
@@ -822,8 +729,8 @@ def _patterns(where: str, key: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
 def _parse_interpreter(raw: object, where: str) -> _Interpreter:
     entry = _entry(raw, where, _INTERPRETER_KEYS)
     language = entry.get("language")
-    if not isinstance(language, str) or not language.strip():
-        raise CredentialCatalogueError(f"{where}: 'language' is required")
+    if language is not None and (not isinstance(language, str) or not language.strip()):
+        raise CredentialCatalogueError(f"{where}: 'language' must be a non-empty string")
     env_write: list[_EnvPattern] = []
     raw_writes = entry.get("env_write") or []
     if not isinstance(raw_writes, list):
@@ -840,22 +747,23 @@ def _parse_interpreter(raw: object, where: str) -> _Interpreter:
     inline = _options(where, "inline", entry)
     subcommands = frozenset(_strings(where, "inline_subcommand", entry.get("inline_subcommand")))
     flags = {}
-    for key in ("inline_last", "program_operand", "stdin_code"):
+    for key in ("inline_last", "program_operand", "stdin_code", "ignore_case"):
         value = entry.get(key, False)
         if not isinstance(value, bool):
             raise CredentialCatalogueError(f"{where}: '{key}' must be true or false, got {value!r}")
         flags[key] = value
-    if not inline and not subcommands and not flags["program_operand"]:
+    if language is not None and not inline and not subcommands and not flags["program_operand"]:
         raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline', 'inline_subcommand' or "
                                        f"'program_operand'")
     return _Interpreter(
-        language.strip(), frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
+        language.strip() if language is not None else None,
+        frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
         _options(where, "value_options", entry), _options(where, "attached_options", entry),
         _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
         _patterns(where, "env_unset", entry),
         _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()),
         _patterns(where, "command_run", entry), flags["inline_last"], flags["program_operand"],
-        _options(where, "program_file", entry), flags["stdin_code"])
+        _options(where, "program_file", entry), flags["stdin_code"], flags["ignore_case"])
 
 
 def _parse_tables(text: str, name: str) -> _Tables:
@@ -864,7 +772,10 @@ def _parse_tables(text: str, name: str) -> _Tables:
     Raises:
         CredentialCatalogueError: naming the file and the entry, for a malformed entry.
     """
-    document = parse_yaml(text, where=name, error=CredentialCatalogueError)
+    return _tables_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
+
+
+def _tables_of_document(document: object, name: str) -> _Tables:
     if not isinstance(document, Mapping):
         raise CredentialCatalogueError(f"{name}: must be a mapping")
     writers: dict[str, list[_Writer]] = {}
@@ -886,23 +797,68 @@ def _parse_tables(text: str, name: str) -> _Tables:
     return _Tables({k: tuple(v) for k, v in writers.items()}, interpreters)
 
 
+_INTERPRETERS_FILE = "interpreters.yaml"
+
+
+def _bundled_yaml(text: str) -> object:
+    """A bundled data file's YAML document (its JSON is cached by :func:`bundled_document`)."""
+    return parse_yaml(text, where="unstuck/data", error=CredentialCatalogueError)
+
+
+@functools.cache
+def _interpreter_table() -> Mapping[str, _Interpreter]:
+    document = bundled_document(_INTERPRETERS_FILE, _bundled_yaml)
+    return _tables_of_document(document, _INTERPRETERS_FILE).interpreters
+
+
 @functools.cache
 def _tables() -> _Tables:
-    text = resources.files("unstuck").joinpath(f"data/{_BUNDLED}").read_text(encoding="utf-8")
-    return _parse_tables(text, _BUNDLED)
+    writers = _tables_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED).writers
+    return _Tables(writers, _interpreter_table())
 
 
-def _writer_targets(tables: _Tables, call: _Call) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class InterpreterOptions:
+    """An interpreter as ``unstuck/data/interpreters.yaml`` gives it (every row names its
+    source): ``inline``, the options and first words its program text follows (``-c``, ``-e``,
+    ``deno eval``, python's ``-m``), and ``values``, its options that take the next word as
+    their value; as written, or in lower case for a program that reads its options in any case
+    (``ignore_case``: PowerShell). ``program_operand``: its first operand is
+    its program (awk), which the screen reads by a rule of its own."""
+
+    inline: frozenset[str]
+    values: frozenset[str]
+    program_operand: bool = False
+
+
+@functools.cache
+def interpreter_options(program: str) -> InterpreterOptions | None:
+    """The interpreter table's row for ``program`` (a base name; a version suffix of digits and
+    dots is ignored: ``python3.12``, ``perl5.36``), or ``None`` when it is no interpreter.
+
+    Raises:
+        CredentialCatalogueError: the bundled table is malformed (naming the file and the entry).
+    """
+    found = _lookup(_interpreter_table(), program)
+    if found is None:
+        return None
+    inline, values = found.inline | found.inline_subcommand | found.ends, found.value_options
+    if found.ignore_case:
+        inline, values = frozenset(o.lower() for o in inline), frozenset(o.lower() for o in values)
+    return InterpreterOptions(inline, values, found.program_operand)
+
+
+def _writer_targets(tables: _Tables, call: Call) -> list[str]:
     """The files ``call`` writes by its ``writers`` entries (``tee F``, ``dd of=F``, ``cp A F``,
     ``sed -i … F``, ``curl -o F``)."""
     targets: list[str] = []
     for writer in tables.writers.get(call.program, ()):
-        words = _read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
+        words = read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
                             None)
-        names = {name for name, _ in words.options}
+        names = {o.name for o in words.options}
         if writer.with_options and not names & writer.with_options:
             continue
-        targets.extend(value for name, value in words.options if name in writer.options and value)
+        targets.extend(o.value for o in words.options if o.name in writer.options and o.value)
         operands = words.positionals
         if writer.operand_prefix is not None:
             targets.extend(word[len(writer.operand_prefix):] for word in operands
@@ -919,13 +875,19 @@ def _writer_targets(tables: _Tables, call: _Call) -> list[str]:
 _VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
 
 
-def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
-    found = tables.interpreters.get(program)
+def _lookup(interpreters: Mapping[str, _Interpreter], program: str) -> _Interpreter | None:
+    found = interpreters.get(program)
     if found is None:
         unversioned = _VERSION_SUFFIX.match(program)
         if unversioned is not None:
-            found = tables.interpreters.get(unversioned.group(1))
+            found = interpreters.get(unversioned.group(1))
     return found
+
+
+def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
+    """The interpreter whose inline code is read for credential changes (one with a language)."""
+    found = _lookup(tables.interpreters, program)
+    return found if found is not None and found.language is not None else None
 
 
 def _inline_code(interpreter: _Interpreter, args: Sequence[str],
@@ -1008,7 +970,7 @@ def _inline_code(interpreter: _Interpreter, args: Sequence[str],
     return code
 
 
-def _interpreted(tables: _Tables, call: _Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
+def _interpreted(tables: _Tables, call: Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
     """The option of each code string of an interpreter call, with what the code does."""
     interpreter = _interpreter(tables, call.program)
     if interpreter is None:
@@ -1120,7 +1082,7 @@ def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
     runs = tuple(dict.fromkeys(
         command for pattern in interpreter.command_run for match in pattern.finditer(code)
         if (command := _run_command(match.group(1) or "")) is not None))
-    return _CodeEffects(interpreter.language, tuple(sets), unsets, writes, runs)
+    return _CodeEffects(interpreter.language or "", tuple(sets), unsets, writes, runs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1175,8 +1137,8 @@ def _assigned_by_builtin(command: SimpleCommand) -> list[tuple[str, str]]:
     if spec is None:
         return []
     naming, values, operands_name = spec
-    words = _read_words(command.args, values, values, None)
-    out = [(value, "") for name, value in words.options if name in naming and value and _ENV_NAME.match(value)]
+    words = read_words(command.args, values, values, None)
+    out = [(o.value, "") for o in words.options if o.name in naming and o.value and _ENV_NAME.match(o.value)]
     if command.program == "printf" and out:
         out = [(name, " ".join(words.positionals)) for name, _ in out]
     if operands_name:
@@ -1190,7 +1152,7 @@ def _unset_names(command: SimpleCommand) -> list[str]:
     if command.program == "unset" and "-f" not in command.args:
         names.extend(word for word in command.args if not word.startswith("-"))
     for wrapper in (*command.wrappers, *((command.words,) if command.program == "env" else ())):
-        if not wrapper or _base(wrapper[0]) != "env":
+        if not wrapper or base_name(wrapper[0]) != "env":
             continue
         words = wrapper[1:]
         for index, word in enumerate(words):
@@ -1269,8 +1231,10 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
         gh``, ``env X=…``, ``sudo X=…``, an ``export``/``declare`` of one, a ``read``,
         ``mapfile`` or ``printf -v`` into one, a write in an interpreter's inline code, ``unset``/``env -u``
         of a variable whose row has no ``value``), then every row matching a wrapper around it
-        (``sudo``, ``env``, ``timeout`` …), the program itself or the command of its ``find
-        -exec``, then every row matching a file it writes (by a redirection, as a program of
+        (``sudo``, ``env``, ``timeout`` …), the program itself, the program a package manager
+        runs (``yarn heroku auth:token``) or the command of its ``find -exec`` (the calls of
+        :func:`unstuck.commands.catalogue.calls`), then every row matching a file it writes (by
+        a redirection, as a program of
         the ``writers`` table, or from an interpreter's inline code); last, bare ``NAME=value``
         statements of the line; after all of these, the changes of the commands interpreters'
         code runs (``os.system('gh auth token')``), read as command lines up to three levels
@@ -1281,6 +1245,24 @@ def credential_changes(command_line: str, catalogue: CredentialCatalogue | None 
         Never raises; results are remembered for the last 1,024 lines per catalogue.
     """
     return _changes(command_line, catalogue or load_credential_catalogue())
+
+
+def prints_credential(command: SimpleCommand, catalogue: CredentialCatalogue | None = None) -> str | None:
+    """The name of the first row marked ``prints`` (a call whose output is a credential: ``gh
+    auth token``, ``aws sts assume-role``, ``vault kv get`` …) that matches the program of
+    ``command`` or one it runs (:func:`unstuck.commands.catalogue.calls`, wrappers aside), or
+    ``None``. The command screen refuses sending such output off the machine. Never raises on
+    any command (a malformed bundled catalogue raises :class:`CredentialCatalogueError`)."""
+    rows = catalogue or load_credential_catalogue()
+    cache: _WordsCache = {}
+    for call in calls(command):
+        if call.wraps:
+            continue
+        cache.clear()
+        for candidate in rows.by_program.get(call.program, ()):
+            if candidate.prints and _match(candidate, call, cache) is not None:
+                return candidate.name
+    return None
 
 
 #: How deep command lines run by interpreters' code are read (``python -c "os.system('perl -e
@@ -1342,7 +1324,7 @@ def _changes(command_line: str, catalogue: CredentialCatalogue, depth: int = 0) 
         for name, value in _assigned_by_builtin(command):
             variable(name, value, command, None, _shown(command))
         targets = _written(command)
-        for call in _calls(command):
+        for call in calls(command):
             targets.extend(_writer_targets(tables, call))
             for option, effects in _interpreted(tables, call, _stdin_text(line, command) if not call.wraps else None):
                 if depth < _RUN_DEPTH:

@@ -6,7 +6,7 @@ interactive ``invalid_args`` situation (the signal table's pager row says the sa
 text), and the fix is to run the same command so that it does not wait. The fix comes from:
 
 1. the interactive-call catalogue (``data/interactive_calls.yaml``, a user's ``calls:`` rows
-   first), read with a terminal (:func:`unstuck.commands.shell.interactive_call`): the row that says the
+   first), read with a terminal (:func:`unstuck.commands.interactive.interactive_call`): the row that says the
    command waits says what makes it not wait. A pager that waited is replaced by a setting
    (``unless_env``: ``GIT_PAGER=cat``, ``MANPAGER=cat``; then options before the subcommand:
    ``--no-pager``; then options: ``--no-cli-pager``); a prompt of the program itself is answered
@@ -25,16 +25,14 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from unstuck.commands.shell import (
-    CommandLine,
+from unstuck.commands.interactive import (
     InteractiveCatalogue,
     InteractiveRow,
     OptionSpec,
-    SimpleCommand,
     interactive_call,
     load_interactive_catalogue,
-    parse_command_line,
 )
+from unstuck.commands.parse import CommandLine, SimpleCommand, parse_command_line
 
 __all__ = ["FIXES", "PAGERS", "FixShape", "NonInteractiveFix", "WaitingRow", "non_interactive_fix"]
 

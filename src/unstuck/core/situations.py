@@ -157,7 +157,7 @@ class Situation:
         source: declared by the tool, or inferred by the classifier.
         detail: a short human-readable excerpt of the evidence.
         suggestion: the command the tool's own output says fixes it ("please run: gh auth
-            login"), screened (:func:`unstuck.commands.shell.screen_command`); quoted to the user as what
+            login"), screened (:func:`unstuck.commands.screen.screen_command`); quoted to the user as what
             the tool said, never as unstuck's instruction, and never stored in a lesson.
         location: for ``not_installed``, the absolute path where an executable of that name
             was found on disk outside ``PATH`` (so the fix is "add its directory to PATH",

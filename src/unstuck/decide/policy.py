@@ -576,7 +576,7 @@ def before_dispatch(
         call: the call the model asked for.
         subject: what the call affects (from the tool spec).
         interactive: the tool's whole job is a hand-off to a person, or this call's command
-            line would wait for one (the interactive-call catalogue, :mod:`unstuck.commands.shell`).
+            line would wait for one (the interactive-call catalogue, :mod:`unstuck.commands.interactive`).
         waits_for: what in the call waits for a person and why (``gh auth login --web``:
             "..."), named in the refusal; ``None`` when the whole tool is interactive.
         without_wait: for a call that waits only because it has a terminal (a pager, a
@@ -731,7 +731,7 @@ _COMMAND_CHARS = 4096
 def _runs_of(call: ToolCall, program: str) -> list[tuple[str, ...]]:
     """The arguments of every run of ``program`` (a base name) in the command lines among
     ``call``'s string arguments (``gh pr list`` in ``cd repo && gh pr list``)."""
-    from unstuck.commands.shell import parse_command_line  # a command-line reader, loaded when needed
+    from unstuck.commands.parse import parse_command_line  # a command-line reader, loaded when needed
 
     try:
         arguments = json.loads(call.arguments_json)

@@ -68,7 +68,8 @@ from unstuck.core.trees import (
 )
 from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.scenario_state import ScenarioState, Service, StandInProgram
-from unstuck.processes.leases import LeasedProcess, end_lease, start_lease, start_time
+from unstuck.processes.identity import start_time
+from unstuck.processes.leases import LeasedProcess, end_lease, start_lease
 from unstuck.toolkit.workspace import Workspace
 
 __all__ = ["MARKER", "NETWORKS", "SANDBOX_PREFIX", "SOCKET_PREFIX", "Sandbox", "SetupCommandError", "sweep_sandboxes"]

@@ -35,7 +35,7 @@ A scenario file looks like::
       answer: null                # text the final answer holds (done; a blocker: once unblocked)
       never:                      # calls that must never run; each run is one violation
         - {program: gh, args: "auth\\s+login"}   # keys of one entry must all match:
-        - {tool: install_cli}     #   program: the command's program (unstuck.commands.shell.command_subject)
+        - {tool: install_cli}     #   program: the command's program (unstuck.commands.parse.command_subject)
                                   #   args: a re2 pattern searched in the arguments' JSON and the command line
                                   #   tool: the tool's name
       validators:                 # shell commands run in the workspace after the turn; exit 0 = really done
@@ -135,7 +135,7 @@ class Forbidden:
     """One kind of call that must never run (``expect.never``); every given key must match.
 
     ``program``: a program the command line runs anywhere, wrappers such as ``sudo``
-    included (:func:`unstuck.commands.shell.command_programs`), for a call with a ``command``
+    included (:func:`unstuck.commands.parse.command_programs`), for a call with a ``command``
     argument; ``args``: a re2 pattern searched in the arguments' JSON and in the command line;
     ``tool``: the tool's name.
     """
@@ -146,7 +146,7 @@ class Forbidden:
 
     def matches(self, call: ToolCall) -> bool:
         """Whether ``call`` is of this kind (a malformed command line has no program)."""
-        from unstuck.commands.shell import command_programs  # the shell parser loads only when a scenario forbids
+        from unstuck.commands.parse import command_programs  # the shell parser loads only when a scenario forbids
 
         if self.tool is not None and call.tool != self.tool:
             return False

@@ -3,7 +3,7 @@ with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands
 
 * :func:`scenario_commands` lists what a scenario runs on this machine: its ``setup.commands``,
   its stand-in ``setup.programs`` scripts, each ``setup.env`` variable that makes a program run
-  or load code (:func:`unstuck.commands.shell.variable_rule`, the sourced table
+  or load code (:func:`unstuck.commands.plain.variable_rule`, the sourced table
   ``unstuck/data/environment_variables.yaml``: ``BASH_ENV``, ``PROMPT_COMMAND``,
   ``LD_PRELOAD``, ``PYTHONPATH``, ``NODE_OPTIONS``, ``GIT_SSH_COMMAND``, ``EDITOR`` …) and the
   ``setup.files`` its value names (a file or a folder of the workspace, so a ``BASH_ENV`` file
@@ -47,7 +47,7 @@ from pathlib import Path
 import re2
 import yaml
 
-from unstuck.commands.shell import VariableEffect, variable_rule
+from unstuck.commands.plain import VariableEffect, variable_rule
 from unstuck.core.errors import UnstuckError
 from unstuck.core.redact import redact
 from unstuck.core.text import for_terminal

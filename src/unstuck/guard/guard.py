@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from unstuck.commands.shell import Waits
+from unstuck.commands.interactive import Waits
 from unstuck.commands.waiting import non_interactive_fix
 from unstuck.core.clock import Clock, RealClock
 from unstuck.core.errors import UnstuckError

@@ -43,7 +43,7 @@ unrecognised       a failure nothing explains → ``execution_error`` (inferred)
 
 A success is read only for degenerate and adversarial signals (truncation, emptiness, an
 injected instruction). The tool's own suggested fix ("please run: gh auth login") rides on the
-situation as ``suggestion``, screened (:func:`unstuck.commands.shell.screen_command`) and always quoted
+situation as ``suggestion``, screened (:func:`unstuck.commands.screen.screen_command`) and always quoted
 as what the tool said. Inferred situations have ``source=inferred`` and never an unblock or a
 probe.
 
@@ -63,7 +63,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from unstuck.commands.shell import Screened, is_setup, parse_command_line, screen_command
+from unstuck.commands.parse import is_setup, parse_command_line
+from unstuck.commands.screen import Screened, screen_command
 from unstuck.commands.waiting import non_interactive_fix
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
@@ -772,7 +773,7 @@ def _command_shaped(words: list[str], quoted: bool) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _screen(command: str) -> Screened:
-    """:func:`unstuck.commands.shell.screen_command`, remembered: tools repeat their suggestions."""
+    """:func:`unstuck.commands.screen.screen_command`, remembered: tools repeat their suggestions."""
     return screen_command(command)
 
 

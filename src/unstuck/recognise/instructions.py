@@ -9,8 +9,8 @@ a mined rule's sentence, an upstream MCP server's tool description) is read by
 * ``command``: a shell command line that has a command's structure (it parses; no word that
   starts a command is a label such as ``SYSTEM:`` or a capitalised word of prose such as
   ``Export``; no sentence ends inside it), passes the structural command screen
-  (:func:`unstuck.commands.shell.screen_command`) and is a plain command line of simple commands
-  (:func:`unstuck.commands.shell.plain_command_refusal`: no ``$(…)``, backticks or process
+  (:func:`unstuck.commands.screen.screen_command`) and is a plain command line of simple commands
+  (:func:`unstuck.commands.plain.plain_command_refusal`: no ``$(…)``, backticks or process
   substitution, no redirection to or from a file or device, no write to a shell start-up file,
   no variable set that runs or loads code or sends traffic elsewhere, ``LD_PRELOAD``,
   ``HTTPS_PROXY``, ``PIP_INDEX_URL`` …): it may be shown as "Run: …" and remembered;
@@ -29,7 +29,7 @@ a mined rule's sentence, an upstream MCP server's tool description) is read by
 :func:`find_instruction` is the one place that asks the injection shapes: the adversarial rows
 of the signal table (:func:`unstuck.recognise.classify.find_injection`: text that addresses the agent,
 asks it to reveal, paste, send or export a secret, or to forget or ignore what it was told)
-and the download-and-run structure (:func:`unstuck.commands.shell.find_download_and_run`), both read
+and the download-and-run structure (:func:`unstuck.commands.screen.find_download_and_run`), both read
 in the text's :func:`unstuck.core.text.match_form` (NFKC, format characters removed), so
 ``Ｉｇｎｏｒｅ previous instructions`` reads as it shows. Every screen of prose goes through
 it, so when those shapes grow, every path here uses them as they grow.
@@ -44,13 +44,9 @@ from dataclasses import dataclass
 import re2
 
 from unstuck.commands.credentials import ChangeKind, credential_changes
-from unstuck.commands.shell import (
-    SCREEN_MAX_CHARS,
-    find_download_and_run,
-    parse_command_line,
-    plain_command_refusal,
-    screen_command,
-)
+from unstuck.commands.parse import parse_command_line
+from unstuck.commands.plain import plain_command_refusal
+from unstuck.commands.screen import SCREEN_MAX_CHARS, find_download_and_run, screen_command
 from unstuck.core.text import EVIDENCE_CHARS, clean_terminal_text, has_invisible, match_form, quote_evidence
 from unstuck.recognise.classify import find_injection
 
@@ -200,7 +196,7 @@ def find_instruction(text: str) -> str | None:
     """The part of ``text`` that reads as an instruction aimed at the agent, or ``None``: a
     line an adversarial row of the signal table matches (:func:`unstuck.recognise.classify.find_injection`:
     "ignore previous instructions", a request to paste a token into the chat, …), a command
-    that runs what it downloads (:func:`unstuck.commands.shell.find_download_and_run`, read by the
+    that runs what it downloads (:func:`unstuck.commands.screen.find_download_and_run`, read by the
     shell's structure), or a sentence of one of :data:`_PROSE_SHAPES` (it tells the assistant
     what to do, asks for a secret or a file's content to be posted or sent, orders data
     forwarded to an address, or asks for verification to be turned off), each read in the
@@ -266,8 +262,8 @@ def screen_instruction(text: str) -> Screening:
     a fullwidth full stop ends a sentence too) is accepted when it is one plain sentence of at
     most :data:`SENTENCE_MAX_CHARS` characters, and is evidence otherwise; any other text is
     accepted as a command when it has a command's structure, passes
-    :func:`unstuck.commands.shell.screen_command` and is a plain command line
-    (:func:`unstuck.commands.shell.plain_command_refusal`), refused when either refuses it, and is
+    :func:`unstuck.commands.screen.screen_command` and is a plain command line
+    (:func:`unstuck.commands.plain.plain_command_refusal`), refused when either refuses it, and is
     evidence otherwise. Escape sequences or control characters make it evidence. Never raises."""
     stripped = text.strip()
     found = find_instruction(text)

@@ -11,7 +11,7 @@ The signals are data, each row naming its source (DESIGN.md, "How a result is re
 * ``data/windows_messages.yaml``: cmd's and PowerShell's messages in the languages Microsoft
   ships (:mod:`unstuck.recognise.windows`);
 * ``data/codes.yaml``: machine codes and HTTP statuses (:mod:`unstuck.recognise.codes`);
-* ``data/interactive_calls.yaml``: commands that wait for a person (:mod:`unstuck.commands.shell`).
+* ``data/interactive_calls.yaml``: commands that wait for a person (:mod:`unstuck.commands.interactive`).
 
 A user extends the table with YAML files of the same format (any of the sections above, plus
 ``messages:`` rows, code ``tables:`` and interactive ``calls:``), named by :func:`load_signal_table`'s ``extra`` or by
@@ -38,7 +38,7 @@ from typing import Any
 import re2
 import yaml
 
-from unstuck.commands.shell import (
+from unstuck.commands.interactive import (
     InteractiveCatalogue,
     InteractiveRow,
     load_interactive_catalogue,

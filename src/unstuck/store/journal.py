@@ -121,7 +121,6 @@ import contextlib
 import enum
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -137,7 +136,7 @@ from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.outcome import StepRecord, TurnStatus, Verdict
 from unstuck.decide.policy import Action
-from unstuck.processes.leases import start_time
+from unstuck.processes.identity import host_identity, process_alive, process_identity
 from unstuck.store.engines import (
     SQLiteEngine,
     StoreEngine,
@@ -160,7 +159,7 @@ from unstuck.store.sqlite import (
     quick_check,
     store_errors,
 )
-from unstuck.store.urls import ENV_VAR, HOST_ENV, StoreRole, StoreURL, store_for
+from unstuck.store.urls import ENV_VAR, StoreRole, StoreURL, store_for
 
 __all__ = [
     "APPLICATION_ID",
@@ -348,38 +347,6 @@ class JournalDecision(enum.StrEnum):
     CLOSE = "close"  # the user said "I've done it" and the probe (if any) agreed: the blocker closed
     SKIP = "skip"  # the user chose "Skip it": the subject is skipped, calls on it are refused
     KNOWN = "known"  # a lesson's probe said its blocker still holds: the blocker opened as known
-
-
-def host_identity() -> str:
-    """This machine's boot and pid namespace (``/proc/sys/kernel/random/boot_id`` and the
-    inode of ``/proc/self/ns/pid``): pids mean something only where these match. Prefixed
-    with :data:`unstuck.store.urls.HOST_ENV` (``UNSTUCK_HOST_ID``) when that is set, so processes
-    given different host ids count as different machines. Empty when neither tells."""
-    override = os.environ.get(HOST_ENV, "").strip()
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return override
-    return f"{override}@{boot}/{namespace}" if override else f"{boot}/{namespace}"
-
-
-def process_identity(pid: int | None = None) -> tuple[int, int]:
-    """(pid, start time in clock ticks since boot) of a process, this one by default; the
-    start time tells a live owner from a later process that reused its pid."""
-    pid = os.getpid() if pid is None else pid
-    return pid, _start_time(pid) or 0
-
-
-def _start_time(pid: int) -> int | None:
-    return start_time(pid)
-
-
-def process_alive(pid: int, start: int | None) -> bool:
-    """Whether the process ``pid`` started at ``start`` (clock ticks since boot) still runs
-    (not a zombie); ``start`` ``None`` or 0: any process with that pid."""
-    found = start_time(pid)
-    return found is not None and (start is None or start == 0 or found == start)
 
 
 @dataclass(frozen=True, slots=True)

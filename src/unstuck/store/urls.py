@@ -48,6 +48,7 @@ from urllib.parse import quote, unquote
 
 from unstuck.core.errors import UnstuckError
 from unstuck.core.redact import MASK, redact
+from unstuck.processes import identity
 
 if TYPE_CHECKING:
     import psycopg
@@ -84,8 +85,8 @@ ENV_VAR = "UNSTUCK_STORE"
 #: The environment variable that names the machine a process runs on, as stores record it
 #: (lease owners, the host that recorded a lesson), in place of what the system says
 #: (``/etc/machine-id``, the boot id): containers that share a kernel, or tests that play
-#: several machines, set it.
-HOST_ENV = "UNSTUCK_HOST_ID"
+#: several machines, set it. Owned by :mod:`unstuck.processes.identity`.
+HOST_ENV = identity.HOST_ENV
 
 #: Seconds libpq waits for each host to answer (libpq's ``connect_timeout``, whole seconds;
 #: it treats values below 2 as 2).

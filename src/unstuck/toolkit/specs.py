@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unstuck.commands.shell import InteractiveCall, command_subject, interactive_call
+from unstuck.commands.interactive import InteractiveCall, interactive_call
+from unstuck.commands.parse import command_subject
 from unstuck.core.situations import Probe
 from unstuck.core.tools import Effect, ToolResult, normalize_result
 from unstuck.recognise.signals import load_signal_table
@@ -104,7 +105,7 @@ class ToolSpec:
             returns is data, never a declaration (:func:`normalize_result`).
         command_argument: the argument holding a shell command line the tool runs
             (``run_command``'s ``command``): each call is checked against the interactive-call
-            catalogue before dispatch (:func:`unstuck.commands.shell.interactive_call`).
+            catalogue before dispatch (:func:`unstuck.commands.interactive.interactive_call`).
         terminal: the tool gives the commands it runs a terminal (its stdin is a TTY), so a
             command that prompts only with a terminal (ssh, sudo, a pager) waits.
         setup_probe: for a program this tool's calls reach, the read-only call that checks its
@@ -163,7 +164,7 @@ class ToolSpec:
         """The part of this call's command line that would wait for a person (a sign-in, a
         password prompt, an editor, a pager), judged with this tool's terminal; ``None`` when
         nothing would (or the tool runs no command lines). Read with a real shell parser
-        (:func:`unstuck.commands.shell.interactive_call`) against the signal table's catalogue (a
+        (:func:`unstuck.commands.interactive.interactive_call`) against the signal table's catalogue (a
         user's own ``calls:`` rows first, :func:`unstuck.recognise.signals.load_signal_table`)."""
         command = self.command_line(arguments)
         if not command:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.commands.installed import locate_off_path
-from unstuck.commands.shell import command_operators, command_programs, command_subject, parse_command_line
+from unstuck.commands.parse import command_operators, command_programs, command_subject, parse_command_line
 from unstuck.core.situations import Kind, Probe, Situation
 from unstuck.core.text import clean_terminal_text
 from unstuck.core.tools import CommandOutput, Effect, HttpResponse, ToolResult, normalize_result, truncate_content
@@ -177,7 +177,7 @@ class Workspace:
         denied_programs: programs ``run_command`` refuses to run (its permission rule); a
             refused command never runs and declares ``permission`` on its program.
         denied_operators: shell operators ``run_command`` refuses in a command line (``&&``,
-            ``|``, ``;``, ``>`` …, as :func:`unstuck.commands.shell.command_operators` reads them); a
+            ``|``, ``;``, ``>`` …, as :func:`unstuck.commands.parse.command_operators` reads them); a
             refused command never runs and declares ``permission`` on its program.
         grace_s: seconds between SIGTERM and SIGKILL when a command's deadline passes.
         stdin_tty: give commands this process's terminal as stdin (attended runs only);
@@ -263,7 +263,7 @@ _PATH_WORD = re.compile(r"[\w.~/-]*[./][\w.~/-]*")
 
 def path_words(command: str) -> list[str]:
     """The words of a shell command that look like paths (they hold ``/`` or ``.``): its
-    shell words as bash reads them (:func:`unstuck.commands.shell.parse_command_line`; quoted paths
+    shell words as bash reads them (:func:`unstuck.commands.parse.parse_command_line`; quoted paths
     with spaces included) and path-like parts of longer words,
     in order, each once; the program itself left out."""
     words = [word for simple in parse_command_line(command).commands for word in simple.words]
@@ -614,7 +614,7 @@ def standard_tools(workspace: Workspace, *, clis: Mapping[str, CliFacts] | None 
       no :attr:`Workspace.ask`, ``status: error`` declaring ``permission``, interactive).
 
     ``run_command`` runs command lines: before dispatch each is read for a part that would wait
-    for a person (:func:`unstuck.commands.shell.interactive_call`, judged with the workspace's terminal),
+    for a person (:func:`unstuck.commands.interactive.interactive_call`, judged with the workspace's terminal),
     and when an inferred sign-in, missing-program or permission blocker opens on a known CLI
     (:data:`KNOWN_CLIS`), the loop runs ``check_cli_setup`` on it as a probe.
     ``read_file``, ``web_search`` and ``fetch_url`` return documents (``document_output``):

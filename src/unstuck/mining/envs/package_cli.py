@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unstuck.commands.shell import command_subject
+from unstuck.commands.parse import command_subject
 from unstuck.core.tools import CommandOutput, Effect, ToolCall
 from unstuck.core.trees import chmod_inside
 from unstuck.mining.environment import (
