@@ -35,6 +35,7 @@ from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind, Probe, Situation
 from unstuck.core.tools import ToolResult
 from unstuck.decide.escalation import Answer
+from unstuck.decide.policy import PolicyConfig
 from unstuck.integrations.common import Blocked
 from unstuck.integrations.pydantic_ai import UnstuckCapability, UnstuckToolset, answer_results, escalation_of
 from unstuck.store.events import EventLog
@@ -116,10 +117,10 @@ def test_guarded_run_stops_within_three_calls_of_the_first_signal_and_asks_with_
     assert unblock_reached
 
 
-def _blocked_run(world: GhWorld) -> tuple[Agent[None, str | DeferredToolRequests], UnstuckToolset,
-                                          Any, Iterator[int]]:
+def _blocked_run(world: GhWorld, **options: Any) -> tuple[Agent[None, str | DeferredToolRequests], UnstuckToolset,
+                                                           Any, Iterator[int]]:
     ids = itertools.count()
-    toolset = UnstuckToolset(shell_toolset(world), unattended=False, task=TASK)
+    toolset = UnstuckToolset(shell_toolset(world), unattended=False, task=TASK, options=options)
     agent: Agent[None, str | DeferredToolRequests] = Agent(
         improviser_model(improviser_commands(), ids), toolsets=[toolset], output_type=[str, DeferredToolRequests])
     result = agent.run_sync(TASK)
@@ -284,8 +285,11 @@ def test_an_answer_given_while_the_blocker_is_open_is_not_reported_as_done() -> 
 
 
 def test_a_refused_call_returns_the_refusal_text_so_no_retry_cap_ends_the_run() -> None:
+    # budgets wide enough for several refusals before the question (the default stops the
+    # improviser after its first: a second reading of the same sign-in gets the declared budget)
+    wide = PolicyConfig(max_workarounds_after_blocker=6, max_workarounds_after_inferred_blocker=6)
     with GhWorld() as world:
-        _, _, blocked, _ = _blocked_run(world)
+        _, _, blocked, _ = _blocked_run(world, config=wide)
         ran = list(world.commands)
     messages = blocked.all_messages()
     calls = {p.tool_call_id: p.args_as_dict()["command"] for m in messages if isinstance(m, ModelResponse)
