@@ -88,9 +88,13 @@ def test_a_session_that_leaves_path_and_home_alone_passes(pytester: pytest.Pytes
     assert stat.S_IMODE((program_folder / "made-by-the-test").stat().st_mode) == 0o755
 
 
-def test_this_session_runs_in_a_temporary_home() -> None:
-    assert Path(os.environ["HOME"]) != host_guard.real_home()
-    assert Path(os.environ["XDG_DATA_HOME"]).is_relative_to(os.environ["HOME"])
+def test_this_session_runs_in_a_temporary_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    real = host_guard.real_home()
+    assert Path(os.environ["HOME"]) != real
+    # the session's temporary home, or the test's own user data folder (conftest: one per test)
+    data = Path(os.environ["XDG_DATA_HOME"])
+    assert data.is_relative_to(os.environ["HOME"]) or data.is_relative_to(tmp_path_factory.getbasetemp())
+    assert not data.is_relative_to(real)
 
 
 def test_a_session_that_changes_a_programs_content_on_path_fails(pytester: pytest.Pytester, program_folder: Path,
