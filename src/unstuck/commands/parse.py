@@ -39,13 +39,22 @@ from unstuck.core.text import valid_utf8
 __all__ = [
     "CommandLine",
     "Redirect",
+    "Resolved",
     "SimpleCommand",
     "Stream",
+    "base_name",
     "command_operators",
     "command_programs",
     "command_subject",
+    "encode_source",
     "is_setup",
+    "option_value",
     "parse_command_line",
+    "program_name",
+    "reads_stdin_as_script",
+    "resolve_wrappers",
+    "shell_script",
+    "word_set",
 ]
 
 #: Compound commands nested deeper than this are not read (the line is then ``complete=False``).

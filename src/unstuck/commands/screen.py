@@ -44,7 +44,9 @@ __all__ = [
     "TOO_MANY_TO_SCREEN",
     "Screened",
     "find_download_and_run",
+    "home_path",
     "screen_command",
+    "written_files",
 ]
 
 #: The screen refuses a suggested command longer than this many characters.

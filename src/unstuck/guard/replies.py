@@ -22,7 +22,13 @@ from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.guard.decision import Decision
 
-__all__ = ["REPLY_WAIT_S", "QueuedRefusal", "Reply", "ReplyOrder"]
+__all__ = [
+    "REPLY_WAIT_S",
+    "QueuedRefusal",
+    "Reply",
+    "ReplyBooks",
+    "ReplyOrder",
+]
 
 #: Seconds a result waits for an earlier call of its reply to be assessed before it is
 #: assessed anyway (a framework that never reports that call must not hang the turn).
