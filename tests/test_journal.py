@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -159,9 +160,18 @@ def test_a_blocked_turn_records_validators_as_not_required_never_passed() -> Non
     assert [v.verdict for v in result.validations] == [Verdict.NOT_REQUIRED]
 
 
+#: The session's temporary home, data folders and cache (tests/host_guard.py, conftest.py): a
+#: command started with a bare environment would fall back to the real home's (getpwuid).
+_KEPT = ("HOME", "UNSTUCK_CACHE_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
+def _bare_env() -> dict[str, str]:
+    return {"COLUMNS": "200", "PATH": "/usr/bin:/bin", **{k: os.environ[k] for k in _KEPT if k in os.environ}}
+
+
 def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "unstuck", *args], capture_output=True, text=True, timeout=300,
-                          check=False, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+                          check=False, env=_bare_env())
 
 
 def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path, store_target: StoreTarget) -> None:
@@ -342,8 +352,7 @@ def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_jou
         "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal)],
-                          capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200",
-                                                                                         "PATH": "/usr/bin:/bin"})
+                          capture_output=True, text=True, timeout=300, check=False, env=_bare_env())
     assert proc.returncode == 1
     said = " ".join(proc.stderr.split())  # however the terminal wrapped it
     assert f"{journal} was replaced during the run (the path now names another file)" in said
