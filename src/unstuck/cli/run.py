@@ -87,7 +87,7 @@ def run_command(
     from unstuck.evals.runner import run_scenario, write_json
     from unstuck.loop.presence import ConsoleAsker, console_can_ask
     from unstuck.loop.turn import TurnStatus
-    from unstuck.processes import leases
+    from unstuck.processes.containment import install_containment
     from unstuck.store.journal import Journal, JournalError
     from unstuck.store.lessons import LessonStore, LessonStoreError
 
@@ -132,7 +132,7 @@ def run_command(
             journal_store.close()
         raise fail(str(exc) if isinstance(exc, LessonStoreError) else f"{lessons_url}: {exc}",
                     EXIT_FAILED) from exc
-    leases.install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
+    install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
     try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,

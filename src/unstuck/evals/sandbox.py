@@ -19,8 +19,8 @@ environment its tool subprocesses get:
 
 **Nothing outlives the run.** Lock holders are leases (:func:`unstuck.processes.leases.start_lease`):
 they carry the lease token, so :meth:`Sandbox.close`, the signal drain and supervisor of
-``unstuck run`` (:func:`unstuck.processes.leases.install_containment`) and the start-up sweep
-(:func:`unstuck.processes.leases.sweep_leftovers`) end them. A sandbox made in the temporary directory
+``unstuck run`` (:func:`unstuck.processes.containment.install_containment`) and the start-up sweep
+(:func:`unstuck.processes.containment.sweep_leftovers`) end them. A sandbox made in the temporary directory
 (``tempfile.gettempdir()``, ``$TMPDIR`` or ``/tmp``) is named after the process that made it,
 ``unstuck-sandbox-PID.START-…`` with its gh socket directory ``ugh-PID.START-…`` (``START``:
 that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`
