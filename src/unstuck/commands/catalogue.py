@@ -18,7 +18,8 @@ of :func:`~unstuck.commands.parse.parse_command_line` the way both catalogues se
   those words (the subcommand, an option with an optional test of its value, a request for
   help or a version, which no program answers by waiting or by changing anything).
 
-Also the field readers both catalogues' loaders share (:func:`yaml_document`, :func:`string_list`).
+Also the field readers every catalogue's loader shares (:func:`yaml_document`, :func:`string_list`,
+:func:`row_fields`, :func:`subcommand_words`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ __all__ = [
     "has_option",
     "positional_indexes",
     "read_words",
+    "row_fields",
     "starts_with",
     "string_list",
+    "subcommand_words",
     "yaml_document",
 ]
 
@@ -304,16 +307,50 @@ def yaml_document(text: str, name: str) -> Any:
         raise ValueError(f"{name}: not valid YAML: {exc}") from None
 
 
-def string_list(raw: object, where: str, key: str) -> tuple[str, ...]:
+def string_list(raw: object, where: str, key: str, error: type[ValueError] = ValueError) -> tuple[str, ...]:
     """A row's field that is one string or a list of non-empty strings, stripped; ``None`` is ``()``.
 
     Raises:
-        ValueError: ``"<where>: '<key>' must be a list of non-empty strings, got …"``.
+        ValueError: (``error``, a subclass the catalogue names) ``"<where>: '<key>' must be a
+            list of non-empty strings, got …"``.
     """
     if raw is None:
         return ()
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(item, str) and item.strip() for item in raw):
-        raise ValueError(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
+        raise error(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
     return tuple(item.strip() for item in raw)
+
+
+def row_fields(raw: object, where: str, known: Collection[str],
+               error: type[ValueError] = ValueError) -> Mapping[str, Any]:
+    """A catalogue row: a mapping whose keys are all ``known``.
+
+    Raises:
+        ValueError: (``error``) ``"<where>: a row must be a mapping, got …"`` or ``"<where>:
+            unknown field(s) a, b (known: …)"``.
+    """
+    if not isinstance(raw, Mapping):
+        raise error(f"{where}: a row must be a mapping, got {raw!r}")
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        raise error(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return raw
+
+
+def subcommand_words(raw: object, where: str, error: type[ValueError] = ValueError) -> tuple[frozenset[str], ...]:
+    """A row's ``subcommand``: its first positional words, each a set of alternatives written
+    ``"a|b"`` (``[auth, login]``, ``[s3, cp|mv|sync]``); ``None`` is ``()``.
+
+    Raises:
+        ValueError: (``error``) ``"<where>: 'subcommand' word '…' must be words separated by
+            '|'"`` for an empty alternative, an option or a word with a space.
+    """
+    words: list[frozenset[str]] = []
+    for word in string_list(raw, where, "subcommand", error):
+        parts = word.split("|")
+        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in parts):
+            raise error(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
+        words.append(frozenset(parts))
+    return tuple(words)
