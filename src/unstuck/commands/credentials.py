@@ -69,7 +69,18 @@ from typing import Any
 
 import re2
 
-from unstuck.commands.catalogue import Call, Words, asks_for_help, calls, has_option, read_words, starts_with
+from unstuck.commands.catalogue import (
+    Call,
+    Words,
+    asks_for_help,
+    calls,
+    has_option,
+    read_words,
+    row_fields,
+    starts_with,
+    string_list,
+    subcommand_words,
+)
 from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
 from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
@@ -274,13 +285,7 @@ def _regex(where: str, key: str, pattern: object) -> Any:
 
 
 def _strings(where: str, key: str, raw: object) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, list) or not all(isinstance(item, str) and item.strip() for item in raw):
-        raise CredentialCatalogueError(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
-    return tuple(item.strip() for item in raw)
+    return string_list(raw, where, key, CredentialCatalogueError)
 
 
 def _option_name(where: str, key: str, text: str) -> str:
@@ -334,10 +339,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
     if not isinstance(name, str) or not _NAME.match(name):
         raise CredentialCatalogueError(f"{where}: 'name' is required: lower-case letters, digits and '-', got {name!r}")
     where = f"{where} ({name})"
-    unknown = sorted(str(k) for k in raw if k not in _ROW_KEYS and k != "program")
-    if unknown:
-        raise CredentialCatalogueError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                       f"(known: {', '.join(sorted(_ROW_KEYS | {'program'}))})")
+    row_fields(raw, where, _ROW_KEYS | {"program"}, CredentialCatalogueError)
     try:
         kind = ChangeKind(str(raw.get("kind")))
     except ValueError:
@@ -374,12 +376,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
     redirect_to = _optional_regex(where, "redirect_to", raw)
     if not programs and redirect_to is None:
         raise CredentialCatalogueError(f"{where}: a row needs 'program', 'env', 'env_pattern' or 'redirect_to'")
-    subcommand: list[frozenset[str]] = []
-    for word in _strings(where, "subcommand", raw.get("subcommand")):
-        parts = word.split("|")
-        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in parts):
-            raise CredentialCatalogueError(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
-        subcommand.append(frozenset(parts))
+    subcommand = subcommand_words(raw.get("subcommand"), where, CredentialCatalogueError)
     values = {_option_name(where, "value_options", o)
               for o in _strings(where, "value_options", raw.get("value_options"))}
     for program in programs:
@@ -394,7 +391,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
                                        f"a path, got {targets!r}")
     return CredentialRow(
         name=name, kind=kind, why=texts["why"], source=texts["source"], origin=where,
-        programs=frozenset(programs), subcommand=tuple(subcommand),
+        programs=frozenset(programs), subcommand=subcommand,
         with_options=with_options,
         unless=unless,
         value_options=frozenset(values),
@@ -688,12 +685,8 @@ _INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcomma
 
 
 def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise CredentialCatalogueError(f"{where}: must be a mapping, got {raw!r}")
-    unknown = sorted(str(k) for k in raw if k not in known)
-    if unknown:
-        raise CredentialCatalogueError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                       f"(known: {', '.join(sorted(known))})")
+    row_fields(raw, where, known, CredentialCatalogueError)
+    assert isinstance(raw, Mapping)
     source = raw.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CredentialCatalogueError(f"{where}: 'source' is required and must be a non-empty string")

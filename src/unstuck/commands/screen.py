@@ -36,6 +36,7 @@ from unstuck.commands.parse import (
     SimpleCommand,
     Stream,
     base_name,
+    leading_options,
     option_value,
     parse_command_line,
     reads_stdin_as_script,
@@ -85,6 +86,8 @@ _AWK_RUNS = re2.compile(r"system\s*\(|\|\s*&|\|\s*getline|(?:print|printf)\b[^;}
 #: sed(1) (GNU): the ``e`` command runs the pattern space (or its argument) as a command, and the
 #: ``e`` flag of ``s///`` runs the result of the substitution.
 _SEDS = frozenset({"sed", "gsed"})
+#: Its options that take the next word as their value: ``-e script``, ``-f script-file``.
+_SED_VALUES = frozenset({"-e", "--expression", "-f", "--file"})
 _SED_EXEC = re2.compile(
     r"(?:^|[;{}\n\s0-9$/])e(?:[\s;}]|$)|"
     + "|".join(r"s{d}(?:[^{d}\\]|\\.)*{d}(?:[^{d}\\]|\\.)*{d}[gpiImM0-9w]*e".format(d=re2.escape(d))
@@ -198,16 +201,8 @@ def _inline_code(spec: _Interpreter, args: Sequence[str]) -> str | None:
 
 def _operand(spec: _Interpreter, args: Sequence[str]) -> str | None:
     """The script operand (first non-option word), if any."""
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            return args[index + 1] if index + 1 < len(args) else None
-        if len(word) > 1 and word[0] in "-+":
-            index += 2 if word.lower() in spec.values else 1
-            continue
-        return word
-    return None
+    index = leading_options(args, spec.values, signs="-+", fold_case=True).operand
+    return args[index] if index < len(args) else None
 
 
 def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> bool:
@@ -239,55 +234,34 @@ def _option_in(args: Sequence[str], options: frozenset[str]) -> bool:
 
 def _awk_runs_input(command: SimpleCommand) -> bool:
     """awk reading its program from a pipe (``-f -``), or whose program runs commands."""
-    args = command.args
+    read = leading_options(command.args, _AWK_VALUES)
     program_text: str | None = None
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in ("-f", "--file", "-E", "--exec") and index + 1 < len(args):
-            if args[index + 1] in ("-", "/dev/stdin"):
+    for option, value in read.options:
+        if option in ("-f", "--file", "-E", "--exec") and value is not None:
+            if value in ("-", "/dev/stdin"):
                 return True
             program_text = ""
-        if word in ("-e", "--source") and index + 1 < len(args):
-            program_text = (program_text or "") + args[index + 1]
-        if len(word) > 1 and word[0] == "-":
-            index += 2 if word in _AWK_VALUES else 1
-            continue
-        break
-    if program_text is None and index < len(args):
-        program_text = args[index]
+        if option in ("-e", "--source") and value is not None:
+            program_text = (program_text or "") + value
+    if program_text is None and read.operand < len(command.args):
+        program_text = command.args[read.operand]
     return bool(program_text and _AWK_RUNS.search(program_text))
 
 
 def _sed_runs_input(command: SimpleCommand) -> bool:
-    args = command.args
+    read = leading_options(command.args, _SED_VALUES)
     scripts: list[str] = []
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in ("-e", "--expression") and index + 1 < len(args):
-            scripts.append(args[index + 1])
-            index += 2
-            continue
-        if word.startswith("--expression="):
-            scripts.append(word.split("=", 1)[1])
-        elif word in ("-f", "--file") and index + 1 < len(args):
-            if args[index + 1] in ("-", "/dev/stdin"):
+    for option, value in read.options:
+        if option in ("-e", "--expression") and value is not None:
+            scripts.append(value)
+        elif option.startswith("--expression="):
+            scripts.append(option.split("=", 1)[1])
+        elif option in ("-f", "--file") and value is not None:
+            if value in ("-", "/dev/stdin"):
                 return True
             scripts.append("")
-            index += 2
-            continue
-        elif not word.startswith("-") or word == "-":
-            break
-        index += 1
-    if not scripts and index < len(args):
-        scripts.append(args[index])
+    if not scripts and read.operand < len(command.args):
+        scripts.append(command.args[read.operand])
     return any(_SED_EXEC.search(script) for script in scripts)
 
 
@@ -504,19 +478,6 @@ def _quote(word: str) -> str:
     return word if PLAIN_WORD.match(word) else "'" + word.replace("'", "'\\''") + "'"
 
 
-def _after_options(args: Sequence[str], values: frozenset[str]) -> int:
-    """The index of the first operand of ``args`` (options and their values skipped)."""
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            return index + 1
-        if not word.startswith("-") or word == "-":
-            return index
-        index += 2 if word in values else 1
-    return index
-
-
 def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
     """The command a privilege wrapper, remote shell or container executor runs for ``command``
     (``None`` when it runs none), or ``True`` when it runs a shell on its standard input."""
@@ -528,8 +489,8 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
         if _option_in(args, _SU_COMMANDS):
             return None  # su -c STRING: the string is parsed as the script of the line
         if program == "runuser" and _option_in(args, frozenset({"-u", "--user"})):
-            return _inner_command(args[_after_options(args, _SU_VALUES):], command)
-        operands = [a for a in args[_after_options(args, _SU_VALUES):] if a != "-"]
+            return _inner_command(args[leading_options(args, _SU_VALUES).operand:], command)
+        operands = [a for a in args[leading_options(args, _SU_VALUES).operand:] if a != "-"]
         return True if len(operands) <= 1 else _inner_command(["sh", *operands[1:]], command)
     if program == "sudo":  # a shell option and no command (a command would have been resolved)
         for word in args:
@@ -543,13 +504,13 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
                         break
         return None
     if program == "ssh":
-        index = _after_options(args, _SSH_VALUES)
+        index = leading_options(args, _SSH_VALUES).operand
         if index >= len(args):
             return None
         rest = args[index + 1:]
         return True if not rest else _inner_command(_words_of(" ".join(rest)), command)
     if program in _CONTAINER_ENGINES and args[:1] in (("exec",), ("run",)):
-        index = _after_options(args[1:], _EXEC_VALUES if args[0] == "exec" else _RUN_VALUES) + 1
+        index = leading_options(args[1:], _EXEC_VALUES if args[0] == "exec" else _RUN_VALUES).operand + 1
         return _inner_command(args[index + 1:], command) if index < len(args) else None
     if program == "kubectl" and ("exec" in args[:3] or "run" in args[:3]):
         if "--" in args:
@@ -557,7 +518,7 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
         if "run" in args[:3]:
             return None  # kubectl run NAME --image=… without ``--`` runs the image's own command
         start = args.index("exec") + 1
-        index = _after_options(args[start:], _KUBECTL_EXEC_VALUES) + start
+        index = leading_options(args[start:], _KUBECTL_EXEC_VALUES).operand + start
         return _inner_command(args[index + 1:], command) if index < len(args) else None
     return None
 
@@ -578,7 +539,7 @@ def _runs_stdin_as_code(command: SimpleCommand, depth: int = 0) -> bool:
     if program in ("at", "batch"):
         return not _option_in(command.args, _AT_NOT_STDIN) and (program == "batch" or bool(command.args))
     if program == "crontab":
-        index = _after_options(command.args, frozenset({"-u"}))
+        index = leading_options(command.args, frozenset({"-u"})).operand
         operand = command.args[index] if index < len(command.args) else "-"
         return not _option_in(command.args, _CRONTAB_NOT_STDIN) and operand == "-"
     spec = _interpreter(program)
