@@ -1,7 +1,6 @@
 """``unstuck run``: one scenario turn, headless or attended, journaled and learning in the
 stores ``--store`` names (:mod:`unstuck.cli.stores`); its outcome, its escalation, its exit status.
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

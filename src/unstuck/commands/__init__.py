@@ -5,4 +5,5 @@ calls, and the interpreter table), ``screen`` (the screen for suggested commands
 (the screen's table of what programs do), ``plain`` (what a declared unblock may be),
 ``installed`` (programs installed off PATH), ``waiting`` (the non-interactive forms of waiting
 calls); ``shell`` keeps the earlier import path. May import core.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """

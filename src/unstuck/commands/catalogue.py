@@ -1,6 +1,8 @@
-"""Catalogue rows over parsed command lines: the one matcher the interactive-call catalogue
-(:mod:`unstuck.commands.interactive`) and the credential-change catalogue
-(:mod:`unstuck.commands.credentials`) both match with.
+"""The catalogue engine: how a row of a command catalogue is read and matched against a parsed
+command line, for the interactive-call catalogue (:mod:`unstuck.commands.interactive`), the
+credential-change catalogue (:mod:`unstuck.commands.credentials`) and the screen's program table
+(:mod:`unstuck.commands.programs`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A row of either catalogue names a program, the first positional words (its subcommand) and the
 options that must or must not be present. This module reads a :class:`~unstuck.commands.parse.SimpleCommand`

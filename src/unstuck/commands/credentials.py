@@ -1,5 +1,6 @@
 """Credential-changing workarounds: the parts of a call that change credentials, scopes,
 identities or permissions, print or export secrets, or turn verification off.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 While a blocker of kind ``auth`` or ``permission`` is open, such a call is a workaround the
 person has not agreed to (a new token, ``gh auth refresh -s``, ``sudo``, ``chmod`` of what was

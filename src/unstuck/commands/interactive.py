@@ -2,6 +2,7 @@
 a command line that would wait for one, using the catalogue in
 ``unstuck/data/interactive_calls.yaml`` (plus a user's own files), matched by the catalogue
 engine (:mod:`unstuck.commands.catalogue`), and the streams the tool gives it.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A call that signs in through a browser waits whatever the streams (``always``); an editor, a
 password prompt, a confirmation or a pager waits only when the tool gives it a terminal

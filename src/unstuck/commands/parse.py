@@ -1,6 +1,7 @@
 """Command lines as a shell sees them: :func:`parse_command_line` reads the line an agent hands a
 generic shell tool (``run_command``) with a real shell parser (tree-sitter and its bash grammar),
 never by splitting words, into :class:`CommandLine` and :class:`SimpleCommand` records.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Pipelines, ``&&``/``||``/``;``, subshells and groups, ``$(…)``, backticks, ``<(…)``/``>(…)``,
 redirections, here-documents, assignments, the string of ``bash -c "…"`` (``sh -lc``, ``su -c``,

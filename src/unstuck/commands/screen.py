@@ -1,7 +1,8 @@
-"""The command screen: :func:`screen_command` is the structural screen a suggested command
-("please run: …") passes before unstuck quotes it (its text cleaned first by
-:func:`unstuck.core.text.clean_terminal_text`), and :func:`find_download_and_run` finds a
-download run as code in prose.
+"""The command screen: whether a command line is safe for unstuck to quote, as a suggested
+command ("please run: …", :func:`screen_command`, its text cleaned first by
+:func:`unstuck.core.text.clean_terminal_text`) or inside prose (:func:`find_download_and_run`:
+a download run as code).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The line is read by :func:`unstuck.commands.parse.parse_command_line`. A command name that is
 an expansion the line does not resolve (a substitution as a command name, or any program named

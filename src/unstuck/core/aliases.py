@@ -5,6 +5,7 @@ became folders (issue 24) are the same module objects as their new homes
 is a module holding the public names of all its parts. Installed by ``unstuck/__init__.py`` as a meta path finder
 (importlib's ``sys.meta_path`` protocol, PEP 451), so nothing is imported until an old path is.
 New code imports the new paths; :data:`MOVED` lists them all (``docs/reference/index.md``).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """Sandboxes: a throw-away machine state for one scenario run, built from real programs.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A :class:`Sandbox` is a directory with a home, a workspace, gh's config directory and the
 environment its tool subprocesses get:

@@ -5,4 +5,5 @@ SIGKILL, survivors), ``registry`` (the live leases, mirrored to the supervisor),
 (ending them however this process ends), ``supervisor`` (the process that outlives it),
 ``cgroups``, ``waits`` (a process waiting on its terminal), ``identity`` (a pid with its start
 time), ``filelocks`` (who holds a file lock). May import recognise, commands and core.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """

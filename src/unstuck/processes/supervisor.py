@@ -1,4 +1,5 @@
 """The supervisor of one process's leases: it outlives that process and ends what it leaves.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Started by :func:`unstuck.processes.registry.start_supervisor` as ``python -m unstuck.processes.supervisor PID``
 in a session of its own, it reads lease lines from its standard input, a pipe whose only

@@ -1,5 +1,6 @@
 """Real tools for agents and scenarios: run a command, check a CLI's setup, sign a CLI in,
 install a CLI, ask the user, read a file, search files, search the web.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Every tool works inside a :class:`Workspace` (a directory and the environment its
 subprocesses see), so the same tools run on a developer's machine and in an eval sandbox.
