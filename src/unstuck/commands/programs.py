@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unstuck.commands.catalogue import (
+    option_names,
     positional_indexes,
     row_fields,
     string_list,
@@ -112,11 +113,8 @@ _FETCHING = frozenset({Does.FETCHES, Does.FETCHES_REMOTE_SOURCE, Does.FETCHES_GI
 
 
 def _options(raw: Mapping[str, Any], where: str, key: str, lower: bool = False) -> frozenset[str]:
-    found = string_list(raw.get(key), where, key)
-    for option in found:
-        if not option.startswith("-") or option in ("-", "--") or any(ch.isspace() for ch in option):
-            raise ValueError(f"{where}: '{key}' entry {option!r} is not an option name")
-    return frozenset(o.lower() if lower else o for o in found)
+    found = option_names(raw.get(key), where, key)
+    return frozenset(o.lower() for o in found) if lower else found
 
 
 def _output(raw: object, where: str, lower: bool) -> OutputOptions:

@@ -72,7 +72,7 @@ class Screened:
 
 
 #: Programs that run a program text they are given are the rows of ``unstuck/data/interpreters.yaml``
-#: (:func:`unstuck.commands.credentials.interpreter_options`, each row with its source): the
+#: (:func:`unstuck.commands.interpreters.interpreter_options`, each row with its source): the
 #: options their text follows, and the options that take a value. Without inline code or a
 #: script operand (or with ``-``) they read their program from standard input.
 _PYTHON = re2.compile(r"^python[0-9.]*$")
@@ -171,8 +171,8 @@ _NO_OPTIONS = _Interpreter(frozenset(), frozenset())
 
 @functools.lru_cache(maxsize=256)
 def _interpreter_named(name: str) -> _Interpreter | None:
-    # imported here: the credential module (and its tables) load only when a line names a program
-    from unstuck.commands.credentials import interpreter_options
+    # imported here: the interpreter table loads only when a line names a program
+    from unstuck.commands.interpreters import interpreter_options
 
     spec = interpreter_options(name)
     return None if spec is None or spec.program_operand else _Interpreter(spec.inline, spec.values)
