@@ -20,7 +20,10 @@ import pytest
 from conftest import until
 from unstuck.processes import cgroups
 from unstuck.processes.cgroups import LeaseCgroup, delegation_root, locate
-from unstuck.processes.leases import end_leases, run_leased, sweep_leftovers, token_prefix
+from unstuck.processes.containment import sweep_leftovers
+from unstuck.processes.ending import end_leases
+from unstuck.processes.leases import run_leased
+from unstuck.processes.members import token_prefix
 
 HYBRID = """\
 25 30 0:23 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw

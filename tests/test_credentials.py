@@ -1126,17 +1126,28 @@ def test_dd_flagged_as_a_netrc_write_really_writes_it(tmp_path: Path) -> None:
     ("interpreters:\n  - {language: x, program: [x], source: s}\n", "interpreters entry 1: an interpreter needs"),
     ("interpreters:\n  - {language: x, program: [x], inline: [-e], env_write: ['(('], source: s}\n",
      "interpreters entry 1.*does not compile under re2"),
-    ("writers:\n  - {program: [x], operands: first, source: s}\n", "writers entry 1: 'operands' must be"),
-    ("writers:\n  - {program: [x], operands: all}\n", "writers entry 1: 'source' is required"),
     ("interpreters:\n  - {language: x, program: [x], inline: [-e], inline_last: 'yes', source: s}\n",
      "interpreters entry 1: 'inline_last' must be true or false"),
     ("interpreters:\n  - {language: x, program: [x], program_operand: true, command_run: ['(?<=a)'], source: s}\n",
      "interpreters entry 1: 'command_run'.*does not compile under re2"),
+    ("interpreters:\n  - {program: [x, y], source: s}\n  - {program: [y], source: s}\n",
+     "interpreters entry 2: program 'y' is already an interpreter"),
 ])
-def test_a_malformed_writers_or_interpreters_entry_is_refused_naming_it(text: str, message: str) -> None:
-    from unstuck.commands.credentials import _parse_tables  # the bundled-only tables have no public parser
+def test_a_malformed_interpreters_entry_is_refused_naming_it(text: str, message: str) -> None:
+    from unstuck.commands.interpreters import parse_interpreter_table
+
+    with pytest.raises(ValueError, match=f"t.yaml: {message}"):
+        parse_interpreter_table(text, "t.yaml")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("writers:\n  - {program: [x], operands: first, source: s}\n", "writers entry 1: 'operands' must be"),
+    ("writers:\n  - {program: [x], operands: all}\n", "writers entry 1: 'source' is required"),
+])
+def test_a_malformed_writers_entry_is_refused_naming_it(text: str, message: str) -> None:
+    from unstuck.commands.credentials import _parse_writers  # the bundled-only table has no public parser
     with pytest.raises(CredentialCatalogueError, match=f"t.yaml: {message}"):
-        _parse_tables(text, "t.yaml")
+        _parse_writers(text, "t.yaml")
 
 
 @pytest.mark.parametrize(("line", "target"), [
@@ -1295,7 +1306,7 @@ def _interpreter_rows() -> list[dict[str, Any]]:
 
 
 def test_every_interpreter_row_names_its_source_and_each_program_is_found_by_name() -> None:
-    from unstuck.commands.credentials import interpreter_options
+    from unstuck.commands.interpreters import interpreter_options
 
     for entry in _interpreter_rows():
         assert str(entry.get("source", "")).strip(), entry
@@ -1309,7 +1320,7 @@ def test_every_interpreter_row_names_its_source_and_each_program_is_found_by_nam
 def test_the_screen_and_the_credential_reader_see_one_row_per_interpreter() -> None:
     # python(1): "-c command", "-m module-name"; the screen's inline words are the table's
     # inline options with its ends, the credential reader's only those with a language
-    from unstuck.commands.credentials import interpreter_options
+    from unstuck.commands.interpreters import interpreter_options
 
     python = interpreter_options("python3.12")
     assert python is not None and {"-c", "-m"} <= python.inline and "-W" in python.values

@@ -14,22 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from unstuck.processes.capture import DEFAULT_OUTPUT_CAP, OVERFLOW_FACTOR, TRUNCATION_MARKER
+from unstuck.processes.containment import drain_leases
 from unstuck.processes.identity import process_alive, start_time
-from unstuck.processes.leases import (
-    DEFAULT_OUTPUT_CAP,
-    DEFAULT_WINDOW,
-    OVERFLOW_FACTOR,
-    TRUNCATION_MARKER,
-    descendants,
-    drain_leases,
-    end_lease,
-    live_leases,
-    run_leased,
-    start_lease,
-    tagged,
-    token_prefix,
-)
+from unstuck.processes.leases import end_lease, run_leased, start_lease
+from unstuck.processes.members import descendants, tagged, token_prefix
+from unstuck.processes.registry import live_leases
 from unstuck.processes.supervisor import leases_left
+from unstuck.processes.terminal import DEFAULT_WINDOW
 from unstuck.processes.waits import reads_terminal, waiting_program
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}

@@ -1,4 +1,6 @@
-"""``python -m unstuck``: the same as the ``unstuck`` command."""
+"""``python -m unstuck``: the same as the ``unstuck`` command.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
+"""
 
 from unstuck.cli.app import main
 

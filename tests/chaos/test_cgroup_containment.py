@@ -18,7 +18,7 @@ import pytest
 
 from conftest import until
 from unstuck.processes import cgroups
-from unstuck.processes.leases import token_prefix
+from unstuck.processes.members import token_prefix
 
 pytestmark = pytest.mark.skipif(cgroups.delegation_root() is None,
                                 reason="no writable cgroup v2 hierarchy here (none mounted, read-only, or not "
@@ -28,8 +28,8 @@ pytestmark = pytest.mark.skipif(cgroups.delegation_root() is None,
 PARENT = """
 import sys
 from pathlib import Path
-from unstuck.processes import leases
-leases.install_containment()
+from unstuck.processes import containment, leases
+containment.install_containment()
 daemon = "(env -i setsid /bin/bash -c 'exec -a %s sleep 3600' &) ; sleep 3600" % sys.argv[1]
 leases.run_leased(["/bin/bash", "-c", daemon], cwd=Path(sys.argv[2]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
 """

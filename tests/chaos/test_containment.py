@@ -18,16 +18,16 @@ import psutil
 import pytest
 
 from conftest import until
-from unstuck.processes.leases import tagged, token_prefix
+from unstuck.processes.members import tagged, token_prefix
 
 #: The parent: leases a tree that would sleep an hour; ``contain`` installs the SIGTERM/SIGINT
-#: drain and the supervisor as ``unstuck run`` does (``leases.install_containment``).
+#: drain and the supervisor as ``unstuck run`` does (``containment.install_containment``).
 PARENT = """
 import sys
 from pathlib import Path
-from unstuck.processes import leases
+from unstuck.processes import containment, leases
 if sys.argv[1] == "contain":
-    leases.install_containment()
+    containment.install_containment()
 tree = "sleep 3600 & (sleep 3600 & wait) & setsid sleep 3600 & wait"
 leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[2]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
 """

@@ -1,6 +1,6 @@
 """Chaos: what a dead run left is ended and removed. A parent leasing a tree of ``sleep 3600``
 dies by SIGKILL without containment (so the tree leaks) and the start-up sweep
-(``leases.sweep_leftovers``) ends it; ``unstuck run`` of a locking scenario is killed mid-run
+(``containment.sweep_leftovers``) ends it; ``unstuck run`` of a locking scenario is killed mid-run
 and its lock holder (a leased fixture) dies with it, while the sandbox folders it made are
 left in the temporary directory until the next sandbox's sweep (``sandbox.sweep_sandboxes``)."""
 
@@ -19,8 +19,9 @@ import pytest
 
 from conftest import until
 from unstuck.evals.sandbox import SANDBOX_PREFIX, SOCKET_PREFIX, Sandbox, sweep_sandboxes
+from unstuck.processes.containment import sweep_leftovers
 from unstuck.processes.identity import start_time
-from unstuck.processes.leases import LEASE_ENV, sweep_leftovers, tagged, token_prefix
+from unstuck.processes.members import LEASE_ENV, tagged, token_prefix
 
 #: Leases a tree that would sleep an hour, with no containment installed (a run that dies leaks it).
 BARE_PARENT = """

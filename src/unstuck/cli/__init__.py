@@ -1,8 +1,9 @@
 """The command line: one module per command group over one shared console. May import every layer.
 The names of the module ``unstuck.cli`` of earlier releases stay here (from
 :mod:`unstuck.cli.app`), imported when first used.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
-Internal to the command line: not a supported API.
+The supported face of the command line is its commands and options (``docs/cli.md``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The ``unstuck`` command: the typer application, each command group registered from its own
 module of :mod:`unstuck.cli` (a thin layer over the library: typer + rich), and the entry point.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Everything a command prints, on standard output and standard error, passes the output boundary
 (:func:`unstuck.core.output.redact_standard_streams`: no secret is shown), and every file it writes
@@ -11,7 +12,7 @@ raised, a malformed scenario); ``unstuck run`` exits 0 when the turn is done wit
 finished, 3 when it ended blocked, 1 when it failed or gave up without finishing. Usage errors
 exit 2 (typer's convention). The statuses and the consoles are :mod:`unstuck.cli.common`'s.
 
-Internal to the command line (``unstuck.cli.app.main`` is the console script): not a supported API.
+``unstuck.cli.app.main`` is the console script.
 """
 
 from __future__ import annotations

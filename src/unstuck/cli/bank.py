@@ -1,7 +1,6 @@
 """``unstuck bank``: harvest, list and count the failure bank (a thin layer over
 :mod:`unstuck.faults.bank` and :mod:`unstuck.evals.harvest`).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``unstuck classify``: what one tool output means (its situation, or none; ``--explain`` the
 evidence and the rule that decided), or the scores of labelled corpora (``--cases``).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

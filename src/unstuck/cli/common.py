@@ -1,5 +1,6 @@
 """What every command module shares: the consoles, the ``--json`` option, the one-line error and
 the exit statuses (one owner: the command modules read them here and set up nothing of their own).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * :data:`console` and :data:`err_console`: standard output and standard error, each a
   :class:`unstuck.cli.output.SafeConsole` (every piece of text redacted and stripped for the
@@ -14,8 +15,6 @@ the exit statuses (one owner: the command modules read them here and set up noth
   ``--help`` shows about them (:data:`EXIT_CODES`, :data:`STORE_EXIT_CODES`, :data:`MINE_EXIT_CODES`);
 * :func:`options_command`: a command whose options are one frozen dataclass (each field
   annotated with its ``typer.Option`` or ``typer.Argument``), so the body takes one object.
-
-Internal to the command line: not a supported API (``docs/reference/index.md`` lists what is).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 HTML, a regression check, the injection curve, the lessons across sessions); with
 ``--frameworks``, the peer comparison instead. Its options are one object, :class:`EvalOptions`.
 It keeps throw-away stores of its own: never the user's (``--store`` is not an option here).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

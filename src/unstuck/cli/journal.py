@@ -1,7 +1,7 @@
 """``unstuck journal``: list, show and settle journaled turns (a thin layer over
 :mod:`unstuck.store.journal`). The journal is the one ``--store`` names (:mod:`unstuck.cli.stores`).
-
-Internal to the command line: not a supported API."""
+Internal: not a supported import path (docs/reference/index.md lists those that are).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``unstuck lessons``: list, show, forget and search remembered blockers (a thin layer over
 :mod:`unstuck.store.lessons`). Forgetting closes a lesson; its row stays. The lesson store is the
 one ``--store`` names (:mod:`unstuck.cli.stores`).
-
-Internal to the command line: not a supported API."""
+Internal: not a supported import path (docs/reference/index.md lists those that are).
+"""
 
 from __future__ import annotations
 

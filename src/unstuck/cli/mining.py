@@ -1,7 +1,6 @@
 """``unstuck mine ENV`` and ``unstuck rules list | show | disable | enable``: mining recovery
 rules from contrast (a thin layer over :mod:`unstuck.mining`).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Every command's terminal output, made safe in one place (DESIGN.md: tool text reaches a
 terminal only with control and escape sequences stripped; issue 23, deliver 4).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The commands print only through what this module gives them:
 
@@ -19,8 +20,6 @@ The commands print only through what this module gives them:
 
 ``tests/test_cli_output.py`` fails when a command module makes a console, calls
 ``typer.echo``, ``print`` or writes to ``sys.stdout`` or ``sys.stderr`` any other way.
-
-Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

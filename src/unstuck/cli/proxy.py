@@ -1,7 +1,6 @@
 """``unstuck mcp-proxy``: an MCP server's tools served over stdio with the guard in front of
 every call (:mod:`unstuck.integrations.mcp_proxy`, the ``mcp`` extra).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """``unstuck report``: the cost of blockers across sessions, read from journals
 (:mod:`unstuck.store.report_costs`), as a table, JSON, or a self-contained HTML page with plots.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``evals/templates/costs.html.j2`` with jinja2 (autoescaped), as the eval's
 report is (:mod:`unstuck.evals.report`).
-
-Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``unstuck run``: one scenario turn, headless or attended, journaled and learning in the
 stores ``--store`` names (:mod:`unstuck.cli.stores`); its outcome, its escalation, its exit status.
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations
@@ -87,7 +86,7 @@ def run_command(
     from unstuck.evals.runner import run_scenario, write_json
     from unstuck.loop.presence import ConsoleAsker, console_can_ask
     from unstuck.loop.turn import TurnStatus
-    from unstuck.processes import leases
+    from unstuck.processes.containment import install_containment
     from unstuck.store.journal import Journal, JournalError
     from unstuck.store.lessons import LessonStore, LessonStoreError
 
@@ -132,7 +131,7 @@ def run_command(
             journal_store.close()
         raise fail(str(exc) if isinstance(exc, LessonStoreError) else f"{lessons_url}: {exc}",
                     EXIT_FAILED) from exc
-    leases.install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
+    install_containment()  # tool processes end with this command, SIGTERM, SIGINT or SIGKILL (issue 12)
     try:
         result, metrics = run_scenario(
             chosen, agent, guarded=not unguarded, unattended=not is_attended,

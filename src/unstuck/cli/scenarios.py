@@ -1,8 +1,7 @@
-"""``unstuck scenarios`` (list, ``new``, ``check``), and what ``run`` and ``eval`` share about
-scenarios: choosing them by name or file, and refusing a scenario file of the user's that is not
-trusted (:mod:`unstuck.evals.trust`).
-
-Internal to the command line: not a supported API.
+"""Scenarios on the command line: ``unstuck scenarios`` (list, ``new``, ``check``), and the
+choosing (by name or file) and trust check (:mod:`unstuck.evals.trust`) of the scenario files
+``run`` and ``eval`` are given.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

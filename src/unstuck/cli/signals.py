@@ -1,12 +1,11 @@
 """``unstuck signals``: the system's own messages in every installed language (a thin layer over
 :mod:`unstuck.recognise.catalogues`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 ``unstuck signals harvest`` reads the msgstr of every message row's msgid from the gettext
 catalogues installed on this machine and writes them as JSON lines: by default into the
 package's own ``data/translations.jsonl`` when run from a source checkout, else into
 ``./translations.jsonl``.
-
-Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

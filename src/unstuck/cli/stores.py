@@ -1,6 +1,7 @@
 """Which journal and lesson store a command uses: one ``--store`` option, one default, for every
 command that reads or writes them (``run``, ``journal``, ``lessons``, ``report``; ``eval`` keeps
 throw-away stores of its own).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 ``--store`` names (:func:`location`):
 
@@ -21,8 +22,6 @@ each, as before: a store not named is not kept), ``journal --journal/-j URL`` an
 --journal/-j URL`` (the journal file). A journal ``unstuck-journal.db`` in the working folder
 (:data:`LEGACY_JOURNAL`, where ``journal`` and ``report`` looked by default before) is still
 read when nothing names a store, with a note saying where the default is now.
-
-Internal to the command line: not a supported API.
 """
 
 from __future__ import annotations

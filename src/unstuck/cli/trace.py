@@ -1,7 +1,6 @@
 """``unstuck trace show FILE``: a run's events (JSON lines, as ``--events`` writes them) as a
 timeline, one table per turn (a thin layer over :mod:`unstuck.store.events`).
-
-Internal to the command line: not a supported API.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

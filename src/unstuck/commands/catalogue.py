@@ -1,6 +1,8 @@
-"""Catalogue rows over parsed command lines: the one matcher the interactive-call catalogue
-(:mod:`unstuck.commands.interactive`) and the credential-change catalogue
-(:mod:`unstuck.commands.credentials`) both match with.
+"""The catalogue engine: how a row of a command catalogue is read and matched against a parsed
+command line, for the interactive-call catalogue (:mod:`unstuck.commands.interactive`), the
+credential-change catalogue (:mod:`unstuck.commands.credentials`) and the screen's program table
+(:mod:`unstuck.commands.programs`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A row of either catalogue names a program, the first positional words (its subcommand) and the
 options that must or must not be present. This module reads a :class:`~unstuck.commands.parse.SimpleCommand`
@@ -18,7 +20,8 @@ of :func:`~unstuck.commands.parse.parse_command_line` the way both catalogues se
   those words (the subcommand, an option with an optional test of its value, a request for
   help or a version, which no program answers by waiting or by changing anything).
 
-Also the field readers both catalogues' loaders share (:func:`yaml_document`, :func:`string_list`).
+Also the field readers every catalogue's loader shares (:func:`yaml_document`, :func:`row_fields`,
+:func:`string_list`, :func:`subcommand_words`, :func:`option_names`, :func:`re2_pattern`).
 """
 
 from __future__ import annotations
@@ -27,22 +30,29 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 import yaml
 
 from unstuck.commands.parse import SimpleCommand, program_name, resolve_wrappers, word_set
 
 __all__ = [
     "HELP_WORDS",
+    "RE2_QUIET",
     "Call",
     "Option",
     "Words",
     "asks_for_help",
     "calls",
     "has_option",
+    "option_name",
+    "option_names",
     "positional_indexes",
+    "re2_pattern",
     "read_words",
+    "row_fields",
     "starts_with",
     "string_list",
+    "subcommand_words",
     "yaml_document",
 ]
 
@@ -304,16 +314,100 @@ def yaml_document(text: str, name: str) -> Any:
         raise ValueError(f"{name}: not valid YAML: {exc}") from None
 
 
-def string_list(raw: object, where: str, key: str) -> tuple[str, ...]:
+def string_list(raw: object, where: str, key: str, error: type[ValueError] = ValueError) -> tuple[str, ...]:
     """A row's field that is one string or a list of non-empty strings, stripped; ``None`` is ``()``.
 
     Raises:
-        ValueError: ``"<where>: '<key>' must be a list of non-empty strings, got …"``.
+        ValueError: (``error``, a subclass the catalogue names) ``"<where>: '<key>' must be a
+            list of non-empty strings, got …"``.
     """
     if raw is None:
         return ()
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(item, str) and item.strip() for item in raw):
-        raise ValueError(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
+        raise error(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
     return tuple(item.strip() for item in raw)
+
+
+def option_name(text: str, where: str, key: str, error: type[ValueError] = ValueError) -> str:
+    """An option as a row names it: ``-x``, ``--long``, ``-long``, or a shell's ``+o`` (bash(1):
+    "Using '+' rather than '-' causes these options to be turned off").
+
+    Raises:
+        ValueError: (``error``) ``"<where>: '<key>' entry '…' is not an option name …"``.
+    """
+    if not text.startswith(("-", "+")) or text in ("-", "--", "+") or any(ch.isspace() for ch in text) or "=" in text:
+        raise error(f"{where}: '{key}' entry {text!r} is not an option name (it starts with "
+                    f"'-' or '+' and has no space or '=')")
+    return text
+
+
+def option_names(raw: object, where: str, key: str, error: type[ValueError] = ValueError) -> frozenset[str]:
+    """A row's field that lists option names (:func:`option_name`); ``None`` is empty.
+
+    Raises:
+        ValueError: (``error``) for a field that is not a list of strings, or an entry that is
+            not an option name.
+    """
+    return frozenset(option_name(o, where, key, error) for o in string_list(raw, where, key, error))
+
+
+def _quiet() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+#: re2 options that keep a pattern's compile errors off standard error (they are raised).
+RE2_QUIET = _quiet()
+
+
+def re2_pattern(pattern: object, where: str, key: str, error: type[ValueError] = ValueError) -> Any:
+    """A row's field that is a re2 pattern (linear time on any text), compiled.
+
+    Raises:
+        ValueError: (``error``) ``"<where>: '<key>' must be a non-empty re2 pattern …"``, or
+            ``"… does not compile under re2 (no backreferences, no lookaround): …"``.
+    """
+    if not isinstance(pattern, str) or not pattern:
+        raise error(f"{where}: '{key}' must be a non-empty re2 pattern, got {pattern!r}")
+    try:
+        return re2.compile(pattern, RE2_QUIET)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise error(f"{where}: '{key}' {pattern!r} does not compile under re2 (no backreferences, no lookaround): "
+                    f"{reason}") from None
+
+
+def row_fields(raw: object, where: str, known: Collection[str],
+               error: type[ValueError] = ValueError) -> Mapping[str, Any]:
+    """A catalogue row: a mapping whose keys are all ``known``.
+
+    Raises:
+        ValueError: (``error``) ``"<where>: a row must be a mapping, got …"`` or ``"<where>:
+            unknown field(s) a, b (known: …)"``.
+    """
+    if not isinstance(raw, Mapping):
+        raise error(f"{where}: a row must be a mapping, got {raw!r}")
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        raise error(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return raw
+
+
+def subcommand_words(raw: object, where: str, error: type[ValueError] = ValueError) -> tuple[frozenset[str], ...]:
+    """A row's ``subcommand``: its first positional words, each a set of alternatives written
+    ``"a|b"`` (``[auth, login]``, ``[s3, cp|mv|sync]``); ``None`` is ``()``.
+
+    Raises:
+        ValueError: (``error``) ``"<where>: 'subcommand' word '…' must be words separated by
+            '|'"`` for an empty alternative, an option or a word with a space.
+    """
+    words: list[frozenset[str]] = []
+    for word in string_list(raw, where, "subcommand", error):
+        parts = word.split("|")
+        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in parts):
+            raise error(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
+        words.append(frozenset(parts))
+    return tuple(words)

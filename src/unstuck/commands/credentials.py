@@ -1,5 +1,6 @@
 """Credential-changing workarounds: the parts of a call that change credentials, scopes,
 identities or permissions, print or export secrets, or turn verification off.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 While a blocker of kind ``auth`` or ``permission`` is open, such a call is a workaround the
 person has not agreed to (a new token, ``gh auth refresh -s``, ``sudo``, ``chmod`` of what was
@@ -21,7 +22,7 @@ configuration allows by name).
   destination of ``cp``/``mv``/``install``, ``sed -i … F``, ``curl -o F``, from the catalogue's
   ``writers`` table). The inline code of interpreters (``python -c``, ``node -e``, ``perl -e``,
   ``ruby -e``, ``php -r``, ``deno eval``, ``pwsh -c``; the rows of ``unstuck/data/interpreters.yaml``
-  that name a language, the table the command screen reads too: :func:`interpreter_options`)
+  that name a language, the table the command screen reads too: :mod:`unstuck.commands.interpreters`)
   is searched for each language's documented environment writes (``os.environ['X'] = …``,
   ``process.env.X = …``, ``$ENV{X} = …``, ``ENV['X'] = …``, ``putenv``) of variables the
   environment rows name, and for file writes of the credential files the ``redirect_to`` rows
@@ -60,8 +61,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import posixpath
-import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +68,28 @@ from typing import Any
 
 import re2
 
-from unstuck.commands.catalogue import Call, Words, asks_for_help, calls, has_option, read_words, starts_with
+from unstuck.commands.catalogue import (
+    RE2_QUIET,
+    Call,
+    Words,
+    asks_for_help,
+    calls,
+    has_option,
+    option_name,
+    option_names,
+    re2_pattern,
+    read_words,
+    row_fields,
+    starts_with,
+    string_list,
+    subcommand_words,
+)
+from unstuck.commands.interpreters import (
+    CodeEffects,
+    code_effects,
+    find_interpreter,
+    program_texts,
+)
 from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
 from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
@@ -88,11 +108,9 @@ __all__ = [
     "CredentialCatalogueError",
     "CredentialChange",
     "CredentialRow",
-    "InterpreterOptions",
     "OptionRule",
     "credential_changes",
     "credential_changes_in_arguments",
-    "interpreter_options",
     "load_credential_catalogue",
     "parse_credential_catalogue",
     "prints_credential",
@@ -240,8 +258,8 @@ class CredentialCatalogue:
 
 _BUNDLED = "credential_changes.yaml"
 _TOP_KEYS = frozenset({"changes", "value_options"})
-#: Top-level tables only the bundled file holds (where programs write, interpreters' code).
-_BUNDLED_TOP_KEYS = frozenset({"writers", "interpreters"})
+#: Top-level tables only the bundled file holds (where programs write).
+_BUNDLED_TOP_KEYS = frozenset({"writers"})
 _ROW_KEYS = frozenset({
     "name", "kind", "why", "source", "program", "subcommand", "with_options", "unless", "value_options",
     "operands", "any_operand", "last_operand", "dash_operands", "alone", "no_arguments", "h_option", "targets",
@@ -252,44 +270,19 @@ _NAME = re2.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV_NAME = re2.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _quiet() -> Any:
-    options = re2.Options()
-    options.log_errors = False
-    return options
-
-
-_QUIET = _quiet()
+_QUIET = RE2_QUIET
 
 
 def _regex(where: str, key: str, pattern: object) -> Any:
-    if not isinstance(pattern, str) or not pattern:
-        raise CredentialCatalogueError(f"{where}: '{key}' must be a non-empty re2 pattern, got {pattern!r}")
-    try:
-        return re2.compile(pattern, _QUIET)
-    except re2.error as exc:
-        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise CredentialCatalogueError(
-            f"{where}: '{key}' {pattern!r} does not compile under re2 (no backreferences, no lookaround): "
-            f"{reason}") from None
+    return re2_pattern(pattern, where, key, CredentialCatalogueError)
 
 
 def _strings(where: str, key: str, raw: object) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, list) or not all(isinstance(item, str) and item.strip() for item in raw):
-        raise CredentialCatalogueError(f"{where}: '{key}' must be a list of non-empty strings, got {raw!r}")
-    return tuple(item.strip() for item in raw)
+    return string_list(raw, where, key, CredentialCatalogueError)
 
 
 def _option_name(where: str, key: str, text: str) -> str:
-    """An option as a row names it: ``-x``, ``--long``, ``-long``, or a shell's ``+o`` (bash(1): "Using '+'
-    rather than '-' causes these options to be turned off")."""
-    if not text.startswith(("-", "+")) or text in ("-", "--", "+") or any(ch.isspace() for ch in text) or "=" in text:
-        raise CredentialCatalogueError(f"{where}: '{key}' entry {text!r} is not an option name (it starts with "
-                                       f"'-' or '+' and has no space or '=')")
-    return text
+    return option_name(text, where, key, CredentialCatalogueError)
 
 
 def _option_rules(where: str, key: str, raw: object) -> tuple[OptionRule, ...]:
@@ -334,10 +327,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
     if not isinstance(name, str) or not _NAME.match(name):
         raise CredentialCatalogueError(f"{where}: 'name' is required: lower-case letters, digits and '-', got {name!r}")
     where = f"{where} ({name})"
-    unknown = sorted(str(k) for k in raw if k not in _ROW_KEYS and k != "program")
-    if unknown:
-        raise CredentialCatalogueError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                       f"(known: {', '.join(sorted(_ROW_KEYS | {'program'}))})")
+    row_fields(raw, where, _ROW_KEYS | {"program"}, CredentialCatalogueError)
     try:
         kind = ChangeKind(str(raw.get("kind")))
     except ValueError:
@@ -374,12 +364,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
     redirect_to = _optional_regex(where, "redirect_to", raw)
     if not programs and redirect_to is None:
         raise CredentialCatalogueError(f"{where}: a row needs 'program', 'env', 'env_pattern' or 'redirect_to'")
-    subcommand: list[frozenset[str]] = []
-    for word in _strings(where, "subcommand", raw.get("subcommand")):
-        parts = word.split("|")
-        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in parts):
-            raise CredentialCatalogueError(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
-        subcommand.append(frozenset(parts))
+    subcommand = subcommand_words(raw.get("subcommand"), where, CredentialCatalogueError)
     values = {_option_name(where, "value_options", o)
               for o in _strings(where, "value_options", raw.get("value_options"))}
     for program in programs:
@@ -394,7 +379,7 @@ def _row(raw: object, where: str, shared_values: Mapping[str, frozenset[str]]) -
                                        f"a path, got {targets!r}")
     return CredentialRow(
         name=name, kind=kind, why=texts["why"], source=texts["source"], origin=where,
-        programs=frozenset(programs), subcommand=tuple(subcommand),
+        programs=frozenset(programs), subcommand=subcommand,
         with_options=with_options,
         unless=unless,
         value_options=frozenset(values),
@@ -638,62 +623,13 @@ class _Writer:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class _EnvPattern:
-    """An environment write in code: ``pattern`` (group 1 the variable, group 2 a literal
-    value), or a ``pattern`` whose group 1 is a block searched with ``keys``."""
-
-    pattern: Any
-    keys: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Interpreter:
-    """An interpreter's inline-code options and its language's environment and file APIs (an
-    entry of ``unstuck/data/interpreters.yaml``; ``language`` is ``None`` for the interpreters
-    whose code is not read for credential changes, only screened)."""
-
-    language: str | None
-    programs: frozenset[str]
-    inline: frozenset[str]
-    inline_subcommand: frozenset[str]
-    value_options: frozenset[str]
-    attached_options: frozenset[str]
-    digit_options: frozenset[str]
-    ends: frozenset[str]
-    env_write: tuple[_EnvPattern, ...]
-    env_unset: tuple[Any, ...]
-    file_write: tuple[Any, ...]
-    source: str
-    command_run: tuple[Any, ...] = ()
-    inline_last: bool = False
-    program_operand: bool = False
-    program_file: frozenset[str] = frozenset()
-    stdin_code: bool = False
-    ignore_case: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Tables:
-    writers: Mapping[str, tuple[_Writer, ...]]
-    interpreters: Mapping[str, _Interpreter]
-
-
 _WRITER_KEYS = frozenset({"program", "operands", "operand_prefix", "options", "with_options", "value_options",
                           "source"})
-_INTERPRETER_KEYS = frozenset({"language", "program", "inline", "inline_subcommand", "value_options",
-                               "attached_options", "digit_options", "ends", "env_write", "env_unset",
-                               "file_write", "source", "command_run", "inline_last", "program_operand",
-                               "program_file", "stdin_code", "ignore_case"})
 
 
 def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise CredentialCatalogueError(f"{where}: must be a mapping, got {raw!r}")
-    unknown = sorted(str(k) for k in raw if k not in known)
-    if unknown:
-        raise CredentialCatalogueError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                       f"(known: {', '.join(sorted(known))})")
+    row_fields(raw, where, known, CredentialCatalogueError)
+    assert isinstance(raw, Mapping)
     source = raw.get("source")
     if not isinstance(source, str) or not source.strip():
         raise CredentialCatalogueError(f"{where}: 'source' is required and must be a non-empty string")
@@ -703,7 +639,7 @@ def _entry(raw: object, where: str, known: frozenset[str]) -> Mapping[str, Any]:
 
 
 def _options(where: str, key: str, raw: Mapping[str, Any]) -> frozenset[str]:
-    return frozenset(_option_name(where, key, o) for o in _strings(where, key, raw.get(key)))
+    return option_names(raw.get(key), where, key, CredentialCatalogueError)
 
 
 def _parse_writer(raw: object, where: str) -> _Writer:
@@ -722,82 +658,24 @@ def _parse_writer(raw: object, where: str) -> _Writer:
     return writer
 
 
-def _patterns(where: str, key: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(_regex(where, key, pattern) for pattern in _strings(where, key, raw.get(key)))
-
-
-def _parse_interpreter(raw: object, where: str) -> _Interpreter:
-    entry = _entry(raw, where, _INTERPRETER_KEYS)
-    language = entry.get("language")
-    if language is not None and (not isinstance(language, str) or not language.strip()):
-        raise CredentialCatalogueError(f"{where}: 'language' must be a non-empty string")
-    env_write: list[_EnvPattern] = []
-    raw_writes = entry.get("env_write") or []
-    if not isinstance(raw_writes, list):
-        raise CredentialCatalogueError(f"{where}: 'env_write' must be a list")
-    for item in raw_writes:
-        if isinstance(item, Mapping) and set(item) == {"block", "keys"}:
-            env_write.append(_EnvPattern(_regex(where, "env_write block", item["block"]),
-                                         _regex(where, "env_write keys", item["keys"])))
-        elif isinstance(item, str):
-            env_write.append(_EnvPattern(_regex(where, "env_write", item)))
-        else:
-            raise CredentialCatalogueError(f"{where}: 'env_write' entry {item!r} must be a pattern or a mapping "
-                                           f"with 'block' and 'keys'")
-    inline = _options(where, "inline", entry)
-    subcommands = frozenset(_strings(where, "inline_subcommand", entry.get("inline_subcommand")))
-    flags = {}
-    for key in ("inline_last", "program_operand", "stdin_code", "ignore_case"):
-        value = entry.get(key, False)
-        if not isinstance(value, bool):
-            raise CredentialCatalogueError(f"{where}: '{key}' must be true or false, got {value!r}")
-        flags[key] = value
-    if language is not None and not inline and not subcommands and not flags["program_operand"]:
-        raise CredentialCatalogueError(f"{where}: an interpreter needs 'inline', 'inline_subcommand' or "
-                                       f"'program_operand'")
-    return _Interpreter(
-        language.strip() if language is not None else None,
-        frozenset(_strings(where, "program", entry.get("program"))), inline, subcommands,
-        _options(where, "value_options", entry), _options(where, "attached_options", entry),
-        _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
-        _patterns(where, "env_unset", entry),
-        _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()),
-        _patterns(where, "command_run", entry), flags["inline_last"], flags["program_operand"],
-        _options(where, "program_file", entry), flags["stdin_code"], flags["ignore_case"])
-
-
-def _parse_tables(text: str, name: str) -> _Tables:
-    """The ``writers`` and ``interpreters`` tables of a catalogue file's text.
-
-    Raises:
-        CredentialCatalogueError: naming the file and the entry, for a malformed entry.
-    """
-    return _tables_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
-
-
-def _tables_of_document(document: object, name: str) -> _Tables:
-    if not isinstance(document, Mapping):
-        raise CredentialCatalogueError(f"{name}: must be a mapping")
+def _writers_of_document(document: object, name: str) -> Mapping[str, tuple[_Writer, ...]]:
+    if not isinstance(document, Mapping) or not isinstance(document.get("writers") or [], list):
+        raise CredentialCatalogueError(f"{name}: must be a mapping with a 'writers' list")
     writers: dict[str, list[_Writer]] = {}
-    interpreters: dict[str, _Interpreter] = {}
-    for key in ("writers", "interpreters"):
-        if not isinstance(document.get(key) or [], list):
-            raise CredentialCatalogueError(f"{name}: '{key}' must be a list")
     for index, raw in enumerate(document.get("writers") or []):
         writer = _parse_writer(raw, f"{name}: writers entry {index + 1}")
         for program in writer.programs:
             writers.setdefault(program, []).append(writer)
-    for index, raw in enumerate(document.get("interpreters") or []):
-        where = f"{name}: interpreters entry {index + 1}"
-        interpreter = _parse_interpreter(raw, where)
-        for program in interpreter.programs:
-            if program in interpreters:
-                raise CredentialCatalogueError(f"{where}: program {program!r} is already an interpreter")
-            interpreters[program] = interpreter
-    return _Tables({k: tuple(v) for k, v in writers.items()}, interpreters)
+    return {k: tuple(v) for k, v in writers.items()}
 
 
-_INTERPRETERS_FILE = "interpreters.yaml"
+def _parse_writers(text: str, name: str) -> Mapping[str, tuple[_Writer, ...]]:
+    """The ``writers`` table of a catalogue file's text (only the bundled file has one).
+
+    Raises:
+        CredentialCatalogueError: naming the file and the entry, for a malformed entry.
+    """
+    return _writers_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
 
 
 def _bundled_yaml(text: str) -> object:
@@ -806,53 +684,15 @@ def _bundled_yaml(text: str) -> object:
 
 
 @functools.cache
-def _interpreter_table() -> Mapping[str, _Interpreter]:
-    document = bundled_document(_INTERPRETERS_FILE, _bundled_yaml)
-    return _tables_of_document(document, _INTERPRETERS_FILE).interpreters
+def _writers() -> Mapping[str, tuple[_Writer, ...]]:
+    return _writers_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED)
 
 
-@functools.cache
-def _tables() -> _Tables:
-    writers = _tables_of_document(bundled_document(_BUNDLED, _bundled_yaml), _BUNDLED).writers
-    return _Tables(writers, _interpreter_table())
-
-
-@dataclass(frozen=True, slots=True)
-class InterpreterOptions:
-    """An interpreter as ``unstuck/data/interpreters.yaml`` gives it (every row names its
-    source): ``inline``, the options and first words its program text follows (``-c``, ``-e``,
-    ``deno eval``, python's ``-m``), and ``values``, its options that take the next word as
-    their value; as written, or in lower case for a program that reads its options in any case
-    (``ignore_case``: PowerShell). ``program_operand``: its first operand is
-    its program (awk), which the screen reads by a rule of its own."""
-
-    inline: frozenset[str]
-    values: frozenset[str]
-    program_operand: bool = False
-
-
-@functools.cache
-def interpreter_options(program: str) -> InterpreterOptions | None:
-    """The interpreter table's row for ``program`` (a base name; a version suffix of digits and
-    dots is ignored: ``python3.12``, ``perl5.36``), or ``None`` when it is no interpreter.
-
-    Raises:
-        CredentialCatalogueError: the bundled table is malformed (naming the file and the entry).
-    """
-    found = _lookup(_interpreter_table(), program)
-    if found is None:
-        return None
-    inline, values = found.inline | found.inline_subcommand | found.ends, found.value_options
-    if found.ignore_case:
-        inline, values = frozenset(o.lower() for o in inline), frozenset(o.lower() for o in values)
-    return InterpreterOptions(inline, values, found.program_operand)
-
-
-def _writer_targets(tables: _Tables, call: Call) -> list[str]:
+def _writer_targets(writers: Mapping[str, tuple[_Writer, ...]], call: Call) -> list[str]:
     """The files ``call`` writes by its ``writers`` entries (``tee F``, ``dd of=F``, ``cp A F``,
     ``sed -i … F``, ``curl -o F``)."""
     targets: list[str] = []
-    for writer in tables.writers.get(call.program, ()):
+    for writer in writers.get(call.program, ()):
         words = read_words(call.args, writer.value_options | writer.options, writer.options | writer.with_options,
                             None)
         names = {o.name for o in words.options}
@@ -870,219 +710,14 @@ def _writer_targets(tables: _Tables, call: Call) -> list[str]:
     return targets
 
 
-#: A version suffix of an interpreter's name (``python3.12``, ``perl5.36``, ``pypy3``), as
-#: distributions install them beside the plain name.
-_VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
-
-
-def _lookup(interpreters: Mapping[str, _Interpreter], program: str) -> _Interpreter | None:
-    found = interpreters.get(program)
-    if found is None:
-        unversioned = _VERSION_SUFFIX.match(program)
-        if unversioned is not None:
-            found = interpreters.get(unversioned.group(1))
-    return found
-
-
-def _interpreter(tables: _Tables, program: str) -> _Interpreter | None:
-    """The interpreter whose inline code is read for credential changes (one with a language)."""
-    found = _lookup(tables.interpreters, program)
-    return found if found is not None and found.language is not None else None
-
-
-def _inline_code(interpreter: _Interpreter, args: Sequence[str],
-                 stdin: str | None = None) -> list[tuple[str, str]]:
-    """The code strings of an interpreter call, as ``(option, code)``: its inline code
-    (reading stops at the first operand, a script whose arguments follow, at an option of
-    ``ends``, and after the code of an ``inline_last`` interpreter, whose later words are the
-    program's arguments: ``python -c CODE -c x``), else its first operand when the program is
-    an operand (``awk 'PROGRAM' file``, unless ``-f progfile``), else ``stdin`` (a
-    here-document, here-string or piped text) when the interpreter reads its program from
-    standard input (no script operand, or ``-``), reported as option ``"-"``."""
-    code: list[tuple[str, str]] = []
-    if args and args[0] in interpreter.inline_subcommand:
-        return [(args[0], args[1])] if len(args) > 1 else []
-    index = 0
-    operand: int | None = None
-    ended = False
-    from_file = False
-    while index < len(args):
-        word = args[index]
-        index += 1
-        if word == "--":
-            operand = index if index < len(args) else None
-            break
-        if len(word) < 2 or word[0] != "-":
-            operand = index - 1
-            break
-        if word in interpreter.ends:
-            ended = True
-            break
-        head, equals, attached = word.partition("=")
-        if head in interpreter.program_file:
-            from_file = True
-        if head in interpreter.inline and (equals or word == head):
-            if equals:
-                code.append((head, attached))
-            elif index < len(args):
-                code.append((word, args[index]))
-                index += 1
-            if interpreter.inline_last:
-                return code
-            continue
-        if word.startswith("--") or word in interpreter.value_options:
-            if word in interpreter.value_options:
-                index += 1
-            continue
-        position = 1
-        while position < len(word):  # a cluster: python -Ic CODE, perl -lne CODE, perl -0777ne CODE
-            letter = "-" + word[position]
-            position += 1
-            rest = word[position:]
-            if letter in interpreter.program_file:
-                from_file = True
-            if letter in interpreter.attached_options:
-                break
-            if letter in interpreter.digit_options:
-                while position < len(word) and (word[position].isdigit() or word[position] in "xX"):
-                    position += 1
-                continue
-            if letter in interpreter.value_options:
-                index += 0 if rest else 1
-                break
-            if letter in interpreter.inline:
-                if rest:
-                    code.append((letter, rest))
-                elif index < len(args):
-                    code.append((letter, args[index]))
-                    index += 1
-                if interpreter.inline_last:
-                    return code
-                break
-            if letter in interpreter.ends:
-                return code
-    if code or ended or from_file:
-        return code
-    if interpreter.program_operand:
-        return [("program", args[operand])] if operand is not None else []
-    if interpreter.stdin_code and stdin is not None and (operand is None or args[operand] == "-"):
-        return [("-", stdin)]
-    return code
-
-
-def _interpreted(tables: _Tables, call: Call, stdin: str | None = None) -> Iterator[tuple[str, _CodeEffects]]:
-    """The option of each code string of an interpreter call, with what the code does."""
-    interpreter = _interpreter(tables, call.program)
-    if interpreter is None:
+def _interpreted(call: Call, stdin: str | None = None) -> Iterator[tuple[str, CodeEffects]]:
+    """The option of each code string of a call of an interpreter whose code is read for
+    credential changes (one with a language), with what the code does."""
+    interpreter = find_interpreter(call.program)
+    if interpreter is None or interpreter.language is None:
         return
-    for option, code in _inline_code(interpreter, call.args, stdin):
-        yield option, _code_effects(interpreter, code)
-
-
-@dataclass(frozen=True, slots=True)
-class _CodeEffects:
-    """What inline code does: variables it sets (name, literal value or ``""``), variables it
-    removes, and the string literals it may write to (when it calls a file-writing API)."""
-
-    language: str
-    sets: tuple[tuple[str, str], ...]
-    unsets: tuple[str, ...]
-    writes: tuple[str, ...]
-    runs: tuple[str, ...] = ()
-
-    def how(self, program: str, option: str) -> str:
-        if option == "-":
-            return f"in the {self.language} code {program} reads from standard input"
-        if option == "program":
-            return f"in the {self.language} program of {program}"
-        return f"in the {self.language} code of {program} {option}"
-
-
-#: A string literal of any of the languages (quotes ', " or `; no escapes read).
-_STRING_LITERAL = re2.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
-
-
-#: What may stand between the string literals of one path built from parts: pathlib's ``/``
-#: operator or a chained ``.joinpath(`` (joined as path parts), an argument separator inside a
-#: join call (``os.path.join('a', 'b')``, ``joinpath``, node's ``path.join``, ruby's
-#: ``File.join``), or a concatenation: ``+`` (Python, JavaScript, Ruby), ``.`` (Perl, PHP),
-#: ``..`` (Lua), joined as written.
-_PATH_GLUE = re2.compile(r"^\s*(?:(/|\)\s*\.\s*joinpath\s*\()|(,)|(\+|\.\.?))\s*$", _QUIET)
-#: A join call's opening, right before its first argument.
-_JOIN_CALL = re2.compile(r"(?i)\bjoin(?:path)?\s*\(\s*$", _QUIET)
-
-
-def _joined_paths(code: str) -> list[str]:
-    """The string literals of ``code`` and, for each run of literals glued as one path (see
-    :data:`_PATH_GLUE`), the path they build (``Path.home().joinpath('.aws', 'credentials')``
-    → ``.aws/credentials``; ``'~/.aws' + '/credentials'`` → ``~/.aws/credentials``)."""
-    out: list[str] = []
-    run: list[str] = []
-    built = ""
-    in_join = False
-    last_end = 0
-    for match in _STRING_LITERAL.finditer(code):
-        value = next((g for g in match.groups() if g is not None), "")
-        glue = _PATH_GLUE.match(code[last_end:match.start()]) if run else None
-        if glue is not None and (glue.group(1) is not None or glue.group(3) is not None
-                                 or (glue.group(2) is not None and in_join)):
-            built = built + value if glue.group(3) is not None else posixpath.join(built, value)
-            run.append(value)
-        else:
-            out.extend(run if len(run) == 1 else [built] if run else [])  # a built path, not its parts
-            built, run = value, [value]
-            in_join = bool(_JOIN_CALL.search(code[max(0, match.start() - 40):match.start()]))
-        last_end = match.end()
-    out.extend(run if len(run) == 1 else [built] if run else [])
-    return list(dict.fromkeys(value for value in out if value))
-
-
-#: What stands between the words of a command given as a list (``['gh', 'auth']``, ``"gh",
-#: "auth"``, node's ``'gh', ['auth']``).
-_LIST_GLUE = re2.compile(r"^[\s,\[\]]*$", _QUIET)
-
-
-def _run_command(argument: str) -> str | None:
-    """The command line a code's run call names: one string literal's text (a command line),
-    or several string literals separated only by commas and brackets, joined as shell words
-    (``['gh', 'auth', 'login']``, ``system("npm", "login")``); ``None`` when the argument does
-    not start with a literal or a list."""
-    matches = list(_STRING_LITERAL.finditer(argument))
-    head = argument.lstrip()[:1]
-    if not matches or head not in "'\"`[(":
-        return None
-    words = [next((g for g in m.groups() if g is not None), "") for m in matches]
-    listed = [words[0]]
-    for before, after, word in zip(matches, matches[1:], words[1:], strict=False):
-        if not _LIST_GLUE.match(argument[before.end():after.start()]):
-            break
-        listed.append(word)
-    if head in "[(" or len(listed) > 1:
-        return shlex.join(listed)
-    return words[0]
-
-
-def _code_effects(interpreter: _Interpreter, code: str) -> _CodeEffects:
-    code = code[:ARGUMENT_MAX_CHARS]
-    sets: list[tuple[str, str]] = []
-    for entry in interpreter.env_write:
-        for match in entry.pattern.finditer(code):
-            if entry.keys is None:
-                sets.append((match.group(1), match.group(2) or ""))
-                continue
-            for key in entry.keys.finditer(match.group(1) or ""):
-                groups = key.groups()
-                names = [g for g in groups[:-1] if g and _ENV_NAME.match(g)]
-                if names:
-                    sets.append((names[0], groups[-1] or ""))
-    unsets = tuple(match.group(1) for pattern in interpreter.env_unset for match in pattern.finditer(code))
-    writes: tuple[str, ...] = ()
-    if any(pattern.search(code) for pattern in interpreter.file_write):
-        writes = tuple(_joined_paths(code))
-    runs = tuple(dict.fromkeys(
-        command for pattern in interpreter.command_run for match in pattern.finditer(code)
-        if (command := _run_command(match.group(1) or "")) is not None))
-    return _CodeEffects(interpreter.language or "", tuple(sets), unsets, writes, runs)
+    for option, code in program_texts(interpreter, call.args, stdin):
+        yield option, code_effects(interpreter, code[:ARGUMENT_MAX_CHARS])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1306,7 +941,7 @@ def _changes(command_line: str, catalogue: CredentialCatalogue, depth: int = 0) 
         secrets = (value,) if value and row.kind in (ChangeKind.TOKEN, ChangeKind.SCOPE) else ()
         found.append(_Found(row, command, text, (), secrets, why and f"{row.why} ({why})"))
 
-    tables = _tables()
+    writers = _writers()
     for command in line.commands:
         if command.program in _DECLARATIONS:
             for word in command.args:
@@ -1325,8 +960,8 @@ def _changes(command_line: str, catalogue: CredentialCatalogue, depth: int = 0) 
             variable(name, value, command, None, _shown(command))
         targets = _written(command)
         for call in calls(command):
-            targets.extend(_writer_targets(tables, call))
-            for option, effects in _interpreted(tables, call, _stdin_text(line, command) if not call.wraps else None):
+            targets.extend(_writer_targets(writers, call))
+            for option, effects in _interpreted(call, _stdin_text(line, command) if not call.wraps else None):
                 if depth < _RUN_DEPTH:
                     for run in effects.runs:
                         how = f"runs {_quoted(run)} {effects.how(call.program, option)}"

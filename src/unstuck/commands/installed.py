@@ -1,4 +1,6 @@
-"""Is a program that is "not installed" really missing, or only missing from ``PATH``?
+"""Programs installed off ``PATH``: whether a program a shell calls "not installed" is really
+missing, or only missing from ``PATH``.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Installers put programs in directories that a given shell's ``PATH`` often lacks (a user's
 ``~/.local/bin`` before their profile ran, ``/usr/sbin`` for a non-root user on Debian,

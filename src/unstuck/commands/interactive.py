@@ -2,6 +2,7 @@
 a command line that would wait for one, using the catalogue in
 ``unstuck/data/interactive_calls.yaml`` (plus a user's own files), matched by the catalogue
 engine (:mod:`unstuck.commands.catalogue`), and the streams the tool gives it.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A call that signs in through a browser waits whatever the streams (``always``); an editor, a
 password prompt, a confirmation or a pager waits only when the tool gives it a terminal
@@ -46,8 +47,10 @@ from unstuck.commands.catalogue import (
     calls,
     has_option,
     read_words,
+    row_fields,
     starts_with,
     string_list,
+    subcommand_words,
     yaml_document,
 )
 from unstuck.commands.parse import Stream, parse_command_line
@@ -202,11 +205,7 @@ def _groups(raw: object, where: str, key: str) -> tuple[tuple[OptionSpec, ...], 
 
 
 def _row(raw: object, where: str) -> InteractiveRow:
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where}: a row must be a mapping, got {raw!r}")
-    unknown = sorted(str(k) for k in raw if k not in _ROW_KEYS)
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(_ROW_KEYS))})")
+    raw = row_fields(raw, where, _ROW_KEYS)
     programs = string_list(raw.get("program"), where, "program")
     if not programs:
         raise ValueError(f"{where}: 'program' is required")
@@ -245,10 +244,8 @@ def _row(raw: object, where: str) -> InteractiveRow:
     unless_operand = raw.get("unless_operand", False)
     if not isinstance(unless_operand, bool):
         raise ValueError(f"{where}: 'unless_operand' must be true or false, got {unless_operand!r}")
+    subcommand_words(raw.get("subcommand"), where)  # checked here; the row keeps the words as written
     subcommand = string_list(raw.get("subcommand"), where, "subcommand")
-    for word in subcommand:
-        if any(not part or part.startswith("-") or any(ch.isspace() for ch in part) for part in word.split("|")):
-            raise ValueError(f"{where}: 'subcommand' word {word!r} must be words separated by '|'")
     row = InteractiveRow(
         programs=programs,
         subcommand=subcommand,

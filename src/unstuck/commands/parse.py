@@ -1,6 +1,7 @@
 """Command lines as a shell sees them: :func:`parse_command_line` reads the line an agent hands a
 generic shell tool (``run_command``) with a real shell parser (tree-sitter and its bash grammar),
 never by splitting words, into :class:`CommandLine` and :class:`SimpleCommand` records.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Pipelines, ``&&``/``||``/``;``, subshells and groups, ``$(…)``, backticks, ``<(…)``/``>(…)``,
 redirections, here-documents, assignments, the string of ``bash -c "…"`` (``sh -lc``, ``su -c``,
@@ -27,7 +28,7 @@ from __future__ import annotations
 import enum
 import functools
 import posixpath
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import re2
@@ -38,6 +39,7 @@ from unstuck.core.text import valid_utf8
 
 __all__ = [
     "CommandLine",
+    "LeadingOptions",
     "Redirect",
     "Resolved",
     "SimpleCommand",
@@ -48,6 +50,7 @@ __all__ = [
     "command_subject",
     "encode_source",
     "is_setup",
+    "leading_options",
     "option_value",
     "parse_command_line",
     "program_name",
@@ -367,15 +370,17 @@ def _bmp_only(text: str) -> tuple[str, dict[int, str]]:
     return "".join(swap.get(char, char) for char in text), restore
 
 
-def _unescape_word(text: str) -> str:
-    """Quote removal in an unquoted word: ``\\x`` → ``x``, backslash-newline removed."""
+def _unescape(text: str, escapable: str | None = None) -> str:
+    """Quote removal of backslashes: ``\\x`` → ``x`` and backslash-newline removed, for every
+    ``x`` in an unquoted word (``escapable`` ``None``), or only for those in ``escapable``
+    inside double quotes (bash(1), QUOTING: ``$ ` " \\`` and newline)."""
     if "\\" not in text:
         return text
     out: list[str] = []
     index = 0
     while index < len(text):
         char = text[index]
-        if char == "\\" and index + 1 < len(text):
+        if char == "\\" and index + 1 < len(text) and (escapable is None or text[index + 1] in escapable):
             if text[index + 1] != "\n":
                 out.append(text[index + 1])
             index += 2
@@ -385,22 +390,8 @@ def _unescape_word(text: str) -> str:
     return "".join(out)
 
 
-def _unescape_double(text: str) -> str:
-    """Inside double quotes a backslash escapes only ``$ ` " \\`` and newline (bash(1), QUOTING)."""
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text) and text[index + 1] in '$`"\\\n':
-            if text[index + 1] != "\n":
-                out.append(text[index + 1])
-            index += 2
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
+#: What a backslash escapes inside double quotes (bash(1), QUOTING).
+_DOUBLE_QUOTED_ESCAPES = '$`"\\\n'
 
 
 _ANSI_C_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
@@ -449,7 +440,7 @@ def _value(src: _Source, node: Node) -> str:
     kind = node.type
     text = src.text(node)
     if kind == "word":
-        return _unescape_word(text)
+        return _unescape(text)
     if kind == "raw_string":
         return text[1:-1] if len(text) >= 2 and text.endswith("'") else text[1:]
     if kind == "ansi_c_string":
@@ -472,11 +463,11 @@ def _double_quoted(src: _Source, node: Node) -> str:
             continue
         if child.type == "string_content":
             continue
-        out.append(_unescape_double(src.span(cursor, child.start_byte)))
+        out.append(_unescape(src.span(cursor, child.start_byte), _DOUBLE_QUOTED_ESCAPES))
         out.append(src.text(child))
         cursor = child.end_byte
     if cursor < end:
-        out.append(_unescape_double(src.span(cursor, end)))
+        out.append(_unescape(src.span(cursor, end), _DOUBLE_QUOTED_ESCAPES))
     return "".join(out)
 
 
@@ -485,11 +476,11 @@ def _joined(src: _Source, node: Node) -> str:
     cursor = node.start_byte
     for child in node.children:
         if child.start_byte > cursor:
-            out.append(_unescape_word(src.span(cursor, child.start_byte)))
+            out.append(_unescape(src.span(cursor, child.start_byte)))
         out.append(_value(src, child))
         cursor = max(cursor, child.end_byte)
     if cursor < node.end_byte:
-        out.append(_unescape_word(src.span(cursor, node.end_byte)))
+        out.append(_unescape(src.span(cursor, node.end_byte)))
     return "".join(out)
 
 
@@ -713,29 +704,49 @@ def resolve_wrappers(words: Sequence[str]) -> Resolved:
     return Resolved(index if index < len(words) else None, tuple(wrappers), tuple(environment), package)
 
 
+@dataclass(frozen=True, slots=True)
+class LeadingOptions:
+    """The options before a command's first operand, as a POSIX utility reads them (XBD 12.2,
+    Utility Syntax Guidelines 5 to 10): ``options``, each option word with the value it took
+    (the next word, for an option that takes one; ``None`` for one that takes none, or whose
+    value is missing), and ``operand``, the index of the first operand (``len(args)`` when there
+    is none; the word after ``--``, which ends the options)."""
+
+    options: tuple[tuple[str, str | None], ...]
+    operand: int
+
+
+def leading_options(args: Sequence[str], value_options: Collection[str] = frozenset(), *, signs: str = "-",
+                    fold_case: bool = False) -> LeadingOptions:
+    """Read the options at the start of ``args`` up to the first operand: a word of two or more
+    characters starting with one of ``signs`` (``"-+"`` for the shells' ``+o``) is an option,
+    and takes the next word as its value when it is in ``value_options`` (compared in lower
+    case with ``fold_case``); ``-`` alone is an operand, ``--`` ends the options. Never raises."""
+    found: list[tuple[str, str | None]] = []
+    index = 0
+    count = len(args)
+    while index < count:
+        word = args[index]
+        if word == "--":
+            return LeadingOptions(tuple(found), index + 1)
+        if len(word) < 2 or word[0] not in signs:
+            break
+        if (word.lower() if fold_case else word) in value_options:
+            found.append((word, args[index + 1] if index + 1 < count else None))
+            index += 2
+        else:
+            found.append((word, None))
+            index += 1
+    return LeadingOptions(tuple(found), min(index, count))
+
+
 def _shell_options(args: Sequence[str]) -> tuple[frozenset[str], int]:
     """A shell's short option letters (``-lc`` gives ``l`` and ``c``; ``-o pipefail`` and long
     options are skipped) and the index of its first operand (bash(1), OPTIONS)."""
-    letters: set[str] = set()
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in SHELL_VALUES:
-            index += 2
-            continue
-        if word.startswith("--"):
-            index += 1
-            continue
-        if len(word) > 1 and word[0] in "-+":
-            if word[0] == "-":
-                letters.update(word[1:])
-            index += 1
-            continue
-        break
-    return frozenset(letters), index
+    read = leading_options(args, SHELL_VALUES, signs="-+")
+    letters = {letter for word, _ in read.options if word[0] == "-" and not word.startswith("--")
+               and word not in SHELL_VALUES for letter in word[1:]}
+    return frozenset(letters), read.operand
 
 
 def shell_script(args: Sequence[str]) -> str | None:

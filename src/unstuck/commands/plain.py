@@ -1,8 +1,9 @@
-"""Plain command lines, what a declared unblock may be: :func:`plain_command_refusal` says why a
-command line is not a plain line of simple commands (on top of the command screen,
-:func:`unstuck.commands.screen.screen_command`), and :func:`variable_rule` reads the table of
-environment variables that run or load code or redirect traffic
-(``unstuck/data/environment_variables.yaml``, each row with its source).
+"""Plain command lines, the only form a declared unblock may take: :func:`plain_command_refusal`
+says why a command line is not a plain line of simple commands (on top of the command screen,
+:func:`unstuck.commands.screen.screen_command`), judged with the table of environment variables
+that run or load code or redirect traffic (:func:`variable_rule`,
+``unstuck/data/environment_variables.yaml``, each row with its source).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 

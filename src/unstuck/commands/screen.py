@@ -1,13 +1,17 @@
-"""The command screen: :func:`screen_command` is the structural screen a suggested command
-("please run: …") passes before unstuck quotes it (its text cleaned first by
-:func:`unstuck.core.text.clean_terminal_text`), and :func:`find_download_and_run` finds a
-download run as code in prose.
+"""The command screen: whether a command line is safe for unstuck to quote, as a suggested
+command ("please run: …", :func:`screen_command`, its text cleaned first by
+:func:`unstuck.core.text.clean_terminal_text`) or inside prose (:func:`find_download_and_run`:
+a download run as code).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The line is read by :func:`unstuck.commands.parse.parse_command_line`. A command name that is
 an expansion the line does not resolve (a substitution as a command name, or any program named
 by a variable fed a pipe) is refused: its value exists only once it has run. The programs it
-knows (interpreters, the commands that print a credential, send or fetch data, run a working
-tree's code) are in ``unstuck/data/command_screen.yaml``, each row with its source.
+knows are data, each row with its source: interpreters in ``unstuck/data/interpreters.yaml``,
+the calls that print a credential in ``unstuck/data/credential_changes.yaml`` (rows marked
+``prints``), and the programs that fetch, send, resolve names, dump the environment, copy files,
+run their input or the working tree's code in ``unstuck/data/command_screen.yaml``
+(:mod:`unstuck.commands.programs`).
 
 Regular expressions here compile under google-re2 (linear time on hostile text).
 """
@@ -18,8 +22,9 @@ from __future__ import annotations
 import functools
 import posixpath
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import re2
 
@@ -32,12 +37,14 @@ from unstuck.commands.parse import (
     SimpleCommand,
     Stream,
     base_name,
+    leading_options,
     option_value,
     parse_command_line,
     reads_stdin_as_script,
     shell_script,
     word_set,
 )
+from unstuck.commands.programs import Does, does, program_table, program_word, row_doing
 from unstuck.core.text import clean_terminal_text, has_invisible
 
 __all__ = [
@@ -65,7 +72,7 @@ class Screened:
 
 
 #: Programs that run a program text they are given are the rows of ``unstuck/data/interpreters.yaml``
-#: (:func:`unstuck.commands.credentials.interpreter_options`, each row with its source): the
+#: (:func:`unstuck.commands.interpreters.interpreter_options`, each row with its source): the
 #: options their text follows, and the options that take a value. Without inline code or a
 #: script operand (or with ``-``) they read their program from standard input.
 _PYTHON = re2.compile(r"^python[0-9.]*$")
@@ -80,48 +87,16 @@ _AWK_RUNS = re2.compile(r"system\s*\(|\|\s*&|\|\s*getline|(?:print|printf)\b[^;}
 #: sed(1) (GNU): the ``e`` command runs the pattern space (or its argument) as a command, and the
 #: ``e`` flag of ``s///`` runs the result of the substitution.
 _SEDS = frozenset({"sed", "gsed"})
+#: Its options that take the next word as their value: ``-e script``, ``-f script-file``.
+_SED_VALUES = frozenset({"-e", "--expression", "-f", "--file"})
 _SED_EXEC = re2.compile(
     r"(?:^|[;{}\n\s0-9$/])e(?:[\s;}]|$)|"
     + "|".join(r"s{d}(?:[^{d}\\]|\\.)*{d}(?:[^{d}\\]|\\.)*{d}[gpiImM0-9w]*e".format(d=re2.escape(d))
                for d in "/|#:,@!%"))
-#: Database shells that run what they read, including shell escapes (psql(1) ``\!``, mysql(1)
-#: ``system``/``\!``, sqlite3 ``.shell``/``.system``, duckdb ``.shell``, mongosh JavaScript).
-_RUNS_ITS_INPUT = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "mongosh", "mongo"})
-#: Programs that fetch from the network and can write what they fetch (curl(1), wget(1),
-#: fetch(1), aria2c(1), axel(1), lftp(1), HTTPie, xh, lwp-request(1), PowerShell's
-#: Invoke-WebRequest/RestMethod).
-_DOWNLOADERS = frozenset({"curl", "wget", "wget2", "fetch", "aria2c", "axel", "lftp", "http", "https", "xh", "xhs",
-                          "lwp-request", "GET", "iwr", "irm", "invoke-webrequest", "invoke-restmethod", "curlie"})
-#: Programs that send data over the network (the downloaders, netcat(1), socat(1), ssh(1) and
-#: its file copiers, rsync(1), telnet(1), ftp(1), openssl-s_client(1), mail(1)).
-_NETWORK = _DOWNLOADERS | frozenset({"nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "rsync",
-                                     "ftp", "openssl", "sshpass", "mail", "mailx", "sendmail", "swaks"})
-#: Programs that resolve a name they are given, which sends it to the DNS servers (RFC 1035
-#: section 4.1.2: the query carries the name): dig(1), nslookup(1), host(1), drill(1),
-#: delv(1), kdig(1), ping(8), traceroute(8), tracepath(8), mtr(8), whois(1), getent(1).
-_RESOLVERS = frozenset({"dig", "nslookup", "host", "drill", "delv", "kdig", "ping", "ping6", "traceroute",
-                        "traceroute6", "tracepath", "mtr", "whois", "getent", "resolvectl"})
-#: Options whose value is a credential the program uses, not data it sends: ssh(1), scp(1),
-#: sftp(1) ``-i``, ``-F``, ``-o``; curl(1) ``--netrc-file``, ``--cert``/``-E``, ``--key``,
-#: ``--cacert``, ``--capath``; wget(1) ``--certificate``, ``--private-key``, ``--ca-certificate``.
-#: A netrc file names its host (netrc(5)), so curl sends its credentials only there.
-_SSH_CREDENTIALS = frozenset({"-i", "-F", "-o"})
-_USES_CREDENTIAL: Mapping[str, frozenset[str]] = {
-    "ssh": _SSH_CREDENTIALS, "scp": _SSH_CREDENTIALS, "sftp": _SSH_CREDENTIALS, "sshpass": _SSH_CREDENTIALS,
-    "curl": frozenset({"--netrc-file", "--cert", "-E", "--key", "--cacert", "--capath"}),
-    "curlie": frozenset({"--netrc-file", "--cert", "-E", "--key", "--cacert", "--capath"}),
-    "wget": frozenset({"--certificate", "--private-key", "--ca-certificate"}),
-}
-#: Environment dumps (env(1), printenv(1), bash(1) ``set``/``export -p``/``declare -x``).
-_ENV_DUMPS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
+#: Wrappers that run their command as root (sudo(8), doas(1), pkexec(1), run0(1), su(1)), and the
+#: writers that, run so, write what they read to any file (tee(1), dd(1) ``of=``).
 _ROOT_WRAPPERS = frozenset({"sudo", "doas", "pkexec", "run0", "su"})
 _ROOT_WRITERS = frozenset({"tee", "dd"})
-#: Programs that copy, pack or encode the files they are given into other files (cp(1), mv(1),
-#: install(1), ln(1), tar(1), zip(1), 7z, gzip(1), bzip2(1), xz(1), zstd(1), base64(1),
-#: openssl-enc(1), gpg(1), dd(1) ``of=``, rsync(1), tee(1)): a secret in goes to their outputs.
-_COPIERS = frozenset({"cp", "mv", "install", "ln", "tar", "bsdtar", "zip", "7z", "7za", "gzip", "bzip2", "xz",
-                      "zstd", "base64", "openssl", "gpg", "dd", "rsync", "tee"})
-
 #: Variable names that hold secrets: the components and substrings credentials are named with
 #: (``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``GITHUB_PAT``,
 #: ``SLACK_WEBHOOK_URL``, ``DATABASE_URL`` with its password, ``NPM_AUTH``…); ``PATH``,
@@ -168,9 +143,6 @@ _CODE_RUNS = re2.compile(r"system\s*\(|popen|subprocess|child_process|spawn|exec
 #: Inline code that reads the environment.
 _CODE_ENVIRONMENT = re2.compile(r"os\.environ|getenv|process\.env|\bENV\[|\$ENV\{|%ENV|Deno\.env|Bun\.env|"
                                 r"\$env:|/proc/self/environ")
-#: Python modules a fetched line may run: they read data, they do not run the working tree.
-_DATA_MODULES = frozenset({"json.tool", "venv", "ensurepip", "base64", "zipfile", "tarfile", "gzip", "site",
-                           "platform", "sysconfig", "http.server", "pydoc", "calendar", "uuid"})
 #: Directories only the system's package manager writes: a program there was not just fetched.
 _SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/")
 #: A package, requirement or module given by address instead of by registry name: a URL (also
@@ -188,95 +160,6 @@ _PIP_VALUES = frozenset({"-i", "--index-url", "--extra-index-url", "--proxy", "-
                          "--python", "--platform", "--python-version", "--implementation", "--abi", "--log",
                          "--cache-dir", "--src", "--upgrade-strategy", "--progress-bar", "--root-user-action"})
 
-#: Global options that take a value, before a program's subcommand (each program's --help).
-_GLOBAL_VALUES: Mapping[str, frozenset[str]] = {
-    "git": word_set("-C -c --git-dir --work-tree --namespace --exec-path --config-env --super-prefix"),
-    "aws": word_set("--profile --region --output --query --endpoint-url --color --ca-bundle --cli-read-timeout "
-                     "--cli-connect-timeout --cli-binary-format"),
-    "gcloud": word_set("--project --account --configuration --format --verbosity --impersonate-service-account "
-                        "--billing-project"),
-    "gsutil": word_set("-o -h -u"),
-    "gh": word_set("-R --repo"),
-    "az": word_set("-o --output --query --subscription"),
-    "kubectl": word_set("-n --namespace --context --cluster --user --kubeconfig -s --server --token -o "
-                         "--output"),
-    "docker": word_set("-H --host --context -c --config -l --log-level"),
-    "podman": word_set("--url --connection -c --root --runroot --log-level"),
-    "rclone": word_set("--config"),
-    "go": word_set("-C"),
-    "npm": word_set("--prefix -w --workspace"),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class _Pattern:
-    """A program and its first positional words (each a set of alternatives; none: any call)."""
-
-    programs: frozenset[str]
-    words: tuple[frozenset[str], ...]
-
-
-def _p(programs: str, *words: str) -> _Pattern:
-    return _Pattern(frozenset(programs.split()), tuple(frozenset(w.split("|")) for w in words))
-
-
-#: Calls that send their arguments or files off the machine besides the network programs: git
-#: to a remote (git-push(1), git-clone(1), git-fetch(1)…, also ``-c http.extraHeader``), cloud
-#: storage copies (``aws s3 cp``, ``gsutil cp``, ``gcloud storage cp``, ``az storage … upload``,
-#: azcopy, rclone, s3cmd, MinIO ``mc``), GitHub through gh (gists, the API, releases, issues,
-#: pull requests), a container started from a registry image (``docker run -e``).
-_SENDERS: tuple[_Pattern, ...] = (
-    _p("git", "push|clone|fetch|pull|ls-remote|remote|submodule|send-email|request-pull|archive"),
-    _p("aws", "s3", "cp|mv|sync"),
-    _p("aws", "s3api", "put-object|upload-part"),
-    _p("gsutil", "cp|mv|rsync"),
-    _p("gcloud", "storage", "cp|mv|rsync"),
-    _p("az", "storage", "blob|file|fs", "upload|upload-batch"),
-    _p("azcopy", "copy|cp|sync"),
-    _p("rclone", "copy|copyto|move|moveto|sync|bisync|rcat"),
-    _p("s3cmd", "put|sync"),
-    _p("mc", "cp|mirror|put"),
-    _p("gh", "gist|api|release|issue|pr"),
-    _p("docker podman nerdctl", "run|create"),
-)
-#: Calls that bring files from the network (the downloaders, and these): git-clone(1), ``gh
-#: repo clone``, hg clone, svn checkout/export, cloud storage copies; scp(1)/rsync(1) from a
-#: remote operand are checked apart.
-_FETCHERS: tuple[_Pattern, ...] = (
-    _p("git", "clone"),
-    _p("gh", "repo", "clone"),
-    _p("hg", "clone"),
-    _p("svn", "checkout|co|export"),
-    _p("fossil", "clone"),
-    _p("aws", "s3", "cp|sync|mv"),
-    _p("gsutil", "cp|rsync|mv"),
-    _p("gcloud", "storage", "cp|rsync"),
-    _p("azcopy", "copy|cp|sync"),
-    _p("rclone", "copy|copyto|sync|move|moveto"),
-)
-#: Calls that run code from the working tree: make(1) runs the Makefile's recipes, npm-install(1)
-#: runs lifecycle scripts and ``npm run`` the package's scripts, yarn/pnpm/bun likewise, cargo
-#: build runs build.rs, ``go generate``/``go run``/``go test`` run the module's code, bundle(1)
-#: and composer run install hooks, docker build runs the Dockerfile's RUN steps, cmake runs
-#: CMakeLists.txt, Gradle/Maven/sbt/Bazel/ant/rake/just/ninja/meson/scons their build files,
-#: uv/poetry/pipenv/tox/nox/hatch the project's code.
-_BUILD_RUNNERS: tuple[_Pattern, ...] = (
-    _p("make gmake ninja just rake scons meson bazel bazelisk ant mvn gradle sbt cmake tox nox hatch "
-       "./gradlew ./mvnw gradlew mvnw"),
-    _p("npm", "install|i|ci|run|run-script|start|test|t|exec|rebuild|restart|pack"),
-    _p("yarn pnpm bun"),
-    _p("cargo", "build|run|install|test|bench|check"),
-    _p("go", "run|build|generate|test|install|vet"),
-    _p("bundle", "install|exec"),
-    _p("composer", "install|update|run-script|run"),
-    _p("docker podman", "build|compose|buildx"),
-    _p("docker-compose", "up|build|run"),
-    _p("uv", "run|sync|build"),
-    _p("poetry", "install|run|build"),
-    _p("pipenv", "install|run|sync"),
-)
-
-
 @dataclass(frozen=True, slots=True)
 class _Interpreter:
     inline: frozenset[str]
@@ -288,8 +171,8 @@ _NO_OPTIONS = _Interpreter(frozenset(), frozenset())
 
 @functools.lru_cache(maxsize=256)
 def _interpreter_named(name: str) -> _Interpreter | None:
-    # imported here: the credential module (and its tables) load only when a line names a program
-    from unstuck.commands.credentials import interpreter_options
+    # imported here: the interpreter table loads only when a line names a program
+    from unstuck.commands.interpreters import interpreter_options
 
     spec = interpreter_options(name)
     return None if spec is None or spec.program_operand else _Interpreter(spec.inline, spec.values)
@@ -319,16 +202,8 @@ def _inline_code(spec: _Interpreter, args: Sequence[str]) -> str | None:
 
 def _operand(spec: _Interpreter, args: Sequence[str]) -> str | None:
     """The script operand (first non-option word), if any."""
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            return args[index + 1] if index + 1 < len(args) else None
-        if len(word) > 1 and word[0] in "-+":
-            index += 2 if word.lower() in spec.values else 1
-            continue
-        return word
-    return None
+    index = leading_options(args, spec.values, signs="-+", fold_case=True).operand
+    return args[index] if index < len(args) else None
 
 
 def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> bool:
@@ -342,24 +217,8 @@ def _reads_program_from_stdin(command: SimpleCommand, spec: _Interpreter) -> boo
     return operand is None or operand in ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 
 
-def _program_word(command: SimpleCommand) -> str:
-    """The word that names the program, as written (after wrappers and assignments)."""
-    return command.words[len(command.words) - len(command.args) - 1] if command.words else ""
-
-
 def _positional_words(args: Sequence[str], values: frozenset[str]) -> list[str]:
     return [args[i] for i in positional_indexes(args, values)]
-
-
-def _is(command: SimpleCommand, pattern: _Pattern) -> bool:
-    program = command.program
-    if program is None or (program not in pattern.programs and _program_word(command) not in pattern.programs):
-        return False
-    if not pattern.words:
-        return True
-    words = _positional_words(command.args, _GLOBAL_VALUES.get(program, frozenset()))
-    return len(words) >= len(pattern.words) and all(w in alternatives for w, alternatives in
-                                                    zip(words, pattern.words, strict=False))
 
 
 def _option_in(args: Sequence[str], options: frozenset[str]) -> bool:
@@ -376,55 +235,34 @@ def _option_in(args: Sequence[str], options: frozenset[str]) -> bool:
 
 def _awk_runs_input(command: SimpleCommand) -> bool:
     """awk reading its program from a pipe (``-f -``), or whose program runs commands."""
-    args = command.args
+    read = leading_options(command.args, _AWK_VALUES)
     program_text: str | None = None
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in ("-f", "--file", "-E", "--exec") and index + 1 < len(args):
-            if args[index + 1] in ("-", "/dev/stdin"):
+    for option, value in read.options:
+        if option in ("-f", "--file", "-E", "--exec") and value is not None:
+            if value in ("-", "/dev/stdin"):
                 return True
             program_text = ""
-        if word in ("-e", "--source") and index + 1 < len(args):
-            program_text = (program_text or "") + args[index + 1]
-        if len(word) > 1 and word[0] == "-":
-            index += 2 if word in _AWK_VALUES else 1
-            continue
-        break
-    if program_text is None and index < len(args):
-        program_text = args[index]
+        if option in ("-e", "--source") and value is not None:
+            program_text = (program_text or "") + value
+    if program_text is None and read.operand < len(command.args):
+        program_text = command.args[read.operand]
     return bool(program_text and _AWK_RUNS.search(program_text))
 
 
 def _sed_runs_input(command: SimpleCommand) -> bool:
-    args = command.args
+    read = leading_options(command.args, _SED_VALUES)
     scripts: list[str] = []
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            index += 1
-            break
-        if word in ("-e", "--expression") and index + 1 < len(args):
-            scripts.append(args[index + 1])
-            index += 2
-            continue
-        if word.startswith("--expression="):
-            scripts.append(word.split("=", 1)[1])
-        elif word in ("-f", "--file") and index + 1 < len(args):
-            if args[index + 1] in ("-", "/dev/stdin"):
+    for option, value in read.options:
+        if option in ("-e", "--expression") and value is not None:
+            scripts.append(value)
+        elif option.startswith("--expression="):
+            scripts.append(option.split("=", 1)[1])
+        elif option in ("-f", "--file") and value is not None:
+            if value in ("-", "/dev/stdin"):
                 return True
             scripts.append("")
-            index += 2
-            continue
-        elif not word.startswith("-") or word == "-":
-            break
-        index += 1
-    if not scripts and index < len(args):
-        scripts.append(args[index])
+    if not scripts and read.operand < len(command.args):
+        scripts.append(command.args[read.operand])
     return any(_SED_EXEC.search(script) for script in scripts)
 
 
@@ -452,7 +290,7 @@ def _runs_its_input_as_code(command: SimpleCommand) -> str | None:
             return "runs another command's output as commands"
         return None
     replace_with = _replace_string(feeders[-1])
-    if replace_with and _program_word(command) == replace_with:
+    if replace_with and program_word(command) == replace_with:
         return "runs another command's output as commands"
     spec = _interpreter(command.program)
     if spec is None:
@@ -464,14 +302,15 @@ def _runs_its_input_as_code(command: SimpleCommand) -> str | None:
 
 
 def _fetches(command: SimpleCommand) -> bool:
-    """Whether the command brings files or code from the network."""
-    program = command.program or ""
-    if program in _DOWNLOADERS or program.lower() in _DOWNLOADERS:
+    """Whether the command brings files or code from the network (the rows of the program
+    table that fetch: a downloader, a clone, a cloud storage copy; scp/rsync from a remote
+    source operand; sftp given a host and path)."""
+    if does(command, Does.FETCHES):
         return True
-    if program in ("scp", "rsync", "sftp"):
-        operands = [a for a in command.args if not a.startswith("-")]
-        return any(_REMOTE_OPERAND.match(a) for a in operands[:-1]) or (program == "sftp" and bool(operands))
-    return any(_is(command, pattern) for pattern in _FETCHERS)
+    operands = [a for a in command.args if not a.startswith("-")]
+    if does(command, Does.FETCHES_REMOTE_SOURCE) and any(_REMOTE_OPERAND.match(a) for a in operands[:-1]):
+        return True
+    return bool(operands) and does(command, Does.FETCHES_GIVEN_OPERAND)
 
 
 def _python_module(args: Sequence[str]) -> str | None:
@@ -487,7 +326,7 @@ def _python_module(args: Sequence[str]) -> str | None:
 
 def _runs_local_code(command: SimpleCommand) -> bool:
     """Whether the command runs a file or the working tree (which a download may have written)."""
-    word = _program_word(command)
+    word = program_word(command)
     if "/" in word and not word.startswith(_SYSTEM_DIRS):
         return True
     program = command.program
@@ -498,7 +337,7 @@ def _runs_local_code(command: SimpleCommand) -> bool:
         if _PYTHON.match((program or "").lower()) or (program or "").lower().startswith("pypy"):
             module = _python_module(command.args)
             if module is not None:  # ``-m`` with no module runs nothing
-                return bool(module) and module not in _DATA_MODULES
+                return bool(module) and module not in program_table().data_modules
         if _inline_code(spec, command.args) is None:
             operand = _operand(spec, command.args)
             if operand is not None and operand not in ("-", "/dev/stdin"):
@@ -506,7 +345,7 @@ def _runs_local_code(command: SimpleCommand) -> bool:
     if program in ("pip", "pip3") and _positional_words(command.args, _PIP_VALUES)[:1] == ["install"]:
         return any(a in (".", "..", "-e", "--editable", "-r", "--requirement") or a.startswith(("./", "../", "/"))
                    for a in command.args)
-    return any(_is(command, pattern) for pattern in _BUILD_RUNNERS)
+    return does(command, Does.RUNS_WORKING_TREE)
 
 
 def _package_by_url(command: SimpleCommand) -> bool:
@@ -520,7 +359,7 @@ def _package_by_url(command: SimpleCommand) -> bool:
         if not runner:
             continue
         node = name in node_runners or name in ("npm", "pnpm", "yarn", "bun")
-        candidates = [*wrapper[1:], _program_word(command)]
+        candidates = [*wrapper[1:], program_word(command)]
         if any(_URL_SPEC.search(w.split("=", 1)[1] if w.startswith("--") and "=" in w else w) for w in candidates):
             return True
         if node and any(_GITHUB_SHORTHAND.match(w) for w in candidates if not w.startswith("-")):
@@ -555,7 +394,7 @@ def _package_by_url(command: SimpleCommand) -> bool:
 def _gives_container_the_host(command: SimpleCommand) -> bool:
     """``docker run`` with the host's root or the container engine's socket mounted, privileged, or
     in the host's process namespace (docker-run(1) --privileged, --pid=host, -v, --mount)."""
-    if not any(_is(command, _p(engine, "run|create")) for engine in ("docker", "podman", "nerdctl")):
+    if not does(command, Does.STARTS_CONTAINER):
         return False
     sockets = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
     args = command.args
@@ -640,19 +479,6 @@ def _quote(word: str) -> str:
     return word if PLAIN_WORD.match(word) else "'" + word.replace("'", "'\\''") + "'"
 
 
-def _after_options(args: Sequence[str], values: frozenset[str]) -> int:
-    """The index of the first operand of ``args`` (options and their values skipped)."""
-    index = 0
-    while index < len(args):
-        word = args[index]
-        if word == "--":
-            return index + 1
-        if not word.startswith("-") or word == "-":
-            return index
-        index += 2 if word in values else 1
-    return index
-
-
 def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
     """The command a privilege wrapper, remote shell or container executor runs for ``command``
     (``None`` when it runs none), or ``True`` when it runs a shell on its standard input."""
@@ -664,8 +490,8 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
         if _option_in(args, _SU_COMMANDS):
             return None  # su -c STRING: the string is parsed as the script of the line
         if program == "runuser" and _option_in(args, frozenset({"-u", "--user"})):
-            return _inner_command(args[_after_options(args, _SU_VALUES):], command)
-        operands = [a for a in args[_after_options(args, _SU_VALUES):] if a != "-"]
+            return _inner_command(args[leading_options(args, _SU_VALUES).operand:], command)
+        operands = [a for a in args[leading_options(args, _SU_VALUES).operand:] if a != "-"]
         return True if len(operands) <= 1 else _inner_command(["sh", *operands[1:]], command)
     if program == "sudo":  # a shell option and no command (a command would have been resolved)
         for word in args:
@@ -679,13 +505,13 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
                         break
         return None
     if program == "ssh":
-        index = _after_options(args, _SSH_VALUES)
+        index = leading_options(args, _SSH_VALUES).operand
         if index >= len(args):
             return None
         rest = args[index + 1:]
         return True if not rest else _inner_command(_words_of(" ".join(rest)), command)
     if program in _CONTAINER_ENGINES and args[:1] in (("exec",), ("run",)):
-        index = _after_options(args[1:], _EXEC_VALUES if args[0] == "exec" else _RUN_VALUES) + 1
+        index = leading_options(args[1:], _EXEC_VALUES if args[0] == "exec" else _RUN_VALUES).operand + 1
         return _inner_command(args[index + 1:], command) if index < len(args) else None
     if program == "kubectl" and ("exec" in args[:3] or "run" in args[:3]):
         if "--" in args:
@@ -693,7 +519,7 @@ def _remote_or_delegated(command: SimpleCommand) -> SimpleCommand | bool | None:
         if "run" in args[:3]:
             return None  # kubectl run NAME --image=… without ``--`` runs the image's own command
         start = args.index("exec") + 1
-        index = _after_options(args[start:], _KUBECTL_EXEC_VALUES) + start
+        index = leading_options(args[start:], _KUBECTL_EXEC_VALUES).operand + start
         return _inner_command(args[index + 1:], command) if index < len(args) else None
     return None
 
@@ -714,7 +540,7 @@ def _runs_stdin_as_code(command: SimpleCommand, depth: int = 0) -> bool:
     if program in ("at", "batch"):
         return not _option_in(command.args, _AT_NOT_STDIN) and (program == "batch" or bool(command.args))
     if program == "crontab":
-        index = _after_options(command.args, frozenset({"-u"}))
+        index = leading_options(command.args, frozenset({"-u"})).operand
         operand = command.args[index] if index < len(command.args) else "-"
         return not _option_in(command.args, _CRONTAB_NOT_STDIN) and operand == "-"
     spec = _interpreter(program)
@@ -753,17 +579,6 @@ TRUST_FILE = re2.compile(
     r"\.ssh/(?:authorized_keys2?|rc|config)$|^/etc/ssh/(?:sshrc|sshd_config)|^/etc/(?:crontab|cron\.[a-z]+/|"
     r"sudoers|ld\.so\.preload|passwd|g?shadow|rc\.local|systemd/|udev/rules\.d/)|^/var/spool/cron/|"
     r"\.config/systemd/user/|(?:^|/)\.git/hooks/|(?:^|/)authorized_keys2?$")
-#: Options that name the file a downloader writes (curl(1) ``-o``/``--output``, wget(1)
-#: ``-O``/``--output-document``, aria2c(1) ``-o``/``--out``, fetch(1) ``-o``, HTTPie/xh
-#: ``-o``/``--output``, PowerShell ``-OutFile``); curl ``-O`` names it after the URL.
-_OUTPUT_OPTIONS: Mapping[str, tuple[str | None, tuple[str, ...]]] = {
-    "curl": ("-o", ("--output",)), "curlie": ("-o", ("--output",)),
-    "wget": ("-O", ("--output-document",)), "wget2": ("-O", ("--output-document",)),
-    "aria2c": ("-o", ("--out",)), "fetch": ("-o", ("--output",)), "http": ("-o", ("--output",)),
-    "https": ("-o", ("--output",)), "xh": ("-o", ("--output",)), "xhs": ("-o", ("--output",)),
-    "iwr": (None, ("-outfile",)), "invoke-webrequest": (None, ("-outfile",)), "irm": (None, ("-outfile",)),
-    "invoke-restmethod": (None, ("-outfile",)),
-}
 _USER_HOME = re2.compile(r"^(?:~[A-Za-z0-9_.-]*|\$HOME|\$\{HOME\})(/|$)")
 
 
@@ -780,19 +595,19 @@ def written_files(command: SimpleCommand) -> list[str]:
              if r.operator in (">", ">>", ">|", "&>", "&>>") and r.descriptor in (None, 1)]
     program = (command.program or "").lower()
     args = command.args
-    if program in _OUTPUT_OPTIONS:
-        short, longs = _OUTPUT_OPTIONS[program]
-        lowered = [a.lower() for a in args] if short is None else list(args)
-        value = option_value(lowered, short, longs)
+    outputs = program_table().outputs
+    output = outputs.get(command.program or "") or outputs.get(program)
+    if output is not None:  # the program table's output options, each row with its source
+        short = output.short
+        value = option_value([a.lower() for a in args] if output.ignore_case else args, short, output.long)
         if value is None and short is not None:  # a cluster ending in the option: curl -fsSLo FILE
             value = next((args[i + 1] for i, a in enumerate(args[:-1]) if len(a) > 2 and a[0] == "-"
                           and a[1] != "-" and a.endswith(short[1])), None)
         if value is not None:
             files.append(value)
-        if program in ("curl", "curlie") and any(a in ("-O", "--remote-name") or (
-                a.startswith("-") and not a.startswith("--") and "O" in a[1:]) for a in args):
-            files.extend(posixpath.basename(a.rstrip("/")) for a in args if "://" in a)
-        if program in ("wget", "wget2", "aria2c") and value is None:
+        letters = {o[1] for o in output.remote_name if len(o) == 2}
+        if (output.url_named and value is None) or any(a in output.remote_name or (
+                a.startswith("-") and not a.startswith("--") and letters & set(a[1:])) for a in args):
             files.extend(posixpath.basename(a.rstrip("/")) for a in args if "://" in a)
     elif program == "tee":
         files.extend(a for a in args if not a.startswith("-"))
@@ -902,7 +717,7 @@ def _code_span_in_prose(line: CommandLine, refusal: str) -> bool:
     section 6.1), not with a command that runs what ``man x`` prints; a substitution in that
     place that fetches ("`curl -s https://…` and") still counts."""
     return refusal == _RUNS_OUTPUT and all(
-        _MAY_FETCH.search(_program_word(command)) is None
+        _may_fetch().search(program_word(command)) is None
         for command in line.commands if command.program is None and command.words)
 
 
@@ -916,7 +731,7 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
     for command in line.commands:
         program = command.program
         lowered = (program or "").lower()
-        name_word = _program_word(command)
+        name_word = program_word(command)
         if lowered in _EVALUATORS:
             return "runs text as a command (eval)"
         if fetched_variables and _runs_variable(command, fetched_variables):
@@ -968,7 +783,7 @@ def _download_refusal(line: CommandLine, text: str) -> str | None:
         persisted = _persists_download(line, command)
         if persisted is not None:
             return persisted
-        if lowered in _RUNS_ITS_INPUT and command.stdin is Stream.PIPE and any(
+        if command.stdin is Stream.PIPE and does(command, Does.RUNS_ITS_INPUT) and any(
                 c.stage < command.stage and _fetches(c) for c in line.pipelines[command.pipeline]):
             return "pipes fetched content into a program that runs it"
         if _package_by_url(command):
@@ -1002,8 +817,9 @@ def _prints_secret(command: SimpleCommand) -> bool:
     """A command whose output is a credential or the environment."""
     program = command.program
     args = command.args
-    if program in _ENV_DUMPS and (not args or all(a.startswith("-") for a in args)):
-        return program not in ("export", "declare", "typeset") or any("p" in a or "x" in a for a in args)
+    dump = row_doing(command, Does.DUMPS_ENVIRONMENT)
+    if dump is not None and (not args or all(a.startswith("-") for a in args)):
+        return not dump.only_with_letters or any(letter in a for a in args for letter in dump.only_with_letters)
     if program == "printenv":
         return any(_secret_variable(a) for a in args if not a.startswith("-"))
     # the rows of unstuck/data/credential_changes.yaml marked prints, each with its source
@@ -1023,15 +839,12 @@ def _inline_sink(command: SimpleCommand) -> str | None:
 
 def _is_sink(command: SimpleCommand) -> bool:
     """Whether the command sends data off the machine."""
-    program = command.program or ""
-    lowered = program.lower()
-    return (program in _NETWORK or lowered in _NETWORK or lowered in _RESOLVERS
-            or any(_is(command, pattern) for pattern in _SENDERS) or _inline_sink(command) is not None)
+    return does(command, Does.SENDS) or does(command, Does.RESOLVES) or _inline_sink(command) is not None
 
 
 def _sent_words(command: SimpleCommand) -> Iterator[str]:
     """The words a network command sends or names (credential-file option values left out)."""
-    credential_options = _USES_CREDENTIAL.get(command.program or "", frozenset())
+    credential_options = program_table().credential_options.get(command.program or "", frozenset())
     skip_next = False
     for word in command.args:
         if skip_next:
@@ -1065,7 +878,7 @@ def _sends_credential_file(command: SimpleCommand) -> bool:
             if word in ("-K", "--config") or (word.startswith("-K") and len(word) > 2) or word.startswith("--config="):
                 return True
         return False
-    if any(_is(command, _p(engine, "run|create")) for engine in ("docker", "podman", "nerdctl")):
+    if does(command, Does.STARTS_CONTAINER):
         for index, word in enumerate(args):
             value: str | None = None
             if word in ("-e", "--env") and index + 1 < len(args):
@@ -1167,7 +980,7 @@ class _Secrets:
                 if redirect.operator in (">", ">>", ">|", "&>", "&>>") and redirect.descriptor in (None, 1) \
                         and redirect.target:
                     written.add(posixpath.normpath(redirect.target))
-        if command.program in _COPIERS and (self.output[index] if command.program == "tee"
+        if does(command, Does.COPIES) and (self.output[index] if command.program == "tee"
                                             else self.words(index, command.args)):
             written.update(posixpath.normpath(a.split("=", 1)[-1]) for a in command.args
                            if a and not a.startswith("-") and not self.text(a))
@@ -1335,12 +1148,15 @@ def _refusal(line: CommandLine, text: str) -> str | None:
             or _secret_refusal(line))
 
 
-#: A line that may hold a download: a network program's name as a word, a URL, or inline code
-#: that fetches (the programs of :data:`_NETWORK` and :data:`_FETCHERS`, and Python's urllib).
-_MAY_FETCH = re2.compile(
-    r"(?i)(?:^|[^a-z0-9_.-])(curl|curlie|wget2?|fetch|aria2c|axel|lftp|xhs?|https?|lwp-request|iwr|irm|"
-    r"invoke-webrequest|invoke-restmethod|nc|ncat|netcat|socat|telnet|scp|sftp|rsync|git|gh|hg|svn|fossil|"
-    r"gsutil|gcloud|aws|azcopy|rclone)(?:[^a-z0-9_-]|$)|://|urlopen|urllib")
+@functools.cache
+def _may_fetch() -> Any:  # a compiled re2 pattern
+    """A line that may hold a download: the name, as a word, of a program the program table says
+    fetches or connects (its lower-case names: a name in capitals, lwp-request's GET, is a word
+    of prose), a URL, or inline code that fetches (Python's urllib)."""
+    names = "|".join(re2.escape(name) for name in program_table().fetch_names)
+    return re2.compile(rf"(?i)(?:^|[^a-z0-9_.-])({names})(?:[^a-z0-9_-]|$)|://|urlopen|urllib")
+
+
 #: A line where fetched text could reach an interpreter or a file that runs later: a pipe, a
 #: sequence (``&&``, ``;``), a substitution, an evaluator (``eval``, ``exec(…)`` in inline code,
 #: ``iex``, ``source``), an output redirection or a downloader's output option (``-o``, ``-O``,
@@ -1421,7 +1237,7 @@ def find_download_and_run(text: str) -> str | None:
         if not _MAY_RUN.search(line):
             continue  # no pipe, substitution, sequence or evaluator: nothing fetched can reach an interpreter
         tried: set[tuple[int, int]] = set()
-        for match in _MAY_FETCH.finditer(line):
+        for match in _may_fetch().finditer(line):
             starts = [index for index in range(match.start(), -1, -1) if _word_start(line, index)]
             ends = _prose_ends(line, match.end())
             for start in reversed(starts[:_PROSE_WORDS_BEFORE + 1]):  # the widest reading first

@@ -3,6 +3,7 @@
 parse), :mod:`unstuck.commands.interactive` (the calls that wait for a person),
 :mod:`unstuck.commands.screen` (the command screen) and :mod:`unstuck.commands.plain` (plain
 command lines), re-exported unchanged. New code imports those modules.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

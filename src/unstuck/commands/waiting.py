@@ -1,5 +1,6 @@
 """What to do about a program that waited for input until its deadline: a pager waiting for a
 key, a prompt waiting for an answer (:attr:`unstuck.processes.leases.LeaseOutcome.waiting_for_input`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Such a call did not fail because something was slow, and repeating it waits again: it is an
 interactive ``invalid_args`` situation (the signal table's pager row says the same of a pager's

@@ -1,10 +1,11 @@
 """The import paths of earlier releases, kept working: ``unstuck.policy``, ``unstuck.tools``,
 ``unstuck.journal`` and the other modules that lived at the package's top before its layers
 became folders (issue 24) are the same module objects as their new homes
-(``unstuck.decide.policy``…); an old name that was split in two (``unstuck.tools``) is a module
-holding the public names of both. Installed by ``unstuck/__init__.py`` as a meta path finder
+(``unstuck.decide.policy``…); an old name that was split (``unstuck.tools``, ``unstuck.leases``)
+is a module holding the public names of all its parts. Installed by ``unstuck/__init__.py`` as a meta path finder
 (importlib's ``sys.meta_path`` protocol, PEP 451), so nothing is imported until an old path is.
 New code imports the new paths; :data:`MOVED` lists them all (``docs/reference/index.md``).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ MOVED: dict[str, tuple[str, ...]] = {
     "unstuck.credentials": ("unstuck.commands.credentials",),
     "unstuck.installed": ("unstuck.commands.installed",),
     "unstuck.waiting": ("unstuck.commands.waiting",),
-    "unstuck.leases": ("unstuck.processes.leases",),
+    "unstuck.leases": ("unstuck.processes.leases", "unstuck.processes.capture", "unstuck.processes.terminal",
+                       "unstuck.processes.members", "unstuck.processes.ending", "unstuck.processes.registry",
+                       "unstuck.processes.containment"),
     "unstuck.supervisor": ("unstuck.processes.supervisor",),
     "unstuck.cgroups": ("unstuck.processes.cgroups",),
     "unstuck.filelocks": ("unstuck.processes.filelocks",),

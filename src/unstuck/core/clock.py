@@ -1,4 +1,5 @@
 """Clocks: time comes into the loop as an argument (DESIGN.md, "Layers").
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :class:`RealClock` reads the monotonic clock and really sleeps. :class:`VirtualClock` is for
 tests and evals: sleeping returns at once and moves the reading forward by the slept

@@ -1,4 +1,5 @@
 """The root of every error unstuck raises on purpose: ``except UnstuckError`` catches them all.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Each error class of the package derives from :class:`UnstuckError` *and* keeps the built-in
 base it always had, so code that catches ``RuntimeError`` or ``ValueError`` still works.

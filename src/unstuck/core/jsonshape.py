@@ -1,5 +1,6 @@
 """The shape of a JSON value (what ``json.loads`` returns, or what ``json.dumps`` accepts): how
 deeply its containers nest and how many values it holds, found in one lean walk.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :func:`unstuck.core.readers.check_depth` answers the same questions for any value, YAML's
 included, whose aliases can share one container many times over or make it contain itself;

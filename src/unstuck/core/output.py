@@ -1,6 +1,7 @@
 """The output boundary: nothing unstuck shows or writes for a person holds a secret (issue 23;
 DESIGN.md, "Do no harm"). Where the store boundary (:func:`unstuck.store.engines.clean_params`) keeps
 secrets out of what is kept, this module keeps them out of what is shown:
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * **the terminal and every stream**: :func:`redact_standard_streams` puts a
   :class:`RedactingWriter` in front of ``sys.stdout`` and ``sys.stderr`` for the whole of a

@@ -1,4 +1,5 @@
 """Bounded reading of the files and streams unstuck is handed: JSON, YAML, text, stdin.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Every reader of a file the user gives (a scenario, a signal file, a failure bank, a casebook,
 an eval baseline, saved guard state) goes through here, so a hostile or broken file gives one

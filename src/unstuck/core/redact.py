@@ -4,6 +4,7 @@ the store boundary (:func:`unstuck.store.engines.clean_params`: every string eve
 lesson statement is given) and the output boundary (:mod:`unstuck.core.output`: every command's
 streams, its JSON documents, files and HTML pages), both through :func:`redact_document`
 (events pass it in :meth:`unstuck.guard.guard.Guard.emit`). The model still sees what the tool returned.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 These secrets are found:
 

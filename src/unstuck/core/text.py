@@ -1,4 +1,5 @@
 """Text from tools, made safe to read and to show (DESIGN.md: tool text is untrusted).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Two transformations, each in one place:
 

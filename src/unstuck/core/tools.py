@@ -1,4 +1,6 @@
-"""The one result type every tool return is normalised into, and the records of a call.
+"""A tool call and its result as records: the call, and the one result type every tool return is
+normalised into.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Whatever a tool's callable returns (a string, a dict, ``None``, a list, bytes, an exception it
 raised, a :class:`CommandOutput`, an :class:`HttpResponse`, or a ready :class:`ToolResult`)

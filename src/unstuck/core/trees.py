@@ -1,5 +1,6 @@
 """File trees changed and removed without ever leaving them: no link is followed, no mount
 crossed, no inode shared with a file outside changed, no path outside the tree's root touched.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Why a module of its own: chmod(2) follows a symbolic link to its target, and so does Python's
 ``os.chmod`` (on Linux ``follow_symlinks=False`` raises ``NotImplementedError``: there is no

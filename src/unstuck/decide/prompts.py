@@ -1,4 +1,5 @@
 """Every text unstuck shows a model or a user, in one table per purpose.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Rule 3 of seed 000 section 3.3: a result carrying a blocker gets its own recovery prompt
 (the blocker, the remaining budget, the two legal moves); self-fixable errors keep the

@@ -1,4 +1,5 @@
 """Bounded, capped retries of what waiting can fix (DESIGN.md, "Defaults").
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Only transient situations that are ``retryable`` are retried, each kind a fixed number of
 times with exponential backoff capped at :data:`CAP_S`::

@@ -1,5 +1,6 @@
 """Reference agents: scripted models that make real tool calls, each a behaviour seen in
 public incidents (``../shared/cases/incidents.jsonl``; seed 000 section 1).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * :class:`Improviser` works the scenario's plan; at the first failure it either applies the
   scenario's fix (a self-fixable error) or works through the workaround catalogue

@@ -1,4 +1,5 @@
 """Scoring the classifier on a labelled corpus (``unstuck classify --cases FILE.jsonl``).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The corpus has one JSON object per line, in the format of ``shared/cases/tool_outputs.jsonl``:
 ``id``, ``tool``, ``output``, ``exit_code`` and ``http_status`` (or null), ``expected_kind``

@@ -1,4 +1,5 @@
 """``unstuck eval --compare BASELINE.json``: what got worse since a baseline run.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A regression is a run (same scenario, agent, mode and repeat) that, against the baseline:
 

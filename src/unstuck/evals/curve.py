@@ -1,4 +1,5 @@
 """Success against the injection rate: the eval re-run with faults injected (seed 003).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :func:`run_curve` runs the guarded loop on the scenarios at each rate of
 :data:`CURVE_LEVELS`; :func:`summarise` turns the runs into one point per rate (the share of

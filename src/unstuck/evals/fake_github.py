@@ -1,4 +1,5 @@
 """A local stand-in for the GitHub API, served on a unix socket for the real ``gh``.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 gh sends every API request to the socket named by its ``http_unix_socket`` setting (see
 ``gh help environment`` / ``gh config``), still addressed to ``api.github.com``. This server

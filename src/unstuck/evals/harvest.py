@@ -1,4 +1,5 @@
 """Harvest the failure bank: run real programs on this machine in failure states.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 ``unstuck bank harvest`` runs each recipe below: it builds the failure state from real
 parts (an empty gh config; the fake GitHub API on a unix socket with a bad token, a token

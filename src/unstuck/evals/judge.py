@@ -1,4 +1,5 @@
 """Judged dimensions of one run, each 0–10, by a written rubric (seed 000 section 4).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Every score is a pure function of the scenario and the turn's record; the same run always
 gets the same scores. A dimension that does not apply to a scenario's role is ``None``.

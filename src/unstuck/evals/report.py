@@ -1,6 +1,7 @@
 """The eval's self-contained HTML report: run table, judged dimensions, a chart of wasted
 calls unguarded against guarded, a timeline of the calls after each blocker opened, and
 (when the eval swept fault injection) success against the injection rate.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``templates/report.html.j2`` with jinja2 (autoescaped; every value redacted

@@ -1,4 +1,5 @@
 """The eval harness: every scenario, every agent, unguarded and guarded, with metrics.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Metrics of one run (seed 000 section 4, "also recorded"):
 

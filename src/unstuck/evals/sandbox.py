@@ -1,4 +1,5 @@
 """Sandboxes: a throw-away machine state for one scenario run, built from real programs.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A :class:`Sandbox` is a directory with a home, a workspace, gh's config directory and the
 environment its tool subprocesses get:
@@ -19,8 +20,8 @@ environment its tool subprocesses get:
 
 **Nothing outlives the run.** Lock holders are leases (:func:`unstuck.processes.leases.start_lease`):
 they carry the lease token, so :meth:`Sandbox.close`, the signal drain and supervisor of
-``unstuck run`` (:func:`unstuck.processes.leases.install_containment`) and the start-up sweep
-(:func:`unstuck.processes.leases.sweep_leftovers`) end them. A sandbox made in the temporary directory
+``unstuck run`` (:func:`unstuck.processes.containment.install_containment`) and the start-up sweep
+(:func:`unstuck.processes.containment.sweep_leftovers`) end them. A sandbox made in the temporary directory
 (``tempfile.gettempdir()``, ``$TMPDIR`` or ``/tmp``) is named after the process that made it,
 ``unstuck-sandbox-PID.START-…`` with its gh socket directory ``ugh-PID.START-…`` (``START``:
 that process's start time, clock ticks since boot); a run killed before :meth:`Sandbox.close`

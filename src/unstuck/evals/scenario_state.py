@@ -1,5 +1,6 @@
 """The machine state a scenario states beyond gh and files: the ``setup:`` keys below, parsed
 into a frozen :class:`ScenarioState` (applied by :meth:`unstuck.evals.sandbox.Sandbox.apply_state`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The keys, as a scenario file writes them::
 

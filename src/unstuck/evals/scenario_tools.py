@@ -1,6 +1,8 @@
 """The tools a scenario's environment offers (``tools:`` in a scenario file): the standard
 tools it keeps, ``run_command`` on a pseudo-terminal when it asks for one, and the extra tools
-it declares, whose behaviour is a script run in the sandbox or a recorded result."""
+it declares, whose behaviour is a script run in the sandbox or a recorded result.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
+"""
 
 from __future__ import annotations
 

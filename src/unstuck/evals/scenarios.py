@@ -1,4 +1,5 @@
 """Scenarios: data files (YAML) naming a machine state, a task, agents and the expected outcome.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A scenario file looks like::
 

@@ -1,5 +1,6 @@
 """The multi-session scenario: the same blocker across sessions, each a separate process
 sharing one lesson store (issue 6; seed 000, section 3.4).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 1. gh is signed out: the turn escalates and stores a lesson;
 2. gh is still signed out: the turn escalates within 2 steps, citing the lesson (its probe

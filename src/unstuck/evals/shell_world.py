@@ -1,5 +1,6 @@
-"""A blocker scenario reached through one plain shell tool, and the commands of the reference
-behaviours: the world the framework adapters are tried and compared in (issue 13).
+"""The shell world the framework adapters are tried and compared in (issue 13): a blocker scenario
+reached through one plain shell tool, with the commands of the reference behaviours.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A framework's agent usually has a shell tool, not unstuck's toolkit. :class:`ShellWorld` is a
 :class:`unstuck.evals.sandbox.Sandbox` in one of the blocker states of the bundled scenarios,

@@ -1,5 +1,6 @@
 """A scenario file is a program: what it runs, whether the user trusts it, and the rights it runs
 with (issue 23, deliver 5; ``docs/scenarios.md``, "A scenario file runs commands").
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * :func:`scenario_commands` lists what a scenario runs on this machine: its ``setup.commands``,
   its stand-in ``setup.programs`` scripts, each ``setup.env`` variable that makes a program run

@@ -1,5 +1,6 @@
 """Fault injection: the failure bank of observed failures and the injector that draws from it
 (seed 003). ``unstuck bank`` and ``unstuck eval --p-inj`` are the command-line side.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The public names load on first use (PEP 562), so ``unstuck.faults.bank`` alone does not load
 the injector and the eval's toolkit.

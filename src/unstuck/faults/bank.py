@@ -1,4 +1,5 @@
 """The failure bank: observed failure forms, grouped into the eight families of seed 003.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Each form is one failure a real tool was seen to return: what it printed (or raised, or
 answered over HTTP or MCP), the channel it arrived by, the tools it fits, its family and kind,

@@ -1,4 +1,5 @@
 """Fault injection: replace tool returns with observed failures from the bank (seed 003).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 "Each tool-return position is independently selected for replacement with probability
 p_inj. A selected response is replaced with a compatible observed failure; otherwise the

@@ -1,6 +1,7 @@
 """One tool call: the per-call pipeline and its state, the lesson step. May import store and below.
 The names of the module ``unstuck.guard`` of earlier releases stay here (from
 :mod:`unstuck.guard.guard`), imported when first used.
+Internal: not a supported import path; use ``unstuck.guard.guard``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The guard's words about one call: where the call comes from (:class:`Origin`) and what the
-guard decided (:class:`Decision`)."""
+guard decided (:class:`Decision`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Effect intents: a side-effecting call is journaled before it runs and its receipt after, and
 a write already made is never made again in its turn.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 With a journal, every call of an ``effect="write"`` tool is prepared as an intent (its synced
 commit) before dispatch, and its receipt recorded when it returns (seed 002, "effect journal";

@@ -1,5 +1,6 @@
 """The guard's lesson step: what to show at turn start, what to check before a call, and what to
 store after asking (seed 000, section 3.4; the rules are in :mod:`unstuck.store.lessons`).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :class:`LessonKeeper` holds a store and a fingerprint function for one turn; :class:`LessonStep`
 is the step the guard runs with it. The guard:

@@ -1,5 +1,6 @@
 """Probes: the cheap read-only calls that re-check a blocker (DESIGN.md, "probe"), and the setup
 probe a tool runs once when an inferred blocker opens on a program it reaches.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A probe naming a missing, interactive or writing tool is never run, whoever declared it. A
 probe's step is recorded like any other but never charged.

@@ -1,5 +1,6 @@
 """Reply ordering: the calls of one model reply are assessed exactly once, in the order the
 model gave them, however a framework runs and reports them.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A result that arrives before an earlier call of its reply has been assessed waits for it (at
 most :data:`REPLY_WAIT_S`); a refusal that comes before its turn is queued and assessed when

@@ -1,5 +1,6 @@
 """Reading one call: the situation its result declares or shows, and the credentials its
 arguments touch.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A tool's own declaration wins (validated: a malformed one is the tool's bug, never guessed
 around); else classification (:func:`unstuck.recognise.classify.explain_result`), a second opinion

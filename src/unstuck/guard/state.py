@@ -1,4 +1,5 @@
 """The guard's state of one turn, as plain data that saves and loads itself.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :class:`GuardState` lists every field of the saved state once, each with how it is written
 as JSON and read back; :meth:`GuardState.to_json` and :meth:`GuardState.from_json` are derived

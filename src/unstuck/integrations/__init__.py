@@ -1,4 +1,5 @@
 """unstuck inside the agent frameworks people already use (DESIGN.md, "Layers": integrations).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Each adapter drives the public :class:`unstuck.Guard` through its framework's own mechanism,
 and none re-implements policy:

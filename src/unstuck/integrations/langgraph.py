@@ -832,7 +832,11 @@ class UnstuckToolNode:
     Args:
         tools: as :class:`UnstuckMiddleware`.
         then: the node the gate goes to when the run goes on (the model's node).
-        pause, raise_blocked, unattended, task, guard_options: as :class:`UnstuckMiddleware`.
+        pause: as :class:`UnstuckMiddleware`.
+        raise_blocked: as :class:`UnstuckMiddleware`.
+        unattended: as :class:`UnstuckMiddleware`.
+        task: as :class:`UnstuckMiddleware`.
+        guard_options: as :class:`UnstuckMiddleware`.
         handle_tool_errors: ``ToolNode``'s own; the default re-raises a tool's exception to
             the guard, which assesses it (``True`` turns it into an error message first, which
             the guard classifies; neither can hide the guard's stop, which is no exception).

@@ -1,6 +1,7 @@
 """``unstuck mcp-proxy [--trusted] [--deadline S] [--task TEXT] [--attended] -- CMD ARGS…``:
 a stdio MCP server that puts the guard in front of an unmodified stdio MCP server
 (``unstuck[mcp]``).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 It launches ``CMD ARGS…`` as an MCP client over stdio (``mcp.client.stdio.stdio_client``, with
 the proxy's own environment and working directory passed through), re-exports its tools

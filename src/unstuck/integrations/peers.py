@@ -1,6 +1,7 @@
 """The peer comparison (issue 13): the reference behaviours driven through each framework's own
 test model, once with the framework's defaults and once with unstuck's adapter, in a fresh
 :class:`~unstuck.evals.shell_world.ShellWorld` each (the real gh behind a plain shell tool).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * ``openai-agents``: a scripted ``agents.models.interface.Model``; adapter
   :func:`~unstuck.integrations.openai_agents.guard_agent`;

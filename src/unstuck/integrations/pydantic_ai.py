@@ -194,10 +194,11 @@ def answer_results(requests: DeferredToolRequests, answer: object) -> DeferredTo
 
 @dataclass
 class UnstuckToolset(WrapperToolset[Any]):
-    """A toolset whose every call goes through one :class:`~unstuck.Guard` (see the module doc).
+    """A toolset whose every call goes through one :class:`~unstuck.Guard` (see the module doc):
+    ``wrapped``, its first argument (Pydantic AI's ``WrapperToolset``), is the toolset to guard
+    (a ``FunctionToolset``, an MCP server toolset, ...).
 
     Args:
-        wrapped: the toolset to guard (a ``FunctionToolset``, an MCP server toolset, ...).
         unattended: nobody can answer now (CI, a server); required, never guessed. With
             ``True`` the guard refuses interactive calls before dispatch.
         task: the run's task, named in the question.

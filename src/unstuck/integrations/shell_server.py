@@ -2,6 +2,7 @@
 as a real subprocess (``/bin/bash -c``) in the server's working directory and environment, the
 way third-party shell servers do (a failure is ``isError: true`` with the output and the exit
 status as text).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Run as ``python -m unstuck.integrations.shell_server [--crash-on TEXT] [--hang-on TEXT]
 [--declare-url URL] [--read-only]`` (needs ``unstuck[mcp]``; the peer comparison,

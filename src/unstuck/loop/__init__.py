@@ -1,6 +1,7 @@
 """The agent loop: a model and its tools driven through the guard, resuming a journaled turn, the
 asker. May import guard and below. The names of the module ``unstuck.loop`` of earlier releases
 stay here (from :mod:`unstuck.loop.turn`), imported when first used.
+Internal: not a supported import path; use ``unstuck.loop.turn``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """Mining environment-level recovery rules from contrast (seed 003).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Perturb executable environments with observed tool failures (:mod:`unstuck.faults`), let a
 capability-diverse pool attempt every task under the same noise, label each rollout by the

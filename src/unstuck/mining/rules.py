@@ -1,5 +1,5 @@
-"""Recovery rules and the environment record (seed 003, "Why the Extracted Rule Belongs to an
-Environment").
+"""The environment record: an environment's recovery rules ("when P, do A") with what they are
+about, kept as one data file (seed 003, "Why the Extracted Rule Belongs to an Environment").
 
 A :class:`Rule` is "when P, do A" as data: a structured :class:`Trigger` (a pattern over the
 trace: the moment, the tool, the situation kind, the argument) and a :class:`RuleAction` (what

@@ -1,5 +1,5 @@
-"""Rollout traces and the bad patterns an analyzer finds in them (seed 003, "Why Success and
-Failure Must Share a Task").
+"""Rollout traces: what one agent did in one attempt at a task, in the words an analyzer reads it
+with (its bad patterns; seed 003, "Why Success and Failure Must Share a Task").
 
 A :class:`Trace` is one agent's attempt at one task: every call with the return the agent was
 shown (perhaps an injected failure: replacing a return never rolls back the tool's state),

@@ -1,4 +1,5 @@
 """A cgroup v2 subtree per lease: the processes a tool starts, found however they hide.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A lease (:mod:`unstuck.processes.leases`) finds its processes by process group, by parentage and by the
 token in their environment. A daemon that double-forks *and* clears its environment escapes

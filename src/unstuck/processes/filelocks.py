@@ -1,4 +1,5 @@
 """Who holds a lock on a file: read from ``/proc/locks`` (Linux).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 ``/proc/locks`` lists every lock the kernel holds, one per line (proc(5), "/proc/locks")::
 

@@ -2,6 +2,7 @@
 :func:`start_time`), whether that process still runs (:func:`process_alive`), and which machine
 and pid namespace a pid means something on (:func:`host_identity`). Leases, the journal's
 effect intents and the eval's sandboxes name processes this way.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

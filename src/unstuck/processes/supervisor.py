@@ -1,6 +1,7 @@
 """The supervisor of one process's leases: it outlives that process and ends what it leaves.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
-Started by :func:`unstuck.processes.leases.start_supervisor` as ``python -m unstuck.processes.supervisor PID``
+Started by :func:`unstuck.processes.registry.start_supervisor` as ``python -m unstuck.processes.supervisor PID``
 in a session of its own, it reads lease lines from its standard input, a pipe whose only
 writer is process ``PID``:
 
@@ -10,7 +11,7 @@ writer is process ``PID``:
 
 End of file means the writer is gone: it exited, crashed or was killed (SIGKILL included:
 the kernel closes a dead process's descriptors, pipe(7)). The supervisor then ends, SIGTERM
-first and SIGKILL after :data:`GRACE_S` seconds (:func:`unstuck.processes.leases.end_leases`), every
+first and SIGKILL after :data:`GRACE_S` seconds (:func:`unstuck.processes.ending.end_leases`), every
 process of the leases still live and every process carrying a token of ``PID``'s
 (``UNSTUCK_LEASE=PID-…``), and exits 0. Lines it cannot read are skipped. SIGINT and SIGHUP
 are ignored: a terminal's Ctrl-C or hang-up is for the writer, which drains its own leases.
@@ -23,7 +24,8 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 
-from unstuck.processes.leases import end_leases, token_prefix
+from unstuck.processes.ending import end_leases
+from unstuck.processes.members import token_prefix
 
 __all__ = ["GRACE_S", "leases_left", "main", "supervise"]
 

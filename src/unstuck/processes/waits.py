@@ -1,6 +1,7 @@
 """Terminal waits: whether a process is asleep reading a terminal, which tells a leased command
 that waits for a person from one that is only slow (:func:`reads_terminal`,
 :func:`waiting_program`; :mod:`unstuck.processes.leases` asks at expiry).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A process waits when it is in ``read(2)`` (or ``readv``/``pread``) of a terminal descriptor
 (its lease's pty, or with ``stdin_tty`` any terminal it was given), or in

@@ -1,4 +1,5 @@
 """The system's own messages, in every language installed: gettext catalogues as signal rows.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Git, coreutils, bash, apt and the C library print their messages in the user's locale
 (``LANGUAGE=de ls /x`` says "Zugriff auf '/x' nicht möglich"). A *message row*

@@ -1,4 +1,5 @@
 """Code tables: the machine-readable codes tools print, mapped to a situation kind.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Tools name what went wrong with codes more often than with sentences: errno names (``EACCES``,
 ``ENOSPC``, ``EAI_AGAIN``), npm and Node.js codes (``E401``, ``EOTP``, ``ERR_MODULE_NOT_FOUND``),

@@ -1,4 +1,5 @@
 """The concept lexicon: causes said in plain words, matched as terms that meet in a sentence.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A wording row (``data/signals.yaml``) lists phrases; a *concept* (``data/concepts.yaml``) lists
 the words of a kind of fault and the negations or modalities that make them a failure, so "you

@@ -1,4 +1,5 @@
 """Declared situations for common channels, for tool authors to return.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 An ``unblock`` written here is an action in words, a sentence with a capital letter and a
 full stop, which the escalation shows as is (anything else is a command: "Run: ...").

@@ -1,4 +1,5 @@
 """Find the error envelopes in a tool's output text: the structures tools print, and their codes.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Tools print structures, and the codes and failure flags in them are the best evidence of what
 went wrong. :func:`find_envelopes` finds them anywhere in a text and reports each one

@@ -1,5 +1,6 @@
 """What a tool's text may become: one of unstuck's instructions, or only quoted evidence
 (DESIGN.md: tool text never becomes an instruction of unstuck's; issue 23, deliver 4).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Text that came from a tool or a file (a declared ``unblock``, a lesson read back from a store,
 a mined rule's sentence, an upstream MCP server's tool description) is read by

@@ -1,4 +1,5 @@
 """The signal table: every generic signal the classifier reads, loaded, checked and compiled.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The signals are data, each row naming its source (DESIGN.md, "How a result is recognised"):
 

@@ -1,4 +1,5 @@
 """Windows shells' own messages in every language Microsoft ships, as signal rows.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 cmd.exe and PowerShell print their messages in the Windows display language ("'npm' n'est pas
 reconnu en tant que commande interne", "'ot.py' は、内部コマンドまたは外部コマンド"). Those

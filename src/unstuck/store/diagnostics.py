@@ -1,4 +1,5 @@
 """Diagnostics: observers with no authority (DESIGN.md, "Defaults"; issue 5).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 They read a turn's steps and say what looks wrong; the loop records what they say as events
 and changes nothing because of it.

@@ -1,5 +1,6 @@
 """OpenTelemetry spans for a turn, following the GenAI semantic conventions (install the
 ``otel`` extra: ``pip install 'unstuck[otel]'``).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 :class:`OtelSink` is an event sink: pass it (or a :class:`unstuck.store.events.Tee` holding it) as
 ``run_turn(events=...)``. It turns the loop's events into spans:

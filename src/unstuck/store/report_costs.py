@@ -1,5 +1,6 @@
 """The cost of blockers across sessions (issue 16, item 4; seed 000, section 3.5 and slice 4:
 "cross-session reporting of wasted steps"), read from journals.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Pure aggregation: the only input is what :class:`unstuck.store.journal.Journal` objects return
 through their public methods (turns, steps, recorded decisions, policy settings); the output

@@ -1,4 +1,5 @@
 """A second opinion on failures the signals do not recognise, from the user's own model.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Optional (``run_turn(second_opinion=...)``, ``unstuck classify --second-opinion MODEL``). When a
 failure matches no signal row, no code and no status, the classifier keeps it

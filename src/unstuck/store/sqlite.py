@@ -1,6 +1,7 @@
 """What the journal and the lesson store share: opening an SQLite file (read-only on
 read-only media too), one write transaction, text SQLite will take, naming a file that is
 not what was expected, and turning SQLite's own errors into the store's.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Both stores are SQLite files in WAL mode with a ``busy_timeout`` of 10 s, so several
 processes may share one; each marks its files with its own ``PRAGMA application_id``.

@@ -1,5 +1,5 @@
-"""Where a store lives: the store URL vocabulary (SQLite file or PostgreSQL server) and
-PostgreSQL connections.
+"""Where a store lives and how it is reached: the store URL vocabulary (an SQLite file or a
+PostgreSQL server), and the connections to a PostgreSQL one.
 
 A store URL is one of (:func:`parse_store_url`):
 

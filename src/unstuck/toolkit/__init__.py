@@ -2,6 +2,7 @@
 model protocol, the standard tools of a workspace. May import processes, recognise, commands and
 core. The names of the module ``unstuck.toolkit`` of earlier releases stay here (from
 :mod:`unstuck.toolkit.workspace`), imported when first used.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 """
 
 from __future__ import annotations

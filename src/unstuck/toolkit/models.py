@@ -1,5 +1,6 @@
 """The model side of the loop: messages, the :class:`Model` protocol, and an adapter for any
 OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, llama.cpp's server).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The adapter speaks the documented chat-completions wire format through the ``openai`` client:
 tools go out as ``{"type": "function", "function": {name, description, parameters}}``; tool

@@ -1,5 +1,6 @@
 """Real tools for agents and scenarios: run a command, check a CLI's setup, sign a CLI in,
 install a CLI, ask the user, read a file, search files, search the web.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Every tool works inside a :class:`Workspace` (a directory and the environment its
 subprocesses see), so the same tools run on a developer's machine and in an eval sandbox.
@@ -46,8 +47,9 @@ from unstuck.commands.parse import command_operators, command_programs, command_
 from unstuck.core.situations import Kind, Probe, Situation
 from unstuck.core.text import clean_terminal_text
 from unstuck.core.tools import CommandOutput, Effect, HttpResponse, ToolResult, normalize_result, truncate_content
+from unstuck.processes.ending import DEFAULT_GRACE_S
 from unstuck.processes.filelocks import lock_holders
-from unstuck.processes.leases import DEFAULT_GRACE_S, OUTPUT_GRACE_S, run_leased
+from unstuck.processes.leases import OUTPUT_GRACE_S, run_leased
 from unstuck.recognise.classify import classify_result
 from unstuck.recognise.declare import declare_http, declare_lock, declare_refusal
 from unstuck.toolkit.specs import Toolset, ToolSpec, tool

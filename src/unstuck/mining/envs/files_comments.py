@@ -1,6 +1,7 @@
 """The files-and-comments workspace: documents with comment threads (seed 003, "the
 illustrated file-and-comment environment connects wrong identifiers and unchecked writes with
 checking identifiers and verifying writes").
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 State (all under the session's folder, so :class:`~unstuck.mining.environment.FolderSession`
 snapshots it whole):

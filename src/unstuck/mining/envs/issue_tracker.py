@@ -1,4 +1,5 @@
 """An issue tracker served over HTTP on 127.0.0.1: the mining environment ``issue_tracker``.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Each session serves one repository's issues (``acme/storefront``) from a SQLite file in its
 folder (``tracker.db``, opened per request, never held open) with a GitHub-REST-like API on

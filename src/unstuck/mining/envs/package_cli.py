@@ -1,5 +1,6 @@
 """The package/CLI workspace: a project with a package manifest and a lock, a package index,
 and stand-in command-line programs run as real subprocesses (seed 003, environments).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Faults this environment is about, each real:
 
