@@ -42,6 +42,9 @@ Errors::
     │                                      not UTF-8, not JSON/YAML or nested too deeply
     ├── OutsideTreeError (ValueError)      unstuck.core.trees: a path to change that resolves outside
     │                                      the tree it must stay in
+    ├── HookPayloadError (ValueError)      unstuck.integrations.coding_agents.events: a coding agent's
+    │                                      hook payload that is not its documented shape (the agent,
+    │                                      the event and the field named)
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
                                            ended blocked, carrying the question and the guard's
                                            state (a status the host handles, not a failure;
