@@ -33,7 +33,10 @@ What the user sees (measured on 2.1.332): in the interactive terminal, ``stopRea
 the run with ``"terminal_reason": "hook_stopped"`` (a ``Stop`` hook's: ``"stop_hook_prevented"``)
 and neither text; ``--output-format stream-json --verbose`` carries ``systemMessage`` as a
 ``system`` event. So a stop carries the question in both fields, and the guard server keeps
-it for ``unstuck answer`` and its event stream.
+it for ``unstuck answer`` and its event stream. ``continue: false`` ends the session from
+``PreToolUse``, ``PostToolUse`` and ``Stop``, but 2.1.332 ignores it from ``PostToolUseFailure``
+(measured: the model's next call still came): a session that escalates there is stopped at its
+next ``PreToolUse`` (the guard is latched) or at its ``Stop``.
 """
 
 from __future__ import annotations
@@ -240,8 +243,10 @@ class ClaudeCodeHooks:
         every event documents; nothing at all for a plain allow):
 
         * ``deny`` on ``PreToolUse``: ``hookSpecificOutput.permissionDecision: "deny"`` with
-          ``permissionDecisionReason`` (shown to Claude); on a post event: ``decision:
-          "block"`` with ``reason`` (shown to Claude: the call already ran);
+          ``permissionDecisionReason`` (shown to Claude); on ``PostToolUse``: ``decision:
+          "block"`` with ``reason`` (shown to Claude: the call already ran); on
+          ``PostToolUseFailure``, whose decision control is ``additionalContext`` only, the reason
+          as that context;
         * ``stop``: as ``deny`` for the event, and ``continue: false`` with ``stopReason`` and
           ``systemMessage`` the question (the user's); on ``Stop`` only ``continue: false``
           (``decision: "block"`` there would make Claude go on working);
@@ -253,19 +258,22 @@ class ClaudeCodeHooks:
         out: dict[str, Any] = {}
         specific: dict[str, Any] = {}
         kind = event.kind
+        context = reply.context
         if reply.action in (HookAction.DENY, HookAction.STOP) and reply.reason:
             if kind is HookKind.PRE_TOOL:
                 specific.update(permissionDecision="deny", permissionDecisionReason=reply.reason)
-            elif kind in (HookKind.POST_TOOL, HookKind.POST_TOOL_FAILURE):
+            elif kind is HookKind.POST_TOOL:
                 out.update(decision="block", reason=reply.reason)
+            elif kind is HookKind.POST_TOOL_FAILURE:  # it takes additionalContext only
+                context = f"{context}\n{reply.reason}" if context else reply.reason
         if reply.action is HookAction.STOP:
             out["continue"] = False
             if reply.user_message:
                 out["stopReason"] = reply.user_message
         if reply.user_message:
             out["systemMessage"] = reply.user_message
-        if reply.context and kind is not HookKind.STOP:
-            specific["additionalContext"] = reply.context
+        if context and kind is not HookKind.STOP:
+            specific["additionalContext"] = context
         if specific:
             out["hookSpecificOutput"] = {"hookEventName": event.event_name, **specific}
         return (json.dumps(out, ensure_ascii=False) if out else ""), 0

@@ -9,14 +9,24 @@ the user's next prompt in the same session starts another), so ``unstuck journal
 restarts finds a session's running turn in the journal, claims it and carries on from its steps
 (:meth:`unstuck.Guard.from_journal`).
 
+The keeper journals a session's turn itself (its start, its steps after every event as a riding
+commit, its end as a synced one) rather than handing the journal to the guard: the guard would
+also journal an *effect intent*, synced to disk, before every write call, which exists so that
+a resumed turn never runs an effect twice; unstuck never runs nor re-runs a coding agent's calls
+(the agent does), so for hook sessions that fsync would buy nothing and cost a disk sync per
+shell command. A turn carried on after a restart is the exception: the guard rebuilt from the
+journal journals as it always does.
+
 Events, in the guard's words (:class:`SessionKeeper`):
 
 * **session start**: the lessons about this machine whose environment still matches are
   probed, and those that still hold are added as context (a lesson whose probe comes back clean
   is closed and not shown);
-* **pre-tool**: :meth:`Guard.before`: a refusal (rule 1 when unattended, the latch, a held
-  write) denies the call with the guard's text; a lesson whose probe says its subject is still
-  blocked stops the session at once (the call never runs);
+* **pre-tool**: :meth:`Guard.before`: a refusal (rule 1 when unattended, a held write) denies
+  the call with the guard's text; a lesson whose probe says its subject is still blocked stops
+  the session at once (the call never runs), and so does any call once the session escalated
+  (the latch): an agent that cannot be stopped where the escalation happened (Claude Code
+  2.1.332 ignores ``continue: false`` from ``PostToolUseFailure``) is stopped at its next call;
 * **post-tool** and **post-failure**: :meth:`Guard.after` with the agent's output; guidance the
   guard adds is context; an escalation stops the session;
 * **stop**: a session stopping with a blocker open does not read as done: the open blocker is
@@ -138,6 +148,8 @@ class _Session:
     asking: dict[str, HookEvent] = field(default_factory=dict)  # wait token → the event that is asking
     calls: int = 0
     last_question: Escalation | None = None  # the question answered last (shown again on a stop)
+    saved: int = 0  # steps the keeper journaled
+    journaled: bool = False  # the keeper began the turn in the journal (the guard has none of its own)
     note: str = ""  # the guard's note for the model after the user's answer
 
 
@@ -159,6 +171,23 @@ class SessionKeeper:
         self._sessions: dict[tuple[Agent, str], _Session] = {}
         self._lock = threading.Lock()
         self._subscribers: list[queue.Queue[dict[str, Any]]] = []
+
+    def warm(self) -> None:
+        """Load what the first real hook would otherwise wait for (the shell parser's grammar, the
+        classifier's tables, the interactive-call catalogue): one pretend session, never
+        journaled, a call refused and one failed call assessed."""
+        from unstuck.core.tools import CommandOutput, ToolCall
+        from unstuck.integrations.coding_agents.claude_code import HOOKS
+        from unstuck.toolkit.specs import Toolset
+
+        guard = Guard(Toolset([HOOKS.tool_spec("Bash")]), unattended=True, task="warm-up")
+        for number, (line, out) in enumerate((("gh auth login --web", None),
+                                              ("gh repo view cli/cli", CommandOutput(
+                                                  "gh repo view cli/cli", 4, "", "To get started with GitHub CLI, "
+                                                  "please run:  gh auth login")))):
+            call = ToolCall.of(f"warm{number}", "Bash", {"command": line})
+            if guard.before(call).action is Action.DISPATCH and out is not None:
+                guard.after(call, out)
 
     # -- the event stream ----------------------------------------------------------------------
 
@@ -235,7 +264,7 @@ class SessionKeeper:
         task = f"the {title} session {event.session_id[:12]}" + (f" in {event.cwd}" if event.cwd else "")
         turn_id = turn_id_of(hooks.agent, event.session_id, stretch)
         options: dict[str, Any] = {
-            "journal": self.journal, "lessons": self.lessons,
+            "lessons": self.lessons,
             "fingerprint": functools.partial(cli_fingerprint, workspace) if self.lessons is not None else None,
         }
         if self.journal is not None and stretch > 0:
@@ -246,7 +275,7 @@ class SessionKeeper:
             if header is not None and not header.status.ended:
                 self.journal.claim(turn_id)  # its server is gone (or this one restarted): carry on from its steps
                 return Guard.from_journal(self.journal, turn_id, tools, unattended=unattended, config=self.config,
-                                          **options)
+                                          **options)  # journaled by the guard itself from now on
         return Guard(tools, unattended=unattended, task=task, turn_id=turn_id, config=self.config, **options)
 
     def _stretch_of(self, agent: Agent, session_id: str) -> int:
@@ -325,8 +354,9 @@ class SessionKeeper:
         guard = session.guard
         kind = event.kind
         if kind is HookKind.SESSION_START:
-            guard.start()
+            self._begin(session)
             note = self._known_blockers(guard)
+            self._save(session)
             return HookReply(HookAction.CONTEXT if note else HookAction.ALLOW, context=note), None
         if kind is HookKind.STOP:
             return self._stop(session, event)
@@ -334,14 +364,20 @@ class SessionKeeper:
         if call is None:
             return HookReply(), None
         if kind is HookKind.PRE_TOOL:
+            self._begin(session)
             decision = guard.before(call)
+            if decision.action is not Action.DISPATCH:
+                self._save(session)
             if decision.action is Action.DISPATCH:
                 return HookReply(), None
             if decision.escalation is not None and decision.action is Action.ESCALATE:
                 return self._stop_reply(decision.content, decision.escalation), decision.escalation
+            if guard.escalation is not None:  # latched: the session asked already, and must stop here
+                return self._stop_reply(decision.content, guard.escalation), guard.escalation
             return HookReply(HookAction.DENY, reason=decision.content), None
+        self._begin(session)
         decision = guard.after(call, event.output if event.output is not None else "")
-        guard.checkpoint()
+        self._save(session)
         if decision.action is Action.ESCALATE and decision.escalation is not None:
             return self._stop_reply(decision.content, decision.escalation), decision.escalation
         added = self._added(decision)
@@ -397,13 +433,41 @@ class SessionKeeper:
         self._end(session, TurnStatus.DONE, answer=event.text)
         return HookReply(), None
 
+    def _begin(self, session: _Session) -> None:
+        """The session's turn in the journal (once), unless its guard journals for itself."""
+        guard = session.guard
+        guard.start()
+        if self.journal is None or guard.journal is not None or session.journaled:
+            return
+        session.journaled = True
+        state = guard.state
+        self.journal.begin_turn(guard.turn_id, guard.task, unattended=state.unattended, guarded=guard.guarded,
+                                config_json=json.dumps(state.config.to_dict()))
+
+    def _save(self, session: _Session) -> None:
+        """The steps not yet journaled (a riding commit)."""
+        guard = session.guard
+        if guard.journal is not None:
+            guard.checkpoint()
+            return
+        if self.journal is None:
+            return
+        self._begin(session)
+        steps = guard.steps
+        if len(steps) > session.saved:
+            self.journal.checkpoint(guard.turn_id, steps=steps[session.saved:], messages=(), first_seq=0)
+            session.saved = len(steps)
+
     def _end(self, session: _Session, status: TurnStatus, *, answer: str = "") -> None:
         if session.ended:
             return
         session.ended = True
         guard = session.guard
-        guard.start()
-        guard.end(status, answer=answer)
+        self._begin(session)
+        self._save(session)
+        final, _validations, error = guard.end(status, answer=answer)
+        if self.journal is not None and guard.journal is None:
+            self.journal.end_turn(guard.turn_id, final, answer=answer, error=error)
 
     # -- asking the user -----------------------------------------------------------------------
 
@@ -472,7 +536,8 @@ class SessionKeeper:
             decision = guard.answer(answer)
             still = guard.escalation is not None and answer is not Answer.STOP
             session.note = "" if still or answer is Answer.STOP else decision.content
-            guard.checkpoint()
+            if not session.ended:
+                self._save(session)
         with session.answered:
             session.answer = None if still else answer
             session.answered.notify_all()
