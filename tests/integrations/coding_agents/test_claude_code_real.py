@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from tests.integrations.coding_agents.claude_world import HOOK_DENIAL, ClaudeRun, ClaudeWorld
-from unstuck.evals.agents import _catalogue_calls  # noqa: PLC2701  the improviser's own catalogue
+
+from unstuck.evals.agents import _catalogue_calls
 from unstuck.guard.decision import LATCHED
 from unstuck.toolkit.workspace import KNOWN_CLIS
 
