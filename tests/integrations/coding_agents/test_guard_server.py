@@ -237,3 +237,32 @@ def test_an_attended_session_streams_its_question_and_takes_the_answer_from_anot
     finally:
         watcher.terminate()
         watcher.wait(10)
+
+
+def wait_for(check: Any, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return bool(check())
+
+
+def test_a_crashed_server_fails_open_once_and_the_next_call_restarts_it(hooks: Hooks) -> None:
+    hooks.send("PreToolUse", pre("s1", "ls", "t1"))
+    found = ping(hooks.socket)
+    assert found is not None
+    os.kill(found["pid"], 9)  # a crash: the socket file stays behind, nobody listens on it
+    assert wait_for(lambda: not Path(f"/proc/{found['pid']}").exists(), 10)
+    out = hooks.send("PreToolUse", pre("s1", "gh auth login --web", "t2"))
+    assert out.returncode == 0 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
+    assert wait_for(lambda: ping(hooks.socket) is not None)
+    again = hooks.send("PreToolUse", pre("s1", "gh auth login --web", "t3"))
+    assert json.loads(again.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_the_server_exits_after_its_idle_time(hooks: Hooks) -> None:
+    started = hooks.unstuck("serve", "--detach", "--idle-exit", "1")
+    assert started.returncode == 0, started
+    found = ping(hooks.socket)
+    assert found is not None
+    assert wait_for(lambda: not Path(f"/proc/{found['pid']}").exists(), 20)
+    assert not hooks.socket.exists()

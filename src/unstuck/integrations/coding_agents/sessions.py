@@ -274,8 +274,10 @@ class SessionKeeper:
                 header = None
             if header is not None and not header.status.ended:
                 self.journal.claim(turn_id)  # its server is gone (or this one restarted): carry on from its steps
-                return Guard.from_journal(self.journal, turn_id, tools, unattended=unattended, config=self.config,
-                                          **options)  # journaled by the guard itself from now on
+                resumed = Guard.from_journal(self.journal, turn_id, tools, unattended=unattended,
+                                             config=self.config, **options)  # journaled by the guard itself now
+                resumed.start(resumed=True, by="a restarted guard server")
+                return resumed
         return Guard(tools, unattended=unattended, task=task, turn_id=turn_id, config=self.config, **options)
 
     def _stretch_of(self, agent: Agent, session_id: str) -> int:
