@@ -112,8 +112,10 @@ reply=$(post)
 rc=$?
 case "$rc" in
   0) ;;
-  7) (serve --detach </dev/null >/dev/null 2>&1 &) ; fail "nothing answers on $SOCKET (a server that ended); one is starting for the next call" ;;
-  *) (serve --restart --detach </dev/null >/dev/null 2>&1 &) ; fail "the guard server on $SOCKET did not answer (curl exit $rc)" ;;
+  7) (serve --detach </dev/null >/dev/null 2>&1 &)
+     fail "nothing answers on $SOCKET (a server that ended); one is starting for the next call" ;;
+  *) (serve --restart --detach </dev/null >/dev/null 2>&1 &)
+     fail "the guard server on $SOCKET did not answer (curl exit $rc)" ;;
 esac
 code=${{reply##*
 }}
