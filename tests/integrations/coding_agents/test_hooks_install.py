@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from unstuck.integrations.coding_agents.claude_code import EVENTS, HOOKS
+from unstuck.integrations.coding_agents.claude_code import EVENTS, HOOKS, ClaudeCodeHooks
 from unstuck.integrations.coding_agents.events import OWN_MARKER, is_own_group
 from unstuck.integrations.coding_agents.install import SettingsError, install_change, parse_spans, uninstall_change
 
@@ -118,3 +118,23 @@ def test_uninstall_removes_only_unstuck_s_groups_even_after_the_user_added_more(
     settings.write_text(edited, encoding="utf-8")
     removed = uninstall_change(HOOKS, settings, installed.created)
     assert removed.after == USERS.replace('"Notification": [', f'"Notification": [{mine}, ', 1)
+
+
+class _CommentedSettings(ClaudeCodeHooks):
+    """An agent whose settings take comments (as Gemini CLI reads its settings: strip-json-comments)."""
+
+    settings_comments = True
+
+
+def test_settings_with_comments_keep_them_when_the_agent_reads_comments(tmp_path: Path) -> None:
+    commented = ('{\n  // my model\n  "model": "x", /* keep */\n  "hooks": {\n    "PreToolUse": [\n'
+                 '      {"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]} // mine\n    ]\n  }\n}\n')
+    settings = tmp_path / "settings.json"
+    settings.write_text(commented, encoding="utf-8")
+    with pytest.raises(SettingsError):  # an agent that reads plain JSON: refused, untouched
+        install_change(HOOKS, settings, f"/x/{OWN_MARKER} claude-code")
+    mapping = _CommentedSettings()
+    change = install_change(mapping, settings, f"/x/{OWN_MARKER} claude-code")
+    assert change.after is not None and "// my model" in change.after and "/* keep */" in change.after
+    settings.write_text(change.after, encoding="utf-8")
+    assert uninstall_change(mapping, settings, change.created).after == commented
