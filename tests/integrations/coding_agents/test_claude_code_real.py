@@ -90,8 +90,8 @@ def test_guarded_claude_code_stops_at_the_blocker_asks_once_and_remembers_across
     statuses = {t["turn"]: t["status"] for t in guarded.journal()}
     assert statuses[f"claude-code-{third.session_id}"] == "done"
     report = guarded.unstuck("report")  # hook sessions are turns like any other
-    assert re.search(r"3 turns? read from 1 journal\(s\); 2 met a blocker", " ".join(report.stdout.split())), \
-        report.stdout
+    assert re.search(r"3 turns read from 1 journal\(s\); 1 met a blocker", " ".join(report.stdout.split())), \
+        report.stdout  # session 1; session 2 was stopped by the lesson before any call met it
     print(f"claude-code guarded: session 1 {len(first.moves)} calls until the stop ({len(first.ran)} ran); "
           f"session 2 {len(second.moves)} call, {len(second.ran)} ran; session 3 {len(third.moves)} calls, done")
 

@@ -110,11 +110,13 @@ if [ ! -S "$SOCKET" ]; then
 fi
 reply=$(post)
 rc=$?
+# A background start is redirected on its subshell: a shell running a function keeps copies of the
+# descriptors it redirects, and a copy of the agent's pipe would hold the hook open until it ends.
 case "$rc" in
   0) ;;
-  7) (serve --detach </dev/null >/dev/null 2>&1 &)
+  7) (serve --detach &) </dev/null >/dev/null 2>&1
      fail "nothing answers on $SOCKET (a server that ended); one is starting for the next call" ;;
-  *) (serve --restart --detach </dev/null >/dev/null 2>&1 &)
+  *) (serve --restart --detach &) </dev/null >/dev/null 2>&1
      fail "the guard server on $SOCKET did not answer (curl exit $rc)" ;;
 esac
 code=${{reply##*
