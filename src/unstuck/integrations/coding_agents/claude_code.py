@@ -81,8 +81,11 @@ EVENTS: Mapping[str, HookKind] = {
 }
 
 #: Seconds Claude Code gives each installed hook command (the ``timeout`` of a command hook,
-#: in seconds: hooks reference, "Hook handler fields"); the hook client gives up well before.
-HOOK_TIMEOUT_S = 30
+#: in seconds: hooks reference, "Hook handler fields"): longer than an attended session's wait
+#: for its user's answer (:data:`unstuck.integrations.coding_agents.client.ASK_WAIT_CLIENT_S`),
+#: so the agent does not cut the question short. A guard server that does not answer never
+#: holds a hook that long: the client gives up after its own timeout (10 s) and fails open.
+HOOK_TIMEOUT_S = 330
 
 #: Claude Code's file tools (sdk-tools.d.ts): name → (the argument holding the path, writes).
 _FILE_TOOLS: Mapping[str, tuple[str, bool]] = {
@@ -306,7 +309,7 @@ class ClaudeCodeHooks:
 
     def install_entries(self, command: str) -> tuple[HookEntry, ...]:
         """One group per event: ``{"matcher": "*", "hooks": [{"type": "command", "command":
-        "COMMAND EVENT", "timeout": 30}]}`` for the tool events, without ``matcher`` for
+        "COMMAND EVENT", "timeout": 330}]}`` for the tool events, without ``matcher`` for
         ``SessionStart`` and ``Stop`` (which match no tool: hooks reference, "Matcher")."""
         entries = []
         for event in EVENTS:
