@@ -138,3 +138,32 @@ def test_settings_with_comments_keep_them_when_the_agent_reads_comments(tmp_path
     assert change.after is not None and "// my model" in change.after and "/* keep */" in change.after
     settings.write_text(change.after, encoding="utf-8")
     assert uninstall_change(mapping, settings, change.created).after == commented
+
+
+USER_SETTINGS = {"claude-code": "claude_settings_with_user_hooks.json", "codex": "codex_hooks_with_user_hooks.json",
+                 "gemini": "gemini_settings_with_user_hooks.json"}
+
+
+@pytest.mark.parametrize("agent", list(USER_SETTINGS))
+def test_each_agent_s_settings_with_the_user_s_hooks_survive_install_and_uninstall(tmp_path: Path, agent: str) -> None:
+    from unstuck.integrations.coding_agents.events import Agent
+    from unstuck.integrations.coding_agents.sessions import hooks_for
+
+    try:
+        mapping = hooks_for(Agent(agent))
+    except LookupError:
+        pytest.skip(f"the {agent} mapping is not in this build")
+    text = (DATA / USER_SETTINGS[agent]).read_text(encoding="utf-8")
+    settings = mapping.settings_path("user", tmp_path, tmp_path / "repo")
+    settings.parent.mkdir(parents=True)
+    settings.write_text(text, encoding="utf-8")
+    out = unstuck(tmp_path, "hooks", "install", agent)
+    assert out.returncode == 0, out.stderr
+    installed = settings.read_text(encoding="utf-8")
+    data = json.loads(installed)
+    for event in mapping.event_names:
+        assert is_own_group(data["hooks"][event][-1]), event
+    for event, groups in user_groups(text).items():
+        assert user_groups(installed)[event] == groups  # the user's, first, as they were written
+    assert unstuck(tmp_path, "hooks", "uninstall", agent).returncode == 0
+    assert settings.read_bytes() == text.encode("utf-8")
