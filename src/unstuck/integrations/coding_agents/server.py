@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.core.errors import UnstuckError
+from unstuck.core.redact import redact, redact_value
 from unstuck.integrations.coding_agents.events import Agent, HookPayloadError
 from unstuck.integrations.coding_agents.sessions import SessionKeeper, event_json, hooks_for
 from unstuck.integrations.common import read_answer
@@ -353,7 +354,7 @@ def _handler(server: GuardServer) -> type[http.server.BaseHTTPRequestHandler]:
                 if path == "/ping":
                     self._send(200, json.dumps(server.ping()))
                 elif path == "/sessions":
-                    self._send(200, json.dumps(keeper.sessions()))
+                    self._send(200, json.dumps(redact_value(keeper.sessions())))
                 elif path == "/events":
                     self._stream()
                 else:
@@ -379,7 +380,7 @@ def _handler(server: GuardServer) -> type[http.server.BaseHTTPRequestHandler]:
                             self.wfile.write(b": keep-alive\n\n")
                             self.wfile.flush()
                         continue
-                    self.wfile.write(event_json(item).encode("utf-8"))
+                    self.wfile.write(event_json(redact_value(item)).encode("utf-8"))  # no secret leaves
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
@@ -422,7 +423,7 @@ def _handler(server: GuardServer) -> type[http.server.BaseHTTPRequestHandler]:
 
         def _fail(self, exc: BaseException) -> None:
             line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.command} {self.path}: {type(exc).__name__}: {exc}"
-            print(line, file=sys.stderr, flush=True)
+            print(redact(line), file=sys.stderr, flush=True)  # the log keeps no secret
             with contextlib.suppress(OSError):
                 self._error(500, f"{type(exc).__name__}: {exc}")
 
