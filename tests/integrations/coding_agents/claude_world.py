@@ -20,6 +20,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import pytest
 from unstuck.evals.agents import make_agent
 from unstuck.evals.messages_api import Move, ScriptedMessagesServer
 from unstuck.evals.runner import prepare_sandbox
+from unstuck.evals.sandbox import Sandbox
 from unstuck.evals.scenarios import Scenario, builtin_scenarios
 from unstuck.integrations.coding_agents.client import stop_server
 
@@ -112,6 +115,17 @@ class ClaudeRun:
 
 
 @dataclass
+class AttendedRun:
+    """One interactive session: the moves played, the agent's final answer, the questions the
+    server had open when the user looked, and what the terminal showed (escape sequences and all)."""
+
+    moves: list[Move]
+    answer: str | None
+    asked: list[dict[str, Any]]
+    screen: str
+
+
+@dataclass
 class ClaudeWorld:
     """A home, stores and a guard server socket for a test's Claude Code sessions."""
 
@@ -185,6 +199,73 @@ class ClaudeWorld:
                 events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
                 session = next((str(e.get("session_id")) for e in events if e.get("session_id")), "")
                 return ClaudeRun(out.returncode, events, out.stderr, api.moves_of(session), api.answers.get(session))
+        finally:
+            sandbox.close()
+
+    def run_attended(self, scenario_name: str, answer: Callable[[str, Sandbox], None], agent: str = "improviser",
+                     *, wait_s: float = 120) -> AttendedRun:
+        """One interactive Claude Code session in a terminal (pexpect), a person at the keyboard:
+        the task typed at the prompt; when the guard asks (an open question on the server),
+        ``answer(session_id, sandbox)`` acts as the user (from another terminal); the session
+        runs until the agent's final answer."""
+        import pexpect
+
+        chosen = scenario(scenario_name)
+        sandbox = prepare_sandbox(chosen)
+        key = "sk-ant-scripted-offline-attended-0123456789"
+        # what Claude Code's first start asks once (onboarding, this API key, trusting the folder), answered
+        (self.home / ".claude.json").write_text(json.dumps({
+            "hasCompletedOnboarding": True, "theme": "dark",
+            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+            "projects": {str(sandbox.work): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+        }), encoding="utf-8")
+        settings = json.loads(self.settings.read_text(encoding="utf-8"))
+        settings["permissions"]["defaultMode"] = "default"  # not "auto", whose check needs Anthropic's server
+        self.settings.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        screen: list[str] = []
+        asked: list[dict[str, Any]] = []
+        try:
+            def make() -> Any:
+                return make_agent(agent, chosen.plan, chosen.fix, subject=chosen.expect.subject or "",
+                                  task=chosen.task)
+
+            with ScriptedMessagesServer(make, cwd=str(sandbox.work)) as api:
+                env = dict(sandbox.env)
+                env.update(self.base_env())
+                env.update(PATH=sandbox.env["PATH"], ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY=key,
+                           DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                           NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", TERM="xterm-256color")
+                child = pexpect.spawn(self.claude, [], cwd=str(sandbox.work), env=env, encoding="utf-8",
+                                      timeout=5, dimensions=(50, 160))
+
+                def drain(seconds: float) -> None:
+                    end = time.monotonic() + seconds
+                    while time.monotonic() < end:
+                        try:
+                            child.expect(pexpect.TIMEOUT, timeout=0.5)
+                        except pexpect.EOF:
+                            return
+                        screen.append(child.before or "")
+
+                try:
+                    drain(6)
+                    child.send(chosen.task)
+                    drain(1)
+                    child.send("\r")
+                    deadline = time.monotonic() + wait_s
+                    while time.monotonic() < deadline and not api.answers:
+                        drain(1)
+                        if not asked:
+                            listed = self.unstuck("answer", "--json", "--socket", str(self.socket), check=False)
+                            found = json.loads(listed.stdout) if listed.stdout.strip().startswith("[") else []
+                            if found:
+                                asked.extend(found)
+                                answer(str(found[0]["session"]), sandbox)
+                    drain(2)
+                finally:
+                    child.terminate(force=True)
+                session = str(asked[0]["session"]) if asked else next(iter(api.answers), "")
+                return AttendedRun(api.moves_of(session), api.answers.get(session), asked, "".join(screen))
         finally:
             sandbox.close()
 

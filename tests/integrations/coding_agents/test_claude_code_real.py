@@ -6,6 +6,7 @@ hook starts is stopped by the test (:meth:`ClaudeWorld.close`)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from tests.integrations.coding_agents.claude_world import HOOK_DENIAL, ClaudeRun, ClaudeWorld
 
 from unstuck.evals.agents import _catalogue_calls
+from unstuck.evals.sandbox import Sandbox
 from unstuck.guard.decision import LATCHED
 from unstuck.toolkit.workspace import KNOWN_CLIS
 
@@ -103,3 +105,26 @@ def test_guarded_claude_code_lets_the_agent_fix_a_wrong_path_itself_with_no_ques
     assert not any("You need to:" in m for m in run.system_messages())
     assert len(run.ran) == len(run.moves) == 3  # the wrong read, the search, the right read
     assert [t["status"] for t in guarded.journal()] == ["done"]
+
+
+def test_attended_claude_code_waits_for_the_user_s_answer_from_another_terminal_then_finishes(
+        guarded: ClaudeWorld) -> None:
+    answered: list[subprocess.CompletedProcess[str]] = []
+
+    def user(session: str, sandbox: Sandbox) -> None:
+        still = guarded.unstuck("answer", session, "done", "--socket", str(guarded.socket), check=False)
+        answered.append(still)  # gh is still signed out: the probe says so, the question stays open
+        sandbox.sign_in_gh()  # the user signs gh in, then says so
+        answered.append(guarded.unstuck("answer", session, "done", "--socket", str(guarded.socket), check=False))
+
+    run = guarded.run_attended("gh_logged_out", user)
+    (question,) = run.asked
+    assert question["attended"] is True and question["unattended_hint"] is None
+    assert GH.sign_in in question["question"] and "You need to:" in question["question"]
+    assert answered[0].returncode == 3 and "still blocked" in answered[0].stdout
+    assert answered[1].returncode == 0 and "resolved" in answered[1].stdout
+    assert "GitHub's official command line tool" in (run.answer or "")  # the task finished after the answer
+    commands = [m.arguments.get("command") for m in run.moves]
+    assert commands[-1] == "gh repo view cli/cli --json description"
+    turns = {t["turn"]: t["status"] for t in guarded.journal()}
+    assert turns[question["turn"]] == "done"
