@@ -12,7 +12,13 @@ The agent's shell tool is shown to the model under one name, ``run_command`` wit
 :mod:`unstuck.evals.agents` and the standard tools use), so one reference agent drives every
 CLI; a call the model makes to ``run_command`` goes to the agent as its own shell tool
 (Codex's ``exec_command`` ``cmd``, Gemini CLI's ``run_shell_command`` ``command``), and the
-agent's earlier shell calls read back as ``run_command`` calls. A shell result reads, for the
+agent's earlier shell calls read back as the calls the model made. The reference agents' other
+scenario tools (:func:`unstuck.toolkit.workspace.standard_tools`) go to the agent as the shell
+command that does the same (:func:`shell_move`): ``check_cli_setup`` as ``NAME auth status``,
+``sign_in_cli`` as the CLI's sign-in flow (:attr:`~unstuck.toolkit.workspace.CliFacts.sign_in_flow`,
+what ``sign_in_cli`` itself runs: ``gh auth login --web``), ``install_cli`` as its install
+command, ``web_search`` and ``fetch_url`` as the same GET with ``curl``, ``search_files`` as
+``find``, ``read_file`` as ``cat``. A shell result reads, for the
 model, as the agent's own text with ``(exit code N)`` added when the agent's text says the
 command exited non-zero (:meth:`ModelServer.exit_code_of`, per agent), which is how the
 reference agents tell a failure (:data:`unstuck.evals.agents.FAILURE_MARKERS`).
@@ -31,7 +37,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import shlex
 import threading
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -40,6 +48,7 @@ from typing import Any
 from unstuck.core.tools import ToolCall
 from unstuck.toolkit.models import Message, Model, ModelReply, Role
 from unstuck.toolkit.specs import ToolSpec, run_elsewhere
+from unstuck.toolkit.workspace import KNOWN_CLIS
 
 __all__ = [
     "SHELL_ALIAS",
@@ -51,6 +60,7 @@ __all__ = [
     "Turn",
     "WireReply",
     "shell_call",
+    "shell_move",
 ]
 
 #: The name a model calls the agent's shell tool by, whatever the agent names it.
@@ -68,6 +78,33 @@ _SHELL_SPEC = ToolSpec(
 def shell_call(command: str, call_id: str = "") -> ToolCall:
     """A model's call of the agent's shell tool running ``command`` (as :data:`SHELL_ALIAS`)."""
     return ToolCall.of(call_id, SHELL_ALIAS, {SHELL_ARGUMENT: command})
+
+
+def shell_move(call: ToolCall) -> str | None:
+    """The shell command line that makes a reference agent's scenario-tool ``call`` (module doc),
+    or ``None`` for a tool that is not one of them."""
+    args = call.arguments
+    name = str(args.get("name") or "")
+    facts = KNOWN_CLIS.get(name)
+    if call.tool == SHELL_ALIAS:
+        return str(args.get(SHELL_ARGUMENT, ""))
+    if call.tool == "check_cli_setup":
+        return f"{shlex.quote(name)} auth status"
+    if call.tool == "sign_in_cli":
+        flow = facts.sign_in_flow or facts.sign_in if facts is not None else None
+        return flow or f"{shlex.quote(name)} auth login"
+    if call.tool == "install_cli":
+        return facts.install if facts is not None and facts.install else f"sudo apt-get install -y {shlex.quote(name)}"
+    if call.tool == "web_search":
+        url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": str(args.get("query", ""))})
+        return f"curl -sS --max-time 10 {shlex.quote(url)}"
+    if call.tool == "fetch_url":
+        return f"curl -sS --max-time 10 {shlex.quote(str(args.get('url', '')))}"
+    if call.tool == "search_files":
+        return f"find . -ipath {shlex.quote('*' + str(args.get('query', '')).strip('*') + '*')} -type f"
+    if call.tool == "read_file":
+        return f"cat {shlex.quote(str(args.get('path', '')))}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +216,7 @@ class ModelServer:
         self.replies: list[ModelReply] = []
         self._lock = threading.Lock()
         self._calls = 0
+        self._played: dict[str, ToolCall] = {}  # call id -> the model's own call
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -263,6 +301,9 @@ class ModelServer:
         """The exit code the agent's shell-tool output states, or ``None`` when it states none."""
         return None
 
+    #: How the agent words a call its hook refused (the start of the tool result it sends).
+    refusals: tuple[str, ...] = ()
+
     # -- shared ------------------------------------------------------------------------------
 
     def fault(self) -> WireReply | None:
@@ -280,32 +321,47 @@ class ModelServer:
         calls = []
         for call in reply.tool_calls:
             self._calls += 1
-            call_id = call.id or f"call_{self._calls:04d}"
-            calls.append(self.to_agent(ToolCall(call_id, call.tool, call.arguments_json)))
+            own = ToolCall(call.id or f"call_{self._calls:04d}", call.tool, call.arguments_json)
+            self._played[own.id] = own
+            calls.append(self.to_agent(own))
         reply = ModelReply(content=reply.content, tool_calls=tuple(calls))
         self.replies.append(reply)
         return reply
 
     def to_agent(self, call: ToolCall) -> ToolCall:
-        """A model's call as the agent names it (:data:`SHELL_ALIAS` → the agent's shell tool)."""
-        if call.tool != SHELL_ALIAS:
+        """A model's call as the agent makes it: a scenario tool (:func:`shell_move`) as the
+        agent's shell tool running its command line; any other tool unchanged."""
+        line = shell_move(call)
+        if line is None:
             return call
-        return ToolCall.of(call.id, self.shell.name, {self.shell.argument: call.arguments.get(SHELL_ARGUMENT, "")})
+        return ToolCall.of(call.id, self.shell.name, {self.shell.argument: line})
 
     def from_agent(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> ToolCall:
-        """An earlier call from the agent's history as the model made it (the agent's shell tool
-        → :data:`SHELL_ALIAS`)."""
+        """An earlier call from the agent's history as the model made it: the call this server
+        played under that id, else the agent's shell tool as :data:`SHELL_ALIAS`."""
+        played = self._played.get(call_id)
+        if played is not None:
+            return played
         if name == self.shell.name:
             return shell_call(str(arguments.get(self.shell.argument, "")), call_id)
         return ToolCall.of(call_id, name, arguments)
 
-    def tool_result(self, call_id: str, name: str, output: str) -> Message:
+    def played(self) -> list[tuple[ToolCall, ToolCall]]:
+        """Every call played, in order: (the model's call, the call as the agent made it)."""
+        return [(own, self.to_agent(own)) for own in self._played.values()]
+
+    def tool_result(self, call_id: str, name: str, output: str, *, error: bool = False) -> Message:
         """A tool's result as the model reads it: the agent's text, with ``(exit code N)`` added
-        for a shell result the agent says exited non-zero."""
+        for a shell result the agent says exited non-zero, and ``Error:`` before a result the
+        agent marks as an error or words as a hook's refusal (:attr:`refusals`)."""
         code = self.exit_code_of(output) if name in (self.shell.name, SHELL_ALIAS) else None
         if code:
             output = f"{output}\n(exit code {code})"
-        return Message(Role.TOOL, output, tool_call_id=call_id, name=SHELL_ALIAS if name == self.shell.name else name)
+        elif (error or output.startswith(self.refusals)) and not output.startswith(("Error:", "error:")):
+            output = f"Error: {output}"
+        played = self._played.get(call_id)
+        shown = played.tool if played is not None else (SHELL_ALIAS if name == self.shell.name else name)
+        return Message(Role.TOOL, output, tool_call_id=call_id, name=shown)
 
     def tool_specs(self, declarations: Sequence[tuple[str, str, Mapping[str, Any]]]) -> tuple[ToolSpec, ...]:
         """The offered tools (name, description, JSON-schema parameters) as the model sees them."""

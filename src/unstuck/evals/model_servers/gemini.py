@@ -58,6 +58,8 @@ class GeminiServer(ModelServer):
     """A scripted Gemini API; set ``GOOGLE_GEMINI_BASE_URL`` to :attr:`base_url`."""
 
     shell = ShellTool("run_shell_command", "command")
+    #: Gemini CLI's words for a call or result a hook refused (0.61.0's executeToolWithHooks).
+    refusals = ("Tool execution blocked:", "Tool result blocked:", "Agent execution stopped by hook:")
 
     @property
     def base_url(self) -> str:
@@ -108,9 +110,10 @@ class GeminiServer(ModelServer):
                     if call_id in waiting:
                         waiting.remove(call_id)
                     response = fr.get("response")
+                    failed = isinstance(response, Mapping) and "error" in response and "output" not in response
                     output = response.get("output", response.get("error")) if isinstance(response, Mapping) else None
                     text = output if isinstance(output, str) else json.dumps(response)
-                    messages.append(self.tool_result(call_id, name, text))
+                    messages.append(self.tool_result(call_id, name, text, error=failed))
             if texts or calls:
                 messages.append(Message(role, "\n".join(texts), tuple(calls)))
         declarations = []

@@ -72,6 +72,8 @@ class ResponsesServer(ModelServer):
     :attr:`base_url`."""
 
     shell = ShellTool("exec_command", "cmd")
+    #: Codex's words for a call a hook refused (0.171.0: its tool router's error).
+    refusals = ("Command blocked by PreToolUse hook:",)
 
     @property
     def base_url(self) -> str:
