@@ -28,6 +28,7 @@ from unstuck.cli.classify import classify_command
 from unstuck.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_USAGE, MINE_EXIT_CODES, console, err_console, one_line
 from unstuck.cli.common import shown as _shown
 from unstuck.cli.eval import eval_command
+from unstuck.cli.hooks import answer_command, hooks_app, serve_command
 from unstuck.cli.journal import journal_app
 from unstuck.cli.lessons import lessons_app
 from unstuck.cli.mining import mine_command, rules_app
@@ -62,6 +63,9 @@ app.command("eval", epilog=EXIT_CODES)(eval_command)
 app.command("run", epilog=EXIT_CODES)(run_command)
 app.command("mcp-proxy", epilog=EXIT_CODES)(mcp_proxy_command)
 app.add_typer(scenarios_app, name="scenarios")
+app.add_typer(hooks_app, name="hooks")
+app.command("serve", epilog=EXIT_CODES)(serve_command)
+app.command("answer", epilog=EXIT_CODES)(answer_command)
 app.command("classify", epilog=EXIT_CODES)(classify_command)
 
 

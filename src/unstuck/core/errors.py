@@ -45,6 +45,8 @@ Errors::
     ├── HookPayloadError (ValueError)      unstuck.integrations.coding_agents.events: a coding agent's
     │                                      hook payload that is not its documented shape (the agent,
     │                                      the event and the field named)
+    ├── AlreadyRunning (RuntimeError)      unstuck.integrations.coding_agents.server: a guard server
+    │                                      already holds the socket's lock
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
                                            ended blocked, carrying the question and the guard's
                                            state (a status the host handles, not a failure;

@@ -40,6 +40,7 @@ from unstuck.core.tools import CommandOutput, ToolCall, ToolResult
 from unstuck.toolkit.specs import ToolSpec
 
 __all__ = [
+    "CI_VARIABLES",
     "OWN_MARKER",
     "Agent",
     "AgentHooks",
@@ -50,6 +51,7 @@ __all__ = [
     "HookPayloadError",
     "HookReply",
     "Scope",
+    "ci_hint",
     "is_own_group",
 ]
 
@@ -58,6 +60,12 @@ __all__ = [
 #: command in it contains this marker (:func:`is_own_group`); ``uninstall`` removes those and
 #: nothing else.
 OWN_MARKER = "unstuck-hook"
+
+#: Environment variables that say a CI job runs the session: ``CI`` (set by GitHub Actions,
+#: GitLab CI, CircleCI, Travis CI, Buildkite and others: each one's "default environment
+#: variables" page), ``GITHUB_ACTIONS``, ``GITLAB_CI``, ``BUILDKITE``, ``TF_BUILD`` (Azure
+#: Pipelines) and ``JENKINS_URL`` (Jenkins, which sets no ``CI``).
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "TF_BUILD", "JENKINS_URL")
 
 #: Where hook settings are written: the user's own (under ``$HOME``) or the project's
 #: (under the project folder).
@@ -227,6 +235,17 @@ def is_own_group(group: object) -> bool:
     if not isinstance(hooks, list) or not hooks:
         return False
     return all(isinstance(h, Mapping) and OWN_MARKER in str(h.get("command", "")) for h in hooks)
+
+
+def ci_hint(env: Mapping[str, str]) -> str | None:
+    """The first CI variable of ``env`` (:data:`CI_VARIABLES`) that is set and does not read as
+    no (``""``, ``0``, ``false``, ``no``, ``off``), named with its value (``"CI=true"``; the value
+    cut to 40 characters), or ``None``."""
+    for name in CI_VARIABLES:
+        value = env.get(name)
+        if value is not None and value.strip().lower() not in ("", "0", "false", "no", "off"):
+            return f"{name}={value.strip()[:40]}"
+    return None
 
 
 @runtime_checkable
