@@ -27,9 +27,12 @@ from typing import Any
 import pytest
 
 from unstuck.evals import coding_clis
+from unstuck.evals.agents import make_agent
 from unstuck.evals.model_servers.base import ModelServer
 from unstuck.evals.model_servers.gemini import GeminiServer
 from unstuck.evals.model_servers.openai_responses import ResponsesServer
+from unstuck.evals.runner import prepare_sandbox
+from unstuck.evals.scenarios import Scenario, builtin_scenarios
 from unstuck.toolkit.models import Model
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -51,6 +54,11 @@ def cli_binary(name: str, version: str) -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def scenario(name: str) -> Scenario:
+    """The bundled scenario called ``name``."""
+    return next(s for s in builtin_scenarios() if s.name == name)
 
 
 @dataclass
@@ -77,6 +85,28 @@ class AgentRun:
                 if message.tool_call_id is not None:
                     seen.setdefault(message.tool_call_id, message.content)
         return list(seen.values())
+
+    def refused(self, refusals: tuple[str, ...]) -> list[bool]:
+        """For each call played, in order: whether the agent's result says a hook refused it
+        (starts with one of ``refusals``, as the model read it, after ``Error:``)."""
+        shown = {m.tool_call_id: m.content for t in self.server.turns for m in t.messages if m.tool_call_id}
+        found = []
+        for own, _agent in self.server.played():
+            text = shown.get(own.id)
+            found.append(text is not None and text.removeprefix("Error: ").startswith(refusals))
+        return found
+
+    def result_of(self, index: int) -> str | None:
+        """The result of the ``index``-th call played, as the model read it (``None``: the agent
+        never sent one back)."""
+        own = self.server.played()[index][0]
+        return next((m.content for t in self.server.turns for m in t.messages if m.tool_call_id == own.id), None)
+
+    @property
+    def answer(self) -> str:
+        """The model's last text (its final answer)."""
+        texts = [r.content for r in self.server.replies if r.content and not r.tool_calls]
+        return texts[-1] if texts else ""
 
     def requests_text(self) -> str:
         """Every request body the agent sent, as JSON text (to find what the model was shown)."""
@@ -115,6 +145,37 @@ class AgentWorld:
         if check:
             assert out.returncode == 0, (args, out.stdout, out.stderr)
         return out
+
+    def journal(self) -> list[dict[str, Any]]:
+        """``unstuck journal list --json`` in this world."""
+        found: list[dict[str, Any]] = json.loads(self.unstuck("journal", "list", "--json").stdout)
+        return found
+
+    def lessons(self) -> list[dict[str, Any]]:
+        """``unstuck lessons list --all --json`` in this world (``[]`` when there is no store yet)."""
+        out = self.unstuck("lessons", "list", "--all", "--json", check=False)
+        if out.returncode != 0 or not out.stdout.strip().startswith("["):
+            return []
+        found: list[dict[str, Any]] = json.loads(out.stdout)
+        return found
+
+    def run(self, model: Model, task: str, *, cwd: Path | None = None,
+            env: Mapping[str, str] | None = None) -> AgentRun:
+        """One session of the agent playing ``model`` (each world defines it)."""
+        raise NotImplementedError
+
+    def scenario_run(self, name: str, agent: str = "improviser") -> AgentRun:
+        """One session on the bundled scenario ``name`` (its sandbox: the real gh, logged out or
+        signed in against the local GitHub API) with the reference agent ``agent``."""
+        chosen = scenario(name)
+        sandbox = prepare_sandbox(chosen)
+        try:
+            model = make_agent(agent, chosen.plan, chosen.fix, subject=chosen.expect.subject or "", task=chosen.task)
+            env = {**sandbox.env, **self.base_env(), "PATH": sandbox.env["PATH"],
+                   "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+            return self.run(model, chosen.task, cwd=sandbox.work, env=env)
+        finally:
+            sandbox.close()
 
     def close(self) -> None:
         """Stop the guard server this world's hooks started, if any."""

@@ -252,8 +252,9 @@ class CodexHooks:
         plain allow), in the fields Codex accepts for each event (it rejects any other):
 
         * ``PreToolUse``: ``deny`` and ``stop`` as ``hookSpecificOutput.permissionDecision:
-          "deny"`` with ``permissionDecisionReason`` (the model reads it: "Command blocked by
-          PreToolUse hook: REASON"); Codex lets no ``PreToolUse`` hook stop the agent, so a stop
+          "deny"`` with ``permissionDecisionReason`` (the model reads it: ``Command blocked by
+          PreToolUse hook: REASON. Command: LINE``, so the reason's own last full stop is left
+          out); Codex lets no ``PreToolUse`` hook stop the agent, so a stop
           adds only ``systemMessage``, the question;
         * ``PostToolUse``: ``deny`` as ``decision: "block"`` with ``reason`` (read by the model in
           place of the output); ``stop`` adds ``continue: false`` and ``stopReason``;
@@ -269,7 +270,8 @@ class CodexHooks:
         refuse = reply.action in (HookAction.DENY, HookAction.STOP)
         reason = reply.reason or reply.user_message or "unstuck refused this call."
         if kind is HookKind.PRE_TOOL and refuse:
-            specific.update(permissionDecision="deny", permissionDecisionReason=reason)
+            # Codex shows it as "Command blocked by PreToolUse hook: REASON. Command: LINE"
+            specific.update(permissionDecision="deny", permissionDecisionReason=reason.rstrip().rstrip(".") or reason)
         elif kind in (HookKind.POST_TOOL, HookKind.POST_TOOL_FAILURE) and refuse:
             out.update(decision="block", reason=reason)
             if reply.action is HookAction.STOP:
