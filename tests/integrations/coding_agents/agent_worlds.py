@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,11 @@ class AgentWorld:
 
     def journal(self) -> list[dict[str, Any]]:
         """``unstuck journal list --json`` in this world."""
-        found: list[dict[str, Any]] = json.loads(self.unstuck("journal", "list", "--json").stdout)
+        out = self.unstuck("journal", "list", "--json", check=False)
+        if out.returncode != 0 and "no journal" in out.stderr:
+            return []  # no hook ever reached the guard server
+        assert out.returncode == 0, (out.stdout, out.stderr)
+        found: list[dict[str, Any]] = json.loads(out.stdout)
         return found
 
     def lessons(self) -> list[dict[str, Any]]:
@@ -164,7 +169,7 @@ class AgentWorld:
         """One session of the agent playing ``model`` (each world defines it)."""
         raise NotImplementedError
 
-    def scenario_run(self, name: str, agent: str = "improviser") -> AgentRun:
+    def scenario_run(self, name: str, agent: str = "improviser", **options: Any) -> AgentRun:
         """One session on the bundled scenario ``name`` (its sandbox: the real gh, logged out or
         signed in against the local GitHub API) with the reference agent ``agent``."""
         chosen = scenario(name)
@@ -173,7 +178,7 @@ class AgentWorld:
             model = make_agent(agent, chosen.plan, chosen.fix, subject=chosen.expect.subject or "", task=chosen.task)
             env = {**sandbox.env, **self.base_env(), "PATH": sandbox.env["PATH"],
                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-            return self.run(model, chosen.task, cwd=sandbox.work, env=env)
+            return self.run(model, chosen.task, cwd=sandbox.work, env=env, **options)
         finally:
             sandbox.close()
 
@@ -202,6 +207,54 @@ class CodexWorld(AgentWorld):
             full = {**self.base_env(), **(env or {})}
             out = coding_clis.codex_exec(task, cwd=cwd or self.work, env=full, bypass_hook_trust=bypass_hook_trust)
         return AgentRun(out.exit_code, out.stdout, out.stderr, server)
+
+
+    def terminal(self, model: Model, prompt: str | None = None, *, wait_for: str = "", timeout: float = 60) -> list[str]:
+        """Codex's interactive terminal in ``tmux`` (160x50), in this world's folder: trust every
+        hook it asks about ("Hooks need review" → "Trust all and continue"), then, with
+        ``prompt``, type it and wait until ``wait_for`` shows; quit. Returns the screens seen:
+        before trusting, after, and after the prompt."""
+        if shutil.which("tmux") is None:
+            message = "tmux is not installed (./bootstrap installs it)"
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+        screens: list[str] = []
+        session = f"unstuck-codex-{os.getpid()}-{time.monotonic_ns()}"
+        with ResponsesServer(model) as server:
+            # the folder trusted already, so the terminal asks about the hooks alone
+            coding_clis.codex_config(self.home, server.base_url,
+                                     extra=f'[projects.{json.dumps(str(self.work))}]\ntrust_level = "trusted"')
+            env = {**self.base_env(), coding_clis.CODEX_KEY_VARIABLE: "scripted", "TERM": "xterm-256color"}
+            argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), self.codex]
+            subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", "-c", str(self.work),
+                            subprocess.list2cmdline(argv)], check=True, timeout=30)
+            try:
+                screens.append(self._screen_until(session, "Hooks need review", timeout))
+                subprocess.run(["tmux", "send-keys", "-t", session, "2"], check=True, timeout=10)
+                subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True, timeout=10)
+                screens.append(self._screen_until(session, "Ask Codex", timeout))
+                if prompt is not None:
+                    # typed, then Enter on its own a moment later: keys that come in one burst
+                    # read to the terminal as a paste, whose Enter is a new line, not a submit
+                    time.sleep(1.5)
+                    subprocess.run(["tmux", "send-keys", "-t", session, "-l", prompt], check=True, timeout=10)
+                    time.sleep(1.0)
+                    subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True, timeout=10)
+                    screens.append(self._screen_until(session, wait_for, timeout))
+            finally:
+                subprocess.run(["tmux", "kill-session", "-t", session], check=False, timeout=30)
+        return screens
+
+    @staticmethod
+    def _screen_until(session: str, text: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True,
+                                   timeout=10, check=False).stdout
+            if (text and text in shown) or time.monotonic() > deadline:
+                return shown
+            time.sleep(0.3)
 
 
 @dataclass
