@@ -30,7 +30,8 @@ from unstuck.cli.common import shown as _shown
 from unstuck.cli.output import echo_json
 from unstuck.cli.stores import StoreOption
 
-__all__ = ["answer_command", "hooks_app", "serve_command"]
+__all__ = ["answer_command", "client_path", "hooks_app", "install_command", "serve_command", "status_command",
+           "uninstall_command"]
 
 hooks_app = typer.Typer(epilog=STORE_EXIT_CODES, no_args_is_help=True,
                         help="Guard Claude Code, Codex CLI and Gemini CLI through their own hooks.")

@@ -47,6 +47,9 @@ Errors::
     │                                      the event and the field named)
     ├── AlreadyRunning (RuntimeError)      unstuck.integrations.coding_agents.server: a guard server
     │                                      already holds the socket's lock
+    ├── SettingsError (ValueError)         unstuck.integrations.coding_agents.install: an agent's settings
+    │                                      file that is not JSON or not the shape hooks live in (file,
+    │                                      line and column named; the file left as it is)
     └── Blocked (RuntimeError)             unstuck.integrations.common: a framework run that
                                            ended blocked, carrying the question and the guard's
                                            state (a status the host handles, not a failure;

@@ -5,13 +5,14 @@ hook starts is stopped by the test (:meth:`ClaudeWorld.close`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from tests.integrations.coding_agents.claude_world import HOOK_DENIAL, ClaudeRun, ClaudeWorld
-from unstuck.evals.agents import _catalogue_calls  # noqa: PLC2701  the improviser's own catalogue
+
+from unstuck.evals.agents import _catalogue_calls
 from unstuck.guard.decision import LATCHED
 from unstuck.toolkit.workspace import KNOWN_CLIS
 
@@ -88,6 +89,9 @@ def test_guarded_claude_code_stops_at_the_blocker_asks_once_and_remembers_across
     assert not [x for x in guarded.lessons() if x["invalidated_at"] is None]
     statuses = {t["turn"]: t["status"] for t in guarded.journal()}
     assert statuses[f"claude-code-{third.session_id}"] == "done"
+    report = guarded.unstuck("report")  # hook sessions are turns like any other
+    assert re.search(r"3 turns? read from 1 journal\(s\); 2 met a blocker", " ".join(report.stdout.split())), \
+        report.stdout
     print(f"claude-code guarded: session 1 {len(first.moves)} calls until the stop ({len(first.ran)} ran); "
           f"session 2 {len(second.moves)} call, {len(second.ran)} ran; session 3 {len(third.moves)} calls, done")
 

@@ -7,9 +7,11 @@ the hook's payload on stdin; it prints the guard's reply and exits with the guar
 
 When the guard server does not answer, the hook never blocks the agent by accident:
 
-* no server (``curl`` exit 7, "couldn't connect": no socket, or nobody listening on it): it
-  starts one (``python -m unstuck serve --detach``, which returns once the server answers) and
-  sends the hook once more;
+* no socket (no server has run, or the last one ended cleanly): it starts one (``python -m
+  unstuck serve --detach``, which returns once the server answers) and sends the hook to it;
+* a socket nobody listens on (``curl`` exit 7: a server that crashed): one line on stderr, exit 0,
+  and a server started in the background for the next call (the payload, read by ``curl``
+  straight from stdin, is gone: reading it into the shell first would cost a process per hook);
 * a server that does not answer within ``UNSTUCK_HOOK_TIMEOUT`` seconds (default
   :data:`HOOK_TIMEOUT_S`), or that dies while answering (exit 28, 52, 56): one line on stderr,
   exit 0 (the call goes on unguarded: it *fails open*), and a restart of the server in the
@@ -87,7 +89,6 @@ while :; do
 done
 agent=$1
 event=$2
-payload=$(cat)
 fail() {{
   if [ -n "$closed" ]; then
     printf 'unstuck: %s; the call is refused (this hook fails closed)\n' "$1" >&2
@@ -97,25 +98,24 @@ fail() {{
   exit 0
 }}
 serve() {{
-  {serve} "$@" --socket "$SOCKET" >/dev/null 2>&1
+  {serve} serve "$@" --socket "$SOCKET" </dev/null >/dev/null 2>&1
 }}
 post() {{
   curl -sS --unix-socket "$SOCKET" --max-time "$TIMEOUT" -X POST -H 'Content-Type: application/json' \
-    --data-binary @- -w '\n%{{http_code}}' "http://unstuck/hook/$agent/$event$query" 2>/dev/null <<UNSTUCK_PAYLOAD
-$payload
-UNSTUCK_PAYLOAD
+    --data-binary @- -w '\n%{{http_code}}' "http://unstuck/hook/$agent/$event$query" 2>/dev/null
 }}
+if [ ! -S "$SOCKET" ]; then
+  # no server yet: start one (it answers before this returns), the payload still unread on stdin
+  serve --detach || fail "the guard server on $SOCKET could not be started (see its log beside the socket)"
+fi
 reply=$(post)
 rc=$?
-if [ "$rc" = 7 ]; then
-  serve serve --detach
-  reply=$(post)
-  rc=$?
-fi
 case "$rc" in
   0) ;;
-  7) fail "the guard server on $SOCKET could not be started (see its log beside the socket)" ;;
-  *) (serve serve --restart --detach &) ; fail "the guard server on $SOCKET did not answer (curl exit $rc)" ;;
+  7) (serve --detach </dev/null >/dev/null 2>&1 &)
+     fail "nothing answers on $SOCKET (a server that ended); one is starting for the next call" ;;
+  *) (serve --restart --detach </dev/null >/dev/null 2>&1 &)
+     fail "the guard server on $SOCKET did not answer (curl exit $rc)" ;;
 esac
 code=${{reply##*
 }}

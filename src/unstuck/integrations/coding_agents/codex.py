@@ -182,6 +182,8 @@ class CodexHooks:
 
     agent = Agent.CODEX
     event_names: Mapping[str, HookKind] = EVENTS
+    #: Codex reads ``hooks.json`` as plain JSON (``serde_json``): a comment makes it unreadable.
+    settings_comments = False
 
     def parse(self, event_name: str, payload: Mapping[str, Any], env: Mapping[str, str]) -> HookEvent:
         """One Codex hook's payload as a :class:`HookEvent` (see the module doc for the fields).

@@ -256,6 +256,10 @@ class AgentHooks(Protocol):
     :mod:`~unstuck.integrations.coding_agents.codex` and
     :mod:`~unstuck.integrations.coding_agents.gemini`; each cites its agent's hook documentation
     or source for every field it reads and writes.
+
+    A mapping whose agent reads its settings file with comments (``//``, ``/* */``) says so with
+    a class attribute ``settings_comments = True`` (optional; ``False`` when absent): ``unstuck
+    hooks install`` then reads such a file without refusing it, and keeps the comments.
     """
 
     @property

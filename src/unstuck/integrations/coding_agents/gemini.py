@@ -199,6 +199,9 @@ class GeminiHooks:
 
     agent = Agent.GEMINI
     event_names: Mapping[str, HookKind] = EVENTS
+    #: Gemini CLI reads its settings with comments (0.61.0's ``loadSettings``: ``JSON.parse`` of
+    #: the file through ``strip-json-comments``), so ``unstuck hooks install`` keeps them.
+    settings_comments = True
 
     def __init__(self) -> None:
         self._mcp_servers: dict[str, str] = {}

@@ -73,6 +73,7 @@ from unstuck.toolkit.workspace import Workspace, cli_fingerprint, standard_tools
 __all__ = [
     "AGENT_TITLES",
     "ASK_WAIT_S",
+    "MAX_SESSIONS",
     "HookOutcome",
     "SessionKeeper",
     "event_json",
@@ -82,6 +83,8 @@ __all__ = [
 
 #: Seconds an attended session's hook waits for the user's answer before it stops the session.
 ASK_WAIT_S = 300.0
+#: Sessions kept in memory at most (the oldest ended ones are let go first).
+MAX_SESSIONS = 1000
 #: How each agent is named in a guard's task ("the Claude Code session … in /repo").
 AGENT_TITLES: Mapping[Agent, str] = {Agent.CLAUDE_CODE: "Claude Code", Agent.CODEX: "Codex CLI",
                                      Agent.GEMINI: "Gemini CLI"}
@@ -274,8 +277,10 @@ class SessionKeeper:
                 header = None
             if header is not None and not header.status.ended:
                 self.journal.claim(turn_id)  # its server is gone (or this one restarted): carry on from its steps
-                return Guard.from_journal(self.journal, turn_id, tools, unattended=unattended, config=self.config,
-                                          **options)  # journaled by the guard itself from now on
+                resumed = Guard.from_journal(self.journal, turn_id, tools, unattended=unattended,
+                                             config=self.config, **options)  # journaled by the guard itself now
+                resumed.start(resumed=True, by="a restarted guard server")
+                return resumed
         return Guard(tools, unattended=unattended, task=task, turn_id=turn_id, config=self.config, **options)
 
     def _stretch_of(self, agent: Agent, session_id: str) -> int:
@@ -284,6 +289,10 @@ class SessionKeeper:
         if self.journal is None:
             return 1
         base = turn_id_of(agent, session_id)
+        try:
+            self.journal.turn(base)
+        except JournalError:
+            return 1  # a session the journal has never seen: no need to read every turn
         newest = 0
         running = False
         for turn in self.journal.turns():
@@ -308,7 +317,11 @@ class SessionKeeper:
         guard = self._new_guard(hooks, event, env, stretch, hint is not None)
         made = _Session(hooks.agent, event.session_id, hooks, guard, stretch, hint is not None, hint)
         with self._lock:
-            self._sessions[key] = made
+            self._sessions.pop(key, None)
+            self._sessions[key] = made  # the newest last
+            ended = [k for k, s in self._sessions.items() if s.ended and not s.asking]
+            for old in ended[:max(0, len(self._sessions) - MAX_SESSIONS)]:
+                del self._sessions[old]  # its turn is in the journal; a later event starts the next stretch
         return made
 
     def find(self, session_id: str) -> _Session | None:
