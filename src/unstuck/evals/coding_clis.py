@@ -54,6 +54,8 @@ CODEX_VERSION = "0.171.0"
 GEMINI_VERSION = "0.61.0"
 #: The variable the scripted Codex provider's key is read from (its ``env_key``).
 CODEX_KEY_VARIABLE = "UNSTUCK_SCRIPTED_MODEL_KEY"
+#: The comment that ends the scripted provider's lines in ``config.toml`` (:func:`codex_config`).
+_PROVIDER_END = "# (end of the scripted model provider)"
 #: The model Gemini CLI is told to use (any name the scripted server answers for).
 GEMINI_MODEL = "gemini-2.5-pro"
 
@@ -104,7 +106,9 @@ def _program(name: str, env: Mapping[str, str]) -> str:
 def codex_config(home: Path, base_url: str, *, model: str = "scripted-model", extra: str = "") -> Path:
     """Write ``HOME/.codex/config.toml`` pointing Codex at ``base_url`` (a Responses API,
     :class:`~unstuck.evals.model_servers.openai_responses.ResponsesServer`), with TOML ``extra``
-    appended (an MCP server, a trusted project). Returns the file."""
+    appended (an MCP server, a trusted project). What Codex itself wrote into the file since (the
+    hooks the user trusted, ``[hooks.state]``) is kept: only the provider's lines, above
+    :data:`_PROVIDER_END`, are written again. Returns the file."""
     folder = home / ".codex"
     folder.mkdir(parents=True, exist_ok=True)
     text = (
@@ -115,9 +119,16 @@ def codex_config(home: Path, base_url: str, *, model: str = "scripted-model", ex
         f"base_url = {json.dumps(base_url)}\n"
         'wire_api = "responses"\n'
         f"env_key = {json.dumps(CODEX_KEY_VARIABLE)}\n"
+        f"{_PROVIDER_END}\n"
     )
     path = folder / "config.toml"
-    path.write_text(text + (f"\n{extra}\n" if extra else ""), encoding="utf-8")
+    kept = ""
+    if path.exists():
+        _, found, rest = path.read_text(encoding="utf-8").partition(_PROVIDER_END + "\n")
+        kept = rest if found else ""
+    if extra and extra not in kept:
+        kept = f"{extra}\n{kept}"
+    path.write_text(text + kept, encoding="utf-8")
     return path
 
 
