@@ -1,5 +1,6 @@
 """``unstuck hooks``, ``unstuck serve`` and ``unstuck answer``: unstuck inside the coding agents
 people run (Claude Code, Codex CLI, Gemini CLI) through their own hooks (issue 26).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * ``unstuck hooks install|uninstall AGENT [--user|--project] [--unattended] [--fail-closed]
   [--dry-run]``: unstuck's hook entries merged into the agent's settings file, the user's own

@@ -1,5 +1,6 @@
 """Running the real coding-agent CLIs offline against a scripted model server on 127.0.0.1
 (:mod:`unstuck.evals.model_servers`), in a home folder of their own (issue 26).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * :func:`locate`: where a CLI is installed: ``./bootstrap`` puts them under the project's
   ``.agents/node_modules/.bin`` (npm, pinned versions), else ``PATH``;

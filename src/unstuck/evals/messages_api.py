@@ -1,5 +1,6 @@
 """A scripted Anthropic Messages API server on 127.0.0.1: the reference agents' moves played as
 Claude Code tool calls, so the real ``claude`` CLI can be driven offline (issue 26, deliver 5).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Claude Code reaches it through its own base-URL setting (``ANTHROPIC_BASE_URL``; any
 ``ANTHROPIC_API_KEY``). Each ``POST /v1/messages`` of a conversation whose tools include

@@ -1,4 +1,5 @@
 """The loopback server under every scripted model API, and what it plays.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A :class:`ModelServer` listens on ``127.0.0.1`` (a free port), records every request
 (:attr:`ModelServer.requests`), reads each model turn the agent asks for into unstuck's own

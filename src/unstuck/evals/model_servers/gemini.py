@@ -2,6 +2,7 @@
 with an API key (``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` for the agent's
 turns, ``POST /v1beta/models/MODEL:generateContent`` for its side questions; the key in the
 ``x-goog-api-key`` header; measured on ``gemini -p`` 0.61.0).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Request (Gemini API reference, "Generating content"): ``contents`` is a list of
 ``{"role": "user"|"model", "parts": [...]}``; a part is ``{"text"}`` (``"thought": true`` marks

@@ -1,6 +1,7 @@
 """The OpenAI Responses API, streamed: what Codex CLI posts to a model provider configured with
 ``wire_api = "responses"`` (``POST {base_url}/responses``, ``"stream": true``,
 ``Accept: text/event-stream``; measured on ``codex exec`` 0.171.0).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Request (the fields read here; OpenAI API reference, "Responses: create"):
 ``input`` is a list of items: ``{"type": "message", "role": "developer"|"system"|"user"|

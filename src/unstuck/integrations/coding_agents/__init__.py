@@ -1,5 +1,6 @@
 """unstuck inside the coding agents people run from a terminal or a CI job: Claude Code, Codex
 CLI and Gemini CLI, through their own hooks (issue 26).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * :mod:`~unstuck.integrations.coding_agents.events`: the shared vocabulary (agents, hook kinds,
   events, replies, the :class:`~unstuck.integrations.coding_agents.events.AgentHooks` protocol);

@@ -1,6 +1,7 @@
 """Claude Code (``@anthropic-ai/claude-code`` 2.1.x) through its hooks: its payloads read into
 :class:`~unstuck.integrations.coding_agents.events.HookEvent` and the guard's replies written in
 the form Claude Code reads.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Sources: Claude Code's hooks reference (https://code.claude.com/docs/en/hooks: "Hook input",
 "Hook output", "Exit code output", "JSON output", and each event's "Decision control"); the

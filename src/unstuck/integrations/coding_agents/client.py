@@ -1,4 +1,5 @@
 """The hook client the agents run, and the guard server's controls (start, stop, ping).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The client is a POSIX ``sh`` script, ``unstuck-hook``, written by ``unstuck hooks install``
 (:func:`write_client`): a hook then costs one ``curl --unix-socket`` round trip, not a Python

@@ -1,6 +1,7 @@
 """Codex CLI (``@openai/codex`` 0.17x) through its hooks: its payloads read into
 :class:`~unstuck.integrations.coding_agents.events.HookEvent` and the guard's replies written in
 the form Codex reads.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Sources: Codex's hooks documentation (developers.openai.com/codex/hooks: where hooks live,
 ``hooks.json`` under ``~/.codex`` or a trusted project's ``.codex``, "Review and trust hooks",

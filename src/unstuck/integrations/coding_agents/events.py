@@ -1,5 +1,6 @@
 """The vocabulary every coding-agent hook mapping shares (issue 26): which agent, which hook
 fired, what it said, and what the guard answers.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Claude Code, Codex CLI and Gemini CLI each run a command before and after every tool call,
 when a session starts and when the agent is about to stop, with a JSON payload on stdin; the

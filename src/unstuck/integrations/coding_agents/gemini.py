@@ -1,6 +1,7 @@
 """Gemini CLI (``@google/gemini-cli`` 0.6x) through its hooks: its payloads read into
 :class:`~unstuck.integrations.coding_agents.events.HookEvent` and the guard's replies written in
 the form Gemini CLI reads.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Sources: Gemini CLI's hooks documentation (``docs/hooks/index.md``: events, matchers, exit
 codes, the configuration layers; ``docs/hooks/reference.md``: the base input, the common output

@@ -1,5 +1,6 @@
 """``unstuck hooks install|uninstall``: unstuck's hook entries merged into an agent's settings
 file as text, so every byte of the user's own settings stays where it was (issue 26, deliver 1).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The three agents keep hooks as ``{"hooks": {EVENT: [GROUP, ...]}}`` (each agent's mapping names
 the file and the groups: :meth:`AgentHooks.settings_path`, :meth:`AgentHooks.install_entries`).

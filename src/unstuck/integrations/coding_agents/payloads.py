@@ -1,6 +1,7 @@
 """Reading the fields of a coding agent's hook payload, each failure a
 :class:`~unstuck.integrations.coding_agents.events.HookPayloadError` naming the agent, the event and
 the field; and the bounded reads of an agent's own transcript file that Codex's mappings need.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Nothing here writes anything.
 """

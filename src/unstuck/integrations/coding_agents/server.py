@@ -1,6 +1,7 @@
 """The guard server (``unstuck serve``): one long-lived process per user that keeps the
 classifier warm and a guard per coding-agent session, reached by the hook client over a unix
 socket (issue 26, deliver 3).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A hook costs a round trip, not a Python start-up: the hook command the agents run is a small
 ``sh`` script (:mod:`unstuck.integrations.coding_agents.client`) that posts the hook's payload

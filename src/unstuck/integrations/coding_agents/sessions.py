@@ -1,5 +1,6 @@
 """One guard per coding-agent session: each hook event through the public :class:`unstuck.Guard`
 of its session, and the reply the agent gets (issue 26, deliver 2).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A session is ``(agent, session id)``. Its guard is made at the session's first event and kept
 while the guard server runs; its turn is journaled like any other turn (the turn's id

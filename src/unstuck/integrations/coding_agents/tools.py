@@ -1,5 +1,6 @@
 """The coding agents' tools as the guard knows them: one :class:`~unstuck.toolkit.specs.ToolSpec`
 per kind of tool, whatever each agent calls it (issue 26, deliver 4).
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 * **shell tools** (Claude Code ``Bash``, Codex ``shell``, Gemini CLI ``run_shell_command``):
   :func:`shell_spec`: the command line is read with the shell parser
