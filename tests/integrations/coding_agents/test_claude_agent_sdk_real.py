@@ -180,7 +180,7 @@ def test_unguarded_sdk_session_runs_every_workaround_around_the_logged_out_gh(un
     assert run.result.subtype == "success" and not run.result.is_error
 
 
-def test_guarded_sdk_session_stops_asks_once_latches_and_session_2_is_stopped_by_the_lesson(
+def test_guarded_sdk_session_stops_asks_once_latches_and_remembers_across_sessions(
         guarded: SdkWorld) -> None:
     assert guarded.guard is not None
     first = guarded.run("gh_logged_out")
@@ -208,8 +208,17 @@ def test_guarded_sdk_session_stops_asks_once_latches_and_session_2_is_stopped_by
     assert second.result.terminal_reason == "hook_stopped", second.result
     again = guarded.guard.question(second.session_id)
     assert again is not None and GH.sign_in in again.text
+    assert guarded.journal.turn(guarded.guard.turn_id(second.session_id)).status.value == "blocked"
+
+    # session 3: gh is signed in now; the probe at the start clears the lesson and the task finishes
+    third = guarded.run("gh_signed_in")
+    assert third.result.terminal_reason == "completed", third.result
+    assert "GitHub's official command line tool" in (third.answer or "")
+    assert guarded.guard.question(third.session_id) is None and len(third.ran) == len(third.moves)
+    assert guarded.lessons.active() == []
+    assert guarded.journal.turn(guarded.guard.turn_id(third.session_id)).status.value == "done"
     print(f"claude-agent-sdk guarded: session 1 {len(first.moves)} calls until the stop ({len(first.ran)} ran); "
-          f"session 2 {len(second.moves)} call, {len(second.ran)} ran")
+          f"session 2 {len(second.moves)} call, {len(second.ran)} ran; session 3 {len(third.moves)} calls, done")
 
 
 def test_guarded_sdk_session_lets_the_agent_fix_a_wrong_path_itself_with_no_question(guarded: SdkWorld) -> None:
