@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,11 @@ from typing import Any
 import pytest
 from tests.integrations.coding_agents.claude_world import HOOK_DENIAL, claude_binary, scenario
 
+from unstuck.decide.escalation import Answer
 from unstuck.evals.agents import _catalogue_calls, make_agent
 from unstuck.evals.messages_api import Move, ScriptedMessagesServer
 from unstuck.evals.runner import prepare_sandbox
+from unstuck.evals.sandbox import Sandbox
 from unstuck.guard.decision import LATCHED
 from unstuck.store.journal import Journal
 from unstuck.store.lessons import LessonStore
@@ -97,19 +101,25 @@ class RecordingServer(ScriptedMessagesServer):
 class SdkWorld:
     """A temporary home and stores for a test's SDK sessions."""
 
-    def __init__(self, root: Path, *, guarded: bool) -> None:
+    def __init__(self, root: Path, *, guarded: bool, unattended: bool | None = None) -> None:
         self.root, self.guarded = root, guarded
         self.home, self.tmp, self.store = root / "home", root / "tmp", root / "store"
         for folder in (self.home, self.tmp, self.store):
             folder.mkdir(parents=True, exist_ok=True)
         self.claude = claude_binary()
+        self.asked: list[dict[str, Any]] = []
+        self._watching = False
         self.journal = Journal(self.store / "journal.sqlite3")
         self.lessons = LessonStore(self.store / "lessons.sqlite3")
         from unstuck.integrations.claude_agent_sdk import SdkGuard
 
-        self.guard = SdkGuard(journal=self.journal, lessons=self.lessons) if guarded else None
+        self.guard = SdkGuard(journal=self.journal, lessons=self.lessons, unattended=unattended,
+                              ask_wait_s=120) if guarded else None
 
-    def run(self, scenario_name: str, agent: str = "improviser") -> SdkRun:
+    def run(self, scenario_name: str, agent: str = "improviser", *,
+            user: Callable[[str, Sandbox], None] | None = None) -> SdkRun:
+        """One ``query()`` session; ``user(session_id, sandbox)``, when given, acts as the person
+        at the program, from another thread, once a hook is asking."""
         sdk = _sdk()
         chosen = scenario(scenario_name)
         sandbox = prepare_sandbox(chosen)
@@ -137,7 +147,16 @@ class SdkWorld:
                 async def go() -> list[Any]:
                     return [m async for m in sdk.query(prompt=chosen.task, options=options)]
 
-                messages = asyncio.run(asyncio.wait_for(go(), 300))
+                watcher = threading.Thread(target=self._watch, args=(user, sandbox), daemon=True) if user else None
+                self._watching = watcher is not None
+                if watcher is not None:
+                    watcher.start()
+                try:
+                    messages = asyncio.run(asyncio.wait_for(go(), 300))
+                finally:
+                    self._watching = False
+                    if watcher is not None:
+                        watcher.join(30)
                 session = next((str(getattr(m, "session_id", "")) for m in messages if getattr(m, "session_id", "")),
                                "")
                 for m in messages:
@@ -148,6 +167,16 @@ class SdkWorld:
                               [json.dumps(b) for b in api.bodies if any(t.get("name") == "Bash" for t in b.get("tools") or [])])
         finally:
             sandbox.close()
+
+    def _watch(self, user: Callable[[str, Sandbox], None] | None, sandbox: Sandbox) -> None:
+        assert self.guard is not None and user is not None
+        while self._watching:
+            asking = [s for s in self.guard.keeper.sessions() if s["asking"]]
+            if asking:
+                self.asked.extend(asking)
+                user(str(asking[0]["session"]), sandbox)
+                return
+            time.sleep(0.2)
 
     def close(self) -> None:
         if self.guard is not None:
@@ -229,3 +258,26 @@ def test_guarded_sdk_session_lets_the_agent_fix_a_wrong_path_itself_with_no_ques
     assert guarded.guard.question(run.session_id) is None
     assert len(run.ran) == len(run.moves) == 3
     assert guarded.journal.turn(guarded.guard.turn_id(run.session_id)).status.value == "done"
+
+
+def test_attended_sdk_session_waits_for_the_program_s_answer_then_finishes(tmp_path: Path) -> None:
+    world = SdkWorld(tmp_path / "attended", guarded=True, unattended=False)
+    answered: list[dict[str, Any]] = []
+    try:
+        guard = world.guard
+        assert guard is not None
+
+        def user(session: str, sandbox: Sandbox) -> None:
+            answered.append(guard.answer(session, Answer.DONE))  # still signed out: the probe says so
+            sandbox.sign_in_gh()
+            answered.append(guard.answer(session, Answer.DONE))
+
+        run = world.run("gh_logged_out", user=user)
+    finally:
+        world.close()
+    (question,) = world.asked
+    assert question["attended"] is True and GH.sign_in in str(question["question"])
+    assert answered[0]["still_blocked"] is True and answered[1]["still_blocked"] is False
+    assert run.result.terminal_reason == "completed", run.result
+    assert "GitHub's official command line tool" in (run.answer or "")
+    assert world.journal.turn(guard.turn_id(run.session_id)).status.value == "done"
