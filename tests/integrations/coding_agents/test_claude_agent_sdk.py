@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
 
-sdk = pytest.importorskip("claude_agent_sdk")
+try:
+    import claude_agent_sdk as sdk
+except ImportError:  # under CI=true a missing SDK fails, never skips
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("claude-agent-sdk is not installed (pip install 'unstuck[claude-agent-sdk]')", allow_module_level=True)
 
-from unstuck.integrations.claude_agent_sdk import PROMPT_EVENT, SdkGuard, sdk_output  # noqa: E402
-from unstuck.integrations.coding_agents.claude_code import EVENTS  # noqa: E402
+from unstuck.integrations.claude_agent_sdk import PROMPT_EVENT, SdkGuard, sdk_output
+from unstuck.integrations.coding_agents.claude_code import EVENTS
 
 
 def test_sdk_output_spells_continue_as_the_sdk_asks_and_keeps_every_other_key() -> None:
