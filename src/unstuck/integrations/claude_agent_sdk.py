@@ -51,6 +51,11 @@ How it rides on the SDK:
   ``SdkGuard(unattended=False)`` is given. Attended, a hook that escalates waits (in a worker
   thread) for the user's answer given with :meth:`SdkGuard.answer` at most ``ask_wait_s``.
 
+* **Failing open**: an input that does not read as Claude Code's shape raises
+  :class:`~unstuck.integrations.coding_agents.events.HookPayloadError` in the callback; the SDK
+  counts a callback that raises as no decision (``HookMatcher.on_failure`` left unset, its
+  default "continue"), so the call goes on, as a command hook fails open.
+
 This module imports ``claude_agent_sdk`` (the optional extra); nothing else of unstuck does.
 """
 
