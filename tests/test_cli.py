@@ -13,6 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from conftest import bare_env
 from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.runner import SANDBOX_FINGERPRINT
 from unstuck.evals.scenarios import builtin_scenarios
@@ -39,9 +40,7 @@ def a_fresh_home(tmp_path: Path) -> dict[str, str]:
     store location (``UNSTUCK_STORE``) of theirs."""
     home = tmp_path / "fresh-home"
     home.mkdir()
-    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "UNSTUCK_STORE": str(tmp_path / "users-store"), "UNSTUCK_CACHE_DIR": os.environ["UNSTUCK_CACHE_DIR"]}
+    return bare_env(home=home, PATH=os.environ["PATH"], UNSTUCK_STORE=tmp_path / "users-store")
 
 
 def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_path: str) -> None:

@@ -35,7 +35,7 @@ import typer.main
 import yaml
 
 from chat_server import ChatServer
-from conftest import PlaybackModel
+from conftest import PlaybackModel, bare_env
 from pg_fixtures import StoreTarget
 from secret_samples import Sample, samples
 from unstuck.cli.app import app
@@ -166,13 +166,10 @@ class Cli:
         return self.root / "out"
 
     def env(self) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
-            "HOME": str(self.root / "home"), "TMPDIR": str(self.root / "tmp"), "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(self.root / "config"), "XDG_DATA_HOME": str(self.root / "data"),
-            "XDG_CACHE_HOME": str(self.root / "cache"), "XDG_STATE_HOME": str(self.root / "state"),
-            "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", str(self.root / "cache" / "unstuck")),
-        }
+        return bare_env(PATH=os.environ.get("PATH", "/usr/bin:/bin"), PYTHONPATH=ROOT / "src", COLUMNS="200",
+                        HOME=self.root / "home", TMPDIR=self.root / "tmp", LANG="C.UTF-8",
+                        XDG_CONFIG_HOME=self.root / "config", XDG_DATA_HOME=self.root / "data",
+                        XDG_CACHE_HOME=self.root / "cache", XDG_STATE_HOME=self.root / "state")
 
     def __call__(self, *args: str, ok: Sequence[int] = (0,), stdin: bytes | None = None, timeout: float = 300) -> Ran:
         command = next(c for c in sorted(cli_commands(), key=len, reverse=True)
