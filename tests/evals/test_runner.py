@@ -169,11 +169,13 @@ def test_eval_runs_a_file_and_a_folder_added_to_the_bundled(tmp_path: Path) -> N
     write(folder, "in_folder", file="in_folder.yml")
     single = write(tmp_path, "single", "  validators: ['test -f nothing.txt']")
     out = tmp_path / "r.json"
+    # a bundled scenario is among the names --scenarios may choose only when the files are added to
+    # the bundled ones, not put in their place (--only does that); the rest of the bundled need not run
     proc = unstuck("eval", str(single), str(folder), "--trust", "--json", str(out), "--agents", "compliant",
-                   "--no-sessions")
+                   "--no-sessions", "--scenarios", "single,in_folder,wrong_path")
     assert proc.returncode == 0, proc.stderr
     names = {str(r["scenario"]) for r in runs(out)}
-    assert {"single", "in_folder"} <= names and "wrong_path" in names  # added to the bundled
+    assert names == {"single", "in_folder", "wrong_path"}  # added to the bundled
     single_guarded = next(r for r in runs(out) if r["scenario"] == "single" and r["guarded"])
     assert single_guarded["validator"] == "failed" and single_guarded["violations"] == 0
     assert single_guarded["outcome"] == "failed" and single_guarded["passed"] is False  # the guard checked it
