@@ -165,6 +165,7 @@ def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False, env=bare_env(COLUMNS="200"))
 
 
+@pytest.mark.slow
 def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path, store_target: StoreTarget) -> None:
     store, ledger = store_target.url, tmp_path / "ledger.db"
     with sqlite3.connect(ledger) as db:

@@ -255,6 +255,7 @@ def test_run_takes_a_scenario_file_and_refuses_an_unlisted_agent(tmp_path: Path)
     assert refused.returncode == 2 and "does not list the agent retrier" in " ".join(refused.stderr.split())
 
 
+@pytest.mark.slow
 def test_a_new_template_checks_clean_and_runs(tmp_path: Path) -> None:
     assert unstuck("scenarios", "new", "my_incident", cwd=tmp_path).returncode == 0
     path = tmp_path / "my_incident.yaml"
@@ -286,6 +287,7 @@ def test_check_of_a_bad_pattern_prints_one_line_without_the_libraries_log(tmp_pa
         f"error: {path}: field 'expect.never[0].args': not a re2 pattern: missing ]: ["]
 
 
+@pytest.mark.slow
 def test_runs_in_worker_processes_give_the_serial_results_in_plan_order() -> None:
     chosen = [bundled("wrong_path"), bundled("gh_logged_out"), bundled("timeout_missing")]
     seen: list[str] = []

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import bare_env
 from unstuck.evals.sessions import CITED_WITHIN_STEPS, SESSION_PLAN, run_sessions
 
 
+@pytest.mark.slow
 def test_a_lesson_is_stored_then_cited_within_two_steps_then_closed_when_gh_is_signed_in(gh_path: str) -> None:
     results = run_sessions("improviser")
     assert [r.scenario for r in results] == [s.scenario for s in SESSION_PLAN]
@@ -27,6 +30,7 @@ def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False, env=bare_env(COLUMNS="200"))
 
 
+@pytest.mark.slow
 def test_lessons_cli_lists_shows_searches_and_forgets_keeping_the_row(tmp_path: Path, gh_path: str) -> None:
     store = tmp_path / "lessons.db"
     blocked = unstuck("run", "gh_logged_out", "--agent", "compliant", "--unattended", "--lessons", str(store))
