@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -12,6 +13,9 @@ import pytest
 from unstuck.core.tools import ToolCall
 from unstuck.toolkit.models import Message, ModelError, ModelReply
 from unstuck.toolkit.specs import ToolSpec
+
+pytest.register_assert_rewrite("host_guard")  # imported here, before pytest_plugins loads it
+from host_guard import XDG_VARIABLES  # noqa: E402
 
 #: Fixtures of a real PostgreSQL server and of a store per engine (tests/pg_fixtures.py); the
 #: check that the session leaves PATH's programs and the real home as they were, with HOME and
@@ -25,6 +29,41 @@ def _own_user_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     """Each test its own user data folder (``XDG_DATA_HOME``): a plain ``unstuck run`` journals and
     learns there (issue 24), so a lesson one test's run records never changes another test's run."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("user-data")))
+
+
+#: What an environment built from scratch carries over from the session: ``HOME`` and the XDG
+#: base directories (tests/host_guard.py points them at a temporary home; the autouse fixture
+#: above gives each test its own ``XDG_DATA_HOME``) and ``UNSTUCK_CACHE_DIR``
+#: (:func:`pytest_configure` below). A program started without ``HOME`` falls back to the real
+#: one: Python's ``os.path.expanduser`` reads the password database then (getpwuid(3)), and the
+#: XDG folders default to ``$HOME/.config`` and the like (XDG Base Directory Specification 0.8).
+SESSION_VARIABLES = ("HOME", *XDG_VARIABLES, "UNSTUCK_CACHE_DIR")
+#: The base directories a home of a test's own holds, where the XDG specification puts them
+#: by default (``XDG_RUNTIME_DIR`` has no default there: left out).
+HOME_FOLDERS = {name: below for name, below in XDG_VARIABLES.items() if name != "XDG_RUNTIME_DIR"}
+
+
+def bare_env(*, home: str | os.PathLike[str] | None = None, **extra: str | os.PathLike[str]) -> dict[str, str]:
+    """An environment built from scratch for a test's subprocess (``subprocess.run``, ``Popen``,
+    ``run_leased``, a ``Workspace``): ``PATH`` ``/usr/bin:/bin``, then :data:`SESSION_VARIABLES` as
+    this process has them now (so the session's temporary home and cache, never the real ones),
+    then ``extra`` over those (``PATH=...``, ``LANG="C.UTF-8"``, any variable; a path is written
+    out with ``os.fspath``).
+
+    ``home``: a home of the test's own instead: ``HOME`` is it and the XDG base directories are
+    under it where the specification puts them by default (``home/.config``, ``home/.cache``, ...),
+    as a program would find them with ``HOME`` alone; ``XDG_RUNTIME_DIR`` is left out.
+
+    Every environment the tests build without ``os.environ`` comes from here
+    (tests/test_test_envs.py checks it)."""
+    env = {"PATH": "/usr/bin:/bin", **{name: os.environ[name] for name in SESSION_VARIABLES if name in os.environ}}
+    if home is not None:
+        for name in XDG_VARIABLES:
+            env.pop(name, None)
+        env["HOME"] = os.fspath(home)
+        env.update({name: os.path.join(env["HOME"], below) for name, below in HOME_FOLDERS.items()})
+    env.update({name: os.fspath(value) for name, value in extra.items()})
+    return env
 
 
 def run_at_once(commands: Sequence[Sequence[str]], *, timeout: float = 60) -> list[tuple[int, str, str]]:
@@ -108,13 +147,12 @@ def until(predicate: Callable[[], bool], seconds: float) -> bool:
     return predicate()
 
 
-__all__ = ["ModelError", "PlaybackModel", "until"]
+__all__ = ["ModelError", "PlaybackModel", "bare_env", "until"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Derived caches (unstuck.core.cache) go to a folder of this run, never the user's own, and
     every subprocess the tests start inherits it."""
-    import os
     import tempfile
 
     if "UNSTUCK_CACHE_DIR" not in os.environ:

@@ -19,6 +19,7 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import bare_env
 from unstuck.core.situations import Kind
 from unstuck.recognise.catalogues import (
     DEFAULT_LOCALE_DIRS,
@@ -339,7 +340,7 @@ def test_the_harvested_german_message_is_what_the_real_program_prints(tmp_path: 
     catalogue("de", "libc")
     found = {t.lang: t.msgstr for t in harvest([row("No such file or directory", domain="libc")], [LOCALE])}
     printed = subprocess.run(["cat", str(tmp_path / "absent")], capture_output=True, text=True,
-                             env={"LANG": "C.UTF-8", "LANGUAGE": "de", "PATH": "/usr/bin:/bin"})
+                             env=bare_env(LANG="C.UTF-8", LANGUAGE="de"))
     assert printed.stderr.rstrip().endswith(found["de"])
 
 

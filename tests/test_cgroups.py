@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import until
+from conftest import bare_env, until
 from unstuck.processes import cgroups
 from unstuck.processes.cgroups import LeaseCgroup, delegation_root, locate
 from unstuck.processes.containment import sweep_leftovers
@@ -150,10 +150,10 @@ def test_a_background_job_keeps_the_cgroup_until_its_lease_is_ended(tmp_path: Pa
 def test_a_program_that_cannot_start_raises_as_without_a_cgroup(tmp_path: Path) -> None:
     earlier = set(cgroups.lease_cgroups([token_prefix()]))  # other tests' background jobs may keep theirs
     with pytest.raises(FileNotFoundError):
-        run_leased(["no-such-program-anywhere"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, deadline_s=5)
+        run_leased(["no-such-program-anywhere"], cwd=tmp_path, env=bare_env(), deadline_s=5)
     (tmp_path / "plain.txt").write_text("not a program")
     with pytest.raises(PermissionError):
-        run_leased(["./plain.txt"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, deadline_s=5)
+        run_leased(["./plain.txt"], cwd=tmp_path, env=bare_env(), deadline_s=5)
     assert set(cgroups.lease_cgroups([token_prefix()])) <= earlier, "no cgroup left by a start that failed"
 
 
@@ -163,7 +163,7 @@ def test_the_sweep_ends_and_removes_the_cgroup_of_an_owner_that_is_gone(marker: 
     group = cgroups.create(f"{dead_owner}-{uuid.uuid4().hex}")
     assert group is not None
     hidden = subprocess.Popen(["/bin/bash", "-c", f'echo "$$" > "$0"; exec -a {marker} sleep 300',
-                               str(group.path / "cgroup.procs")], env={})  # no token: only the cgroup holds it
+                               str(group.path / "cgroup.procs")], env=bare_env())  # no token: only the cgroup holds it
     try:
         assert until(lambda: hidden.pid in group.members(), 3.0)
         signalled = sweep_leftovers(grace_s=0.2)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import bare_env
 from unstuck.core.situations import Kind, Source
 from unstuck.core.tools import (
     TRUNCATION_MARKER,
@@ -148,7 +149,7 @@ def test_real_gh_logged_out_output_is_auth(gh_path: str) -> None:
     with tempfile.TemporaryDirectory() as config:
         proc = subprocess.run(
             [gh_path, "repo", "view", "cli/cli"], capture_output=True, text=True,
-            env={"GH_CONFIG_DIR": config, "HOME": config, "PATH": "/usr/bin:/bin"}, check=False,
+            env=bare_env(home=config, GH_CONFIG_DIR=config), check=False,
         )
     assert proc.returncode == 4  # gh's documented exit status for "authentication required"
     result = normalize_result("run_command", CommandOutput("gh repo view cli/cli", proc.returncode, proc.stdout, proc.stderr))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from conftest import bare_env
 from unstuck.evals.fake_github import FakeGitHub
 from unstuck.evals.runner import SANDBOX_FINGERPRINT
 from unstuck.evals.scenarios import builtin_scenarios
@@ -39,11 +40,10 @@ def a_fresh_home(tmp_path: Path) -> dict[str, str]:
     store location (``UNSTUCK_STORE``) of theirs."""
     home = tmp_path / "fresh-home"
     home.mkdir()
-    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "UNSTUCK_STORE": str(tmp_path / "users-store"), "UNSTUCK_CACHE_DIR": os.environ["UNSTUCK_CACHE_DIR"]}
+    return bare_env(home=home, PATH=os.environ["PATH"], UNSTUCK_STORE=tmp_path / "users-store")
 
 
+@pytest.mark.slow
 def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_path: str) -> None:
     out = tmp_path / "results.json"
     user = a_fresh_home(tmp_path)
@@ -75,6 +75,7 @@ def test_eval_prints_the_table_writes_json_and_exits_zero(tmp_path: Path, gh_pat
     assert "reference incident" in proc.stdout
 
 
+@pytest.mark.slow
 def test_eval_tags_choose_scenarios(tmp_path: Path) -> None:
     out = tmp_path / "counter.json"
     proc = unstuck("eval", "--tags", "counter", "--agents", "compliant", "--json", str(out))
@@ -148,6 +149,7 @@ def test_attended_done_with_gh_still_signed_out_asks_again(tmp_path: Path, gh_pa
     assert child.exitstatus == EXIT_BLOCKED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["compliant", "improviser"])
 def test_attended_done_after_signing_in_probes_and_finishes_the_task(tmp_path: Path, gh_path: str, agent: str) -> None:
     box = tmp_path / "box"
@@ -191,6 +193,7 @@ def test_user_text_is_never_read_as_markup(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown scenario(s) [/x]" in proc.stderr
 
 
+@pytest.mark.slow
 def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh_path: str) -> None:
     from chat_server import ChatServer
 
@@ -307,6 +310,7 @@ def test_bank_harvest_runs_the_chosen_recipes_and_writes_a_bank(tmp_path: Path) 
     assert forms["gh-logged-out"].provenance.version is not None and "gh version" in forms["gh-logged-out"].provenance.version
 
 
+@pytest.mark.slow
 def test_eval_with_p_inj_records_the_rate_and_the_injected_failures(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     proc = unstuck("eval", "--scenarios", "wrong_path", "--agents", "retrier", "--p-inj", "1", "--json", str(out))
@@ -316,6 +320,7 @@ def test_eval_with_p_inj_records_the_rate_and_the_injected_failures(tmp_path: Pa
     assert len(runs) == 2 and all(r["p_inj"] == 1.0 and r["injected_failures"] >= 1 for r in runs)
 
 
+@pytest.mark.slow
 def test_eval_curve_reports_each_rate(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     proc = unstuck("eval", "--scenarios", "wrong_path", "--agents", "compliant", "--curve", "--json", str(out))
@@ -326,6 +331,7 @@ def test_eval_curve_reports_each_rate(tmp_path: Path) -> None:
     assert "guarded success against injected failures" in proc.stdout
 
 
+@pytest.mark.slow
 def test_trace_show_renders_each_turn_and_names_lines_that_are_not_events(tmp_path: Path, gh_path: str) -> None:
     events = tmp_path / "events.jsonl"
     unstuck("run", "gh_logged_out", "--agent", "compliant", "--events", str(events))
@@ -484,6 +490,7 @@ def _with_store(variable: str, *args: str) -> subprocess.CompletedProcess[str]:
                           check=False, env={**os.environ, "COLUMNS": "200", "UNSTUCK_STORE": variable})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_unstuck_store_names_where_run_journals_and_learns_and_where_journal_and_lessons_read(
         engine: str, tmp_path: Path, request: pytest.FixtureRequest, gh_path: str) -> None:

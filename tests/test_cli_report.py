@@ -61,6 +61,7 @@ def test_the_default_journal_is_the_one_unstuck_journal_reads(fleet: Fleet, tmp_
     assert [d["subject"] for d in json.loads(proc.stdout)["days"]] == ["registry"]
 
 
+@pytest.mark.slow
 def test_chromium_draws_a_line_per_subject_and_a_bar_per_top_blocker(fleet: Fleet, tmp_path: Path) -> None:
     page = tmp_path / "out" / "costs.html"
     proc = unstuck("report", *journals(fleet), "--html", str(page))

@@ -98,6 +98,7 @@ def test_a_folder_given_as_store_is_read_by_every_command_that_run_wrote_it_with
     assert json.loads(report.stdout)["turns_read"] == 1  # a folder and its journal are one store, read once
 
 
+@pytest.mark.slow
 def test_the_older_option_names_work_with_a_one_line_note(user: tuple[dict[str, str], Path], gh_path: str) -> None:
     env, work = user
     journal, lessons = work / "old-journal.db", work / "old-lessons.db"

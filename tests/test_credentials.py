@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import bare_env
 from unstuck.commands.credentials import (
     ARGUMENT_CHANGE_NAMES,
     COMMAND_MAX_CHARS,
@@ -1069,7 +1070,7 @@ def test_writers_and_interpreters_are_refused_in_a_users_file() -> None:
 
 
 def _run(argv: list[str], home: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env = bare_env(home=home, PATH=os.environ.get("PATH", "/usr/bin:/bin"))
     return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, timeout=20, check=False)
 
 

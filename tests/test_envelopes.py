@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import bare_env
 from unstuck.recognise.envelopes import (
     MAX_ATTEMPTS,
     MAX_CANDIDATES,
@@ -209,7 +210,7 @@ def test_real_kubectl_verbose_log_prints_the_status_escaped_in_a_log_line(serve:
     run = subprocess.run(
         ["kubectl", "get", "pods", "--server", f"http://127.0.0.1:{port}", "-v=8", "--request-timeout=5s"],
         capture_output=True, text=True, timeout=60,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KUBECONFIG": os.devnull},
+        env=bare_env(home=tmp_path, PATH=os.environ["PATH"], KUBECONFIG=os.devnull),
     )
     assert run.returncode != 0
     statuses = [e for e in find_envelopes(run.stdout + run.stderr) if e.shape is Shape.K8S_STATUS]
@@ -402,9 +403,9 @@ def test_real_aws_cli_debug_output_holds_the_query_xml_error(serve: Serve, tmp_p
     run = subprocess.run(
         ["aws", "sts", "get-caller-identity", "--endpoint-url", f"http://127.0.0.1:{port}", "--debug"],
         capture_output=True, text=True, timeout=120,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-             "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_DEFAULT_REGION": "us-east-1",
-             "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1"},
+        env=bare_env(home=tmp_path, PATH=os.environ["PATH"], AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+                     AWS_SECRET_ACCESS_KEY="not-a-secret", AWS_DEFAULT_REGION="us-east-1",
+                     AWS_EC2_METADATA_DISABLED="true", AWS_MAX_ATTEMPTS="1"),
     )
     assert run.returncode != 0
     xml = [e for e in find_envelopes(run.stderr) if e.shape is Shape.AWS_XML]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PlaybackModel
+from conftest import PlaybackModel, bare_env
 from unstuck import Action, Guard, GuardStateError, PolicyConfig, ToolCall, TurnStatus, tool
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind
@@ -51,7 +51,7 @@ def bin_dir(tmp_path: Path) -> Path:
 
 
 def workspace(tmp_path: Path, bin_dir: Path, **options: Any) -> Workspace:
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8"}
+    env = bare_env(home=tmp_path / "home", PATH=f"{bin_dir}:/usr/bin:/bin", LANG="C.UTF-8")
     (tmp_path / "home").mkdir(exist_ok=True)
     return Workspace(tmp_path, env=env, **options)
 
@@ -1076,9 +1076,8 @@ def test_a_success_of_the_refused_call_itself_closes_the_blocker(tmp_path: Path,
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@example.com"}
+    env = bare_env(home=repo.parent / "home", GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="a",
+                   GIT_AUTHOR_EMAIL="a@example.com", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@example.com")
     import subprocess
     done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
     return done.stdout.strip()

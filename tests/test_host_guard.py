@@ -25,6 +25,9 @@ def _session(pytester: pytest.Pytester, body: str, *, path: Path, home: Path) ->
         patch.setenv("PATH", f"{path}{os.pathsep}{os.environ['PATH']}")
         patch.setenv("HOME", str(home))
         patch.setenv("PYTHONPATH", python_path)
+        # the inner session needs host_guard alone: the plugins installed for the whole suite
+        # (pytest's entry points: hypothesis, langsmith, ...) take seconds to import each time
+        patch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
         return pytester.runpytest_subprocess("-p", "host_guard", "-p", "no:cacheprovider")
 
 

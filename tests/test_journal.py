@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PlaybackModel, run_at_once
+from conftest import PlaybackModel, bare_env, run_at_once
 from pg_fixtures import StoreTarget
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind, Probe, Situation, Source
@@ -160,20 +160,12 @@ def test_a_blocked_turn_records_validators_as_not_required_never_passed() -> Non
     assert [v.verdict for v in result.validations] == [Verdict.NOT_REQUIRED]
 
 
-#: The session's temporary home, data folders and cache (tests/host_guard.py, conftest.py): a
-#: command started with a bare environment would fall back to the real home's (getpwuid).
-_KEPT = ("HOME", "UNSTUCK_CACHE_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
-
-
-def _bare_env() -> dict[str, str]:
-    return {"COLUMNS": "200", "PATH": "/usr/bin:/bin", **{k: os.environ[k] for k in _KEPT if k in os.environ}}
-
-
 def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "unstuck", *args], capture_output=True, text=True, timeout=300,
-                          check=False, env=_bare_env())
+                          check=False, env=bare_env(COLUMNS="200"))
 
 
+@pytest.mark.slow
 def test_journal_cli_lists_shows_and_settles_a_held_turn(tmp_path: Path, store_target: StoreTarget) -> None:
     store, ledger = store_target.url, tmp_path / "ledger.db"
     with sqlite3.connect(ledger) as db:
@@ -314,7 +306,6 @@ def test_a_damaged_journal_is_refused_at_open_before_anything_is_written(tmp_pat
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_journal_deleted_or_replaced_during_the_run_fails_the_turn_naming_it(tmp_path: Path, how: str) -> None:
-    import os
 
     path = tmp_path / "j.db"
 
@@ -337,7 +328,6 @@ def test_a_journal_deleted_or_replaced_during_the_run_fails_the_turn_naming_it(t
 
 
 def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_journaled(tmp_path: Path) -> None:
-    import os
     import pwd
     import shlex
 
@@ -352,7 +342,7 @@ def test_unstuck_run_with_its_journal_replaced_mid_turn_fails_and_never_says_jou
         "agents: [compliant]\nexpect:\n  status: done\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "swap_journal", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal)],
-                          capture_output=True, text=True, timeout=300, check=False, env=_bare_env())
+                          capture_output=True, text=True, timeout=300, check=False, env=bare_env(COLUMNS="200"))
     assert proc.returncode == 1
     said = " ".join(proc.stderr.split())  # however the terminal wrapped it
     assert f"{journal} was replaced during the run (the path now names another file)" in said

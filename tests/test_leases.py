@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import bare_env
 from unstuck.processes.capture import DEFAULT_OUTPUT_CAP, OVERFLOW_FACTOR, TRUNCATION_MARKER
 from unstuck.processes.containment import drain_leases
 from unstuck.processes.identity import process_alive, start_time
@@ -24,7 +25,10 @@ from unstuck.processes.supervisor import leases_left
 from unstuck.processes.terminal import DEFAULT_WINDOW
 from unstuck.processes.waits import reads_terminal, waiting_program
 
-ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+def _env() -> dict[str, str]:
+    """A bare environment for the leased programs: the session's home, the C locale in UTF-8."""
+    return bare_env(LANG="C.UTF-8")
 
 
 def alive(pid: int) -> bool:
@@ -36,7 +40,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_command_that_ends_in_time_keeps_its_exit_and_output(tmp_path: Path) -> None:
-    lease = run_leased(["bash", "-c", "echo out; echo err >&2; exit 3"], cwd=tmp_path, env=ENV, deadline_s=10)
+    lease = run_leased(["bash", "-c", "echo out; echo err >&2; exit 3"], cwd=tmp_path, env=_env(), deadline_s=10)
     assert (lease.exit_code, lease.stdout, lease.stderr, lease.expired) == (3, "out\n", "err\n", False)
 
 
@@ -47,7 +51,7 @@ def test_a_grandchild_that_ignores_sigterm_is_killed_and_nothing_of_the_group_su
         f"echo $$ >> {pids}; wait"
     )
     started = time.monotonic()
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
     assert lease.expired and time.monotonic() - started < 10
     recorded = [int(p) for p in pids.read_text().split()]
     assert len(recorded) == 2
@@ -60,7 +64,7 @@ def test_a_grandchild_that_ignores_sigterm_is_killed_and_nothing_of_the_group_su
 def test_a_descendant_that_left_the_group_is_still_ended(tmp_path: Path) -> None:
     pid_file = tmp_path / "escaped"
     script = f"setsid bash -c 'trap \"\" TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done' & wait"
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.7, grace_s=0.3)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.7, grace_s=0.3)
     escaped = int(pid_file.read_text())
     assert lease.expired and escaped in lease.terminated and not alive(escaped)
 
@@ -68,7 +72,7 @@ def test_a_descendant_that_left_the_group_is_still_ended(tmp_path: Path) -> None
 def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_printed(tmp_path: Path) -> None:
     prompt = "import sys, time\nprint('Password for deploy@host:', flush=True)\nsys.stdin.read()\ntime.sleep(60)\n"
     started = time.monotonic()
-    lease = run_leased(["python3", "-c", prompt], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["python3", "-c", prompt], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
     assert lease.expired and "Password for deploy@host:" in lease.stdout
     assert time.monotonic() - started < 5  # stdin is /dev/null: the read ends at once, the sleep costs the deadline
 
@@ -92,7 +96,7 @@ def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> 
     pid_file = tmp_path / "daemon"
     script = (f"setsid bash -c '(trap \"\" TERM; echo $BASHPID > {pid_file}; exec sleep 60) &' ; "
               "sleep 30")
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.3)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.3)
     daemon = int(pid_file.read_text())
     assert lease.expired and not alive(daemon) and lease.survivors == ()
 
@@ -100,7 +104,7 @@ def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> 
 def test_a_process_started_during_the_grace_period_is_killed_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "late"
     script = f"trap 'bash -c \"echo \\$\\$ > {pid_file}; exec sleep 60\" & sleep 5' TERM; sleep 30 & wait"
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
     assert lease.expired
     deadline = time.monotonic() + 2
     while not pid_file.exists() and time.monotonic() < deadline:
@@ -117,35 +121,35 @@ PROMPT = "input('Continue? [y/N] ')"
 
 def test_a_pager_waiting_for_a_key_at_the_deadline_is_named(tmp_path: Path) -> None:
     started = time.monotonic()
-    lease = run_leased(["bash", "-c", "seq 1 500 | less"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5,
+    lease = run_leased(["bash", "-c", "seq 1 500 | less"], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5,
                        terminal=True)
     assert lease.expired and lease.waiting_for_input == "less"
     assert lease.survivors == () and time.monotonic() - started < 6
 
 
 def test_a_prompt_on_the_terminal_waits_and_is_named_with_what_it_asked(tmp_path: Path) -> None:
-    lease = run_leased(["python3", "-c", PROMPT], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
+    lease = run_leased(["python3", "-c", PROMPT], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5, terminal=True)
     assert lease.expired and lease.waiting_for_input == "python3"
     assert "Continue? [y/N]" in lease.stdout + lease.stderr  # Python prompts on stderr when stdin is a terminal
 
 
 def test_a_slow_command_is_a_plain_timeout_not_a_wait_for_input(tmp_path: Path) -> None:
-    on_terminal = run_leased(["sleep", "5"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
-    without = run_leased(["sleep", "5"], cwd=tmp_path, env=ENV, deadline_s=0.5, grace_s=0.5)
+    on_terminal = run_leased(["sleep", "5"], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5, terminal=True)
+    without = run_leased(["sleep", "5"], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
     assert on_terminal.expired and on_terminal.waiting_for_input is None
     assert without.expired and without.waiting_for_input is None
 
 
 def test_a_pager_whose_output_is_not_the_terminal_copies_its_input_and_ends(tmp_path: Path) -> None:
     # less main.c: with standard output not a terminal it copies its input (the fix for a waiting pager)
-    lease = run_leased(["bash", "-c", "seq 1 500 | less | cat"], cwd=tmp_path, env=ENV, deadline_s=10, terminal=True)
+    lease = run_leased(["bash", "-c", "seq 1 500 | less | cat"], cwd=tmp_path, env=_env(), deadline_s=10, terminal=True)
     assert (lease.exit_code, lease.expired, lease.waiting_for_input) == (0, False, None)
     assert lease.stdout.split() == [str(n) for n in range(1, 501)]
 
 
 def test_the_command_gets_a_controlling_terminal_of_the_window_size_and_a_separate_stderr(tmp_path: Path) -> None:
     script = "tty; stty size; printf '%s\\n' \"$TERM\"; test -r /dev/tty && echo has-ctty; echo oops >&2"
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=ENV, deadline_s=10, terminal=True)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=10, terminal=True)
     lines = lease.stdout.splitlines()
     assert lease.exit_code == 0 and lines[0].startswith("/dev/pts/")
     assert lines[1] == f"{DEFAULT_WINDOW[0]} {DEFAULT_WINDOW[1]}" and lines[2] == "dumb" and lines[3] == "has-ctty"
@@ -154,7 +158,7 @@ def test_the_command_gets_a_controlling_terminal_of_the_window_size_and_a_separa
 
 def test_this_processs_terminal_and_one_of_its_own_cannot_both_be_asked_for(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="exclude each other"):
-        run_leased(["true"], cwd=tmp_path, env=ENV, deadline_s=1, stdin_tty=True, terminal=True)
+        run_leased(["true"], cwd=tmp_path, env=_env(), deadline_s=1, stdin_tty=True, terminal=True)
 
 
 def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
@@ -169,8 +173,8 @@ def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
 def test_a_process_blocked_reading_a_terminal_it_was_given_is_seen_without_a_lease_pty(tmp_path: Path) -> None:
     master, slave = os.openpty()
     reader = subprocess.Popen(["python3", "-c", "import sys; sys.stdin.readline()"], stdin=slave,
-                              stdout=subprocess.DEVNULL, env=ENV)
-    piped = subprocess.Popen(["python3", "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE, env=ENV)
+                              stdout=subprocess.DEVNULL, env=_env())
+    piped = subprocess.Popen(["python3", "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE, env=_env())
     try:
         assert _until(lambda: reads_terminal(reader.pid)), "python3 reading the pty it was given as stdin"
         assert reads_terminal(reader.pid, os.fstat(slave).st_rdev)
@@ -189,7 +193,7 @@ def test_a_process_blocked_reading_a_terminal_it_was_given_is_seen_without_a_lea
 def test_a_pager_polling_its_terminal_is_waiting_too(tmp_path: Path) -> None:
     # util-linux more(1) waits in poll(2) on the terminal and a signalfd, not in read(2)
     (tmp_path / "long.txt").write_text("".join(f"line {n}\n" for n in range(500)))
-    lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=ENV, deadline_s=1.0, grace_s=0.5, terminal=True)
+    lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5, terminal=True)
     assert lease.expired and lease.waiting_for_input == "more"
 
 
@@ -205,7 +209,7 @@ def _proc_stat_start(pid: int) -> int:
 def test_a_printer_that_never_stops_is_ended_at_once_in_bounded_memory_with_head_marker_and_tail(tmp_path: Path) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, getrusage(2)
     started = time.monotonic()
-    lease = run_leased(["yes"], cwd=tmp_path, env=ENV, deadline_s=2.0, grace_s=0.5)
+    lease = run_leased(["yes"], cwd=tmp_path, env=_env(), deadline_s=2.0, grace_s=0.5)
     elapsed = time.monotonic() - started
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert elapsed < 2.5 and grown_mib < 50
@@ -218,28 +222,28 @@ def test_a_printer_that_never_stops_is_ended_at_once_in_bounded_memory_with_head
 
 def test_output_over_the_cap_keeps_its_head_and_tail_and_names_what_was_dropped(tmp_path: Path) -> None:
     printed = "".join(f"{n}\n" for n in range(1, 2001))  # what seq(1) prints, 8893 bytes
-    lease = run_leased(["seq", "1", "2000"], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=1000)
+    lease = run_leased(["seq", "1", "2000"], cwd=tmp_path, env=_env(), deadline_s=10, output_cap=1000)
     dropped = len(printed) - 1000
     assert (lease.exit_code, lease.expired, lease.overflowed, lease.stdout_dropped) == (0, False, False, dropped)
     assert lease.stdout == printed[:500] + TRUNCATION_MARKER.format(dropped=dropped) + printed[-500:]
 
 
 def test_output_within_the_cap_is_kept_whole_and_a_character_cut_by_the_marker_is_not_garbled(tmp_path: Path) -> None:
-    whole = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=20)
+    whole = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=_env(), deadline_s=10, output_cap=20)
     assert (whole.stdout, whole.stdout_dropped) == ("é" * 10, 0)
-    cut = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=ENV, deadline_s=10, output_cap=7)
+    cut = run_leased(["printf", "%s", "é" * 10], cwd=tmp_path, env=_env(), deadline_s=10, output_cap=7)
     head, _, tail = cut.stdout.partition(TRUNCATION_MARKER.format(dropped=20 - 7))
     assert (head, tail) == ("é", "éé") and "\ufffd" not in cut.stdout  # 3 bytes kept: é and half of one
 
 
 def test_a_flood_on_stderr_ends_the_tree_too(tmp_path: Path) -> None:
-    lease = run_leased(["bash", "-c", "yes >&2"], cwd=tmp_path, env=ENV, deadline_s=5, output_cap=4096)
+    lease = run_leased(["bash", "-c", "yes >&2"], cwd=tmp_path, env=_env(), deadline_s=5, output_cap=4096)
     assert lease.overflowed and lease.stderr_dropped > (OVERFLOW_FACTOR - 1) * 4096 and lease.survivors == ()
 
 
 def test_an_output_cap_below_two_bytes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="output_cap"):
-        run_leased(["true"], cwd=tmp_path, env=ENV, deadline_s=1, output_cap=1)
+        run_leased(["true"], cwd=tmp_path, env=_env(), deadline_s=1, output_cap=1)
 
 
 def test_a_start_time_is_procs_field_22_and_names_one_process(tmp_path: Path) -> None:
@@ -257,7 +261,7 @@ def test_a_start_time_is_procs_field_22_and_names_one_process(tmp_path: Path) ->
 def test_a_running_lease_is_registered_and_a_drain_ends_it_and_its_background_jobs(tmp_path: Path) -> None:
     outcome: list[object] = []
     worker = threading.Thread(target=lambda: outcome.append(
-        run_leased(["bash", "-c", "sleep 3600 & sleep 3600"], cwd=tmp_path, env=ENV, deadline_s=60)))
+        run_leased(["bash", "-c", "sleep 3600 & sleep 3600"], cwd=tmp_path, env=_env(), deadline_s=60)))
     worker.start()
     assert _until(lambda: len(tagged(token_prefix())) >= 3), "bash and its two sleeps"
     (token, group), = live_leases().items()
@@ -282,7 +286,7 @@ def test_the_supervisor_refuses_a_missing_or_bad_pid_with_usage() -> None:
 
 
 def test_a_leased_fixture_carries_its_token_is_registered_and_end_lease_ends_its_whole_group() -> None:
-    lease = start_lease(["bash", "-c", "sleep 3600 & echo ready; wait"], env=ENV)
+    lease = start_lease(["bash", "-c", "sleep 3600 & echo ready; wait"], env=_env())
     try:
         assert lease.proc.stdout is not None
         assert lease.proc.stdout.readline().strip() == "ready"

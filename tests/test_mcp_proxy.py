@@ -17,6 +17,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.types import Tool, ToolAnnotations  # noqa: E402
 
+from conftest import bare_env  # noqa: E402
 from unstuck.integrations.mcp_proxy import (  # noqa: E402
     ANSWER_TOOL,
     MCP_TOOL_NAME,
@@ -136,8 +137,8 @@ def test_the_proxys_own_answer_tool_name_is_never_taken_from_the_upstream() -> N
 @pytest.mark.slow
 def test_the_proxy_lists_a_poisoned_servers_tools_screened_and_never_calls_one_it_withheld(tmp_path: Path) -> None:
     log = tmp_path / "ran.log"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "src"),
-           "SHELL_SERVER_LOG": str(log), "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", "")}
+    env = bare_env(home=tmp_path, PATH=os.environ.get("PATH", "/usr/bin:/bin"), PYTHONPATH=ROOT / "src",
+                   SHELL_SERVER_LOG=log)
     params = StdioServerParameters(command=sys.executable, args=["-m", "unstuck", "mcp-proxy", "--", sys.executable,
                                                                  str(POISONED)], env=env, cwd=str(tmp_path))
 

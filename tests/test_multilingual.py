@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import re2
 
+from conftest import bare_env
 from unstuck.recognise.catalogues import (
     DEFAULT_LOCALE_DIRS,
     MessageRow,
@@ -200,8 +201,8 @@ SCENARIOS = (
 
 
 def _env(lang: str, home: Path) -> dict[str, str]:
-    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-            "LANGUAGE": lang, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+    return bare_env(home=home, PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG="C.UTF-8",
+                    LANGUAGE=lang, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0")
 
 
 @pytest.fixture(scope="module")

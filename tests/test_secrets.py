@@ -26,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import typer.main
 import yaml
 
 from chat_server import ChatServer
-from conftest import PlaybackModel
+from conftest import PlaybackModel, bare_env
 from pg_fixtures import StoreTarget
 from secret_samples import Sample, samples
 from unstuck.cli.app import app
@@ -145,6 +146,16 @@ class Ran:
         return self.stdout.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class Command:
+    """One ``python -m unstuck`` command line for :meth:`Cli.each`: its arguments, the exit
+    statuses it may end with, and its standard input."""
+
+    args: tuple[str, ...]
+    ok: tuple[int, ...] = (0,)
+    stdin: bytes | None = None
+
+
 @dataclass
 class Cli:
     """Runs ``python -m unstuck`` as a user would, with ``HOME``, ``XDG_*`` and ``TMPDIR`` in
@@ -166,23 +177,33 @@ class Cli:
         return self.root / "out"
 
     def env(self) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
-            "HOME": str(self.root / "home"), "TMPDIR": str(self.root / "tmp"), "LANG": "C.UTF-8",
-            "XDG_CONFIG_HOME": str(self.root / "config"), "XDG_DATA_HOME": str(self.root / "data"),
-            "XDG_CACHE_HOME": str(self.root / "cache"), "XDG_STATE_HOME": str(self.root / "state"),
-            "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", str(self.root / "cache" / "unstuck")),
-        }
+        return bare_env(PATH=os.environ.get("PATH", "/usr/bin:/bin"), PYTHONPATH=ROOT / "src", COLUMNS="200",
+                        HOME=self.root / "home", TMPDIR=self.root / "tmp", LANG="C.UTF-8",
+                        XDG_CONFIG_HOME=self.root / "config", XDG_DATA_HOME=self.root / "data",
+                        XDG_CACHE_HOME=self.root / "cache", XDG_STATE_HOME=self.root / "state")
 
     def __call__(self, *args: str, ok: Sequence[int] = (0,), stdin: bytes | None = None, timeout: float = 300) -> Ran:
-        command = next(c for c in sorted(cli_commands(), key=len, reverse=True)
-                       if tuple(args[:len(c.split())]) == tuple(c.split()))
-        done = subprocess.run([sys.executable, "-m", "unstuck", *args], input=stdin, capture_output=True,
-                              env=self.env(), cwd=self.root / "work", timeout=timeout, check=False)
-        ran = Ran(command, tuple(args), done.returncode, done.stdout, done.stderr)
-        self.ran.append(ran)
-        assert done.returncode in ok, f"{' '.join(args)} exited {done.returncode}:\n{ran.out}\n{done.stderr.decode()}"
+        return self.each(Command(args, tuple(ok), stdin), timeout=timeout)[0]
+
+    def each(self, *commands: Command | Sequence[str], timeout: float = 300) -> list[Ran]:
+        """Run ``commands`` (an argument list: exit status 0 expected) at once, one process each,
+        as many at a time as there are CPUs: for commands that only read what the ones before
+        wrote, so their order does not matter. Kept in the order given; each exit status checked."""
+        chosen = [c if isinstance(c, Command) else Command(tuple(c)) for c in commands]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            ran = list(pool.map(lambda c: self._run(c, timeout), chosen))
+        self.ran.extend(ran)
+        for command, r in zip(chosen, ran, strict=True):
+            assert r.returncode in command.ok, f"{' '.join(r.args)} exited {r.returncode}:\n{r.out}\n{r.stderr.decode()}"
         return ran
+
+    def _run(self, command: Command, timeout: float) -> Ran:
+        args = command.args
+        name = next(c for c in sorted(cli_commands(), key=len, reverse=True)
+                    if tuple(args[:len(c.split())]) == tuple(c.split()))
+        done = subprocess.run([sys.executable, "-m", "unstuck", *args], input=command.stdin, capture_output=True,
+                              env=self.env(), cwd=self.root / "work", timeout=timeout, check=False)
+        return Ran(name, tuple(args), done.returncode, done.stdout, done.stderr)
 
     def commands(self) -> set[str]:
         return {r.command for r in self.ran}
@@ -317,27 +338,27 @@ def test_no_command_stores_or_shows_a_seeded_secret_on_either_store(store_target
 
     listed = json.loads(cli("journal", "list", "--journal", journal, "--json").out)
     assert len(listed) == 4
-    cli("journal", "list", "--journal", journal)
-    for turn in (t["turn"] for t in listed):
-        shown = json.loads(cli("journal", "show", turn, "--journal", journal, "--json").out)
-        cli("journal", "show", turn, "--journal", journal)
+    turns = [t["turn"] for t in listed]
+    # what only reads runs at once (Cli.each); what writes (resume, forget) after it, alone
+    shown = cli.each(("journal", "list", "--journal", journal),
+                     *[("journal", "show", turn, "--journal", journal, *extra) for turn in turns
+                       for extra in (("--json",), ())])[1::2]
+    for turn, ran in zip(turns, shown, strict=True):
         if turn != "held-1":
-            assert shown["steps"] and "***" in json.dumps(shown)  # the seeds reached the journal, masked
+            assert json.loads(ran.out)["steps"] and "***" in ran.out  # the seeds reached the journal, masked
     cli("journal", "resume", "held-1", "--journal", journal, "--absent", "held-1:0", "--force")
 
-    for extra in ((), ("--json",), ("--all",), ("--all", "--json")):
-        cli("lessons", "list", "--store", lessons, *extra)
-    shown_lesson = json.loads(cli("lessons", "show", str(lesson_id), "--store", lessons, "--json").out)
-    assert "***" in json.dumps(shown_lesson)
-    cli("lessons", "show", str(lesson_id), "--store", lessons)
-    for extra in ((), ("--json",)):
-        cli("lessons", "search", "deploy", "--store", lessons, *extra)
+    read = cli.each(("lessons", "show", str(lesson_id), "--store", lessons, "--json"),
+                    ("lessons", "show", str(lesson_id), "--store", lessons),
+                    *[("lessons", "list", "--store", lessons, *extra)
+                      for extra in ((), ("--json",), ("--all",), ("--all", "--json"))],
+                    *[("lessons", "search", "deploy", "--store", lessons, *extra) for extra in ((), ("--json",))],
+                    ("report", "--journal", journal, "--json", str(cli.out / "costs.json"), "--html",
+                     str(cli.out / "costs.html")),
+                    ("report", "--journal", journal, "--json", "-"),
+                    *[("trace", "show", str(cli.out / f"events-{agent}.jsonl")) for agent in ("compliant", "replay")])
+    assert "***" in json.dumps(json.loads(read[0].out))
     cli("lessons", "forget", str(lesson_id), "--store", lessons)
-
-    cli("report", "--journal", journal, "--json", str(cli.out / "costs.json"), "--html", str(cli.out / "costs.html"))
-    cli("report", "--journal", journal, "--json", "-")
-    for agent in ("compliant", "replay"):
-        cli("trace", "show", str(cli.out / f"events-{agent}.jsonl"))
 
     assert cli.commands() >= STORE_COMMANDS, f"not run: {sorted(STORE_COMMANDS - cli.commands())}"
     assert cli.stream_leaks() == {}
@@ -441,61 +462,55 @@ def test_no_other_command_stores_or_shows_a_seeded_secret(tmp_path: Path, gh_pat
         "--json", str(cli.out / "eval.json"), "--html", str(cli.out / "eval.html"))
     assert "***" in (cli.out / "eval.json").read_text(encoding="utf-8")
 
+    # what the commands read, written first; then those that only read run at once (Cli.each)
     output = cli.inputs / "output.txt"
     output.write_text("error: the request failed\n" + "\n".join(s.text for s in SAMPLES) + "\n", encoding="utf-8")
-    for extra in ((), ("--json",), ("--explain",), ("--json", "--explain")):
-        cli("classify", str(output), "--exit-code", "1", *extra)
-    cli("classify", "--exit-code", "1", "--explain", stdin=output.read_bytes())
+    cases = cli.inputs / "cases.jsonl"
+    _cases(cases)
+    bank = cli.out / "bank.jsonl"
+    records = cli.out / "records"
+    records.mkdir()
+    _raw_record(records / "secret_env.json")
+    locale = cli.inputs / "locale" / "de" / "LC_MESSAGES"
+    locale.mkdir(parents=True)
+    _mo_file(locale / "libc.mo", {"Permission denied": f"Keine Berechtigung ({ONE_LINE[0]})"})
+    translations = cli.out / "translations.jsonl"
+    bad = cli.inputs / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "bad", "role": ONE_LINE[0], "task": ONE_LINE[1], "agents": [ONE_LINE[2]]}),
+                   encoding="utf-8")
+    events = cli.inputs / "events.jsonl"
+    _raw_events(events)
+    cli.each(*[("classify", str(output), "--exit-code", "1", *extra)
+               for extra in ((), ("--json",), ("--explain",), ("--json", "--explain"))],
+             Command(("classify", "--exit-code", "1", "--explain"), stdin=output.read_bytes()),
+             ("bank", "harvest", "--cases", str(cases), "--only", "gh-logged-out", "--out", str(bank)),
+             ("rules", "list", "secret_env", "--records", str(records)),
+             ("rules", "show", "secret_env", "r1", "--records", str(records)),
+             ("rules", "prompt", "secret_env", "--records", str(records)),
+             ("signals", "harvest", "--locale-dir", str(cli.inputs / "locale"), "--out", str(translations)),
+             ("scenarios", "--scenario-dir", str(scenarios)),
+             ("scenarios", "new", "my_scenario", "--out", str(cli.out / "my_scenario.yaml")),
+             ("scenarios", "check", str(scenario)),
+             Command(("scenarios", "check", str(bad)), ok=(2,)),
+             ("trace", "show", str(events)))
+    assert len(bank.read_text(encoding="utf-8").splitlines()) > len(SAMPLES)
+    assert "Keine Berechtigung" in translations.read_text(encoding="utf-8")
+    cli.each(*[("bank", "list", "--bank", str(bank), "--tool", "deploy", *extra) for extra in ((), ("--json",))],
+             ("bank", "stats", "--bank", str(bank), "--json"))
+    cli("rules", "disable", "secret_env", "r1", "--records", str(records))  # writes the record again
+    cli("rules", "enable", "secret_env", "r1", "--records", str(records))
 
     # a model over the OpenAI wire (a loopback server): its tool calls' arguments and its answers hold
     # secrets, and so do the API key and the second opinion's verdict
     with ChatServer([], responder=_secret_agent, closing=json.dumps({
             "kind": "conflict", "interactive": False, "retryable": False, "detail": " ".join(ONE_LINE[:6])})) as server:
-        cli("eval", str(scenario), "--trust", "--only", "--model", "scripted", "--base-url", server.base_url,
-            "--api-key", _by_name("OpenAI project API key").text, "--agents", "model:scripted", "--no-sessions",
-            "--workers", "1", "--json", str(cli.out / "eval-model.json"))
-        for extra in ((), ("--json",)):
-            cli("classify", str(output), "--exit-code", "3", "--second-opinion", "judge", "--base-url",
-                server.base_url, *extra)
+        cli.each(("eval", str(scenario), "--trust", "--only", "--model", "scripted", "--base-url", server.base_url,
+                  "--api-key", _by_name("OpenAI project API key").text, "--agents", "model:scripted",
+                  "--no-sessions", "--workers", "1", "--json", str(cli.out / "eval-model.json")),
+                 *[("classify", str(output), "--exit-code", "3", "--second-opinion", "judge", "--base-url",
+                    server.base_url, *extra) for extra in ((), ("--json",))])  # a server of threads
         asked = [r for r in server.requests if r.get("tools")]
     assert asked and any(ONE_LINE[0] in json.dumps(r["messages"]) for r in asked)  # the model saw them, by design
-
-    cases = cli.inputs / "cases.jsonl"
-    _cases(cases)
-    bank = cli.out / "bank.jsonl"
-    cli("bank", "harvest", "--cases", str(cases), "--only", "gh-logged-out", "--out", str(bank))
-    assert len(bank.read_text(encoding="utf-8").splitlines()) > len(SAMPLES)
-    for extra in ((), ("--json",)):
-        cli("bank", "list", "--bank", str(bank), "--tool", "deploy", *extra)
-    cli("bank", "stats", "--bank", str(bank), "--json")
-
-    records = cli.out / "records"
-    records.mkdir()
-    _raw_record(records / "secret_env.json")
-    cli("rules", "list", "secret_env", "--records", str(records))
-    cli("rules", "show", "secret_env", "r1", "--records", str(records))
-    cli("rules", "prompt", "secret_env", "--records", str(records))
-    cli("rules", "disable", "secret_env", "r1", "--records", str(records))  # writes the record again
-    cli("rules", "enable", "secret_env", "r1", "--records", str(records))
-
-    locale = cli.inputs / "locale" / "de" / "LC_MESSAGES"
-    locale.mkdir(parents=True)
-    _mo_file(locale / "libc.mo", {"Permission denied": f"Keine Berechtigung ({ONE_LINE[0]})"})
-    translations = cli.out / "translations.jsonl"
-    cli("signals", "harvest", "--locale-dir", str(cli.inputs / "locale"), "--out", str(translations))
-    assert "Keine Berechtigung" in translations.read_text(encoding="utf-8")
-
-    cli("scenarios", "--scenario-dir", str(scenarios))
-    cli("scenarios", "new", "my_scenario", "--out", str(cli.out / "my_scenario.yaml"))
-    cli("scenarios", "check", str(scenario))
-    bad = cli.inputs / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"name": "bad", "role": ONE_LINE[0], "task": ONE_LINE[1], "agents": [ONE_LINE[2]]}),
-                   encoding="utf-8")
-    cli("scenarios", "check", str(bad), ok=(2,))
-
-    events = cli.inputs / "events.jsonl"
-    _raw_events(events)
-    cli("trace", "show", str(events))
 
     said = anyio.run(_through_the_proxy, cli, f"deploy with {ONE_LINE[4]}", _printf(ONE_LINE[5:9]) + " >&2")
     assert ONE_LINE[5] in said  # the agent (the model) got the tool's output as it was: by design
@@ -718,17 +733,20 @@ def _every_row_of(path: Path) -> str:
 
 def _read_the_stores(cli: Cli, journal: Path, lessons: Path) -> None:
     """``unstuck journal``, ``lessons`` and ``report`` on the stores, each with what it shows."""
-    assert "old-1" in cli("journal", "list", "--journal", str(journal)).out
-    shown = json.loads(cli("journal", "show", "old-1", "--journal", str(journal), "--json").out)
-    assert shown["steps"] and "***" in json.dumps(shown)  # the rows are shown, masked
-    cli("journal", "show", "old-1", "--journal", str(journal))
-    listed = json.loads(cli("lessons", "list", "--store", str(lessons), "--all", "--json").out)
+    listing, shown, _, lessons_listed, found, *_ = cli.each(  # they only read: at once (Cli.each)
+        ("journal", "list", "--journal", str(journal)),
+        ("journal", "show", "old-1", "--journal", str(journal), "--json"),
+        ("journal", "show", "old-1", "--journal", str(journal)),
+        ("lessons", "list", "--store", str(lessons), "--all", "--json"),
+        ("lessons", "search", "refused", "--store", str(lessons), "--json"),
+        ("report", "--journal", str(journal), "--json", "-"),
+        ("report", "--journal", str(journal), "--html", str(cli.out / "report.html")))
+    assert "old-1" in listing.out
+    assert json.loads(shown.out)["steps"] and "***" in shown.out  # the rows are shown, masked
+    listed = json.loads(lessons_listed.out)
     assert len(listed) == 2
-    for lesson in listed:
-        cli("lessons", "show", str(lesson["id"]), "--store", str(lessons))
-    assert "***" in cli("lessons", "search", "refused", "--store", str(lessons), "--json").out
-    cli("report", "--journal", str(journal), "--json", "-")
-    cli("report", "--journal", str(journal), "--html", str(cli.out / "report.html"))
+    assert "***" in found.out
+    cli.each(*[("lessons", "show", str(lesson["id"]), "--store", str(lessons)) for lesson in listed])
 
 
 def test_a_store_migrated_from_schema_4_keeps_no_seeded_secret_in_any_file_its_backup_rows_or_what_the_cli_shows(

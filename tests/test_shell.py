@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import bare_env
 from unstuck.commands.interactive import InteractiveCall, Waits, interactive_call, load_interactive_catalogue
 from unstuck.commands.parse import MAX_NESTING, CommandLine, SimpleCommand, Stream, command_subject, parse_command_line
 from unstuck.commands.plain import VariableEffect, plain_command_refusal, variable_rule
@@ -1368,7 +1369,7 @@ def test_what_a_plain_command_line_refuses_really_runs_more_than_its_words(tmp_p
     """Real bash, with a stand-in payload: each refused form runs a command the line's own simple
     commands do not name (bash(1) EXPANSION, INVOCATION, SHELL GRAMMAR)."""
     (tmp_path / "hook.sh").write_text("touch ran\n", encoding="utf-8")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    env = bare_env(home=tmp_path, PATH=os.environ.get("PATH", "/usr/bin:/bin"))
     subprocess.run([str(BASH), "--norc", "--noprofile", "-c", command], cwd=tmp_path, env=env, check=True, timeout=30)
     assert (tmp_path / "ran").exists()
     assert plain_command_refusal(command) is not None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import bare_env, until
 from unstuck.core.situations import Kind, Probe
 from unstuck.core.tools import Effect
 from unstuck.evals.sandbox import Sandbox
@@ -143,8 +144,21 @@ def test_run_command_timeout_kills_the_process_group_and_keeps_the_output(tmp_pa
     assert "WXYZ-9876" in result.content and "timed out after 0.5 s: killed process group" in result.content
     situation = classify_result("run_command", {}, result)
     assert situation is not None and situation.kind is Kind.AUTH and situation.interactive
-    time.sleep(3.5)
-    assert not marker.exists(), "a grandchild of the timed-out command survived"
+    # the only process that could touch the marker is the backgrounded subshell (a fork of the
+    # shell: its command line names the marker); none is left, so none ever will (no 3.5 s wait)
+    assert until(lambda: not _running_with(str(marker)), 3.0), "a grandchild of the timed-out command survived"
+    assert not marker.exists()
+
+
+def _running_with(word: str) -> list[int]:
+    """The live processes (zombies left out) whose command line holds ``word`` (psutil)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and word in " ".join(proc.info["cmdline"] or ()):
+            found.append(proc.pid)
+    return found
 
 
 def test_a_silent_command_that_times_out_is_a_timeout(tmp_path: Path) -> None:
@@ -293,14 +307,15 @@ def test_logged_out_gh_through_run_command_asks_with_gh_auth_login_without_a_set
 
 # --- issue 11: a pager or prompt waiting at the deadline; the CLI tools answer alike; asking the user ----
 
-PLAIN = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
+#: What the git and CLI stand-ins below run with, over a bare environment (conftest.bare_env).
+PLAIN = {"LANG": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git repository of 200 commits (one git fast-import, git-fast-import(1))."""
     root = tmp_path_factory.mktemp("history")
-    env = {**PLAIN, "HOME": str(root)}
+    env = bare_env(home=root, **PLAIN)
     subprocess.run(["git", "init", "-q", "-b", "main", str(root / "repo")], check=True, env=env)
     stream = []
     for n in range(1, 201):
@@ -314,7 +329,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pty_workspace(root: Path, **env: str) -> Workspace:
-    return Workspace(root, {**PLAIN, "HOME": str(root), "TERM": "xterm", **env}, grace_s=0.5, terminal=True)
+    return Workspace(root, bare_env(home=root, **{**PLAIN, "TERM": "xterm", **env}), grace_s=0.5, terminal=True)
 
 
 def test_pager_waiting_at_deadline_is_interactive_not_transient(repo: Path) -> None:
@@ -380,7 +395,7 @@ def cli_setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     bin_dir.mkdir()
     home = tmp_path / "home"
     home.mkdir()
-    return source, bin_dir, {**PLAIN, "PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}
+    return source, bin_dir, bare_env(home=home, PATH=f"{bin_dir}:/usr/bin:/bin", **PLAIN)
 
 
 def mytool_facts(source: Path, bin_dir: Path, *, sudo: bool = False) -> dict[str, CliFacts]:
@@ -549,8 +564,8 @@ def _stand_in_gh(tmp_path: Path) -> Path:
 def test_the_fingerprint_of_gh_names_the_github_host_it_talks_to(tmp_path: Path) -> None:
     bin_dir = _stand_in_gh(tmp_path)
     path = f"{bin_dir}:/usr/bin:/bin"
-    default = cli_fingerprint(Workspace(tmp_path, env={"PATH": path}), "gh")
-    enterprise = cli_fingerprint(Workspace(tmp_path, env={"PATH": path, "GH_HOST": "ghe.example.com"}), "gh")
+    default = cli_fingerprint(Workspace(tmp_path, env=bare_env(PATH=path)), "gh")
+    enterprise = cli_fingerprint(Workspace(tmp_path, env=bare_env(PATH=path, GH_HOST="ghe.example.com")), "gh")
     # gh help environment: GH_HOST names the GitHub host; github.com when unset
     assert default == f"{bin_dir / 'gh'}|gh version 2.23.0 (2023-02-14)|host=github.com"
     assert enterprise == f"{bin_dir / 'gh'}|gh version 2.23.0 (2023-02-14)|host=ghe.example.com"
@@ -559,6 +574,6 @@ def test_the_fingerprint_of_gh_names_the_github_host_it_talks_to(tmp_path: Path)
 def test_a_cli_without_a_service_host_is_fingerprinted_by_path_and_version_alone(tmp_path: Path) -> None:
     bin_dir = _stand_in_gh(tmp_path)
     (bin_dir / "gh").rename(bin_dir / "tool")
-    found = cli_fingerprint(Workspace(tmp_path, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "GH_HOST": "x"}), "tool")
+    found = cli_fingerprint(Workspace(tmp_path, env=bare_env(PATH=f"{bin_dir}:/usr/bin:/bin", GH_HOST="x")), "tool")
     assert found == f"{bin_dir / 'tool'}|gh version 2.23.0 (2023-02-14)"
-    assert cli_fingerprint(Workspace(tmp_path, env={"PATH": str(bin_dir)}), "absent") == "absent: not on PATH"
+    assert cli_fingerprint(Workspace(tmp_path, env=bare_env(PATH=str(bin_dir))), "absent") == "absent: not on PATH"

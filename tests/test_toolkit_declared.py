@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import pytest
 
-from conftest import PlaybackModel
+from conftest import PlaybackModel, bare_env
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind
 from unstuck.loop.turn import TurnStatus, run_turn
@@ -68,7 +68,7 @@ def api() -> Iterator[str]:
 
 
 def workspace(tmp_path: Path, **options: object) -> Workspace:
-    return Workspace(tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, **options)  # type: ignore[arg-type]
+    return Workspace(tmp_path, env=bare_env(home=tmp_path), **options)  # type: ignore[arg-type]
 
 
 def test_fetch_url_declares_401_as_auth_on_the_host(tmp_path: Path, api: str) -> None:

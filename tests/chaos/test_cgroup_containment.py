@@ -5,6 +5,7 @@ cgroup is gone after. Skipped, with the reason, where no cgroup v2 hierarchy is 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import until
+from conftest import bare_env, until
 from unstuck.processes import cgroups
 from unstuck.processes.members import token_prefix
 
@@ -26,12 +27,13 @@ pytestmark = pytest.mark.skipif(cgroups.delegation_root() is None,
 
 #: The parent: ``unstuck run``'s containment, then a lease whose command starts the daemon and waits.
 PARENT = """
+import json
 import sys
 from pathlib import Path
 from unstuck.processes import containment, leases
 containment.install_containment()
 daemon = "(env -i setsid /bin/bash -c 'exec -a %s sleep 3600' &) ; sleep 3600" % sys.argv[1]
-leases.run_leased(["/bin/bash", "-c", daemon], cwd=Path(sys.argv[2]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
+leases.run_leased(["/bin/bash", "-c", daemon], cwd=Path(sys.argv[2]), env=json.loads(sys.argv[3]), deadline_s=600)
 """
 SETTLE_S = 5.0
 
@@ -50,7 +52,7 @@ def marker() -> Iterator[str]:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_a_daemon_hiding_from_every_search_dies_with_its_turn(tmp_path: Path, marker: str, signum: int) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, marker, str(tmp_path)], start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, marker, str(tmp_path), json.dumps(bare_env())], start_new_session=True)
     try:
         assert until(lambda: bool(_named(marker)), 10), "the daemon started"
         (daemon,) = _named(marker)

@@ -6,6 +6,7 @@ tokens or descending from the tree."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,19 +18,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import until
+from conftest import bare_env, until
 from unstuck.processes.members import tagged, token_prefix
 
 #: The parent: leases a tree that would sleep an hour; ``contain`` installs the SIGTERM/SIGINT
 #: drain and the supervisor as ``unstuck run`` does (``containment.install_containment``).
 PARENT = """
+import json
 import sys
 from pathlib import Path
 from unstuck.processes import containment, leases
 if sys.argv[1] == "contain":
     containment.install_containment()
 tree = "sleep 3600 & (sleep 3600 & wait) & setsid sleep 3600 & wait"
-leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[2]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
+leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[2]), env=json.loads(sys.argv[3]), deadline_s=600)
 """
 TREE = 6  # bash, its sleep, the subshell and its sleep, the setsid sleep; and at least one more bash or sleep
 SETTLE_S = 5.0
@@ -54,7 +56,7 @@ def parent(tmp_path: Path) -> Iterator[Callable[[str], tuple[subprocess.Popen[by
     started: list[subprocess.Popen[bytes]] = []
 
     def start(mode: str) -> tuple[subprocess.Popen[bytes], set[int]]:
-        proc = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(tmp_path)], start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(tmp_path), json.dumps(bare_env())], start_new_session=True)
         started.append(proc)
         assert until(lambda: len(tagged(token_prefix(proc.pid))) >= TREE - 1, 10), "the tool tree started"
         return proc, set(tagged(token_prefix(proc.pid)))

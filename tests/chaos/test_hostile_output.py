@@ -7,7 +7,6 @@ store or the printed output, through the real ``unstuck run``."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import PlaybackModel
+from conftest import PlaybackModel, bare_env
 from test_shell import downloads_and_runs
 from unstuck.core.clock import VirtualClock
 from unstuck.decide.outcome import TurnStatus
@@ -24,7 +23,10 @@ from unstuck.loop.turn import run_turn
 from unstuck.store.lessons import LessonStore
 from unstuck.toolkit.specs import Toolset, tool
 
-ENV = {"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", "")}
+
+def _env() -> dict[str, str]:
+    """The CLI's bare environment: the session's home, data folder (the test's own) and cache."""
+    return bare_env(COLUMNS="1000")
 
 #: Terminal controls a crafted error can carry (ECMA-48 5th ed.: CSI 5.4, OSC/DCS 8.3.89/8.3.27,
 #: C1 controls 5.3; xterm ctlseqs: OSC 52 clipboard; OSC 8 hyperlinks, egmontkob's spec; Unicode
@@ -42,7 +44,7 @@ FORBIDDEN = ("\x1b", "\x9b", "\x9d", "\x90", "\x07", "\u202e", "\u202d", "\u2066
 
 def classify(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "unstuck", "classify", "--tool", "gh", "--exit-code", "1",
-                           *flags, str(path)], capture_output=True, text=True, timeout=60, check=False, env=ENV)
+                           *flags, str(path)], capture_output=True, text=True, timeout=60, check=False, env=_env())
 
 
 @pytest.mark.parametrize("name", sorted(ESCAPES))
@@ -151,7 +153,7 @@ def test_an_env_dump_with_tokens_never_reaches_the_journal_events_lessons_or_ter
     proc = subprocess.run([sys.executable, "-m", "unstuck", "run", "env_dump", "--trust", "--agent", "compliant",
                            "--unattended", "--scenario-dir", str(scenarios), "--journal", str(journal),
                            "--lessons", str(lessons), "--events", str(events)],
-                          capture_output=True, text=True, timeout=120, check=False, env=ENV)
+                          capture_output=True, text=True, timeout=120, check=False, env=_env())
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir()
                       if p.is_file() and p.name.startswith(("j.db", "l.db", "events")))
@@ -184,7 +186,7 @@ def test_unstuck_run_with_a_printer_that_never_stops_ends_in_bounded_time_and_me
     proc = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "unstuck", "run", "endless_printer",
                            "--trust", "--agent", "compliant", "--unattended", "--scenario-dir", str(scenarios)],
                           capture_output=True, text=True, timeout=60, check=False,
-                          env={**ENV, "XDG_DATA_HOME": os.environ["XDG_DATA_HOME"]})  # its stores: the test's own
+                          env=_env())  # its stores: the test's own data folder
     elapsed = time.monotonic() - started
     peak_mib = int(proc.stderr.strip().splitlines()[-1]) / 1024
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), (proc.returncode, proc.stderr)

@@ -6,6 +6,7 @@ left in the temporary directory until the next sandbox's sweep (``sandbox.sweep_
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import until
+from conftest import bare_env, until
 from unstuck.evals.sandbox import SANDBOX_PREFIX, SOCKET_PREFIX, Sandbox, sweep_sandboxes
 from unstuck.processes.containment import sweep_leftovers
 from unstuck.processes.identity import start_time
@@ -25,11 +26,12 @@ from unstuck.processes.members import LEASE_ENV, tagged, token_prefix
 
 #: Leases a tree that would sleep an hour, with no containment installed (a run that dies leaks it).
 BARE_PARENT = """
+import json
 import sys
 from pathlib import Path
 from unstuck.processes import leases
 tree = "sleep 3600 & (sleep 3600 & wait) & setsid sleep 3600 & wait"
-leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[1]), env={"PATH": "/usr/bin:/bin"}, deadline_s=600)
+leases.run_leased(["bash", "-c", tree], cwd=Path(sys.argv[1]), env=json.loads(sys.argv[2]), deadline_s=600)
 """
 TREE = 5  # bash, its sleep, the subshell and its sleep, the setsid sleep
 SETTLE_S = 5.0
@@ -44,7 +46,7 @@ def _kill_all(pids: Iterable[int]) -> None:
 
 
 def test_sweep_ends_the_tree_a_parent_killed_without_containment_left(tmp_path: Path) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path)], start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path), json.dumps(bare_env())], start_new_session=True)
     prefix = token_prefix(parent.pid)
     try:
         assert until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"
@@ -65,7 +67,7 @@ def test_sweep_ends_the_tree_a_parent_killed_without_containment_left(tmp_path: 
 
 
 def test_sweep_leaves_the_leases_of_a_live_owner_alone(tmp_path: Path) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path)], start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", BARE_PARENT, str(tmp_path), json.dumps(bare_env())], start_new_session=True)
     prefix = token_prefix(parent.pid)
     try:
         assert until(lambda: len(tagged(prefix)) >= TREE, 10), "the tool tree started"

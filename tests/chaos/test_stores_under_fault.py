@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 import unstuck
+from conftest import bare_env
 from unstuck.store.journal import Journal
 from unstuck.store.lessons import LessonStore
 
 SCENARIO = "gh_logged_out"  # a blocker: its run records a turn and stores a lesson (exit 3)
-ENV = {"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "UNSTUCK_CACHE_DIR": os.environ.get("UNSTUCK_CACHE_DIR", "")}
 
 
 def unstuck_run(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = (),
@@ -33,7 +33,7 @@ def unstuck_run(*args: str, env: dict[str, str] | None = None, prefix: tuple[str
     """The real CLI (``python -m unstuck run``), unattended, with the compliant reference agent."""
     return subprocess.run([*prefix, python, "-m", "unstuck", "run", *args, "--agent", "compliant",
                            "--unattended"], capture_output=True, text=True, timeout=120, check=False,
-                          env=env or ENV)
+                          env=env or bare_env(COLUMNS="1000"))
 
 
 def sha256(path: Path) -> str:
@@ -170,7 +170,7 @@ def test_a_read_only_store_used_as_nobody_is_a_clear_error_and_left_byte_for_byt
     home = path.parent / "home"
     home.mkdir()
     home.chmod(0o777)  # past the umask: nobody keeps its default stores here (the user data folder)
-    env = {**ENV, "HOME": str(home), "TMPDIR": str(home), "UNSTUCK_CACHE_DIR": str(home / "cache")}
+    env = bare_env(home=home, COLUMNS="1000", TMPDIR=home, UNSTUCK_CACHE_DIR=home / "cache")
     as_nobody = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
     # this interpreter may live where nobody cannot reach (a pyenv under /root, mode 0700): then the
     # system's interpreter of the same version, given this checkout and its installed libraries

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from conftest import bare_env
 from unstuck.evals.sessions import CITED_WITHIN_STEPS, SESSION_PLAN, run_sessions
 
 
+@pytest.mark.slow
 def test_a_lesson_is_stored_then_cited_within_two_steps_then_closed_when_gh_is_signed_in(gh_path: str) -> None:
     results = run_sessions("improviser")
     assert [r.scenario for r in results] == [s.scenario for s in SESSION_PLAN]
@@ -22,17 +25,12 @@ def test_a_lesson_is_stored_then_cited_within_two_steps_then_closed_when_gh_is_s
     assert all(r.passed for r in results), results
 
 
-#: The session's temporary home, data folders and cache (tests/host_guard.py, conftest.py): a
-#: command started with a bare environment would fall back to the real home's (getpwuid).
-_KEPT = ("HOME", "UNSTUCK_CACHE_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
-
-
 def unstuck(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", **{k: os.environ[k] for k in _KEPT if k in os.environ}}
     return subprocess.run([sys.executable, "-m", "unstuck", *args], capture_output=True, text=True, timeout=300,
-                          check=False, env=env)
+                          check=False, env=bare_env(COLUMNS="200"))
 
 
+@pytest.mark.slow
 def test_lessons_cli_lists_shows_searches_and_forgets_keeping_the_row(tmp_path: Path, gh_path: str) -> None:
     store = tmp_path / "lessons.db"
     blocked = unstuck("run", "gh_logged_out", "--agent", "compliant", "--unattended", "--lessons", str(store))

@@ -186,6 +186,7 @@ def test_a_terminal_user_is_shown_the_commands_and_asked_and_no_runs_nothing(tmp
     assert not (home / "config" / "unstuck" / DIGESTS_FILE_NAME).exists()
 
 
+@pytest.mark.slow
 def test_a_terminal_users_yes_runs_it_and_it_is_not_asked_again(tmp_path: Path, home: Path) -> None:
     path, marker = marking(tmp_path)
     child = _spawn(home, path)
