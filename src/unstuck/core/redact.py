@@ -109,7 +109,7 @@ import yaml
 from unstuck.core.cache import bundled_document, load_or_derive
 from unstuck.core.jsonshape import deeper_than
 
-__all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix"]
+__all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_json", "redacted_prefix"]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -1107,6 +1107,31 @@ def _redact_inner(value: Any, depth: int) -> Any:
     return redact_value(value, depth=depth)
 
 
+def redacted_json(value: Any, *, depth: int = 0, sort_keys: bool = False,
+                  separators: tuple[str, str] | None = None, ensure_ascii: bool = True) -> str:
+    """``json.dumps(redact_value(value, depth=depth), ...)`` with these options, the same text,
+    from one serialisation of ``value`` when nothing in it needs redacting (the shortcut
+    :func:`redact_value` takes for a clean container: its JSON text scanned once for what
+    redaction looks for), else from :func:`redact_value`'s result.
+
+    ``depth``: how deep ``value`` sits in the document it is part of (a part redacted on its
+    own is redacted as it is in its place there).
+
+    Raises:
+        TypeError, ValueError: as ``json.dumps`` does, for a value it cannot write."""
+    if isinstance(value, dict | list | tuple) and value:
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=separators)
+        except (TypeError, ValueError, RecursionError):
+            text = None
+        if text is not None and _clean_text(text, value, depth):
+            if not ensure_ascii or text.isascii():
+                return text
+            return json.dumps(value, sort_keys=sort_keys, separators=separators)
+    return json.dumps(redact_value(value, depth=depth), ensure_ascii=ensure_ascii, sort_keys=sort_keys,
+                      separators=separators)
+
+
 def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> bool:
     """Whether :func:`redact_value` would give ``value`` back unchanged (keys, strings and
     nesting), read from its JSON text in one scan instead of one reading per string.
@@ -1124,6 +1149,13 @@ def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], dept
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return False
+    return _clean_text(text, value, depth)
+
+
+def _clean_text(text: str, value: Any, depth: int) -> bool:
+    """Whether ``value``, at ``depth``, whose JSON text (non-ASCII kept; any separators and
+    key order: a hint lies inside one string, and a match across two only reads on) is
+    ``text``, holds nothing to redact (:func:`_nothing_to_redact`)."""
     if _hinted(text) or "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
         return False
     levels = _DEPTH - depth

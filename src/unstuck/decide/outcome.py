@@ -11,15 +11,17 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+from unstuck.core.redact import redacted_json
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.escalation import Escalation
 from unstuck.decide.policy import Action
 from unstuck.toolkit.models import Message
 
-__all__ = ["StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
+__all__ = ["CANONICAL_FORM", "StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
 
 
 class Verdict(enum.StrEnum):
@@ -92,8 +94,27 @@ class TurnStatus(enum.StrEnum):
 _ENDED = frozenset({TurnStatus.DONE, TurnStatus.BLOCKED, TurnStatus.FAILED})
 
 
+class _Derived:
+    """Room on a frozen record for text derived from its fields once and kept: slots outside
+    the dataclass's fields, so never compared, hashed, shown, copied by ``replace`` or pickled."""
+
+    __slots__ = ("_saved_json", "_signed_json")
+    _saved_json: str
+    _signed_json: str
+
+
+#: Where a step sits in saved guard state (the state, its ``steps``, the step): the depth it
+#: is redacted at there (:func:`unstuck.core.redact.redact_value`).
+_SAVED_DEPTH = 2
+
+#: ``json.dumps``'s options for the canonical JSON a saved guard state's signature covers: keys
+#: sorted, no spaces, non-ASCII kept (the text is then signed as UTF-8).
+CANONICAL_FORM: Mapping[str, Any] = MappingProxyType(
+    {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False})
+
+
 @dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(_Derived):
     """One tool call of a turn, as it happened.
 
     Attributes:
@@ -159,6 +180,28 @@ class StepRecord:
             "injected": self.injected, "interactive": self.interactive, "auto_retry": self.auto_retry,
             "exempt": list(self.exempt), "decision": self.decision.value, "reply": self.reply,
         }
+
+    def saved_json(self) -> str:
+        """The record as saved guard state holds it: :meth:`to_dict` with every string redacted
+        (:func:`unstuck.core.redact.redacted_json`, as at its place in the state), written as
+        ``json.dumps`` writes it by default. Computed on the first call and kept: the record is
+        frozen, so a state saved again after each call writes each step once."""
+        try:
+            return self._saved_json
+        except AttributeError:
+            text = redacted_json(self.to_dict(), depth=_SAVED_DEPTH)
+            object.__setattr__(self, "_saved_json", text)
+            return text
+
+    def signed_json(self) -> str:
+        """:meth:`saved_json`'s record in the canonical form a saved state's signature covers
+        (keys sorted, no spaces, non-ASCII kept); computed on the first call and kept."""
+        try:
+            return self._signed_json
+        except AttributeError:
+            text = redacted_json(self.to_dict(), depth=_SAVED_DEPTH, **CANONICAL_FORM)
+            object.__setattr__(self, "_signed_json", text)
+            return text
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StepRecord:
