@@ -634,3 +634,30 @@ def test_every_row_of_the_secret_table_names_its_source_and_a_bad_row_is_refused
         module._command_row({"name": "x", "program": ["p"], "source": "s"}, "commands[0] (x)")
     with pytest.raises(ValueError, match="unknown fields"):
         module._command_row({"name": "x", "program": ["p"], "options": ["-p"], "optoins": 1}, "commands[0] (x)")
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
+    | st.sampled_from(["password=hunter2hunter2", "ghp_" + "a1B2" * 9, "é ✓", "x\\u0067hp_", "https:\\/\\/u:p@h", "\x01"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.text(max_size=5) | st.sampled_from(["token", "Authorization", "auth", "api_key"]), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES, st.integers(min_value=0, max_value=6), st.booleans())
+def test_redacted_json_is_the_json_of_the_redacted_value(value: object, depth: int, canonical: bool) -> None:
+    from unstuck.core.redact import redacted_json
+
+    form: dict[str, object] = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False} if canonical else {}
+    assert redacted_json(value, depth=depth, **form) == json.dumps(redact_value(value, depth=depth), **form)  # type: ignore[arg-type]
+
+
+def test_redacted_json_masks_every_sourced_format_in_a_container() -> None:
+    from secret_samples import samples
+    from unstuck.core.redact import redacted_json
+
+    text = redacted_json({"steps": [{"content": s.text, "call": {"arguments": json.dumps({"v": s.text})}}
+                                    for s in samples()]})
+    assert [s.name for s in samples() for piece in s.secrets if piece in text] == []

@@ -28,11 +28,12 @@ _CONTAINERS = (dict, list, tuple)
 #: Types a value of a JSON tree usually has: scalars and the exact containers. A value of
 #: another type (a subclass of ``dict``, ``list``, ``tuple``...) is looked at on its own.
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+_IS_CONTAINER = frozenset({dict, list, tuple}).__contains__
 _IS_DICT = frozenset({dict}).__contains__
 _IS_ARRAY = frozenset({list, tuple}).__contains__
 
 
-def measure(value: object, levels: int) -> tuple[int, int]:
+def measure(value: object, levels: int, *, loaded: bool = False) -> tuple[int, int]:
     """How deeply the containers of the JSON tree ``value`` nest, and how many values it holds,
     walking at most ``levels + 1`` levels: ``(depth, count)``.
 
@@ -43,8 +44,10 @@ def measure(value: object, levels: int) -> tuple[int, int]:
     element and each object key and value once more (``{"a": [1, 2]}`` holds 6). A
     document of N characters holds at most N values so counted.
 
-    ``value`` must be a tree: a container inside itself is walked until ``levels + 1``.
-    Memory: the values of one level at a time."""
+    ``loaded``: ``value`` is what ``json.loads`` returned (no hooks), so every value is a
+    ``str``, ``int``, ``float``, ``bool``, ``None``, ``dict`` or ``list``, none a subclass,
+    and the walk need not look for one. ``value`` must be a tree: a container inside itself
+    is walked until ``levels + 1``. Memory: the values of one level at a time."""
     objects: list[Any] = []
     arrays: list[Any] = []
     _sort_odd([value], objects, arrays)
@@ -58,9 +61,11 @@ def measure(value: object, levels: int) -> tuple[int, int]:
         values.extend(chain.from_iterable(arrays))
         count += len(objects) + len(arrays) + len(values) + keys
         types = list(map(type, values))
-        objects = list(compress(values, map(_IS_DICT, types)))
-        arrays = list(compress(values, map(_IS_ARRAY, types)))
-        if not _PLAIN.issuperset(types):
+        chosen = list(map(_IS_CONTAINER, types))
+        found, kinds = list(compress(values, chosen)), list(compress(types, chosen))
+        objects = list(compress(found, map(_IS_DICT, kinds)))
+        arrays = list(compress(found, map(_IS_ARRAY, kinds)))
+        if not loaded and not _PLAIN.issuperset(types):
             _sort_odd([v for v, t in zip(values, types, strict=True) if t not in _PLAIN], objects, arrays)
     return depth, count
 

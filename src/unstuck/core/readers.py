@@ -178,7 +178,7 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH,
         raise error(f"{where}: not readable JSON ({exc})") from None
     # check_depth's limits, both from one walk of the tree level by level (unstuck.core.jsonshape.measure):
     # JSON has no aliases, so nothing is shared or contains itself
-    depth, count = measure(value, max_depth)
+    depth, count = measure(value, max_depth, loaded=True)
     if depth > max_depth:
         raise error(f"{where}: nested more than {max_depth} levels deep")
     if count > MAX_EXPANDED:

@@ -211,19 +211,33 @@ class StepRecord(_Derived):
             ValueError: naming what is malformed.
         """
         try:
-            call = raw["call"]
+            call, get = raw["call"], raw.get
             return cls(
                 int(raw["index"]), ToolCall(str(call["id"]), str(call["tool"]), str(call["arguments"])),
                 str(raw["subject"]), bool(raw["dispatched"]), bool(raw["probe"]), bool(raw["ok"]),
-                validate_situation("saved step", raw.get("situation"), allow_refusal=True),
-                float(raw["started_s"]), float(raw["duration_s"]), tuple(raw.get("charged", ())),
-                tuple(raw.get("opened", ())), tuple(raw.get("closed", ())), str(raw.get("content", "")),
-                bool(raw.get("retry", False)), raw.get("injected"), bool(raw.get("interactive", False)),
-                bool(raw.get("auto_retry", False)), tuple(raw.get("exempt", ())),
-                Action(raw.get("decision", "continue")), int(raw.get("reply", -1)),
+                None if (situation := get("situation")) is None else validate_situation(
+                    "saved step", situation, allow_refusal=True),
+                float(raw["started_s"]), float(raw["duration_s"]), tuple(get("charged", ())),
+                tuple(get("opened", ())), tuple(get("closed", ())), str(get("content", "")),
+                bool(get("retry", False)), get("injected"), bool(get("interactive", False)),
+                bool(get("auto_retry", False)), tuple(get("exempt", ())),
+                _action(get("decision", "continue")), int(get("reply", -1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved step is malformed: {type(exc).__name__}: {exc}") from None
+
+
+#: Each :class:`~unstuck.decide.policy.Action` by its value: a saved step's decision looked up
+#: without the enum's call (a thousand steps read back in a saved state).
+_ACTIONS: Mapping[str, Action] = MappingProxyType({action.value: action for action in Action})
+
+
+def _action(value: object) -> Action:
+    """The action named ``value`` (``Action(value)``, its errors included)."""
+    try:
+        return _ACTIONS[value]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return Action(value)
 
 
 @dataclass(frozen=True, slots=True)
