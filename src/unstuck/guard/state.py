@@ -272,7 +272,8 @@ class GuardState:
 
 def _signature(key: bytes, saved: Mapping[str, Any], steps: str | None = None) -> str:
     """HMAC-SHA256 (RFC 2104, the standard library's :mod:`hmac`) of a saved state's canonical
-    JSON (keys sorted, no spaces, UTF-8), every field but ``signature``; hex. ``steps``: the
+    JSON (keys sorted, no spaces, UTF-8, a lone surrogate as ``surrogatepass`` writes it), every
+    field but ``signature``; hex. ``steps``: the
     ``steps`` field's canonical text, when ``saved`` holds the other fields only."""
     rest = {k: v for k, v in saved.items() if k != "signature"}
     if steps is None:
@@ -280,7 +281,9 @@ def _signature(key: bytes, saved: Mapping[str, Any], steps: str | None = None) -
     else:
         body = _with_steps({k: rest[k] for k in sorted(rest)}, steps, after=sum(k < "steps" for k in rest),
                            **CANONICAL_FORM)
-    return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+    # a lone surrogate (undecodable bytes a tool passed on) as its UTF-8 form (what Python's
+    # "surrogatepass" writes), so such a state is signed too; any other text encodes as before
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 #: Fields written before ``steps`` (``version`` first, then the fields in order).
