@@ -232,10 +232,10 @@ class StepRecord(_Derived):
 _ACTIONS: Mapping[str, Action] = MappingProxyType({action.value: action for action in Action})
 
 
-def _action(value: object) -> Action:
+def _action(value: Any) -> Action:
     """The action named ``value`` (``Action(value)``, its errors included)."""
     try:
-        return _ACTIONS[value]  # type: ignore[index]
+        return _ACTIONS[value]
     except (KeyError, TypeError):
         return Action(value)
 
