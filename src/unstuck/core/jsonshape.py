@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from itertools import chain, compress
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["deeper_than", "measure", "value_count"]
@@ -56,18 +57,21 @@ def measure(value: object, levels: int, *, loaded: bool = False) -> tuple[int, i
         depth += 1
         if depth > levels:
             break
-        values = list(chain.from_iterable(map(dict.values, objects)))
-        keys = len(values)
-        values.extend(chain.from_iterable(arrays))
-        count += len(objects) + len(arrays) + len(values) + keys
-        types = list(map(type, values))
-        chosen = list(map(_IS_CONTAINER, types))
-        found, kinds = list(compress(values, chosen)), list(compress(types, chosen))
+        count += len(objects) + len(arrays) + 2 * sum(map(len, objects)) + sum(map(len, arrays))
+        # the level's values, gathered twice (cheaper than keeping them): typed, then the containers taken
+        found = list(compress(_values(objects, arrays), map(_IS_CONTAINER, map(type, _values(objects, arrays)))))
+        odd = [] if loaded or _PLAIN.issuperset(map(type, _values(objects, arrays))) else [
+            v for v in _values(objects, arrays) if type(v) not in _PLAIN]
+        kinds = list(map(type, found))
         objects = list(compress(found, map(_IS_DICT, kinds)))
         arrays = list(compress(found, map(_IS_ARRAY, kinds)))
-        if not loaded and not _PLAIN.issuperset(types):
-            _sort_odd([v for v, t in zip(values, types, strict=True) if t not in _PLAIN], objects, arrays)
+        _sort_odd(odd, objects, arrays)
     return depth, count
+
+
+def _values(objects: list[Any], arrays: list[Any]) -> Iterator[Any]:
+    """The values of one level: each object's values, then each array's elements."""
+    return chain(chain.from_iterable(map(dict.values, objects)), chain.from_iterable(arrays))
 
 
 def _sort_odd(values: list[Any], objects: list[Any], arrays: list[Any]) -> None:
