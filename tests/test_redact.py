@@ -661,3 +661,23 @@ def test_redacted_json_masks_every_sourced_format_in_a_container() -> None:
     text = redacted_json({"steps": [{"content": s.text, "call": {"arguments": json.dumps({"v": s.text})}}
                                     for s in samples()]})
     assert [s.name for s in samples() for piece in s.secrets if piece in text] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20) | st.sampled_from(["allowed_credential_changes", "key", "token", "{\"a\": 1}", "x\\u0067"]),
+       st.integers(min_value=0, max_value=70))
+def test_a_key_is_redacted_as_its_text_is_every_time_it_is_met(key: str, depth: int) -> None:
+    from unstuck.core.redact import redact_document
+
+    for _ in range(2):  # met again: a clean key remembered reads the same
+        assert list(redact_value({key: 0})) == [redact_document(key)]
+        assert redact_value({key: 0}, depth=depth) == redact_value({key: 0}, depth=depth)
+
+
+def test_a_key_holding_a_secret_is_masked_each_time_it_is_met() -> None:
+    from secret_samples import samples
+
+    for sample in samples():
+        for _ in range(2):
+            shown = json.dumps(list(redact_value({sample.text: "v"})))
+            assert [piece for piece in sample.secrets if piece in shown] == [], sample.name

@@ -16,8 +16,8 @@ depth gives a ``RecursionError``.
 from __future__ import annotations
 
 import sys
-from itertools import chain, compress
 from collections.abc import Iterator
+from itertools import chain, compress
 from typing import Any
 
 __all__ = ["deeper_than", "measure", "value_count"]

@@ -1077,7 +1077,7 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         clean: dict[Any, Any] = {}
         for key, item in value.items():
-            shown = _redact_string(key, depth) if isinstance(key, str) else key
+            shown = _shown_key(key, depth) if isinstance(key, str) else key
             if shown in clean:
                 count = 2
                 while f"{shown}#{count}" in clean:
@@ -1089,6 +1089,27 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
         items: Iterable[Any] = value
         return [_redact_inner(v, depth + 1) for v in items]
     return value
+
+
+#: Keys redaction left as they were, remembered (a schema's field names: a saved guard state's
+#: policy writes ``allowed_credential_changes`` and ``key`` each time, and a word that holds a
+#: hint costs a whole reading): only a key that cannot be a JSON document or hold an escape, so
+#: its reading does not depend on its depth; at most :data:`_CLEAN_KEYS_KEPT` of at most
+#: :data:`_CLEAN_KEY_MAX` characters. A key that held a secret is never kept here.
+_CLEAN_KEYS: set[str] = set()
+_CLEAN_KEYS_KEPT = 4096
+_CLEAN_KEY_MAX = 64
+
+
+def _shown_key(key: str, depth: int) -> str:
+    """A mapping's key as :func:`redact_value` writes it (:func:`_redact_string`)."""
+    if key in _CLEAN_KEYS:
+        return key
+    shown = _redact_string(key, depth)
+    if (shown == key and len(key) <= _CLEAN_KEY_MAX and len(_CLEAN_KEYS) < _CLEAN_KEYS_KEPT and "\\" not in key
+            and key.lstrip()[:1] not in ("{", "[")):
+        _CLEAN_KEYS.add(key)
+    return shown
 
 
 #: How deep inside a value :func:`_redact_inner` still looks for a container to keep whole;
