@@ -681,3 +681,23 @@ def test_a_key_holding_a_secret_is_masked_each_time_it_is_met() -> None:
         for _ in range(2):
             shown = json.dumps(list(redact_value({sample.text: "v"})))
             assert [piece for piece in sample.secrets if piece in shown] == [], sample.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_JSON_VALUES, max_size=8), st.integers(min_value=0, max_value=6))
+def test_values_redacted_together_are_each_the_json_of_its_redacted_value(values: list[object], depth: int) -> None:
+    from unstuck.core.redact import redacted_json_each
+
+    assert redacted_json_each(values, depth=depth) == [json.dumps(redact_value(v, depth=depth)) for v in values]
+
+
+def test_a_hint_in_one_of_many_values_redacts_that_value_alone() -> None:
+    from secret_samples import samples
+    from unstuck.core.redact import redacted_json_each
+
+    values = [{"content": f"line {i}"} for i in range(50)]
+    for sample in samples():
+        values.insert(len(values) // 2, {"content": sample.text, "call": {"arguments": json.dumps({"v": sample.text})}})
+    texts = redacted_json_each(values)
+    assert texts == [json.dumps(redact_value(v)) for v in values]
+    assert [s.name for s in samples() for piece in s.secrets if any(piece in text for text in texts)] == []

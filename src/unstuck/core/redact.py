@@ -98,7 +98,7 @@ import hashlib
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,9 @@ import yaml
 from unstuck.core.cache import bundled_document, load_or_derive
 from unstuck.core.jsonshape import deeper_than
 
-__all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_json", "redacted_prefix"]
+__all__ = [
+    "MASK", "redact", "redact_document", "redact_value", "redacted_json", "redacted_json_each", "redacted_prefix",
+]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -1140,17 +1142,67 @@ def redacted_json(value: Any, *, depth: int = 0, sort_keys: bool = False,
 
     Raises:
         TypeError, ValueError: as ``json.dumps`` does, for a value it cannot write."""
-    if isinstance(value, dict | list | tuple) and value:
-        try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=separators)
-        except (TypeError, ValueError, RecursionError):
-            text = None
-        if text is not None and _clean_text(text, value, depth):
-            if not ensure_ascii or text.isascii():
-                return text
-            return json.dumps(value, sort_keys=sort_keys, separators=separators)
-    return json.dumps(redact_value(value, depth=depth), ensure_ascii=ensure_ascii, sort_keys=sort_keys,
-                      separators=separators)
+    return redacted_json_each([value], depth=depth, sort_keys=sort_keys, separators=separators,
+                              ensure_ascii=ensure_ascii)[0]
+
+
+def redacted_json_each(values: Sequence[Any], *, depth: int = 0, sort_keys: bool = False,
+                       separators: tuple[str, str] | None = None, ensure_ascii: bool = True) -> list[str]:
+    """:func:`redacted_json` of each of ``values`` (the same texts), their JSON texts scanned
+    for a hint of a secret together, in one scan (the lines of one text: a JSON text holds no
+    line break, and a hint is found at a line's start as at a text's), so a thousand small
+    values cost one scan, not a thousand.
+
+    Raises:
+        TypeError, ValueError: as ``json.dumps`` does, for a value it cannot write."""
+    texts: list[str | None] = []
+    encode = _encoder(sort_keys, separators).encode  # json.dumps's, made once for the lot
+    for value in values:
+        text = None
+        if isinstance(value, dict | list | tuple) and value:
+            try:
+                text = encode(value)
+            except (TypeError, ValueError, RecursionError):
+                text = None
+        texts.append(text)
+    hinted = _hinted_texts([text or "" for text in texts])
+    written: list[str] = []
+    for i, (value, text) in enumerate(zip(values, texts, strict=True)):
+        if text is not None and i not in hinted and _clean_but_hints(text, value, depth):
+            written.append(text if not ensure_ascii or text.isascii()
+                           else json.dumps(value, sort_keys=sort_keys, separators=separators))
+        else:
+            written.append(json.dumps(redact_value(value, depth=depth), ensure_ascii=ensure_ascii,
+                                      sort_keys=sort_keys, separators=separators))
+    return written
+
+
+@functools.lru_cache(maxsize=8)
+def _encoder(sort_keys: bool, separators: tuple[str, str] | None) -> json.JSONEncoder:
+    """The encoder ``json.dumps(..., ensure_ascii=False, sort_keys=..., separators=...)`` makes
+    for itself at each call."""
+    return json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, separators=separators)
+
+
+def _hinted_texts(texts: list[str]) -> set[int]:
+    """The positions of the ``texts`` (none holding a line break) that hold a hint
+    (:func:`_hints`): one scan of them joined by line breaks (a hint found across a break
+    counts for both sides)."""
+    if len(texts) == 1:
+        return {0} if _hinted(texts[0]) else set()
+    joined = "\n".join(texts)
+    starts, at = [], 0
+    for text in texts:
+        starts.append(at)
+        at += len(text) + 1
+    try:
+        spans = [(m.start(), m.end()) for m in _hints()[0].finditer(joined)]
+    except UnicodeEncodeError:  # a lone surrogate: the replacement characters are one character each too
+        spans = [(m.start(), m.end()) for m in _hints()[0].finditer(_utf8(joined))]
+    found: set[int] = set()
+    for first, last in spans:
+        found.update(range(bisect.bisect_right(starts, first) - 1, bisect.bisect_right(starts, max(first, last - 1))))
+    return found
 
 
 def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> bool:
@@ -1177,7 +1229,13 @@ def _clean_text(text: str, value: Any, depth: int) -> bool:
     """Whether ``value``, at ``depth``, whose JSON text (non-ASCII kept; any separators and
     key order: a hint lies inside one string, and a match across two only reads on) is
     ``text``, holds nothing to redact (:func:`_nothing_to_redact`)."""
-    if _hinted(text) or "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
+    return not _hinted(text) and _clean_but_hints(text, value, depth)
+
+
+def _clean_but_hints(text: str, value: Any, depth: int) -> bool:
+    """:func:`_clean_text` for a text known to hold no hint: no escape that may hide one, no
+    private key block, and nothing nested past the masking depth."""
+    if "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
         return False
     levels = _DEPTH - depth
     return text.count("[") + text.count("{") <= levels or not deeper_than(value, levels)

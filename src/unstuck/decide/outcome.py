@@ -9,19 +9,21 @@ one record of a call that the guard, the loop, the journal, resume and the eval 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from unstuck.core.redact import redacted_json
+from unstuck.core.redact import redacted_json_each
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.escalation import Escalation
 from unstuck.decide.policy import Action
 from unstuck.toolkit.models import Message
 
-__all__ = ["CANONICAL_FORM", "StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
+__all__ = [
+    "CANONICAL_FORM", "StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict", "saved_json_of",
+]
 
 
 class Verdict(enum.StrEnum):
@@ -185,23 +187,14 @@ class StepRecord(_Derived):
         """The record as saved guard state holds it: :meth:`to_dict` with every string redacted
         (:func:`unstuck.core.redact.redacted_json`, as at its place in the state), written as
         ``json.dumps`` writes it by default. Computed on the first call and kept: the record is
-        frozen, so a state saved again after each call writes each step once."""
-        try:
-            return self._saved_json
-        except AttributeError:
-            text = redacted_json(self.to_dict(), depth=_SAVED_DEPTH)
-            object.__setattr__(self, "_saved_json", text)
-            return text
+        frozen, so a state saved again after each call writes each step once
+        (:func:`saved_json_of` writes many at once)."""
+        return saved_json_of((self,))[0]
 
     def signed_json(self) -> str:
         """:meth:`saved_json`'s record in the canonical form a saved state's signature covers
-        (keys sorted, no spaces, non-ASCII kept); computed on the first call and kept."""
-        try:
-            return self._signed_json
-        except AttributeError:
-            text = redacted_json(self.to_dict(), depth=_SAVED_DEPTH, **CANONICAL_FORM)
-            object.__setattr__(self, "_signed_json", text)
-            return text
+        (:data:`CANONICAL_FORM`); computed on the first call and kept."""
+        return saved_json_of((self,), signed=True)[0]
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StepRecord:
@@ -225,6 +218,23 @@ class StepRecord(_Derived):
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved step is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def saved_json_of(steps: Sequence[StepRecord], *, signed: bool = False) -> list[str]:
+    """Each step's :meth:`StepRecord.saved_json` (with ``signed``, :meth:`StepRecord.signed_json`),
+    in order: the texts already written as they were kept, the others written together
+    (:func:`unstuck.core.redact.redacted_json_each`: one scan for a hint of a secret over all of
+    them) and kept on their steps."""
+    slot = "_signed_json" if signed else "_saved_json"
+    texts: list[str | None] = [getattr(step, slot, None) for step in steps]
+    missing = [i for i, text in enumerate(texts) if text is None]
+    if missing:
+        form = CANONICAL_FORM if signed else {}
+        made = redacted_json_each([steps[i].to_dict() for i in missing], depth=_SAVED_DEPTH, **form)
+        for i, text in zip(missing, made, strict=True):
+            object.__setattr__(steps[i], slot, text)  # a frozen record's kept text (_Derived), never a field
+            texts[i] = text
+    return [text for text in texts if text is not None]
 
 
 #: Each :class:`~unstuck.decide.policy.Action` by its value: a saved step's decision looked up

@@ -29,7 +29,7 @@ from unstuck.core.redact import redact_value
 from unstuck.core.tools import ToolCall
 from unstuck.decide import policy
 from unstuck.decide.escalation import Escalation
-from unstuck.decide.outcome import CANONICAL_FORM, StepRecord
+from unstuck.decide.outcome import CANONICAL_FORM, StepRecord, saved_json_of
 from unstuck.decide.policy import Action
 from unstuck.guard.decision import Decision
 from unstuck.guard.replies import Reply
@@ -235,9 +235,9 @@ class GuardState:
         rest = redact_value({"version": STATE_VERSION, **{f.name: f.metadata["saved"].dump(getattr(self, f.name))
                                                           for f in fields(self) if f.name != "steps"}})
         if key is not None:
-            signed = "[" + ",".join([step.signed_json() for step in self.steps]) + "]"
+            signed = "[" + ",".join(saved_json_of(self.steps, signed=True)) + "]"
             rest["signature"] = _signature(key, rest, signed)
-        steps = "[" + ", ".join([step.saved_json() for step in self.steps]) + "]"
+        steps = "[" + ", ".join(saved_json_of(self.steps)) + "]"
         return _with_steps(rest, steps, after=_BEFORE_STEPS)
 
     @classmethod
