@@ -122,3 +122,89 @@ def test_a_saved_field_of_the_wrong_type_is_refused_by_name(name: str) -> None:
     saved[name] = object.__name__ if isinstance(saved[name], (dict, list, int, float)) or saved[name] is None else 5
     with pytest.raises(GuardStateError, match=f"{name} has the wrong type"):
         GuardState.from_json(json.dumps(saved))
+
+
+# -- saving: the text is json.dumps of the redacted fields, each step written once (issue 24, item 7) --
+
+def _seeded_state(key: bytes | None) -> tuple[GuardState, list[str]]:
+    """A state whose steps carry every sourced secret format (tests/data/secret_samples.yaml) in
+    their content and arguments, beside non-ASCII text and escapes, and its secret material."""
+    from secret_samples import samples
+    from unstuck.core.tools import CommandOutput, HttpResponse
+    from unstuck.toolkit.specs import tool
+
+    @tool(subject="svc")
+    def svc(n: int, note: str = "") -> str:
+        """A read tool."""
+        return "ok"
+
+    found = samples()
+    outputs: list[object] = [s.text for s in found] + [
+        "héllo wörld ✓", "a\\u0067hp_x https:\\/\\/x", "line\nnext\ttab \x01", CommandOutput("gh", 127, "", "gh: not found"),
+        HttpResponse(429, '{"message": "slow down"}', (("Retry-After", "30"),)), {"rows": [[1, [2]]], "ok": True}]
+    guard = Guard([svc], unattended=True, clock=VirtualClock(follow_real_time=False), state_key=key)
+    for i, output in enumerate(outputs):
+        call = ToolCall.of(f"c{i}", "svc", {"n": i, "note": found[i % len(found)].text if i % 3 == 0 else "é"})
+        guard.before(call)
+        guard.after(call, output)
+    state = GuardState(turn_id="t-seeded", task=f"deploy with {found[0].text}", state=guard.state,
+                       steps=list(guard.steps), held_writes={f"svc {found[1].text}": "ref-1"}, intents={"c1": "ref-2"})
+    return state, [piece for s in found for piece in s.secrets]
+
+
+def _as_the_rule_says(state: GuardState, key: bytes | None) -> str:
+    """What GuardState.to_json's docstring says the text is: json.dumps of to_dict redacted whole,
+    with a signature the HMAC-SHA256 of the canonical JSON of the rest (the previous release's code)."""
+    import hashlib
+    import hmac
+
+    from unstuck.core.redact import redact_value
+
+    saved = redact_value(state.to_dict())
+    if key is not None:
+        body = json.dumps(saved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        saved["signature"] = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+    return json.dumps(saved)
+
+
+@pytest.mark.parametrize("key", [None, b"the caller's key"])
+def test_a_saved_state_is_the_json_of_its_redacted_fields_each_time_it_is_saved(key: bytes | None) -> None:
+    state, secrets = _seeded_state(key)
+    expected = _as_the_rule_says(state, key)
+    assert state.to_json(key) == expected
+    assert state.to_json(key) == expected  # saved again: each step's text kept from the first save
+    assert not [s for s in secrets if s in expected]
+    loaded = GuardState.from_json(expected, key)
+    assert loaded.to_json(key) == _as_the_rule_says(loaded, key) == expected
+
+
+def test_a_step_replaced_in_a_state_is_written_anew_not_from_the_step_it_replaced() -> None:
+    from dataclasses import replace
+
+    state, _ = _seeded_state(None)
+    first = json.loads(state.to_json())["steps"][0]
+    state.steps[0] = replace(state.steps[0], content="changed since")
+    again = json.loads(state.to_json())["steps"][0]
+    assert again == {**first, "content": "changed since"}
+    assert state.steps[0] == replace(state.steps[0]) and "_saved_json" not in repr(state.steps[0])
+
+
+def test_a_state_holding_undecodable_tool_bytes_is_signed_and_verified() -> None:
+    from unstuck.toolkit.specs import tool
+
+    @tool(subject="svc")
+    def svc(n: int) -> str:
+        """A read tool."""
+        return "ok"
+
+    key = b"the caller's key"
+    guard = Guard([svc], unattended=True, clock=VirtualClock(), state_key=key)
+    raw = b"caf\xe9 \xff done".decode("utf-8", "surrogateescape")  # a tool's Latin-1 bytes, passed on as they came
+    guard.before(call := ToolCall.of("c1", "svc", {"n": 1}))
+    guard.after(call, raw)
+    signed = guard.to_json()
+    loaded = Guard.from_json(signed, [svc], unattended=True, state_key=key)
+    assert [step.content for step in loaded.steps] == [step.content for step in guard.steps]
+    assert "\udce9" in loaded.steps[0].content
+    with pytest.raises(GuardStateError, match="does not verify"):
+        Guard.from_json(signed.replace("done", "gone"), [svc], unattended=True, state_key=key)

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unstuck.core.jsonshape import deeper_than, value_count
+from unstuck.core.jsonshape import deeper_than, measure, value_count
 from unstuck.core.readers import ReadError, check_depth, parse_json
 
 _TREES = st.recursive(
@@ -41,11 +41,49 @@ def test_value_count_is_check_depths_expansion_count_and_at_most_the_text_length
     assert count <= len(json.dumps(value, separators=(",", ":")))
 
 
+class _Dict(dict):  # type: ignore[type-arg]
+    """A dict subclass: json.dumps writes it as an object."""
+
+
+class _List(list):  # type: ignore[type-arg]
+    """A list subclass: json.dumps writes it as an array."""
+
+
+def _dressed(value: object, turn: int = 0) -> object:
+    """``value`` with its containers turned, in turn, into tuples and subclasses of dict and list."""
+    if isinstance(value, dict):
+        kept = {k: _dressed(v, turn + 1) for k, v in value.items()}
+        return _Dict(kept) if turn % 2 else kept
+    if isinstance(value, list):
+        items = [_dressed(v, turn + 1) for v in value]
+        return (tuple(items), _List(items), items)[turn % 3]
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREES, st.integers(min_value=0, max_value=8))
+def test_measure_counts_tuples_and_subclasses_as_check_depth_does(value: object, levels: int) -> None:
+    dressed = _dressed(value)
+    depth, count = measure(dressed, levels)
+    assert (depth > levels) == _refused(dressed, max_depth=levels, max_expanded=10**9)
+    if depth <= levels:
+        assert count == value_count(value) and not _refused(dressed, max_depth=levels, max_expanded=count)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREES, st.integers(min_value=0, max_value=8))
+def test_measure_of_a_parsed_document_is_the_same_read_as_parsed(value: object, levels: int) -> None:
+    parsed = json.loads(json.dumps(value))
+    assert measure(parsed, levels, loaded=True) == measure(parsed, levels)
+
+
 def test_counted_by_hand() -> None:
     assert value_count({"a": [1, 2]}) == 6  # the object, its key and value, the array as a container, 2 elements
     assert value_count(3) == 0
     assert deeper_than([[1]], 1) and not deeper_than([[1]], 2)
     assert not deeper_than("[[[[", 0)
+    # 4 levels (object, array, tuple, the empty object); 5 + 3 + 3 + 1 + 1 values; the walk stops past 1 level
+    assert measure({"a": [1, (2, {})], "b": {}}, 5) == (4, 13) and measure([[[1]]], 1) == (2, 2)
 
 
 def test_parse_json_refuses_a_document_one_level_too_deep_and_keeps_one_at_the_limit() -> None:

@@ -29,7 +29,7 @@ from typing import IO
 import yaml
 
 from unstuck.core.errors import UnstuckError
-from unstuck.core.jsonshape import deeper_than, value_count
+from unstuck.core.jsonshape import measure
 
 __all__ = [
     "MAX_DEPTH",
@@ -176,11 +176,12 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH,
         raise error(f"{where}: nested more than {max_depth} levels deep") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits (sys.int_info)
         raise error(f"{where}: not readable JSON ({exc})") from None
-    # check_depth's limits, in a lean walk of the tree (unstuck.core.jsonshape): JSON has no aliases, so
-    # nothing is shared or contains itself, and a text of N characters holds at most N values
-    if deeper_than(value, max_depth):
+    # check_depth's limits, both from one walk of the tree level by level (unstuck.core.jsonshape.measure):
+    # JSON has no aliases, so nothing is shared or contains itself
+    depth, count = measure(value, max_depth, loaded=True)
+    if depth > max_depth:
         raise error(f"{where}: nested more than {max_depth} levels deep")
-    if len(text) > MAX_EXPANDED and value_count(value) > MAX_EXPANDED:
+    if count > MAX_EXPANDED:
         raise error(f"{where}: expands to more than {MAX_EXPANDED} values")
     return value
 

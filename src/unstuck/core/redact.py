@@ -98,7 +98,7 @@ import hashlib
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,9 @@ import yaml
 from unstuck.core.cache import bundled_document, load_or_derive
 from unstuck.core.jsonshape import deeper_than
 
-__all__ = ["MASK", "redact", "redact_document", "redact_value", "redacted_prefix"]
+__all__ = [
+    "MASK", "redact", "redact_document", "redact_value", "redacted_json", "redacted_json_each", "redacted_prefix",
+]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -1077,7 +1079,7 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         clean: dict[Any, Any] = {}
         for key, item in value.items():
-            shown = _redact_string(key, depth) if isinstance(key, str) else key
+            shown = _shown_key(key, depth) if isinstance(key, str) else key
             if shown in clean:
                 count = 2
                 while f"{shown}#{count}" in clean:
@@ -1089,6 +1091,27 @@ def redact_value(value: Any, *, depth: int = 0) -> Any:
         items: Iterable[Any] = value
         return [_redact_inner(v, depth + 1) for v in items]
     return value
+
+
+#: Keys redaction left as they were, remembered (a schema's field names: a saved guard state's
+#: policy writes ``allowed_credential_changes`` and ``key`` each time, and a word that holds a
+#: hint costs a whole reading): only a key that cannot be a JSON document or hold an escape, so
+#: its reading does not depend on its depth; at most :data:`_CLEAN_KEYS_KEPT` of at most
+#: :data:`_CLEAN_KEY_MAX` characters. A key that held a secret is never kept here.
+_CLEAN_KEYS: set[str] = set()
+_CLEAN_KEYS_KEPT = 4096
+_CLEAN_KEY_MAX = 64
+
+
+def _shown_key(key: str, depth: int) -> str:
+    """A mapping's key as :func:`redact_value` writes it (:func:`_redact_string`)."""
+    if key in _CLEAN_KEYS:
+        return key
+    shown = _redact_string(key, depth)
+    if (shown == key and len(key) <= _CLEAN_KEY_MAX and len(_CLEAN_KEYS) < _CLEAN_KEYS_KEPT and "\\" not in key
+            and key.lstrip()[:1] not in ("{", "[")):
+        _CLEAN_KEYS.add(key)
+    return shown
 
 
 #: How deep inside a value :func:`_redact_inner` still looks for a container to keep whole;
@@ -1105,6 +1128,81 @@ def _redact_inner(value: Any, depth: int) -> Any:
     if depth <= _WHOLE_DEPTH and isinstance(value, dict | list | tuple) and value and _nothing_to_redact(value, depth):
         return value
     return redact_value(value, depth=depth)
+
+
+def redacted_json(value: Any, *, depth: int = 0, sort_keys: bool = False,
+                  separators: tuple[str, str] | None = None, ensure_ascii: bool = True) -> str:
+    """``json.dumps(redact_value(value, depth=depth), ...)`` with these options, the same text,
+    from one serialisation of ``value`` when nothing in it needs redacting (the shortcut
+    :func:`redact_value` takes for a clean container: its JSON text scanned once for what
+    redaction looks for), else from :func:`redact_value`'s result.
+
+    ``depth``: how deep ``value`` sits in the document it is part of (a part redacted on its
+    own is redacted as it is in its place there).
+
+    Raises:
+        TypeError, ValueError: as ``json.dumps`` does, for a value it cannot write."""
+    return redacted_json_each([value], depth=depth, sort_keys=sort_keys, separators=separators,
+                              ensure_ascii=ensure_ascii)[0]
+
+
+def redacted_json_each(values: Sequence[Any], *, depth: int = 0, sort_keys: bool = False,
+                       separators: tuple[str, str] | None = None, ensure_ascii: bool = True) -> list[str]:
+    """:func:`redacted_json` of each of ``values`` (the same texts), their JSON texts scanned
+    for a hint of a secret together, in one scan (the lines of one text: a JSON text holds no
+    line break, and a hint is found at a line's start as at a text's), so a thousand small
+    values cost one scan, not a thousand.
+
+    Raises:
+        TypeError, ValueError: as ``json.dumps`` does, for a value it cannot write."""
+    texts: list[str | None] = []
+    encode = _encoder(sort_keys, separators).encode  # json.dumps's, made once for the lot
+    for value in values:
+        text = None
+        if isinstance(value, dict | list | tuple) and value:
+            try:
+                text = encode(value)
+            except (TypeError, ValueError, RecursionError):
+                text = None
+        texts.append(text)
+    hinted = _hinted_texts([text or "" for text in texts])
+    written: list[str] = []
+    for i, (value, text) in enumerate(zip(values, texts, strict=True)):
+        if text is not None and i not in hinted and _clean_but_hints(text, value, depth):
+            written.append(text if not ensure_ascii or text.isascii()
+                           else json.dumps(value, sort_keys=sort_keys, separators=separators))
+        else:
+            written.append(json.dumps(redact_value(value, depth=depth), ensure_ascii=ensure_ascii,
+                                      sort_keys=sort_keys, separators=separators))
+    return written
+
+
+@functools.lru_cache(maxsize=8)
+def _encoder(sort_keys: bool, separators: tuple[str, str] | None) -> json.JSONEncoder:
+    """The encoder ``json.dumps(..., ensure_ascii=False, sort_keys=..., separators=...)`` makes
+    for itself at each call."""
+    return json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, separators=separators)
+
+
+def _hinted_texts(texts: list[str]) -> set[int]:
+    """The positions of the ``texts`` (none holding a line break) that hold a hint
+    (:func:`_hints`): one scan of them joined by line breaks (a hint found across a break
+    counts for both sides)."""
+    if len(texts) == 1:
+        return {0} if _hinted(texts[0]) else set()
+    joined = "\n".join(texts)
+    starts, at = [], 0
+    for text in texts:
+        starts.append(at)
+        at += len(text) + 1
+    try:
+        spans = [(m.start(), m.end()) for m in _hints()[0].finditer(joined)]
+    except UnicodeEncodeError:  # a lone surrogate: the replacement characters are one character each too
+        spans = [(m.start(), m.end()) for m in _hints()[0].finditer(_utf8(joined))]
+    found: set[int] = set()
+    for first, last in spans:
+        found.update(range(bisect.bisect_right(starts, first) - 1, bisect.bisect_right(starts, max(first, last - 1))))
+    return found
 
 
 def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> bool:
@@ -1124,7 +1222,20 @@ def _nothing_to_redact(value: dict[Any, Any] | list[Any] | tuple[Any, ...], dept
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return False
-    if _hinted(text) or "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
+    return _clean_text(text, value, depth)
+
+
+def _clean_text(text: str, value: Any, depth: int) -> bool:
+    """Whether ``value``, at ``depth``, whose JSON text (non-ASCII kept; any separators and
+    key order: a hint lies inside one string, and a match across two only reads on) is
+    ``text``, holds nothing to redact (:func:`_nothing_to_redact`)."""
+    return not _hinted(text) and _clean_but_hints(text, value, depth)
+
+
+def _clean_but_hints(text: str, value: Any, depth: int) -> bool:
+    """:func:`_clean_text` for a text known to hold no hint: no escape that may hide one, no
+    private key block, and nothing nested past the masking depth."""
+    if "PRIVATE KEY" in text or "\\u" in text or "\\/" in text:
         return False
     levels = _DEPTH - depth
     return text.count("[") + text.count("{") <= levels or not deeper_than(value, levels)

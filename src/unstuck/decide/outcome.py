@@ -9,17 +9,21 @@ one record of a call that the guard, the loop, the journal, resume and the eval 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+from unstuck.core.redact import redacted_json_each
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.escalation import Escalation
 from unstuck.decide.policy import Action
 from unstuck.toolkit.models import Message
 
-__all__ = ["StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict"]
+__all__ = [
+    "CANONICAL_FORM", "StepRecord", "TurnResult", "TurnStatus", "Validation", "Validator", "Verdict", "saved_json_of",
+]
 
 
 class Verdict(enum.StrEnum):
@@ -92,8 +96,27 @@ class TurnStatus(enum.StrEnum):
 _ENDED = frozenset({TurnStatus.DONE, TurnStatus.BLOCKED, TurnStatus.FAILED})
 
 
+class _Derived:
+    """Room on a frozen record for text derived from its fields once and kept: slots outside
+    the dataclass's fields, so never compared, hashed, shown, copied by ``replace`` or pickled."""
+
+    __slots__ = ("_saved_json", "_signed_json")
+    _saved_json: str
+    _signed_json: str
+
+
+#: Where a step sits in saved guard state (the state, its ``steps``, the step): the depth it
+#: is redacted at there (:func:`unstuck.core.redact.redact_value`).
+_SAVED_DEPTH = 2
+
+#: ``json.dumps``'s options for the canonical JSON a saved guard state's signature covers: keys
+#: sorted, no spaces, non-ASCII kept (the text is then signed as UTF-8).
+CANONICAL_FORM: Mapping[str, Any] = MappingProxyType(
+    {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False})
+
+
 @dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(_Derived):
     """One tool call of a turn, as it happened.
 
     Attributes:
@@ -160,6 +183,19 @@ class StepRecord:
             "exempt": list(self.exempt), "decision": self.decision.value, "reply": self.reply,
         }
 
+    def saved_json(self) -> str:
+        """The record as saved guard state holds it: :meth:`to_dict` with every string redacted
+        (:func:`unstuck.core.redact.redacted_json`, as at its place in the state), written as
+        ``json.dumps`` writes it by default. Computed on the first call and kept: the record is
+        frozen, so a state saved again after each call writes each step once
+        (:func:`saved_json_of` writes many at once)."""
+        return saved_json_of((self,))[0]
+
+    def signed_json(self) -> str:
+        """:meth:`saved_json`'s record in the canonical form a saved state's signature covers
+        (:data:`CANONICAL_FORM`); computed on the first call and kept."""
+        return saved_json_of((self,), signed=True)[0]
+
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StepRecord:
         """Read :meth:`to_dict`'s output.
@@ -168,19 +204,50 @@ class StepRecord:
             ValueError: naming what is malformed.
         """
         try:
-            call = raw["call"]
+            call, get = raw["call"], raw.get
             return cls(
                 int(raw["index"]), ToolCall(str(call["id"]), str(call["tool"]), str(call["arguments"])),
                 str(raw["subject"]), bool(raw["dispatched"]), bool(raw["probe"]), bool(raw["ok"]),
-                validate_situation("saved step", raw.get("situation"), allow_refusal=True),
-                float(raw["started_s"]), float(raw["duration_s"]), tuple(raw.get("charged", ())),
-                tuple(raw.get("opened", ())), tuple(raw.get("closed", ())), str(raw.get("content", "")),
-                bool(raw.get("retry", False)), raw.get("injected"), bool(raw.get("interactive", False)),
-                bool(raw.get("auto_retry", False)), tuple(raw.get("exempt", ())),
-                Action(raw.get("decision", "continue")), int(raw.get("reply", -1)),
+                None if (situation := get("situation")) is None else validate_situation(
+                    "saved step", situation, allow_refusal=True),
+                float(raw["started_s"]), float(raw["duration_s"]), tuple(get("charged", ())),
+                tuple(get("opened", ())), tuple(get("closed", ())), str(get("content", "")),
+                bool(get("retry", False)), get("injected"), bool(get("interactive", False)),
+                bool(get("auto_retry", False)), tuple(get("exempt", ())),
+                _action(get("decision", "continue")), int(get("reply", -1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a saved step is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def saved_json_of(steps: Sequence[StepRecord], *, signed: bool = False) -> list[str]:
+    """Each step's :meth:`StepRecord.saved_json` (with ``signed``, :meth:`StepRecord.signed_json`),
+    in order: the texts already written as they were kept, the others written together
+    (:func:`unstuck.core.redact.redacted_json_each`: one scan for a hint of a secret over all of
+    them) and kept on their steps."""
+    slot = "_signed_json" if signed else "_saved_json"
+    texts: list[str | None] = [getattr(step, slot, None) for step in steps]
+    missing = [i for i, text in enumerate(texts) if text is None]
+    if missing:
+        form = CANONICAL_FORM if signed else {}
+        made = redacted_json_each([steps[i].to_dict() for i in missing], depth=_SAVED_DEPTH, **form)
+        for i, text in zip(missing, made, strict=True):
+            object.__setattr__(steps[i], slot, text)  # a frozen record's kept text (_Derived), never a field
+            texts[i] = text
+    return [text for text in texts if text is not None]
+
+
+#: Each :class:`~unstuck.decide.policy.Action` by its value: a saved step's decision looked up
+#: without the enum's call (a thousand steps read back in a saved state).
+_ACTIONS: Mapping[str, Action] = MappingProxyType({action.value: action for action in Action})
+
+
+def _action(value: Any) -> Action:
+    """The action named ``value`` (``Action(value)``, its errors included)."""
+    try:
+        return _ACTIONS[value]
+    except (KeyError, TypeError):
+        return Action(value)
 
 
 @dataclass(frozen=True, slots=True)

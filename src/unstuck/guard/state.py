@@ -29,7 +29,7 @@ from unstuck.core.redact import redact_value
 from unstuck.core.tools import ToolCall
 from unstuck.decide import policy
 from unstuck.decide.escalation import Escalation
-from unstuck.decide.outcome import StepRecord
+from unstuck.decide.outcome import CANONICAL_FORM, StepRecord, saved_json_of
 from unstuck.decide.policy import Action
 from unstuck.guard.decision import Decision
 from unstuck.guard.replies import Reply
@@ -228,11 +228,17 @@ class GuardState:
         """:meth:`to_dict` as JSON, every string redacted (:func:`unstuck.core.redact.redact_value`:
         saved state is stored, like the journal, so it keeps no secret; a call is never run
         from saved state, and a held write is looked up masked too); with ``key``, signed
-        (``signature``: HMAC-SHA256 of the rest)."""
-        saved = redact_value(self.to_dict())
+        (``signature``: HMAC-SHA256 of the rest). The same text as ``json.dumps`` of the
+        redacted whole, each step's part taken from the step (:meth:`StepRecord.saved_json
+        <unstuck.decide.outcome.StepRecord.saved_json>`: a step is redacted and written once,
+        however often the state is saved)."""
+        rest = redact_value({"version": STATE_VERSION, **{f.name: f.metadata["saved"].dump(getattr(self, f.name))
+                                                          for f in fields(self) if f.name != "steps"}})
         if key is not None:
-            saved["signature"] = _signature(key, saved)
-        return json.dumps(saved)
+            signed = "[" + ",".join(saved_json_of(self.steps, signed=True)) + "]"
+            rest["signature"] = _signature(key, rest, signed)
+        steps = "[" + ", ".join(saved_json_of(self.steps)) + "]"
+        return _with_steps(rest, steps, after=_BEFORE_STEPS)
 
     @classmethod
     def from_json(cls, text: str | bytes, key: bytes | None = None) -> GuardState:
@@ -264,12 +270,37 @@ class GuardState:
         return cls.from_dict(raw)
 
 
-def _signature(key: bytes, saved: Mapping[str, Any]) -> str:
+def _signature(key: bytes, saved: Mapping[str, Any], steps: str | None = None) -> str:
     """HMAC-SHA256 (RFC 2104, the standard library's :mod:`hmac`) of a saved state's canonical
-    JSON (keys sorted, no spaces, UTF-8), every field but ``signature``; hex."""
-    body = json.dumps({k: v for k, v in saved.items() if k != "signature"}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+    JSON (keys sorted, no spaces, UTF-8, a lone surrogate as ``surrogatepass`` writes it), every
+    field but ``signature``; hex. ``steps``: the
+    ``steps`` field's canonical text, when ``saved`` holds the other fields only."""
+    rest = {k: v for k, v in saved.items() if k != "signature"}
+    if steps is None:
+        body = json.dumps(rest, **CANONICAL_FORM)
+    else:
+        body = _with_steps({k: rest[k] for k in sorted(rest)}, steps, after=sum(k < "steps" for k in rest),
+                           **CANONICAL_FORM)
+    # a lone surrogate (undecodable bytes a tool passed on) as its UTF-8 form (what Python's
+    # "surrogatepass" writes), so such a state is signed too; any other text encodes as before
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+#: Fields written before ``steps`` (``version`` first, then the fields in order).
+_BEFORE_STEPS = 1 + [f.name for f in fields(GuardState)].index("steps")
+
+
+def _with_steps(saved: Mapping[str, Any], steps: str, *, after: int, sort_keys: bool = False,
+                separators: tuple[str, str] = (", ", ": "), ensure_ascii: bool = True) -> str:
+    """``json.dumps`` of ``saved`` with a ``steps`` field (its JSON text ``steps``) after its
+    first ``after`` fields: the same text as the whole written at once (with ``sort_keys``,
+    ``after`` is the number of keys sorting before ``"steps"``)."""
+    items = list(saved.items())
+    item, colon = separators
+    form: dict[str, Any] = {"sort_keys": sort_keys, "separators": separators, "ensure_ascii": ensure_ascii}
+    parts = (json.dumps(dict(items[:after]), **form)[1:-1], f'"steps"{colon}{steps}',
+             json.dumps(dict(items[after:]), **form)[1:-1])
+    return "{" + item.join(part for part in parts if part) + "}"
 
 
 def signing_key(key: object) -> bytes | None:
