@@ -755,6 +755,28 @@ def _imperative(before: str) -> bool:
     return True
 
 
+#: The bare verbs that also head a log's section or step: GitHub Actions prints each step's
+#: header as "Run <the step's command>" (actions/runner src/Runner.Worker/Handlers/ScriptHandler.cs,
+#: the step's display name), Playwright heads the calls it made "Call log:"
+#: (playwright-core src/server/callLog.ts, buildCallLog).
+_HEADING_VERBS = frozenset({"run", "call"})
+
+
+#: A log line's prefix before its text: bracketed markers (``##[group]``), timestamps, numbers.
+_LOG_PREFIX = re.compile(r"^(?:\[[^\]\n]*\]|[#>|*\s]|[\d:.TZ+-])*$")
+
+
+def _heading(before: str, verb: str, words: list[str]) -> bool:
+    """Whether a bare ``Run X`` / ``Call X`` heads its line rather than tells the user: the verb
+    first on its line (after a log prefix), no colon after it (``Run: X`` and ``please run X``
+    tell), an unquoted argument that fills the rest of the line with no purpose clause ("to
+    authenticate") and ends no sentence: a step's title ("Run npm test") or a section's label
+    ("Call log:")."""
+    if verb.strip(" \t$").lower() not in _HEADING_VERBS or not _LOG_PREFIX.match(before):
+        return False
+    return not words[-1].endswith((".", "!")) or words[-1].endswith(":")
+
+
 def _command_shaped(words: list[str], quoted: bool) -> bool:
     """Whether ``words`` read as a command line: after any leading assignments (``VAR=1``), a
     program word (lower case unless quoted), not an option alone, a path, a URL or a log file."""
@@ -801,6 +823,10 @@ def _suggestion(reader: _Reader) -> str | None:
                 kept.append(word)
             command = " ".join(kept).rstrip(".,:;!")
             if not kept or not _command_shaped(command.split(), quoted):
+                continue
+            if not quoted and len(kept) == len(words) and _heading(
+                    reader.original(reader.line_of(found.start()), found.start()),
+                    reader.lowered[found.start():start], words):
                 continue
             return _screened_suggestion(reader, command, kept)
     return None
