@@ -538,6 +538,12 @@ def _decide(
     status = _status_verdict(reader, result, program)
     if status is not None:
         return status
+    weak_status = _weak_status_verdict(reader, result)
+    if weak_status is not None:
+        # a status that names only its class (400 Bad Request, 500) yields to a cause said in
+        # plain words ("Budget has been exceeded" under a 400): the body names the cause
+        concept = reader.concept()
+        return weak_status if concept is None else _concept_verdict(reader, concept)
     weak_row = reader.weak()
     weak_verdict = weak_row.row.verdict if weak_row is not None else None
     if weak_row is not None and weak_verdict is not None:
@@ -548,10 +554,7 @@ def _decide(
         return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
     concept = reader.concept()
     if concept is not None:
-        said = concept.concept
-        return (Verdict(said.kind, said.interactive, said.retryable),
-                Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
-                         said.source), None, reader.line_around(concept.start, concept.end))
+        return _concept_verdict(reader, concept)
     text = reader.text.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
@@ -584,6 +587,13 @@ def _inside_wrapper(
     return verdict, Decision(decision.stage, f"inside the wrapper: {decision.rule}", decision.source), None, line
 
 
+def _concept_verdict(reader: _Reader, concept: ConceptMatch) -> tuple[Verdict, Decision, RowMatch | None, str]:
+    said = concept.concept
+    return (Verdict(said.kind, said.interactive, said.retryable),
+            Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
+                     said.source), None, reader.line_around(concept.start, concept.end))
+
+
 def _code_verdict(code: CodeVerdict) -> Verdict:
     return Verdict(code.kind, code.interactive, code.retryable)
 
@@ -606,9 +616,7 @@ def _status_verdict(
         return (program_code.verdict, Decision(Stage.STATUS, f"{program} exit status {result.exit_code}",
                                                program_code.source), None, _first_line(reader) or
                 f"{program} exited {result.exit_code}")
-    status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
-    if status is None and result.http_status is None:
-        status = reader.stated_status()
+    status = _http_status(reader, result)
     coded = table.codes.http_status(status) if status is not None else None
     if status is not None and coded is not None and not coded.weak:
         return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
@@ -623,10 +631,24 @@ def _status_verdict(
         if coded_exit.verdict is not None:
             return (coded_exit.verdict, Decision(Stage.STATUS, f"exit code {result.exit_code}", coded_exit.source),
                     None, f"exit code {result.exit_code}")
-    if status is not None and coded is not None:  # a weak status (400, 500) still beats nothing
-        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
-                _status_line(reader, status))
     return None
+
+
+def _http_status(reader: _Reader, result: ToolResult) -> int | None:
+    """The failing HTTP status: the result's, else (when it has none) one the body states."""
+    if result.http_status is not None:
+        return result.http_status if result.http_status >= 400 else None
+    return reader.stated_status()
+
+
+def _weak_status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, Decision, None, str] | None:
+    """A status that names only its class (400, 500: a weak row of the http table), which still
+    beats generic wording and nothing."""
+    status = _http_status(reader, result)
+    coded = reader.table.codes.http_status(status) if status is not None else None
+    if status is None or coded is None:
+        return None
+    return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, _status_line(reader, status)
 
 
 def _first_line(reader: _Reader) -> str:
