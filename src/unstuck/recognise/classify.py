@@ -516,8 +516,40 @@ def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | 
 
 
 def _field_codes(reader: _Reader, envelope: Envelope) -> tuple[CodeVerdict, ...]:
+    """The codes of one envelope's fields, by the priority of their tables (codes.yaml lists its
+    tables from the most specific: a Google ErrorInfo ``reason`` before the canonical gRPC
+    ``status`` of the same error, AIP-193), then in the order met."""
     found = (reader.table.codes.for_field(code.leaf, code.value, text=reader.text) for code in envelope.codes)
-    return tuple(verdict for verdict in found if verdict is not None)
+    verdicts = [verdict for verdict in found if verdict is not None]
+    if len(verdicts) < 2:
+        return tuple(verdicts)
+    rank = {name: index for index, name in enumerate(reader.table.codes.names)}
+    return tuple(sorted(verdicts, key=lambda verdict: rank.get(verdict.table, len(rank))))
+
+
+def _documented_code(reader: _Reader, cause: RowMatch) -> CodeVerdict | None:
+    """The specific code a failed envelope carries in its own fields, when the cause's wording is
+    that envelope's text and its words allow the code's reading too: the vendor's documented
+    code decides between the readings of its own message (OpenAI's ``model_not_found`` for
+    "The model does not exist or you do not have access to it": not found, not a permission).
+    A code outside the envelope, a weak one, an HTTP status, or one whose kind the message never
+    words (``unsupported_value`` beside "Your organization must be verified") does not."""
+    verdict = cause.row.verdict
+    if verdict is None or (not reader.computed("envelopes")
+                           and not any(word in reader.lowered for word in _ENVELOPE_WORDS)):
+        return None
+    at, _ = reader.span(cause.start, cause.end)
+    for envelope in reader.envelopes():
+        if envelope.failed and envelope.start <= at < envelope.end:
+            code = next((c for c in _field_codes(reader, envelope) if not c.weak and c.table != "http"), None)
+            if code is None or code.kind is verdict.kind:
+                return None
+            inner = _Reader(reader.table, reader.text[envelope.start:envelope.end])
+            worded = {row.verdict.kind for rows in (inner.causes, inner.weak_rows) for part in range(rows.parts)
+                      for row in (rows.rows[i] for i in rows.matching_part(part, inner.encoded))
+                      if row.verdict is not None}
+            return code if code.kind in worded else None
+    return None
 
 
 def _decide(
@@ -530,6 +562,9 @@ def _decide(
         return inner
     cause = reader.cause(failed=True)
     if cause is not None and cause.row.verdict is not None:
+        documented = _documented_code(reader, cause)
+        if documented is not None:
+            return _code_verdict(documented), _code_decision(Stage.CODE, documented), None, _code_line(reader, documented)
         return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
     codes = reader.codes()
     strong = next((c for c in codes if not c.weak), None)
