@@ -72,6 +72,7 @@ from unstuck.core.tools import ToolDescription, ToolResult
 from unstuck.recognise.codes import CodeVerdict
 from unstuck.recognise.concepts import ConceptMatch, load_lexicon
 from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
+from unstuck.recognise.mentions import is_mention
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 
 __all__ = [
@@ -282,10 +283,29 @@ class _Reader:
             "causes", self.causes, lambda row: not row.success_too))
 
     def success_signal(self) -> RowMatch | None:
-        """The first adversarial row (:meth:`injection`), else the first degenerate one (what a
-        success is read for)."""
-        return self._once("success", lambda: self.injection() or self._first(  # type: ignore[no-any-return]
-            "degenerate", self.table.degenerate, lambda row: True))
+        """The first adversarial row used, not only mentioned (:meth:`used_injection`), else the
+        first degenerate one (what a success is read for)."""
+        return self._once("success", lambda: self.used_injection() or self._first(  # type: ignore[no-any-return]
+            "degenerate", self.table.degenerate, lambda row: not _adversarial(row)))
+
+    def used_injection(self) -> RowMatch | None:
+        """:meth:`injection`, where an adversarial row's every occurrence in the text is no
+        mention (:func:`unstuck.recognise.mentions.is_mention`: quoted or cited by a text about
+        injections); ``None`` when every one is."""
+        rows = self.table.degenerate
+        mentioned = False
+        for part in range(rows.parts):
+            indices: tuple[int, ...] = self._once(f"indices degenerate {part}",
+                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            for index in indices:
+                row = rows.rows[index]
+                if not _adversarial(row):
+                    continue
+                for found in itertools.islice(row.compiled.finditer(self.lowered), 16):
+                    if not is_mention(self.lowered, found.start(), found.end()):
+                        return RowMatch(row, found.start(), found.end())
+                    mentioned = True
+        return None if mentioned else self.injection()
 
     def injection(self) -> RowMatch | None:
         """The first adversarial row, whatever else the text reads as: in the text, else in its
