@@ -584,7 +584,8 @@ def _decide(
     if cause is not None and cause.row.verdict is not None:
         documented = _documented_code(reader, cause)
         if documented is not None:
-            return _code_verdict(documented), _code_decision(Stage.CODE, documented), None, _code_line(reader, documented)
+            return (_code_verdict(documented), _code_decision(Stage.CODE, documented), None,
+                    _code_line(reader, documented))
         return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
     codes = reader.codes()
     strong = next((c for c in codes if not c.weak), None)
@@ -703,7 +704,8 @@ def _weak_status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, 
     coded = reader.table.codes.http_status(status) if status is not None else None
     if status is None or coded is None:
         return None
-    return _code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None, _status_line(reader, status)
+    return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+            _status_line(reader, status))
 
 
 def _first_line(reader: _Reader) -> str:

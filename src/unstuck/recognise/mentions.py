@@ -32,9 +32,9 @@ __all__ = ["is_mention"]
 
 #: Words that make a text one about injections (OWASP LLM01's and advisories' vocabulary).
 _TOPIC = re2.compile(
-    r"\b(prompt[ -]injections?|injection attacks?|indirect injections?|jailbreak(s|ing)?|jailbroken|"
-    r"attackers?|adversar(y|ies|ial)|malicious|payloads?|exploit(s|ed|ation)?|vulnerabilit(y|ies)|"
-    r"security advisory|advisory|cve-\d{4}-\d+|ghsa-[\w-]+|red[ -]team(ing)?|owasp|llm01)\b")
+    r"\b(prompt[ -]?injections?|injection attacks?|indirect injections?|injected instructions?|jailbreak(s|ing)?|"
+    r"jailbroken|adversarial (prompts?|instructions?|inputs?)|malicious (prompts?|instructions?|inputs?|payloads?)|"
+    r"security advisory|cve-\d{4}-\d+|ghsa(-[a-z0-9]{4}){3}|red[ -]team(ing)?|owasp|llm01)\b")
 #: A citing phrase just before a quoted or cited example, then at most a few words.
 _CITING = re2.compile(
     r"(\b(such as|like|e\.g\.,?|for example,?|for instance,?|i\.e\.,?|phrases?|strings?|sentences?|texts?|"
@@ -48,16 +48,27 @@ _PAIRS = {"\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u201e": 
 _CITING_CHARS = 60
 
 
+#: What stands before the opening quote of a JSON string (a member's value, an array's item):
+#: a JSON document delivers its strings, it does not quote them (RFC 8259 section 7).
+_JSON_OPENERS = ":,[{"
+
+
 def _quoted(line: str, start: int, end: int) -> bool:
     """Whether ``line[start:end]`` lies inside a quotation that opens before it and closes at or
-    after its end, on the same line."""
+    after its end, on the same line: prose quotation marks, or a JSON string's escaped ones
+    (``\\"``), never the quotes that delimit a JSON string itself."""
+    escaped = line.replace('\\"', "\x01\x01")  # same length: offsets stay
+    if escaped.count("\x01\x01", 0, start) % 2 == 1 and escaped.find("\x01\x01", end) != -1:
+        return True
     for opener, closer in _PAIRS.items():
         if opener == closer:
-            if line.count(opener, 0, start) % 2 == 1 and line.find(closer, end) != -1:
-                return True
+            if escaped.count(opener, 0, start) % 2 == 1 and escaped.find(closer, end) != -1:
+                before = escaped[:escaped.rfind(opener, 0, start)].rstrip()
+                if not before or before[-1] not in _JSON_OPENERS:
+                    return True
             continue
-        before = line.rfind(opener, 0, start)
-        if before != -1 and line.rfind(closer, before + 1, start) == -1 and line.find(closer, end) != -1:
+        opened_at = line.rfind(opener, 0, start)
+        if opened_at != -1 and line.rfind(closer, opened_at + 1, start) == -1 and line.find(closer, end) != -1:
             return True
     # a single straight quote only right before the match (an apostrophe is no quotation mark)
     return start > 0 and line[start - 1] == "'" and line.find("'", end) != -1
