@@ -44,6 +44,8 @@ _CITING = re2.compile(
     r"[^.!?\n]{0,40}\bto)\s*[:\"'`“‘«*_]*\s*$")
 #: Quotation marks that open and the marks that close them; a straight mark closes itself.
 _PAIRS = {"\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u201e": "\u201c", '"': '"', "`": "`"}
+#: Words before "to" that make it an order to the reader, not an infinitive of purpose.
+_ADDRESSEES = frozenset({"you", "u", "ya", "agent", "assistant", "ai", "model", "llm", "bot", "yourself"})
 #: How far back on its line a citing phrase may stand (characters).
 _CITING_CHARS = 60
 
@@ -88,4 +90,10 @@ def is_mention(lowered: str, start: int, end: int) -> bool:
     at, to = start - first, min(end, first + len(line)) - first
     if _quoted(line, at, to):
         return True
-    return _CITING.search(line[max(0, at - _CITING_CHARS):at]) is not None
+    before = line[max(0, at - _CITING_CHARS):at]
+    if _CITING.search(before) is not None:
+        return True
+    # an infinitive of purpose describes what the words do ("used ... to override the system
+    # prompt"); "you to" is an order ("I want you to ignore ...")
+    words = before.split()
+    return len(words) >= 2 and words[-1] == "to" and words[-2] not in _ADDRESSEES
