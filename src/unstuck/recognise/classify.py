@@ -72,7 +72,7 @@ from unstuck.core.tools import ToolDescription, ToolResult
 from unstuck.recognise.codes import CodeVerdict
 from unstuck.recognise.concepts import ConceptMatch, load_lexicon
 from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
-from unstuck.recognise.mentions import is_mention
+from unstuck.recognise.mentions import about_injections, is_mention
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 
 __all__ = [
@@ -301,8 +301,9 @@ class _Reader:
                 row = rows.rows[index]
                 if not _adversarial(row):
                     continue
+                about = about_injections(self.lowered) if not mentioned else True
                 for found in itertools.islice(row.compiled.finditer(self.lowered), 16):
-                    if not is_mention(self.lowered, found.start(), found.end()):
+                    if not about or not is_mention(self.lowered, found.start(), found.end(), about=True):
                         return RowMatch(row, found.start(), found.end())
                     mentioned = True
         return None if mentioned else self.injection()
@@ -355,6 +356,23 @@ class _Reader:
         start = self.lowered.rfind("\n", 0, len(clean_terminal_text(self.raw[:first]).lower())) + 1
         end = self.lowered.find("\n", start)
         return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
+
+    def worded_kinds(self) -> frozenset[Kind]:
+        """The failure kinds the text's wording names, as far as it was read: every cause row
+        of the sets already matched (the cause stage reads them part by part, up to the first
+        cause) and the first weak row (not the degenerate and adversarial rows)."""
+        def compute() -> frozenset[Kind]:
+            kinds: set[Kind] = set()
+            for part in range(self.causes.parts):
+                if not self.computed(f"indices causes {part}"):
+                    continue
+                rows = (self.causes.rows[i] for i in self._cache[f"indices causes {part}"])
+                kinds.update(row.verdict.kind for row in rows if row.verdict is not None and not row.success_too)
+            weak = self.weak()
+            if weak is not None and weak.row.verdict is not None:
+                kinds.add(weak.row.verdict.kind)
+            return frozenset(kinds)
+        return self._once("worded", compute)  # type: ignore[no-any-return]
 
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
@@ -547,28 +565,36 @@ def _field_codes(reader: _Reader, envelope: Envelope) -> tuple[CodeVerdict, ...]
     return tuple(sorted(verdicts, key=lambda verdict: rank.get(verdict.table, len(rank))))
 
 
+#: A code field as a JSON body or a Python dict repr writes its name (the fields the code tables
+#: read for a vendor's own code: OpenAI's ``code``, Google's ``reason``, Anthropic's ``type``).
+_CODE_FIELDS = ('"code"', "'code'", '"reason"', "'reason'", '"type"', "'type'", '"error_code"', '"errorcode"',
+                '"__type"')
+
+
 def _documented_code(reader: _Reader, cause: RowMatch) -> CodeVerdict | None:
     """The specific code a failed envelope carries in its own fields, when the cause's wording is
-    that envelope's text and its words allow the code's reading too: the vendor's documented
-    code decides between the readings of its own message (OpenAI's ``model_not_found`` for
-    "The model does not exist or you do not have access to it": not found, not a permission).
-    A code outside the envelope, a weak one, an HTTP status, or one whose kind the message never
-    words (``unsupported_value`` beside "Your organization must be verified") does not."""
+    that envelope's message and the message names two causes ("A or B") of which the code is
+    one: the vendor's documented code decides between the readings of its own message
+    (OpenAI's ``model_not_found`` for "The model does not exist or you do not have access to
+    it": not found, not a permission). A code outside the envelope, a weak one, an HTTP status,
+    or one whose kind the envelope never words (``unsupported_value`` beside "Your organization
+    must be verified") does not. A cause line with no "or", or a text with no structure that has
+    a code field, is not parsed."""
     verdict = cause.row.verdict
-    if verdict is None or (not reader.computed("envelopes")
-                           and not any(word in reader.lowered for word in _ENVELOPE_WORDS)):
-        return None
+    if verdict is None or "{" not in reader.lowered or " or " not in reader.line_around(cause.start, cause.end):
+        return None  # no structure, or a message that names one cause: nothing for a code to decide
+    if not reader.computed("envelopes") and not any(field in reader.lowered for field in _CODE_FIELDS):
+        return None  # no structure with a code field: nothing to parse
     at, _ = reader.span(cause.start, cause.end)
     for envelope in reader.envelopes():
         if envelope.failed and envelope.start <= at < envelope.end:
             code = next((c for c in _field_codes(reader, envelope) if not c.weak and c.table != "http"), None)
             if code is None or code.kind is verdict.kind:
                 return None
+            # the envelope's own words, not a status line beside it ("400 Bad Request {...}")
             inner = _Reader(reader.table, reader.text[envelope.start:envelope.end])
-            worded = {row.verdict.kind for rows in (inner.causes, inner.weak_rows) for part in range(rows.parts)
-                      for row in (rows.rows[i] for i in rows.matching_part(part, inner.encoded))
-                      if row.verdict is not None}
-            return code if code.kind in worded else None
+            inner.cause(failed=True)  # its cause sets read, as the outer text's were
+            return code if code.kind in inner.worded_kinds() else None
     return None
 
 

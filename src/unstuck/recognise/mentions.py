@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re2
 
-__all__ = ["is_mention"]
+__all__ = ["about_injections", "is_mention"]
 
 #: Words that make a text one about injections (OWASP LLM01's and advisories' vocabulary).
 _TOPIC = re2.compile(
@@ -76,11 +76,20 @@ def _quoted(line: str, start: int, end: int) -> bool:
     return start > 0 and line[start - 1] == "'" and line.find("'", end) != -1
 
 
-def is_mention(lowered: str, start: int, end: int) -> bool:
+def about_injections(lowered: str) -> bool:
+    """Whether ``lowered`` (a text in lower case) names prompt injection, a jailbreak or an
+    advisory: a text about the subject (see the module doc)."""
+    return _TOPIC.search(lowered) is not None
+
+
+def is_mention(lowered: str, start: int, end: int, *, about: bool | None = None) -> bool:
     """Whether the match at ``start:end`` of ``lowered`` (a text in lower case) is mentioned,
-    not used: the text is about injections and the match is quoted or cited on its line (see
-    the module doc). Never raises."""
-    if start < 0 or end > len(lowered) or start >= end or _TOPIC.search(lowered) is None:
+    not used: the text is about injections (``about``, when the caller already knows:
+    :func:`about_injections`) and the match is quoted or cited on its line (see the module
+    doc). Never raises."""
+    if start < 0 or end > len(lowered) or start >= end:
+        return False
+    if not (about if about is not None else about_injections(lowered)):
         return False
     if lowered[start] == "\n":  # a row anchored on the line break before its line
         start += 1
