@@ -28,10 +28,13 @@ decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat gen
 cause              the first wording row that names a cause (sign-in and prompt shapes,
                    spent quotas, locks, ...), then a program's own message in any installed
                    language (gettext catalogues)
-code               a machine code in an envelope's fields or in the text (errno, Node, gRPC,
-                   SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub, OpenAI, Anthropic, ...)
+code               a machine code in an envelope's fields (by table priority) or in the text
+                   (errno, Node, gRPC, SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub,
+                   OpenAI, Anthropic, ...); an envelope's documented code also decides a cause
+                   worded in its own message when the message names two causes ("A or B")
 status             the HTTP status (the result's, else one the body states), the exception
-                   class, the exit code
+                   class, the exit code; a status that names only its class (400, 500)
+                   yields to a concept
 weak               generic wording ("not found", "already exists") and category-level codes
                    (``invalid_request_error``)
 concept            a cause said in plain words: a concept of :mod:`unstuck.recognise.concepts` (the
@@ -42,7 +45,8 @@ unrecognised       a failure nothing explains → ``execution_error`` (inferred)
 =================  ==========================================================================
 
 A success is read only for degenerate and adversarial signals (truncation, emptiness, an
-injected instruction). The tool's own suggested fix ("please run: gh auth login") rides on the
+injected instruction used, not only quoted by a text about injections:
+:mod:`unstuck.recognise.mentions`). The tool's own suggested fix ("please run: gh auth login") rides on the
 situation as ``suggestion``, screened (:func:`unstuck.commands.screen.screen_command`) and always quoted
 as what the tool said. Inferred situations have ``source=inferred`` and never an unblock or a
 probe.
