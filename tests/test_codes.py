@@ -436,6 +436,10 @@ REFERENCE = [
     ("tls", "CERTIFICATE_VERIFY_FAILED", Kind.NETWORK, False, False),
     # x509_vfy.h: X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT "self-signed certificate"
     ("tls", "DEPTH_ZERO_SELF_SIGNED_CERT", Kind.NETWORK, False, False),
+    # net_error_list.h: NET_ERROR(CONNECTION_REFUSED, -102) "A connection attempt was refused." (nothing listens)
+    ("chromium_net", "CONNECTION_REFUSED", Kind.UNAVAILABLE, True, False),
+    # net_error_list.h: NET_ERROR(NAME_NOT_RESOLVED, -105) "The host name could not be resolved."
+    ("chromium_net", "NAME_NOT_RESOLVED", Kind.NETWORK, True, False),
     # Node.js: "ERR_MODULE_NOT_FOUND: A module file could not be resolved by the ECMAScript modules loader"
     ("node", "ERR_MODULE_NOT_FOUND", Kind.NOT_INSTALLED, False, False),
     # Node.js: "ERR_CHILD_PROCESS_STDIO_MAXBUFFER: ... stdout or stderr exceeded the maxBuffer"
@@ -1192,6 +1196,8 @@ DOCUMENTED = [
     ("Error: getaddrinfo EAI_AGAIN registry.npmjs.org\n    at GetAddrInfoReqWrap.onlookup", "errno", "EAI_AGAIN"),
     # Rust std::io::Error Display
     ("Error: No space left on device (os error 28)", "errno", "ENOSPC"),
+    # Playwright's failed navigation: the frame's error text, net::ErrorToString (net/base/net_errors.cc)
+    ("Error: page.goto: net::ERR_NAME_NOT_RESOLVED at https://example.invalid/", "chromium_net", "NAME_NOT_RESOLVED"),
     # Python socket.gaierror
     ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "errno", "EAI_AGAIN"),
     # Java ProcessBuilder

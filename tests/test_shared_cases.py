@@ -24,7 +24,6 @@ KNOWN_MISSES = {
     "c023": "the same pip wording as c022 (not_found: no such package) is labelled invalid_args here, where the package name was a typo (`pip install install`)",
     "c116": "a typo ('nmp') labelled invalid_args, worded exactly like a missing program",
     "c119": "an unquoted path ('C:\\\\Program') labelled invalid_args, worded like a missing program",
-    "c162": "documentation quoting an injection phrase, labelled ok",
 }
 
 

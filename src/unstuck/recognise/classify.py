@@ -28,10 +28,13 @@ decisive exit      126 / 127 (POSIX shells: cannot execute / not found) beat gen
 cause              the first wording row that names a cause (sign-in and prompt shapes,
                    spent quotas, locks, ...), then a program's own message in any installed
                    language (gettext catalogues)
-code               a machine code in an envelope's fields or in the text (errno, Node, gRPC,
-                   SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub, OpenAI, Anthropic, ...)
+code               a machine code in an envelope's fields (by table priority) or in the text
+                   (errno, Node, gRPC, SQLSTATE, AWS, Entra AADSTS, Google, Slack, GitHub,
+                   OpenAI, Anthropic, ...); an envelope's documented code also decides a cause
+                   worded in its own message when the message names two causes ("A or B")
 status             the HTTP status (the result's, else one the body states), the exception
-                   class, the exit code
+                   class, the exit code; a status that names only its class (400, 500)
+                   yields to a concept
 weak               generic wording ("not found", "already exists") and category-level codes
                    (``invalid_request_error``)
 concept            a cause said in plain words: a concept of :mod:`unstuck.recognise.concepts` (the
@@ -42,7 +45,8 @@ unrecognised       a failure nothing explains → ``execution_error`` (inferred)
 =================  ==========================================================================
 
 A success is read only for degenerate and adversarial signals (truncation, emptiness, an
-injected instruction). The tool's own suggested fix ("please run: gh auth login") rides on the
+injected instruction used, not only quoted by a text about injections:
+:mod:`unstuck.recognise.mentions`). The tool's own suggested fix ("please run: gh auth login") rides on the
 situation as ``suggestion``, screened (:func:`unstuck.commands.screen.screen_command`) and always quoted
 as what the tool said. Inferred situations have ``source=inferred`` and never an unblock or a
 probe.
@@ -72,6 +76,7 @@ from unstuck.core.tools import ToolDescription, ToolResult
 from unstuck.recognise.codes import CodeVerdict
 from unstuck.recognise.concepts import ConceptMatch, load_lexicon
 from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
+from unstuck.recognise.mentions import about_injections, is_mention
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 
 __all__ = [
@@ -282,10 +287,30 @@ class _Reader:
             "causes", self.causes, lambda row: not row.success_too))
 
     def success_signal(self) -> RowMatch | None:
-        """The first adversarial row (:meth:`injection`), else the first degenerate one (what a
-        success is read for)."""
-        return self._once("success", lambda: self.injection() or self._first(  # type: ignore[no-any-return]
-            "degenerate", self.table.degenerate, lambda row: True))
+        """The first adversarial row used, not only mentioned (:meth:`used_injection`), else the
+        first degenerate one (what a success is read for)."""
+        return self._once("success", lambda: self.used_injection() or self._first(  # type: ignore[no-any-return]
+            "degenerate", self.table.degenerate, lambda row: not _adversarial(row)))
+
+    def used_injection(self) -> RowMatch | None:
+        """:meth:`injection`, where an adversarial row's every occurrence in the text is no
+        mention (:func:`unstuck.recognise.mentions.is_mention`: quoted or cited by a text about
+        injections); ``None`` when every one is."""
+        rows = self.table.degenerate
+        mentioned = False
+        for part in range(rows.parts):
+            indices: tuple[int, ...] = self._once(f"indices degenerate {part}",
+                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            for index in indices:
+                row = rows.rows[index]
+                if not _adversarial(row):
+                    continue
+                about = about_injections(self.lowered) if not mentioned else True
+                for found in itertools.islice(row.compiled.finditer(self.lowered), 16):
+                    if not about or not is_mention(self.lowered, found.start(), found.end(), about=True):
+                        return RowMatch(row, found.start(), found.end())
+                    mentioned = True
+        return None if mentioned else self.injection()
 
     def injection(self) -> RowMatch | None:
         """The first adversarial row, whatever else the text reads as: in the text, else in its
@@ -335,6 +360,23 @@ class _Reader:
         start = self.lowered.rfind("\n", 0, len(clean_terminal_text(self.raw[:first]).lower())) + 1
         end = self.lowered.find("\n", start)
         return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
+
+    def worded_kinds(self) -> frozenset[Kind]:
+        """The failure kinds the text's wording names, as far as it was read: every cause row
+        of the sets already matched (the cause stage reads them part by part, up to the first
+        cause) and the first weak row (not the degenerate and adversarial rows)."""
+        def compute() -> frozenset[Kind]:
+            kinds: set[Kind] = set()
+            for part in range(self.causes.parts):
+                if not self.computed(f"indices causes {part}"):
+                    continue
+                rows = (self.causes.rows[i] for i in self._cache[f"indices causes {part}"])
+                kinds.update(row.verdict.kind for row in rows if row.verdict is not None and not row.success_too)
+            weak = self.weak()
+            if weak is not None and weak.row.verdict is not None:
+                kinds.add(weak.row.verdict.kind)
+            return frozenset(kinds)
+        return self._once("worded", compute)  # type: ignore[no-any-return]
 
     def weak(self) -> RowMatch | None:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
@@ -516,8 +558,48 @@ def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | 
 
 
 def _field_codes(reader: _Reader, envelope: Envelope) -> tuple[CodeVerdict, ...]:
+    """The codes of one envelope's fields, by the priority of their tables (codes.yaml lists its
+    tables from the most specific: a Google ErrorInfo ``reason`` before the canonical gRPC
+    ``status`` of the same error, AIP-193), then in the order met."""
     found = (reader.table.codes.for_field(code.leaf, code.value, text=reader.text) for code in envelope.codes)
-    return tuple(verdict for verdict in found if verdict is not None)
+    verdicts = [verdict for verdict in found if verdict is not None]
+    if len(verdicts) < 2:
+        return tuple(verdicts)
+    rank = {name: index for index, name in enumerate(reader.table.codes.names)}
+    return tuple(sorted(verdicts, key=lambda verdict: rank.get(verdict.table, len(rank))))
+
+
+#: A code field as a JSON body or a Python dict repr writes its name (the fields the code tables
+#: read for a vendor's own code: OpenAI's ``code``, Google's ``reason``, Anthropic's ``type``).
+_CODE_FIELDS = ('"code"', "'code'", '"reason"', "'reason'", '"type"', "'type'", '"error_code"', '"errorcode"',
+                '"__type"')
+
+
+def _documented_code(reader: _Reader, cause: RowMatch) -> CodeVerdict | None:
+    """The specific code a failed envelope carries in its own fields, when the cause's wording is
+    that envelope's message and the message names two causes ("A or B") of which the code is
+    one: the vendor's documented code decides between the readings of its own message
+    (OpenAI's ``model_not_found`` for "The model does not exist or you do not have access to
+    it": not found, not a permission). A code outside the envelope, a weak one, an HTTP status,
+    or one whose kind the envelope never words (``unsupported_value`` beside "Your organization
+    must be verified") does not. A cause line with no "or", or a text with no structure that has
+    a code field, is not parsed."""
+    verdict = cause.row.verdict
+    if verdict is None or "{" not in reader.lowered or " or " not in reader.line_around(cause.start, cause.end):
+        return None  # no structure, or a message that names one cause: nothing for a code to decide
+    if not reader.computed("envelopes") and not any(field in reader.lowered for field in _CODE_FIELDS):
+        return None  # no structure with a code field: nothing to parse
+    at, _ = reader.span(cause.start, cause.end)
+    for envelope in reader.envelopes():
+        if envelope.failed and envelope.start <= at < envelope.end:
+            code = next((c for c in _field_codes(reader, envelope) if not c.weak and c.table != "http"), None)
+            if code is None or code.kind is verdict.kind:
+                return None
+            # the envelope's own words, not a status line beside it ("400 Bad Request {...}")
+            inner = _Reader(reader.table, reader.text[envelope.start:envelope.end])
+            inner.cause(failed=True)  # its cause sets read, as the outer text's were
+            return code if code.kind in inner.worded_kinds() else None
+    return None
 
 
 def _decide(
@@ -530,6 +612,10 @@ def _decide(
         return inner
     cause = reader.cause(failed=True)
     if cause is not None and cause.row.verdict is not None:
+        documented = _documented_code(reader, cause)
+        if documented is not None:
+            return (_code_verdict(documented), _code_decision(Stage.CODE, documented), None,
+                    _code_line(reader, documented))
         return cause.row.verdict, Decision(Stage.CAUSE, cause.row.where, cause.row.source), cause, reader.excerpt(cause)
     codes = reader.codes()
     strong = next((c for c in codes if not c.weak), None)
@@ -538,6 +624,12 @@ def _decide(
     status = _status_verdict(reader, result, program)
     if status is not None:
         return status
+    weak_status = _weak_status_verdict(reader, result)
+    if weak_status is not None:
+        # a status that names only its class (400 Bad Request, 500) yields to a cause said in
+        # plain words ("Budget has been exceeded" under a 400): the body names the cause
+        concept = reader.concept()
+        return weak_status if concept is None else _concept_verdict(reader, concept)
     weak_row = reader.weak()
     weak_verdict = weak_row.row.verdict if weak_row is not None else None
     if weak_row is not None and weak_verdict is not None:
@@ -548,10 +640,7 @@ def _decide(
         return _code_verdict(weak_code), _code_decision(Stage.WEAK, weak_code), None, _code_line(reader, weak_code)
     concept = reader.concept()
     if concept is not None:
-        said = concept.concept
-        return (Verdict(said.kind, said.interactive, said.retryable),
-                Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
-                         said.source), None, reader.line_around(concept.start, concept.end))
+        return _concept_verdict(reader, concept)
     text = reader.text.strip()
     last = text.splitlines()[-1] if text else ""
     return (Verdict(Kind.EXECUTION_ERROR), Decision(Stage.UNRECOGNISED, "no signal matched",
@@ -584,6 +673,13 @@ def _inside_wrapper(
     return verdict, Decision(decision.stage, f"inside the wrapper: {decision.rule}", decision.source), None, line
 
 
+def _concept_verdict(reader: _Reader, concept: ConceptMatch) -> tuple[Verdict, Decision, RowMatch | None, str]:
+    said = concept.concept
+    return (Verdict(said.kind, said.interactive, said.retryable),
+            Decision(Stage.CONCEPT, f"concepts.yaml concept '{said.name}' (words: {concept.describe()})",
+                     said.source), None, reader.line_around(concept.start, concept.end))
+
+
 def _code_verdict(code: CodeVerdict) -> Verdict:
     return Verdict(code.kind, code.interactive, code.retryable)
 
@@ -606,9 +702,7 @@ def _status_verdict(
         return (program_code.verdict, Decision(Stage.STATUS, f"{program} exit status {result.exit_code}",
                                                program_code.source), None, _first_line(reader) or
                 f"{program} exited {result.exit_code}")
-    status = result.http_status if result.http_status is not None and result.http_status >= 400 else None
-    if status is None and result.http_status is None:
-        status = reader.stated_status()
+    status = _http_status(reader, result)
     coded = table.codes.http_status(status) if status is not None else None
     if status is not None and coded is not None and not coded.weak:
         return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
@@ -623,10 +717,25 @@ def _status_verdict(
         if coded_exit.verdict is not None:
             return (coded_exit.verdict, Decision(Stage.STATUS, f"exit code {result.exit_code}", coded_exit.source),
                     None, f"exit code {result.exit_code}")
-    if status is not None and coded is not None:  # a weak status (400, 500) still beats nothing
-        return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
-                _status_line(reader, status))
     return None
+
+
+def _http_status(reader: _Reader, result: ToolResult) -> int | None:
+    """The failing HTTP status: the result's, else (when it has none) one the body states."""
+    if result.http_status is not None:
+        return result.http_status if result.http_status >= 400 else None
+    return reader.stated_status()
+
+
+def _weak_status_verdict(reader: _Reader, result: ToolResult) -> tuple[Verdict, Decision, None, str] | None:
+    """A status that names only its class (400, 500: a weak row of the http table), which still
+    beats generic wording and nothing."""
+    status = _http_status(reader, result)
+    coded = reader.table.codes.http_status(status) if status is not None else None
+    if status is None or coded is None:
+        return None
+    return (_code_verdict(coded), Decision(Stage.STATUS, f"HTTP {status}", coded.source), None,
+            _status_line(reader, status))
 
 
 def _first_line(reader: _Reader) -> str:
@@ -755,6 +864,28 @@ def _imperative(before: str) -> bool:
     return True
 
 
+#: The bare verbs that also head a log's section or step: GitHub Actions prints each step's
+#: header as "Run <the step's command>" (actions/runner src/Runner.Worker/Handlers/ScriptHandler.cs,
+#: the step's display name), Playwright heads the calls it made "Call log:"
+#: (playwright-core src/server/callLog.ts, buildCallLog).
+_HEADING_VERBS = frozenset({"run", "call"})
+
+
+#: A log line's prefix before its text: bracketed markers (``##[group]``), timestamps, numbers.
+_LOG_PREFIX = re.compile(r"^(?:\[[^\]\n]*\]|[#>|*\s]|[\d:.TZ+-])*$")
+
+
+def _heading(before: str, verb: str, words: list[str]) -> bool:
+    """Whether a bare ``Run X`` / ``Call X`` heads its line rather than tells the user: the verb
+    first on its line (after a log prefix), no colon after it (``Run: X`` and ``please run X``
+    tell), an unquoted argument that fills the rest of the line with no purpose clause ("to
+    authenticate") and ends no sentence: a step's title ("Run npm test") or a section's label
+    ("Call log:")."""
+    if verb.strip(" \t$").lower() not in _HEADING_VERBS or not _LOG_PREFIX.match(before):
+        return False
+    return not words[-1].endswith((".", "!")) or words[-1].endswith(":")
+
+
 def _command_shaped(words: list[str], quoted: bool) -> bool:
     """Whether ``words`` read as a command line: after any leading assignments (``VAR=1``), a
     program word (lower case unless quoted), not an option alone, a path, a URL or a log file."""
@@ -801,6 +932,10 @@ def _suggestion(reader: _Reader) -> str | None:
                 kept.append(word)
             command = " ".join(kept).rstrip(".,:;!")
             if not kept or not _command_shaped(command.split(), quoted):
+                continue
+            if not quoted and len(kept) == len(words) and _heading(
+                    reader.original(reader.line_of(found.start()), found.start()),
+                    reader.lowered[found.start():start], words):
                 continue
             return _screened_suggestion(reader, command, kept)
     return None

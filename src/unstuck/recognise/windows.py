@@ -68,6 +68,12 @@ def message_pattern(text: str, *, subject: bool) -> str:
         subject: whether ``%1`` becomes the capture group (else it matches any text on the line).
     """
     lowered = text.lower()
+    # a message's closing full stop is optional: CPython prints a Windows error's text with its
+    # trailing dots removed ("[WinError 5] Access is denied: 'C:\\x'", Python/errors.c,
+    # PyErr_SetExcFromWindowsErrWithFilenameObjects), and so do other runtimes' wrappers
+    stop = lowered.endswith((".", "。")) and len(lowered) > 1
+    if stop:
+        lowered = lowered[:-1]
     parts: list[str] = []
     index = 0
     while index < len(lowered):
@@ -89,7 +95,7 @@ def message_pattern(text: str, *, subject: bool) -> str:
         else:
             parts.append(re2.escape(char))
             index += 1
-    return "".join(parts)
+    return "".join(parts) + ("[.。]?" if stop else "")
 
 
 def _fail(where: str, problem: str) -> WindowsMessageError:
