@@ -166,7 +166,8 @@ def _session(via: str, scenario: Scenario, agent: str, guarded: bool, *, timeout
             coding_clis.gemini_settings(home)
         if guarded:
             install = [sys.executable, "-m", "unstuck", "hooks", "install", via, "--user", "--unattended"]
-            done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+            done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=120, check=False,
+                                  stdin=subprocess.DEVNULL)
             if done.returncode != 0:
                 raise RuntimeError(f"unstuck hooks install {via} failed: {done.stderr.strip() or done.stdout.strip()}")
         work = sandbox.work
