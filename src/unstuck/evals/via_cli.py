@@ -59,7 +59,7 @@ from unstuck.evals.model_servers.openai_responses import ResponsesServer
 from unstuck.evals.runner import RunMetrics, planned_runs, prepare_sandbox
 from unstuck.evals.scenarios import Scenario
 
-__all__ = ["PROGRAMS", "REFUSALS", "SHELL_PLAYABLE", "ViaRun", "missing_clis", "run_eval_via", "run_via",
+__all__ = ["PROGRAMS", "REFUSALS", "SHELL_PLAYABLE", "ViaRun", "measure_via", "missing_clis", "run_eval_via", "run_via",
            "unplayable"]
 
 #: Each ``--via`` name and the program its npm package installs.
