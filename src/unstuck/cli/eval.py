@@ -84,6 +84,12 @@ class EvalOptions:
         help="Run only the peer comparison instead: these comma-separated frameworks (openai-agents, langgraph, "
              "pydantic-ai, mcp, or all), each behaviour with the framework's defaults and with unstuck, on "
              "--scenarios (default gh_logged_out,gh_missing); honours --json only.")] = None
+    via: Annotated[str | None, typer.Option(
+        "--via",
+        help="Run the reference agents through these comma-separated coding-agent CLIs instead (claude-code, "
+             "codex, gemini): the real programs ./bootstrap installs, each model turn played by a scripted model "
+             "server, guarded only through `unstuck hooks install`; honours --scenarios, --tags, --agents, "
+             "--only and PATH.")] = None
     trust: TrustOption = False
     trusted_digests: TrustedDigestsOption = None
 
@@ -280,6 +286,60 @@ def _peer_eval(frameworks: list[str], scenarios: list[str] | None, json_path: Pa
 
 
 
+def _via_eval(o: EvalOptions, chosen: list[Scenario]) -> None:
+    """``unstuck eval --via``: the reference agents through the real coding-agent CLIs
+    (:mod:`unstuck.evals.via_cli`), the same scenario table and the comparison."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from unstuck.evals.runner import planned_runs
+    from unstuck.evals.runner import write_json as write_results
+    from unstuck.evals.via_cli import PROGRAMS, missing_clis, run_eval_via
+
+    vias = split_names(o.via, "via") or []
+    unknown = [v for v in vias if v not in PROGRAMS]
+    if unknown or not vias:
+        raise fail(f"unknown --via {', '.join(unknown) or '(none)'}; known: {', '.join(PROGRAMS)}")
+    other = [flag for flag, used in (("--model", o.model is not None), ("--p-inj", o.p_inj > 0), ("--curve", o.curve),
+                                     ("--repeat", o.repeat != 1), ("--compare", o.compare is not None),
+                                     ("--html", o.html_path is not None)) if used]
+    if other:
+        raise fail(f"--via runs the reference agents once each, clean: drop {', '.join(other)}")
+    missing = missing_clis(vias)
+    if missing:
+        raise fail("; ".join(missing))
+    wanted = split_names(o.agents, "agents")
+    if wanted is not None:
+        unknown = [a for a in wanted if a not in AGENTS]
+        if unknown:
+            raise fail(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(AGENTS)}")
+    planned = len(planned_runs(chosen, agents=wanted))
+    if planned == 0:
+        raise fail("the chosen scenarios, tags and agents select no run")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as progress:
+        bar = progress.add_task("running scenarios through the CLIs", total=2 * planned * len(vias))
+
+        def advance(metrics: RunMetrics) -> None:
+            progress.update(bar, advance=1, description=f"{metrics.scenario} · {metrics.agent}")
+
+        results = run_eval_via(chosen, vias, agents=wanted, progress=advance)
+    wide().print(_table(results))
+    for r in results:
+        if r.status == "skipped" and r.guarded:
+            console.print(f"[yellow]skipped[/yellow]: {escape(r.scenario)} · {escape(r.agent)}: "
+                          + escape(r.outcome.removeprefix("skipped: ")))
+    _print_failed_checks(results)
+    console.print(_comparison_table(results))
+    if o.json_path is not None:
+        write_results(results, o.json_path)
+        console.print(f"results written to {escape(str(o.json_path))}")
+    errors = [r for r in results if r.harness_error]
+    for r in errors:
+        err_console.print(f"[red]harness error[/red] in {escape(f'{r.scenario} · {r.agent}: {r.error}')}")
+    if errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
 def run_eval_command(options: EvalOptions) -> None:
     """Run every scenario with every agent, unguarded and guarded, and print a table.
 
@@ -308,6 +368,9 @@ def run_eval_command(options: EvalOptions) -> None:
         if not chosen:
             raise fail(f"no scenario has any of the tags {', '.join(wanted_tags)}")
     check_trust(chosen, trust=o.trust, digests=o.trusted_digests)
+    if o.via is not None:
+        _via_eval(o, chosen)
+        return
     models = _model_factories(o.model, o.base_url, o.api_key, o.seed)
     for option, path in (("--json", o.json_path), ("--html", o.html_path)):
         if path is not None and (path.is_dir() or not path.parent.is_dir()):
