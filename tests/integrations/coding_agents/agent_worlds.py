@@ -13,6 +13,7 @@ guard server a hook started (its socket is the world's).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from unstuck.evals import coding_clis
@@ -244,6 +246,8 @@ class CodexWorld(AgentWorld):
                     screens.append(self._screen_until(session, wait_for, timeout))
             finally:
                 subprocess.run(["tmux", "kill-session", "-t", session], check=False, timeout=30)
+                left = end_processes_under(self.home)
+        assert not left, f"processes under the test's home outlived their session: {left}"
         return screens
 
     @staticmethod
@@ -255,6 +259,28 @@ class CodexWorld(AgentWorld):
             if (text and text in shown) or time.monotonic() > deadline:
                 return shown
             time.sleep(0.3)
+
+
+def end_processes_under(home: Path, grace_s: float = 5.0) -> list[str]:
+    """End every process whose program lies under ``home`` (the interactive Codex starts a
+    detached ``codex app-server`` daemon from ``~/.codex/packages``, which outlives its
+    terminal): SIGTERM, then SIGKILL after ``grace_s`` seconds. Returns the command lines of
+    any still alive after that (none, normally)."""
+    root = str(home.resolve()) + os.sep
+    found: list[psutil.Process] = []
+    for process in psutil.process_iter(["exe", "cmdline"]):
+        program = process.info.get("exe") or next(iter(process.info.get("cmdline") or []), "")
+        if program.startswith(root):
+            found.append(process)
+    for process in found:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(found, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    return [" ".join(process.info.get("cmdline") or []) for process in alive]
 
 
 @dataclass
