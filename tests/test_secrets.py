@@ -70,6 +70,13 @@ NOT_RUN = {
     "mine": "its environments are the bundled ones (unstuck.mining.envs), whose tasks, tools and worlds are fixed "
             "code: no text of the test's reaches a rollout, so there is nothing to seed; the record it writes goes "
             "through unstuck.core.output.write_json, which `rules disable` runs here on a record holding every sample",
+    **dict.fromkeys(("serve", "answer"),
+                    "the guard server and its answers are run with every sample in hook payloads by "
+                    "tests/integrations/coding_agents/test_guard_server.py::"
+                    "test_secrets_in_hook_payloads_are_never_stored_logged_or_shown"),
+    **dict.fromkeys(("hooks install", "hooks uninstall", "hooks status"),
+                    "they write and read an agent's settings file, whose only text of unstuck's is the hook client's "
+                    "command line (tests/integrations/coding_agents/test_hooks_install.py); no tool output reaches them"),
 }
 
 

@@ -266,3 +266,39 @@ def test_the_server_exits_after_its_idle_time(hooks: Hooks) -> None:
     assert found is not None
     assert wait_for(lambda: not Path(f"/proc/{found['pid']}").exists(), 20)
     assert not hooks.socket.exists()
+
+
+def test_secrets_in_hook_payloads_are_never_stored_logged_or_shown(hooks: Hooks) -> None:
+    """Every sourced secret format, in a hook's command line and in the tool's failing output:
+    no file the server, the journal or the lessons write (the store, the home, the socket's
+    folder with the server's log) and no stream of `journal list/show`, `lessons list`, `report`
+    `answer` or `hooks status` holds any of their secret material (DESIGN.md, do no harm)."""
+    from secret_samples import samples
+
+    found = samples()
+    texts = [sample.text for sample in found]
+    output = GH_LOGGED_OUT + "\n" + "\n".join(texts)
+    streams: list[str] = []
+    for n, text in enumerate(texts):  # each secret as its own command line, as its program takes it
+        out = hooks.send("PreToolUse", pre("secrets", text, f"u{n}"))
+        streams += [out.stdout, out.stderr]
+    out = hooks.send("PostToolUseFailure", failed("secrets", texts[-1], f"u{len(texts) - 1}", 4, output))
+    streams += [out.stdout, out.stderr]
+    listed = subprocess.run([sys.executable, "-m", "unstuck", "journal", "list", "--json"], env=hooks.env(),
+                            capture_output=True, text=True, timeout=60, check=True)
+    streams.append(listed.stdout)
+    for args in (("journal", "show", turn_id_of(Agent.CLAUDE_CODE, "secrets")), ("lessons", "list"), ("report",)):
+        shown = subprocess.run([sys.executable, "-m", "unstuck", *args], env=hooks.env(), capture_output=True,
+                               text=True, timeout=60, check=False)
+        assert shown.returncode == 0, (args, shown.stderr)
+        streams += [shown.stdout, shown.stderr]
+    for args in (("answer",), ("answer", "--json"), ("hooks", "status")):  # what the server lists
+        shown = hooks.unstuck(*args)
+        streams += [shown.stdout, shown.stderr]
+    stop_server(hooks.socket)
+    files = [path for root in (hooks.root, hooks.socket.parent) for path in root.rglob("*") if path.is_file()]
+    assert any(path.suffix == ".db" for path in files)  # the session was journaled: there is something to read
+    contents = [path.read_bytes().decode("utf-8", "replace") for path in files] + streams
+    leaked = {(sample.name, piece) for sample in found for piece in sample.secrets
+              for text in contents if piece in text}
+    assert not leaked, sorted(leaked)[:10]
