@@ -219,3 +219,95 @@ def test_a_row_set_matched_part_by_part_finds_what_it_finds_whole() -> None:
     assert table.ascii_causes.parts > 1  # signals.yaml's rows apart from the messages of every language
     assert {row.where.split(" ")[0] for row in table.ascii_causes.rows[:table.ascii_causes._parts()[0][1]]} == {
         "signals.yaml"}
+
+
+def _fresh_message_rows(monkeypatch: pytest.MonkeyPatch, folder: Path) -> tuple[tuple[list[object], ...], ...]:
+    from unstuck.core.cache import CACHE_DIR_ENV
+    from unstuck.recognise import signals
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(folder))
+    signals._bundled_message_rows.cache_clear()
+    try:
+        return signals._bundled_message_rows()
+    finally:
+        signals._bundled_message_rows.cache_clear()
+
+
+def _described(rows: tuple[tuple[list[object], ...], ...]) -> list[tuple[object, ...]]:
+    """Every field of every row, the compared and the uncompared ones (patterns, options)."""
+    found = []
+    for groups in rows:
+        for group in groups:
+            for row in group:
+                found.append((row, row.ascii_pattern,  # type: ignore[attr-defined]
+                              *((p.pattern, p.options is not None, p is row.spanner)  # type: ignore[attr-defined]
+                                for p in (row.compiled, row.spanner) if p is not None),  # type: ignore[attr-defined]
+                              row.subject is row.compiled))  # type: ignore[attr-defined]
+    return found
+
+
+def test_cached_message_rows_are_the_rows_derived_from_the_bundled_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows read back from the cache (signal-message-rows) are the rows the derivation
+    makes: same patterns, ASCII alternatives, verdicts, captures."""
+    from unstuck.recognise import signals, windows
+    from unstuck.recognise.catalogues import bundled_patterns
+
+    derived = (signals._message_rows("messages.yaml", bundled_patterns(), lazy=True),
+               signals._message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True))
+    first = _fresh_message_rows(monkeypatch, tmp_path)  # a miss: derived and written
+    assert (tmp_path / "signal-message-rows.txt").exists()
+    second = _fresh_message_rows(monkeypatch, tmp_path)  # a hit: read back
+    assert _described(first) == _described(second) == _described(derived)  # type: ignore[arg-type]
+    assert sum(len(group) for groups in second for group in groups) > 150
+
+
+@pytest.mark.parametrize("damage", ["truncated", "stale key", "fields", "kind", "link"])
+def test_a_damaged_stale_or_planted_message_row_cache_is_derived_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    folder = tmp_path / "cache"
+    good = _described(_fresh_message_rows(monkeypatch, folder))
+    entry = folder / "signal-message-rows.txt"
+    key, _, body = entry.read_text(encoding="utf-8").partition("\n")
+    if damage == "truncated":
+        entry.write_text(f"{key}\n{body[: len(body) // 2]}", encoding="utf-8")
+    elif damage == "stale key":
+        entry.write_text(f"{'0' * len(key)}\n{body}", encoding="utf-8")
+    elif damage == "fields":
+        entry.write_text(f"{key}\n{body.replace(chr(0x1f), ' ', 3)}", encoding="utf-8")
+    elif damage == "kind":
+        entry.write_text(f"{key}\n{body.replace(chr(0x1f) + 'auth' + chr(0x1f), chr(0x1f) + 'blocked' + chr(0x1f))}",
+                         encoding="utf-8")
+    else:
+        planted = tmp_path / "planted.txt"
+        planted.write_text(f"{key}\n", encoding="utf-8")  # no rows at all, behind a link
+        entry.unlink()
+        entry.symlink_to(planted)
+    assert _described(_fresh_message_rows(monkeypatch, folder)) == good
+    assert not entry.is_symlink() and entry.read_text(encoding="utf-8").startswith(key)
+
+
+def test_a_wording_row_decides_without_loading_the_code_tables_or_the_call_catalogue() -> None:
+    """The code tables and the interactive-call catalogue load on first use: a result a
+    ``signals.yaml`` row explains is classified without them (an explanation, which lists the
+    codes seen as evidence, reads them)."""
+    from unstuck.recognise import signals
+
+    signals._load.cache_clear()
+    try:
+        table = load_signal_table()
+        found = classify_output("gh", {}, "You are not logged into any GitHub hosts. Run gh auth login to authenticate.",
+                                exit_code=1, table=table)
+        assert found is not None and (found.kind, found.suggestion) == (Kind.AUTH, "gh auth login")
+        assert "codes" not in vars(table) and "calls" not in vars(table)
+        coded = explain_output("psql", {}, "ERROR: too many connections (SQLSTATE 53300)", exit_code=2, table=table)
+        assert any(seen.what == "code: sqlstate 53300" for seen in coded.evidence)
+        assert "codes" in vars(table) and table.codes is vars(table)["codes"]
+    finally:
+        signals._load.cache_clear()
+
+
+def test_every_bundled_suggestion_row_captures_the_command() -> None:
+    table = load_signal_table()
+    for row in table.suggestions.rows:
+        assert row.compiled.groups >= 1, row.where

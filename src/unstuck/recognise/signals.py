@@ -31,27 +31,21 @@ import enum
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
-import yaml
 
-from unstuck.commands.interactive import (
-    InteractiveCatalogue,
-    InteractiveRow,
-    load_interactive_catalogue,
-    parse_interactive_calls,
-)
-from unstuck.core.cache import bundled_document
+from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text
 from unstuck.core.errors import UnstuckError
-from unstuck.core.readers import parse_yaml, read_text
 from unstuck.core.situations import Kind
-from unstuck.recognise import windows
-from unstuck.recognise.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
-from unstuck.recognise.codes import CodeTables, load_code_tables, merge_code_tables
+
+if TYPE_CHECKING:  # imported where they are used: a table that never reads a code or a command line loads neither
+    from unstuck.commands.interactive import InteractiveCatalogue, InteractiveRow
+    from unstuck.recognise.catalogues import MessageRow
+    from unstuck.recognise.codes import CodeTables
 
 __all__ = [
     "SIGNALS_ENV",
@@ -363,7 +357,8 @@ class SignalTable:
         not_markers: lines at a warning level, whose markers are not evidence.
         signed_in: wordings of a completed sign-in (a hand-off before one was answered).
         suggestions: where a tool names the command that fixes it (group 1).
-        codes: machine codes and HTTP statuses.
+        codes: machine codes and HTTP statuses (:attr:`codes`, built on first use from
+            ``code_tables``).
         exit_code: exit statuses with a fixed meaning.
         decisive_exit_codes: exit statuses whose meaning beats any wording (126, 127).
         program_exit_codes: per program, exit statuses that mean "nothing matched" or
@@ -379,8 +374,12 @@ class SignalTable:
             hand-off, whatever the first cause (read on every success with a status, so one
             small set instead of every cause); ``ascii_hand_offs`` the same for ASCII-only text.
         calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
-            ``data/interactive_calls.yaml``), read before a command line is dispatched.
+            ``data/interactive_calls.yaml``), read before a command line is dispatched
+            (:attr:`calls`, built on first use from ``call_catalogue``).
         files: the files the table was built from, in order.
+        code_tables: makes :attr:`codes` (called once, when a code or a status is first read:
+            a result that a wording row explains never loads the 800 codes of ``codes.yaml``).
+        call_catalogue: makes :attr:`calls` (called once, when it is first read).
     """
 
     causes: RowSet
@@ -393,7 +392,6 @@ class SignalTable:
     not_markers: RowSet
     suggestions: RowSet
     signed_in: RowSet
-    codes: CodeTables
     exit_code: Mapping[int, Coded]
     decisive_exit_codes: frozenset[int]
     program_exit_codes: Mapping[str, Mapping[int, Coded]]
@@ -403,10 +401,22 @@ class SignalTable:
     retry_after_headers: tuple[str, ...]
     retry_after_text: Any
     document_commands: tuple[DocumentCommand, ...] = ()
-    calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
     hand_offs: RowSet = field(default_factory=lambda: RowSet(()))
     ascii_hand_offs: RowSet = field(default_factory=lambda: RowSet((), ascii_only=True))
+    code_tables: Callable[[], CodeTables] = field(default=lambda: _bundled_codes(), repr=False, compare=False)
+    call_catalogue: Callable[[], InteractiveCatalogue] = field(default=lambda: _bundled_calls(), repr=False,
+                                                               compare=False)
+
+    @functools.cached_property
+    def codes(self) -> CodeTables:
+        """Machine codes and HTTP statuses: ``code_tables()``, made on first use and kept."""
+        return self.code_tables()
+
+    @functools.cached_property
+    def calls(self) -> InteractiveCatalogue:
+        """The interactive-call catalogue: ``call_catalogue()``, made on first use and kept."""
+        return self.call_catalogue()
 
     def row_sets(self) -> tuple[RowSet, ...]:
         """Every row set of the table."""
@@ -426,8 +436,6 @@ _SECTION_KEYS = frozenset({
 })
 
 
-#: libyaml's parser when PyYAML has it (the same safe constructor, several times faster).
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: A backslash escape in a pattern (``\S``, ``\\``): its letter is not a letter of the text.
 _ESCAPE = re.compile(r"\\.", re.DOTALL)
 
@@ -530,7 +538,10 @@ def _text_rows(name: str, raw: object, *, lazy: bool = False) -> list[Row]:
     return rows
 
 
-def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) -> list[Row]:
+def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False, lazy: bool = False) -> list[Row]:
+    """The rows of a section without a verdict (harmless, markers, suggestions ...); ``lazy``:
+    the bundled file's, compiled on first use (the test suite compiles and checks every one),
+    else compiled and checked now."""
     rows = []
     for index, row in enumerate(_rows(f"{name} {section}", raw), start=1):
         where = f"{name} {section} row {index}"
@@ -541,9 +552,12 @@ def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) 
             except ValueError:
                 got = row.get("strength")
                 raise SignalTableError(f"{where}: strength must be crash, status or line, got {got!r}") from None
-        compiled = _compile(where, row.get("pattern"))
-        if section == "suggestions" and compiled.groups < 1:
-            raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
+        if lazy:
+            compiled: Any = LazyPattern(where, row.get("pattern"))
+        else:
+            compiled = _compile(where, row.get("pattern"))
+            if section == "suggestions" and compiled.groups < 1:
+                raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
         rows.append(Row(where, _source(where, row), row["pattern"], strength=strength, name=str(row.get("name", "")),
                         compiled=compiled))
     return rows
@@ -637,11 +651,11 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
     for row in _text_rows(name, data.get("text"), lazy=bundled):
         (parts.weak if row.weak else parts.causes).append(row)
-    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
-    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
-    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"))
-    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
-    parts.signed_in += _plain_rows(name, "signed_in", data.get("signed_in"))
+    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"), lazy=bundled)
+    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True, lazy=bundled)
+    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"), lazy=bundled)
+    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"), lazy=bundled)
+    parts.signed_in += _plain_rows(name, "signed_in", data.get("signed_in"), lazy=bundled)
     for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
         parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
     parts.decisive |= {_int_key(f"{name} decisive_exit_codes", c) for c in data.get("decisive_exit_codes") or []}
@@ -656,6 +670,10 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         if key in data:
             parts.settings.setdefault(key, data[key])
     if data.get("messages") is not None:
+        import yaml
+
+        from unstuck.recognise.catalogues import load_message_rows, patterns_for
+
         rows = load_message_rows(yaml.safe_dump({"messages": data["messages"]}), where=name)
         causes, weak, harmless = _message_rows(name, [(row, patterns_for(row, ())) for row in rows])
         parts.message_causes += causes
@@ -666,17 +684,27 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         parts.documents.append(DocumentCommand(_words(where, raw, "program"), _words(where, raw, "subcommand"),
                                                _source(where, raw)))
     if data.get("calls") is not None:
+        import yaml
+
+        from unstuck.commands.interactive import parse_interactive_calls
+
         try:
             parts.calls += parse_interactive_calls(yaml.safe_dump({"calls": data["calls"]}), name)
         except ValueError as exc:
             raise SignalTableError(str(exc)) from None
     if data.get("tables") is not None:
+        import yaml
+
+        from unstuck.recognise.codes import load_code_tables, merge_code_tables
+
         extra = load_code_tables(yaml.safe_dump({"tables": data["tables"]}), where=name)
         parts.codes = extra if parts.codes is None else merge_code_tables(parts.codes, extra)
     parts.files.append(name)
 
 
 def _read_user_file(path: Path) -> Mapping[str, Any]:
+    from unstuck.core.readers import parse_yaml, read_text
+
     text = read_text(path, what="the signal file", error=SignalTableError)
     data = parse_yaml(text, where=str(path), error=SignalTableError) or {}
     return _mapping(str(path), data)
@@ -722,18 +750,104 @@ def _bundled() -> Mapping[str, Any]:
 
 
 def _yaml_document(text: str) -> Any:
-    return yaml.load(text, Loader=_SafeLoader)
+    import yaml  # only when the cached JSON of the file is missing or stale
+
+    # libyaml's parser when PyYAML has it (the same safe constructor, several times faster)
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _bundled_codes() -> CodeTables:
+    from unstuck.recognise.codes import load_code_tables
+
+    return load_code_tables()
+
+
+def _bundled_calls() -> InteractiveCatalogue:
+    from unstuck.commands.interactive import load_interactive_catalogue
+
+    return load_interactive_catalogue()
+
+
+#: The bundled files the message rows are derived from, and the modules that derive them.
+_MESSAGE_FILES = ("messages.yaml", "translations.jsonl", "windows_messages.yaml")
+_MESSAGE_MODULES = ("signals.py", "catalogues.py", "windows.py")
+#: Bumped when the text layout of the cached message rows changes.
+_MESSAGE_ROWS_LAYOUT = 1
+#: Separators of the cached rows: a row per record, a field per unit (ASCII RS and US, which no
+#: pattern holds: the derivations write control characters as escapes, ``\x1e``).
+_RECORD, _UNIT = "\x1e", "\x1f"
+#: The groups a message row goes to, as the cache names them.
+_GROUPS = ("causes", "weak", "harmless")
 
 
 @functools.cache
-def _bundled_messages() -> tuple[list[Row], ...]:
-    return _message_rows("messages.yaml", bundled_patterns(), lazy=True)
+def _bundled_message_rows() -> tuple[tuple[list[Row], list[Row], list[Row]], ...]:
+    """The signal rows of ``messages.yaml`` (with the translations) and of
+    ``windows_messages.yaml``, as :func:`_message_rows` makes them (their patterns compile on
+    first use): each file's causes, weak rows and harmless rows.
+
+    Deriving them means reading and checking every message row, deriving every translation's
+    pattern and deciding which alternatives an ASCII-only text can match (thousands of
+    substitutions): tens of milliseconds at every start. So the rows are kept as text by
+    :func:`unstuck.core.cache.load_or_derive_text` (``signal-message-rows``) under a SHA-256 of
+    the data files and of the modules that derive them; a later process reads them back in a
+    few milliseconds. A stale or damaged entry is derived again.
+    """
+    return load_or_derive_text("signal-message-rows", _message_rows_key(), _derive_message_rows,
+                               _parse_message_rows)
 
 
-@functools.cache
-def _bundled_windows() -> tuple[list[Row], ...]:
-    """Windows shells' messages in every language Microsoft ships (:mod:`unstuck.recognise.windows`)."""
-    return _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True)
+def _message_rows_key() -> str:
+    here = Path(__file__).parent
+    return digest_of((f"signal message rows, layout {_MESSAGE_ROWS_LAYOUT}", *map(data_bytes, _MESSAGE_FILES),
+                      *((here / name).read_bytes() for name in _MESSAGE_MODULES)))
+
+
+def _derive_message_rows() -> str:
+    from unstuck.recognise import windows
+    from unstuck.recognise.catalogues import bundled_patterns
+
+    records: list[str] = []
+    for number, rows in enumerate((_message_rows("messages.yaml", bundled_patterns(), lazy=True),
+                                   _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True))):
+        for group, grouped in zip(_GROUPS, rows, strict=True):
+            records.extend(_record(number, group, row) for row in grouped)
+    return _RECORD.join(records)
+
+
+def _record(number: int, group: str, row: Row) -> str:
+    verdict = row.verdict
+    fields = (str(number), group, row.where, row.source, verdict.kind.value if verdict is not None else "",
+              _bits(verdict is not None and verdict.interactive, verdict is not None and verdict.retryable,
+                    row.weak, row.compiled is not row.spanner, row.subject is not None),
+              row.pattern, row.ascii_pattern or "")
+    if any(_RECORD in text or _UNIT in text for text in fields):
+        raise ValueError(f"{row.where}: a field holds a separator of the cached rows")
+    return _UNIT.join(fields)
+
+
+def _bits(*flags: bool) -> str:
+    return "".join("1" if flag else "0" for flag in flags)
+
+
+def _parse_message_rows(text: str) -> tuple[tuple[list[Row], list[Row], list[Row]], ...] | None:
+    """The rows :func:`_derive_message_rows` wrote, or ``None`` for text it did not write."""
+    found: tuple[tuple[list[Row], list[Row], list[Row]], ...] = (([], [], []), ([], [], []))
+    try:
+        for record in text.split(_RECORD) if text else ():
+            number, group, where, source, kind, bits, pattern, ascii_pattern = record.split(_UNIT)
+            if number not in ("0", "1") or len(bits) != 5 or not pattern or not ascii_pattern:
+                return None
+            interactive, retryable, weak, captures, subject = (bit == "1" for bit in bits)
+            spanner = LazyPattern(where, pattern, _SPAN_ONLY)
+            compiled = LazyPattern(where, pattern) if captures else spanner
+            found[int(number)][_GROUPS.index(group)].append(Row(
+                where, source, pattern, Verdict(Kind(kind), interactive, retryable) if kind else None, weak=weak,
+                compiled=compiled, subject=compiled if subject else None, spanner=spanner,
+                ascii_pattern=ascii_pattern))
+    except (ValueError, IndexError):  # a record with too few or too many fields, an unknown kind or group
+        return None
+    return found
 
 
 @functools.cache
@@ -742,12 +856,22 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     for name, _ in stamps:
         _add_file(parts, name, _read_user_file(Path(name)))
     _add_file(parts, "signals.yaml", _bundled(), bundled=True)
-    for causes, weak, harmless in (_bundled_messages(), _bundled_windows()):
+    for causes, weak, harmless in _bundled_message_rows():
         parts.message_causes += causes
         parts.message_weak += weak
         parts.harmless += harmless
-    bundled_codes = load_code_tables()
-    codes = bundled_codes if parts.codes is None else merge_code_tables(bundled_codes, parts.codes)
+    code_tables: Callable[[], CodeTables] = _bundled_codes
+    if parts.codes is not None:  # a user's tables: merged now, so a clash of names is a load error
+        from unstuck.recognise.codes import merge_code_tables
+
+        merged = merge_code_tables(_bundled_codes(), parts.codes)
+        code_tables = lambda: merged  # noqa: E731
+    call_catalogue: Callable[[], InteractiveCatalogue] = _bundled_calls
+    if parts.calls:
+        from unstuck.commands.interactive import InteractiveCatalogue
+
+        user_calls = InteractiveCatalogue((*parts.calls, *_bundled_calls().rows))
+        call_catalogue = lambda: user_calls  # noqa: E731
     settings = parts.settings
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
@@ -766,7 +890,6 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         not_markers=RowSet(parts.not_markers),
         suggestions=RowSet(parts.suggestions),
         signed_in=RowSet(parts.signed_in),
-        codes=codes,
         exit_code=parts.exit_code,
         decisive_exit_codes=frozenset(parts.decisive),
         program_exit_codes=parts.program_exit,
@@ -776,8 +899,9 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         retry_after_headers=tuple(str(h).lower() for h in headers),
         retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
         document_commands=tuple(parts.documents),
-        calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
         files=(*tuple(parts.files), "messages.yaml", "windows_messages.yaml", "codes.yaml"),
+        code_tables=code_tables,
+        call_catalogue=call_catalogue,
     )
     if stamps:
         # a user's rows: every set compiled now, so a row re2 refuses is a load error
