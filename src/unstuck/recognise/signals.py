@@ -60,6 +60,7 @@ __all__ = [
     "SignalTableError",
     "Verdict",
     "load_signal_table",
+    "loosened",
     "signal_files_from_env",
 ]
 
@@ -211,6 +212,8 @@ class RowSet:
         self._ascii_only = ascii_only
         self._bounds: tuple[tuple[int, int], ...] | None = None
         self._chunks: dict[int, Any] = {}
+        #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
+        self._loose: dict[int, frozenset[int]] = {}
 
     def build(self) -> None:
         """Compile the set now (else each part compiles on its first match: a text of ASCII
@@ -254,13 +257,21 @@ class RowSet:
         options = _quiet_options()
         options.max_mem = _SET_MAX_MEM
         matcher = re2.Set.SearchSet(options)
+        loose: set[int] = set()
         try:
-            for row in self.rows[start:end]:
-                matcher.Add(self._pattern(row))
+            for offset, row in enumerate(self.rows[start:end]):
+                pattern = self._pattern(row)
+                # a row's own pattern (not an ASCII variant) goes in loosened when counted repeats
+                # inflate it; a text the loose pattern finds is confirmed by the row's own (:meth:`matching_part`)
+                wide = loosened(pattern) if pattern is row.pattern else pattern
+                if wide != pattern:
+                    loose.add(offset)
+                matcher.Add(wide)
             matcher.Compile()
         except re2.error as exc:
             where = self.rows[start].where
             raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
+        self._loose[chunk] = frozenset(loose)  # before the set: a thread that finds the set finds these
         self._chunks[chunk] = matcher  # two threads compiling one part at once keep equal sets
         return matcher
 
@@ -288,7 +299,16 @@ class RowSet:
         if not lowered:
             return ()
         start = self._parts()[part][0]
-        return tuple(sorted(start + index for index in self._chunk(part).Match(lowered) or ()))
+        found = self._chunk(part).Match(lowered) or ()
+        loose = self._loose[part]
+        if loose:  # a loosened row counts only where its own pattern matches too
+            found = [index for index in found if index not in loose or self._confirmed(start + index, lowered)]
+        return tuple(sorted(start + index for index in found))
+
+    def _confirmed(self, index: int, lowered: str | bytes) -> bool:
+        """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8)."""
+        row = self.rows[index]
+        return (row.spanner if row.spanner is not None else row.compiled).search(lowered) is not None
 
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
@@ -321,6 +341,67 @@ def _hands_off(row: Row) -> bool:
 def _file(row: Row) -> str:
     """The file a row comes from: its ``where`` up to the first space (``signals.yaml text row 3``)."""
     return row.where.split(" ", 1)[0]
+
+
+#: A counted repeat with a maximum (``{0,200}``, ``{1,80}``); its maximum from this on is dropped
+#: from a set's copy of a pattern (:func:`loosened`).
+_COUNTED = re.compile(r"\{([0-9]+),([0-9]+)\}")
+_LOOSE_FROM = 10
+
+
+def loosened(pattern: str) -> str:
+    """``pattern`` with each counted repeat of a large maximum made unbounded (``{0,200}`` →
+    ``*``, ``{1,80}`` → ``+``, ``{10,30}`` → ``{10,}``): a pattern that matches wherever
+    ``pattern`` does (and perhaps elsewhere), with a far smaller re2 program.
+
+    re2 copies a counted repeat into its program once per count, so ``[^\\n]{0,200}`` costs
+    200 copies of a UTF-8 class: the ``signals.yaml`` rows that bound how far apart their words
+    may be made the first set of cause rows cost tens of milliseconds to compile, at the start
+    of every process that reads a failure. A set holds the loosened copy and a row it reports
+    is confirmed with the row's own pattern (:meth:`RowSet.matching_part`), so what a set
+    finds is what the rows find. Escapes (``\\{``, ``\\x{41}``, ``\\p{Greek}``) and
+    character classes are left as they are; a pattern with ``\\Q`` (a literal span) is
+    returned unchanged.
+    """
+    if "{" not in pattern or "\\Q" in pattern:
+        return pattern
+    out: list[str] = []
+    index, inside = 0, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            end = index + 2
+            if pattern[index + 1:index + 2] in ("x", "p", "P") and pattern[end:end + 1] == "{":
+                end = pattern.find("}", end) + 1 or len(pattern)
+            out.append(pattern[index:end])
+            index = end
+            continue
+        if inside:
+            if pattern.startswith("[:", index) and ":]" in pattern[index + 2:]:  # a POSIX class: [[:alpha:]]
+                end = pattern.index(":]", index + 2) + 2
+                out.append(pattern[index:end])
+                index = end
+                continue
+            if char == "]" and not _class_start(pattern, index):
+                inside = False
+        elif char == "[":
+            inside = True
+        elif char == "{":
+            found = _COUNTED.match(pattern, index)
+            if found is not None:
+                low, high = int(found.group(1)), int(found.group(2))
+                out.append(found.group() if high < _LOOSE_FROM or low > high
+                           else "*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
+                index = found.end()
+                continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _class_start(pattern: str, index: int) -> bool:
+    """Whether the ``]`` at ``index`` is a class's first member (``[]a]``, ``[^]a]``), not its end."""
+    return pattern[index - 1] == "[" or (pattern[index - 1] == "^" and pattern[index - 2:index - 1] == "[")
 
 
 @dataclass(frozen=True, slots=True)
