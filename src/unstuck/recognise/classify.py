@@ -61,18 +61,18 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from unstuck.commands.parse import is_setup, parse_command_line
-from unstuck.commands.screen import Screened, screen_command
-from unstuck.commands.waiting import non_interactive_fix
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
-from unstuck.recognise.codes import CodeVerdict
-from unstuck.recognise.concepts import ConceptMatch, load_lexicon
 from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
+
+if TYPE_CHECKING:  # the command-line modules load when a command line is first read (tree-sitter, their tables)
+    from unstuck.commands.screen import Screened
+    from unstuck.recognise.codes import CodeVerdict
+    from unstuck.recognise.concepts import ConceptMatch
 
 __all__ = [
     "PRECEDENCE",
@@ -321,6 +321,8 @@ class _Reader:
 
     def concept(self) -> ConceptMatch | None:
         """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.recognise.concepts`)."""
+        from unstuck.recognise.concepts import load_lexicon  # loaded when a text is first read for one
+
         return self._once("concept", lambda: load_lexicon().find(self.lowered))  # type: ignore[no-any-return]
 
     def _smuggled(self) -> RowMatch | None:
@@ -450,6 +452,8 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
     if command is None:
         name = tool.name if not isinstance(tool, str) else tool
         return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+    from unstuck.commands.parse import is_setup, parse_command_line  # loaded when a command line is first read
+
     simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
     if not simple:
         return False
@@ -774,6 +778,8 @@ def _command_shaped(words: list[str], quoted: bool) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _screen(command: str) -> Screened:
     """:func:`unstuck.commands.screen.screen_command`, remembered: tools repeat their suggestions."""
+    from unstuck.commands.screen import screen_command  # loaded when a tool first suggests a command
+
     return screen_command(command)
 
 
@@ -958,6 +964,8 @@ def _waited(reader: _Reader, tool: ToolDescription | str, args: Mapping[str, Any
     waiting fixes but the pager row's verdict (interactive ``invalid_args``, not retryable),
     its detail naming the program and the way to run the command without waiting
     (:func:`unstuck.commands.waiting.non_interactive_fix`)."""
+    from unstuck.commands.waiting import non_interactive_fix
+
     command = tool.command_line(args) if not isinstance(tool, str) else None
     fix = non_interactive_fix(program, command, catalogue=reader.table.calls)
     situation = _situation(reader, Verdict(Kind.INVALID_ARGS, interactive=True), subject, result, fix.describe())
