@@ -66,13 +66,13 @@ from typing import TYPE_CHECKING, Any
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
-from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
 
 if TYPE_CHECKING:  # the command-line modules load when a command line is first read (tree-sitter, their tables)
     from unstuck.commands.screen import Screened
     from unstuck.recognise.codes import CodeVerdict
     from unstuck.recognise.concepts import ConceptMatch
+    from unstuck.recognise.envelopes import Envelope
 
 __all__ = [
     "PRECEDENCE",
@@ -373,6 +373,8 @@ class _Reader:
         def compute() -> tuple[Envelope, ...]:
             if not any(word in self.lowered for word in _ENVELOPE_WORDS):
                 return ()
+            from unstuck.recognise.envelopes import find_envelopes  # loaded when a text may hold one
+
             return find_envelopes(self.text)
         return self._once("envelopes", compute)  # type: ignore[no-any-return]
 
@@ -414,8 +416,10 @@ class _Reader:
         return seen
 
 
-#: Envelope shapes that are log lines: a line-strength marker, not a structural failure.
-_LOG_SHAPES = frozenset({Shape.LOGFMT, Shape.JSON_LOG})
+#: Envelope shapes that are log lines: a line-strength marker, not a structural failure
+#: (:class:`unstuck.recognise.envelopes.Shape` values: a ``StrEnum`` member is equal to its
+#: value, and the envelope reader loads only when a text may hold an envelope).
+_LOG_SHAPES = frozenset({"logfmt", "json_log"})
 
 
 #: Words without which no structure states a failure (error objects, ``errors`` arrays,
@@ -565,7 +569,7 @@ def _decide(
 
 #: Wrappers that carry a tool's own words inside them: what they hold is read before the
 #: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
-_WRAPPERS = frozenset({Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT})
+_WRAPPERS = frozenset({"mcp_result", "json_rpc", "tool_result"})  # Shape values, as _LOG_SHAPES
 
 
 def _inside_wrapper(
