@@ -748,7 +748,7 @@ def test_the_classifiers_shape_sets_name_envelope_shapes() -> None:
     from unstuck.recognise import classify
     from unstuck.recognise.envelopes import Shape
 
-    assert classify._LOG_SHAPES == {Shape.LOGFMT, Shape.JSON_LOG}
-    assert classify._WRAPPERS == {Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT}
+    assert {Shape.LOGFMT, Shape.JSON_LOG} == classify._LOG_SHAPES
+    assert {Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT} == classify._WRAPPERS
     assert all(Shape(value) in classify._LOG_SHAPES | classify._WRAPPERS
                for value in classify._LOG_SHAPES | classify._WRAPPERS)
