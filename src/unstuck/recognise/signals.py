@@ -214,6 +214,8 @@ class RowSet:
         self._chunks: dict[int, Any] = {}
         #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
         self._loose: dict[int, frozenset[int]] = {}
+        #: per loosened row (index), its own pattern alone in a set: what confirms a loose match
+        self._exact: dict[int, Any] = {}
 
     def build(self) -> None:
         """Compile the set now (else each part compiles on its first match: a text of ASCII
@@ -298,17 +300,28 @@ class RowSet:
         index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
         if not lowered:
             return ()
+        found = self._chunk(part).Match(lowered)
+        if not found:
+            return ()
         start = self._parts()[part][0]
-        found = self._chunk(part).Match(lowered) or ()
         loose = self._loose[part]
         if loose:  # a loosened row counts only where its own pattern matches too
             found = [index for index in found if index not in loose or self._confirmed(start + index, lowered)]
         return tuple(sorted(start + index for index in found))
 
     def _confirmed(self, index: int, lowered: str | bytes) -> bool:
-        """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8)."""
-        row = self.rows[index]
-        return (row.spanner if row.spanner is not None else row.compiled).search(lowered) is not None
+        """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8): asked of
+        a set holding it alone (compiled on first use), one call into re2 where a search
+        through the Python wrapper costs several microseconds."""
+        exact = self._exact.get(index)
+        if exact is None:
+            options = _quiet_options()
+            options.max_mem = _SET_MAX_MEM
+            exact = re2.Set.SearchSet(options)
+            exact.Add(self.rows[index].pattern)
+            exact.Compile()
+            self._exact[index] = exact
+        return bool(exact.Match(lowered))
 
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
