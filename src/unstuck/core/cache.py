@@ -1,6 +1,6 @@
 """Derived data kept between processes: what unstuck computes from its bundled data and its
 libraries at start-up (message patterns from every translation, the token formats of
-detect-secrets' plugins), stored as JSON so a later process reads it instead of deriving it.
+detect-secrets' plugins, the signal rows), stored so a later process reads it instead of deriving it.
 Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 Each entry is one file, ``<cache_dir()>/<name>.json``, holding a *key* (a digest of everything

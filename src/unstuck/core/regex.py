@@ -1,5 +1,6 @@
 """A google-re2 pattern compiled on first use: what a module keeps at module level when a
 process may never read it.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A module of command-line rules holds dozens of patterns (the screen's ``sed`` and ``awk``
 shapes, the credential shapes); compiling them all when the module is imported costs
