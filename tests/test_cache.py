@@ -188,6 +188,8 @@ def test_a_text_entry_refused_by_its_own_parser_or_a_key_of_two_lines_is_an_erro
         load_or_derive_text("rows", "k1", lambda: "not a row", _lines)
     with pytest.raises(ValueError, match="one line"):
         load_or_derive_text("rows", "k1\nk2", lambda: "row a", _lines)
+    with pytest.raises(ValueError, match="not latin-1"):
+        load_or_derive_text("rows", "k1", lambda: "row ☃", _lines, encoding="latin-1")
 
 
 def test_digest_of_separates_its_parts() -> None:
@@ -200,3 +202,11 @@ def test_data_bytes_is_the_bundled_file() -> None:
 
     expected = resources.files("unstuck").joinpath("data", "signals.yaml").read_bytes()
     assert data_bytes("signals.yaml") == expected
+
+
+def test_a_text_entry_is_kept_in_the_encoding_it_names(folder: Path) -> None:
+    assert load_or_derive_text("rows", "k1", lambda: "row ☃", _lines, encoding="utf-16-le") == ["row ☃"]
+    assert (folder / "rows.txt").read_bytes() == b"k1\n" + "row ☃".encode("utf-16-le")
+    assert load_or_derive_text("rows", "k1", lambda: "row other", _lines, encoding="utf-16-le") == ["row ☃"]
+    # read in another encoding, the same file is not the rows: derived again
+    assert load_or_derive_text("rows", "k1", lambda: "row fresh", _lines) == ["row fresh"]

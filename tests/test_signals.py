@@ -262,29 +262,35 @@ def test_cached_message_rows_are_the_rows_derived_from_the_bundled_data(
     assert sum(len(group) for groups in second for group in groups) > 150
 
 
-@pytest.mark.parametrize("damage", ["truncated", "stale key", "fields", "kind", "link"])
+@pytest.mark.parametrize("damage", ["truncated", "stale key", "fields", "kind", "encoding", "link"])
 def test_a_damaged_stale_or_planted_message_row_cache_is_derived_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     folder = tmp_path / "cache"
     good = _described(_fresh_message_rows(monkeypatch, folder))
     entry = folder / "signal-message-rows.txt"
-    key, _, body = entry.read_text(encoding="utf-8").partition("\n")
+    head, _, raw = entry.read_bytes().partition(b"\n")
+    key, body = head.decode("ascii"), raw.decode("utf-16-le")  # the rows' own encoding
+
+    def write(key: str, body: str) -> None:
+        entry.write_bytes(key.encode("ascii") + b"\n" + body.encode("utf-16-le"))
+
     if damage == "truncated":
-        entry.write_text(f"{key}\n{body[: len(body) // 2]}", encoding="utf-8")
+        write(key, body[: len(body) // 2])
     elif damage == "stale key":
-        entry.write_text(f"{'0' * len(key)}\n{body}", encoding="utf-8")
+        write("0" * len(key), body)
     elif damage == "fields":
-        entry.write_text(f"{key}\n{body.replace(chr(0x1f), ' ', 3)}", encoding="utf-8")
+        write(key, body.replace(chr(0x1f), " ", 3))
     elif damage == "kind":
-        entry.write_text(f"{key}\n{body.replace(chr(0x1f) + 'auth' + chr(0x1f), chr(0x1f) + 'blocked' + chr(0x1f))}",
-                         encoding="utf-8")
+        write(key, body.replace(chr(0x1f) + "auth" + chr(0x1f), chr(0x1f) + "blocked" + chr(0x1f)))
+    elif damage == "encoding":
+        entry.write_bytes(head + b"\n" + body.encode("utf-8"))  # a foreign encoding: not the rows
     else:
         planted = tmp_path / "planted.txt"
-        planted.write_text(f"{key}\n", encoding="utf-8")  # no rows at all, behind a link
+        planted.write_bytes(head + b"\n")  # no rows at all, behind a link
         entry.unlink()
         entry.symlink_to(planted)
     assert _described(_fresh_message_rows(monkeypatch, folder)) == good
-    assert not entry.is_symlink() and entry.read_text(encoding="utf-8").startswith(key)
+    assert not entry.is_symlink() and entry.read_bytes().startswith(head + b"\n")
 
 
 def test_a_wording_row_decides_without_loading_the_code_tables_or_the_call_catalogue() -> None:

@@ -78,30 +78,35 @@ def load_or_derive(name: str, key: str, derive: Callable[[], object], parse: Cal
     return value
 
 
-def load_or_derive_text(name: str, key: str, derive: Callable[[], str], parse: Callable[[str], T | None]) -> T:
+def load_or_derive_text(name: str, key: str, derive: Callable[[], str], parse: Callable[[str], T | None], *,
+                        encoding: str = "utf-8") -> T:
     """:func:`load_or_derive` for a value kept as text: the entry ``<name>.txt`` holds ``key`` on
-    its first line and the text ``derive()`` gave after it; ``parse`` reads that text back.
+    its first line (ASCII) and the text ``derive()`` gave after it, in ``encoding``; ``parse``
+    reads that text back.
 
     Args:
         name: the entry's file name without ``.txt`` (letters, digits, ``-``).
-        key: a digest of every input of the derivation (one line); a different key is a miss.
+        key: a digest of every input of the derivation (one line of ASCII); a different key is
+            a miss.
         derive: computes the text.
         parse: turns the text into the value, or ``None`` when it is not well formed (a damaged
             or foreign file is then a miss).
+        encoding: how the text is stored (``"utf-16-le"`` reads back far faster than UTF-8 for
+            text mostly beyond Latin-1).
 
     Raises:
-        ValueError: when ``key`` holds a line break, or ``parse`` refuses what ``derive`` just
-            computed (a defect of the caller).
+        ValueError: when ``key`` is not one line of ASCII, the text cannot be encoded, or
+            ``parse`` refuses what ``derive`` just computed (a defect of the caller).
     """
-    if "\n" in key or "\r" in key:
-        raise ValueError(f"the cache entry {name!r}: a key is one line")
+    if "\n" in key or "\r" in key or not key.isascii():
+        raise ValueError(f"the cache entry {name!r}: a key is one line of ASCII")
     path = cache_dir() / f"{name}.txt"
     stored = _read_bytes(path)
     if stored is not None:
         head, newline, body = stored.partition(b"\n")
-        if newline and head == key.encode("utf-8"):
+        if newline and head == key.encode("ascii"):
             try:
-                value = parse(body.decode("utf-8"))
+                value = parse(body.decode(encoding))
             except UnicodeDecodeError:
                 value = None
             if value is not None:
@@ -110,7 +115,11 @@ def load_or_derive_text(name: str, key: str, derive: Callable[[], str], parse: C
     value = parse(text)
     if value is None:
         raise ValueError(f"the cache entry {name!r} refuses the value just derived for it")
-    _store(path, f"{key}\n{text}")
+    try:
+        body = text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"the cache entry {name!r}: the derived text is not {encoding}: {exc}") from exc
+    _store_bytes(path, key.encode("ascii") + b"\n" + body)
     return value
 
 
@@ -217,6 +226,13 @@ def _read_bytes(path: Path) -> bytes | None:
 
 
 def _store(path: Path, body: str) -> None:
+    _store_bytes(path, body.encode("utf-8"))
+
+
+def _store_bytes(path: Path, body: bytes) -> None:
+    """Write ``body`` to ``path`` atomically (a temporary file in its folder renamed over it:
+    a link put in its place is replaced, never followed); a folder that cannot be written costs
+    only the entry."""
     import tempfile  # only when an entry is written (a miss): it costs milliseconds to import
 
     try:
@@ -225,7 +241,7 @@ def _store(path: Path, body: str) -> None:
     except OSError:
         return
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        with os.fdopen(descriptor, "wb") as handle:
             handle.write(body)
         os.replace(temporary, path)
     except OSError:
