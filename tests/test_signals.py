@@ -341,6 +341,7 @@ def test_loosened_drops_large_maximums_only_outside_classes_and_escapes() -> Non
     assert loosened(r"x{1,80}y{10,30}z{0,3}") == r"x+y{10,}z{0,3}"
     assert loosened(r"[{0,20}]\{0,20}\x{10ffff}{0,3}\p{Greek}{0,40}") == r"[{0,20}]\{0,20}\x{10ffff}{0,3}\p{Greek}*"
     assert loosened(r"[]{0,20}][^]{0,20}][[:alpha:]{0,20}]") == r"[]{0,20}][^]{0,20}][[:alpha:]{0,20}]"
+    assert loosened(r"[[]x{0,20}[\]{]{0,30}") == r"[[]x*[\]{]*"  # a class of one "[", a class holding "]" and "{"
 
 
 def test_a_row_set_finds_what_its_rows_find_though_its_sets_hold_loosened_patterns() -> None:

@@ -356,10 +356,18 @@ def _file(row: Row) -> str:
     return row.where.split(" ", 1)[0]
 
 
-#: A counted repeat with a maximum (``{0,200}``, ``{1,80}``); its maximum from this on is dropped
-#: from a set's copy of a pattern (:func:`loosened`).
-_COUNTED = re.compile(r"\{([0-9]+),([0-9]+)\}")
+#: A counted repeat whose maximum is 10 or more (``{0,200}``, ``{1,80}``): a set's copy of a
+#: pattern drops that maximum (:func:`loosened`).
+_LARGE_COUNT = re.compile(r"\{[0-9]+,(?:[1-9][0-9]+)\}")
 _LOOSE_FROM = 10
+#: The parts of a re2 pattern a counted repeat may hide in, and the repeat itself: an escape
+#: (``\{``, ``\x{41}``, ``\p{Greek}``), a character class (``[^]{}]``, ``[[:alpha:]{0,2}]``:
+#: an optional ``^``, an optional ``]`` first, POSIX classes and escapes inside), a repeat.
+_PATTERN_TOKEN = re.compile(
+    r"(?P<escape>\\(?:[xpP]\{[^}]*\}|.))"
+    r"|(?P<cls>\[\^?\]?(?:\[:[A-Za-z]+:\]|\\(?:[xpP]\{[^}]*\}|.)|[^\]\\])*\])"
+    r"|\{(?P<low>[0-9]+),(?P<high>[0-9]+)\}",
+    re.DOTALL)
 
 
 def loosened(pattern: str) -> str:
@@ -376,45 +384,17 @@ def loosened(pattern: str) -> str:
     character classes are left as they are; a pattern with ``\\Q`` (a literal span) is
     returned unchanged.
     """
-    if "{" not in pattern or "\\Q" in pattern:
+    if "\\Q" in pattern or _LARGE_COUNT.search(pattern) is None:
         return pattern
-    out: list[str] = []
-    index, inside = 0, False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            end = index + 2
-            if pattern[index + 1:index + 2] in ("x", "p", "P") and pattern[end:end + 1] == "{":
-                end = pattern.find("}", end) + 1 or len(pattern)
-            out.append(pattern[index:end])
-            index = end
-            continue
-        if inside:
-            if pattern.startswith("[:", index) and ":]" in pattern[index + 2:]:  # a POSIX class: [[:alpha:]]
-                end = pattern.index(":]", index + 2) + 2
-                out.append(pattern[index:end])
-                index = end
-                continue
-            if char == "]" and not _class_start(pattern, index):
-                inside = False
-        elif char == "[":
-            inside = True
-        elif char == "{":
-            found = _COUNTED.match(pattern, index)
-            if found is not None:
-                low, high = int(found.group(1)), int(found.group(2))
-                out.append(found.group() if high < _LOOSE_FROM or low > high
-                           else "*" if low == 0 else "+" if low == 1 else f"{{{low},}}")
-                index = found.end()
-                continue
-        out.append(char)
-        index += 1
-    return "".join(out)
+    return _PATTERN_TOKEN.sub(_loosen, pattern)
 
 
-def _class_start(pattern: str, index: int) -> bool:
-    """Whether the ``]`` at ``index`` is a class's first member (``[]a]``, ``[^]a]``), not its end."""
-    return pattern[index - 1] == "[" or (pattern[index - 1] == "^" and pattern[index - 2:index - 1] == "[")
+def _loosen(found: re.Match[str]) -> str:
+    high = found.group("high")
+    if high is None or int(high) < _LOOSE_FROM:  # an escape, a class, a small repeat: as written
+        return found.group()
+    low = int(found.group("low"))
+    return found.group() if low > int(high) else "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
 
 
 @dataclass(frozen=True, slots=True)
