@@ -221,58 +221,82 @@ def test_a_row_set_matched_part_by_part_finds_what_it_finds_whole() -> None:
         "signals.yaml"}
 
 
-def _fresh_message_rows(monkeypatch: pytest.MonkeyPatch, folder: Path) -> tuple[tuple[list[object], ...], ...]:
+def _fresh_message_rows(monkeypatch: pytest.MonkeyPatch, folder: Path) -> tuple[object, object]:
+    """The bundled message rows read with the cache in ``folder``: as an ASCII-only text reads
+    them (with the harmless rows), and whole (causes and weak rows)."""
     from unstuck.core.cache import CACHE_DIR_ENV
     from unstuck.recognise import signals
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(folder))
-    signals._bundled_message_rows.cache_clear()
+    caches = (signals._bundled_message_rows, signals._bundled_full_message_rows, signals._derived)
+    for cache in caches:
+        cache.cache_clear()
     try:
-        return signals._bundled_message_rows()
+        return signals._bundled_message_rows(), signals._bundled_full_message_rows()
     finally:
-        signals._bundled_message_rows.cache_clear()
+        for cache in caches:
+            cache.cache_clear()
 
 
-def _described(rows: tuple[tuple[list[object], ...], ...]) -> list[tuple[object, ...]]:
+def _described(rows: object) -> list[tuple[object, ...]]:
     """Every field of every row, the compared and the uncompared ones (patterns, options)."""
     found = []
-    for groups in rows:
+    for groups in rows:  # type: ignore[attr-defined]
         for group in groups:
             for row in group:
-                found.append((row, row.ascii_pattern,  # type: ignore[attr-defined]
-                              *((p.pattern, p.options is not None, p is row.spanner)  # type: ignore[attr-defined]
-                                for p in (row.compiled, row.spanner) if p is not None),  # type: ignore[attr-defined]
-                              row.subject is row.compiled))  # type: ignore[attr-defined]
+                found.append((row, row.ascii_pattern,
+                              *((p.pattern, p.options is not None, p is row.spanner)
+                                for p in (row.compiled, row.spanner) if p is not None),
+                              row.subject is row.compiled))
     return found
 
 
-def test_cached_message_rows_are_the_rows_derived_from_the_bundled_data(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rows read back from the cache (signal-message-rows) are the rows the derivation
-    makes: same patterns, ASCII alternatives, verdicts, captures."""
+def _derived_rows() -> tuple[tuple[object, object], tuple[object, object]]:
+    """What the derivation makes of the bundled messages: (as an ASCII-only text reads them,
+    whole), in the cache's shapes."""
     from unstuck.recognise import signals, windows
     from unstuck.recognise.catalogues import bundled_patterns
 
     derived = (signals._message_rows("messages.yaml", bundled_patterns(), lazy=True),
                signals._message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True))
+    plain = tuple(([signals._ascii_variant(row, lazy=True) for row in causes],
+                   [signals._ascii_variant(row, lazy=True) for row in weak], harmless)
+                  for causes, weak, harmless in derived)
+    return plain, tuple((causes, weak) for causes, weak, _ in derived)  # type: ignore[return-value]
+
+
+def test_cached_message_rows_are_the_rows_derived_from_the_bundled_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows read back from the cache (signal-message-rows, signal-message-patterns) are the
+    rows the derivation makes: same patterns, ASCII alternatives, verdicts, captures; a cause
+    or weak row as an ASCII-only text reads it has only its ASCII alternatives."""
+    plain, whole = _derived_rows()
     first = _fresh_message_rows(monkeypatch, tmp_path)  # a miss: derived and written
-    assert (tmp_path / "signal-message-rows.txt").exists()
+    assert (tmp_path / "signal-message-rows.txt").exists() and (tmp_path / "signal-message-patterns.txt").exists()
     second = _fresh_message_rows(monkeypatch, tmp_path)  # a hit: read back
-    assert _described(first) == _described(second) == _described(derived)  # type: ignore[arg-type]
-    assert sum(len(group) for groups in second for group in groups) > 150
+    for got in (first, second):
+        assert _described(got[0]) == _described(plain)
+        assert _described(got[1]) == _described(whole)
+    from unstuck.recognise.signals import _CLASSES
+
+    messages = [row for causes, weak, _ in second[0] for row in (*causes, *weak)]  # type: ignore[attr-defined]
+    assert len(messages) > 150
+    assert all(_CLASSES.sub("", row.pattern).isascii() for row in messages), "beyond ASCII only inside a class"
 
 
-@pytest.mark.parametrize("damage", ["truncated", "stale key", "fields", "kind", "encoding", "link"])
+@pytest.mark.parametrize(("entry_name", "encoding"), [("signal-message-rows", "utf-8"),
+                                                     ("signal-message-patterns", "utf-16-le")])
+@pytest.mark.parametrize("damage", ["truncated", "stale key", "fields", "encoding", "link"])
 def test_a_damaged_stale_or_planted_message_row_cache_is_derived_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, entry_name: str, encoding: str) -> None:
     folder = tmp_path / "cache"
-    good = _described(_fresh_message_rows(monkeypatch, folder))
-    entry = folder / "signal-message-rows.txt"
+    good = [_described(rows) for rows in _fresh_message_rows(monkeypatch, folder)]
+    entry = folder / f"{entry_name}.txt"
     head, _, raw = entry.read_bytes().partition(b"\n")
-    key, body = head.decode("ascii"), raw.decode("utf-16-le")  # the rows' own encoding
+    key, body = head.decode("ascii"), raw.decode(encoding)  # the entry's own encoding
 
     def write(key: str, body: str) -> None:
-        entry.write_bytes(key.encode("ascii") + b"\n" + body.encode("utf-16-le"))
+        entry.write_bytes(key.encode("ascii") + b"\n" + body.encode(encoding))
 
     if damage == "truncated":
         write(key, body[: len(body) // 2])
@@ -280,17 +304,46 @@ def test_a_damaged_stale_or_planted_message_row_cache_is_derived_again(
         write("0" * len(key), body)
     elif damage == "fields":
         write(key, body.replace(chr(0x1f), " ", 3))
-    elif damage == "kind":
-        write(key, body.replace(chr(0x1f) + "auth" + chr(0x1f), chr(0x1f) + "blocked" + chr(0x1f)))
     elif damage == "encoding":
-        entry.write_bytes(head + b"\n" + body.encode("utf-8"))  # a foreign encoding: not the rows
+        entry.write_bytes(head + b"\n" + body.encode("utf-16-be"))  # a foreign encoding: not the rows
     else:
         planted = tmp_path / "planted.txt"
         planted.write_bytes(head + b"\n")  # no rows at all, behind a link
         entry.unlink()
         entry.symlink_to(planted)
-    assert _described(_fresh_message_rows(monkeypatch, folder)) == good
+    assert [_described(rows) for rows in _fresh_message_rows(monkeypatch, folder)] == good
     assert not entry.is_symlink() and entry.read_bytes().startswith(head + b"\n")
+
+
+def test_an_unknown_kind_in_the_cached_rows_is_derived_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "cache"
+    good = [_described(rows) for rows in _fresh_message_rows(monkeypatch, folder)]
+    entry = folder / "signal-message-rows.txt"
+    text = entry.read_text(encoding="utf-8")
+    unit = chr(0x1f)
+    assert f"{unit}auth{unit}" in text
+    entry.write_text(text.replace(f"{unit}auth{unit}", f"{unit}blocked{unit}"), encoding="utf-8")
+    assert [_described(rows) for rows in _fresh_message_rows(monkeypatch, folder)] == good
+
+
+def test_an_ascii_text_reads_the_rows_alternatives_it_can_match_and_another_text_every_one() -> None:
+    """A program's message in German is found in a German text by the whole row and located
+    with it; the same row as an ASCII-only text reads it has only the ASCII alternatives, and
+    finds the English message where the whole row does."""
+    table = load_signal_table()
+    english = "ls: cannot access '/root/x': permission denied"
+    index = next(i for i, row in enumerate(table.causes.rows) if row.where == "messages.yaml libc 'Permission denied'")
+    whole, plain = table.causes.rows[index], table.ascii_causes.rows[index]
+    assert whole.where == plain.where and whole.verdict == plain.verdict
+    assert plain.pattern == whole.ascii_pattern and plain.pattern != whole.pattern and plain.pattern.isascii()
+    # a translation with a letter beyond ASCII, written without pattern syntax (libc's catalogues)
+    wording = next(alternative[3:-1] for alternative in whole.pattern.split("|")
+                   if not alternative.isascii() and not any(c in alternative[3:-1] for c in "\\()[]{}.*+?^$|"))
+    translated = f"ls: /root/x: {wording}"
+    assert index in table.causes.matching(translated) and index not in table.ascii_causes.matching(translated)
+    assert table.causes.locate(index, english) == table.ascii_causes.locate(index, english).__class__(
+        whole, *whole.span_in(english))  # type: ignore[misc]
+    assert whole.span_in(english) == plain.span_in(english)
 
 
 def test_a_wording_row_decides_without_loading_the_code_tables_or_the_call_catalogue() -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 __all__ = ["CACHE_DIR_ENV", "MAX_ENTRY_BYTES", "bundled_document", "cache_dir", "data_bytes", "digest_of",
-           "load_or_derive", "load_or_derive_text"]
+           "load_or_derive", "load_or_derive_text", "store_text"]
 
 #: The environment variable naming the cache folder (default: the platform's user cache
 #: folder for ``unstuck``, ``~/.cache/unstuck`` on Linux, from ``platformdirs``).
@@ -115,12 +115,25 @@ def load_or_derive_text(name: str, key: str, derive: Callable[[], str], parse: C
     value = parse(text)
     if value is None:
         raise ValueError(f"the cache entry {name!r} refuses the value just derived for it")
+    store_text(name, key, text, encoding=encoding)
+    return value
+
+
+def store_text(name: str, key: str, text: str, *, encoding: str = "utf-8") -> None:
+    """Keep ``text`` as the entry ``name`` under ``key``, as :func:`load_or_derive_text` writes
+    it (for an entry derived beside another: one derivation, both kept). Never raises on a
+    folder that cannot be written.
+
+    Raises:
+        ValueError: when ``key`` is not one line of ASCII or ``text`` cannot be encoded.
+    """
+    if "\n" in key or "\r" in key or not key.isascii():
+        raise ValueError(f"the cache entry {name!r}: a key is one line of ASCII")
     try:
         body = text.encode(encoding)
     except UnicodeEncodeError as exc:
         raise ValueError(f"the cache entry {name!r}: the derived text is not {encoding}: {exc}") from exc
-    _store_bytes(path, key.encode("ascii") + b"\n" + body)
-    return value
+    _store_bytes(cache_dir() / f"{name}.txt", key.encode("ascii") + b"\n" + body)
 
 
 def data_bytes(name: str) -> bytes:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text
+from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text, store_text
 from unstuck.core.errors import UnstuckError
 from unstuck.core.situations import Kind
 
@@ -420,9 +420,11 @@ class SignalTable:
 
     Attributes:
         causes: wording rows that name a cause, most specific first (programs' messages in
-            every installed language after the ``text`` rows).
-        ascii_causes: the same rows, matched with only the alternatives an ASCII-only text can
-            match (most tool output): a few sets instead of many (``ascii_weak`` likewise).
+            every installed language after the ``text`` rows); made on first use from
+            ``full_sets``, with ``weak`` and ``hand_offs`` (what a text that is not ASCII reads).
+        ascii_causes: the same rows, each a program's message with only the alternatives an
+            ASCII-only text can match (most tool output): a few sets instead of many, and
+            smaller patterns to locate a row and its subject (``ascii_weak`` likewise).
         weak: generic wording (ranked below a status and a machine code).
         degenerate: the ``success_too`` rows of ``causes`` (truncation, emptiness, an injected
             instruction) on their own: what a success is read for, in one small pass.
@@ -456,9 +458,7 @@ class SignalTable:
         call_catalogue: makes :attr:`calls` (called once, when it is first read).
     """
 
-    causes: RowSet
     ascii_causes: RowSet
-    weak: RowSet
     ascii_weak: RowSet
     degenerate: RowSet
     harmless: RowSet
@@ -474,13 +474,32 @@ class SignalTable:
     empty: Any
     retry_after_headers: tuple[str, ...]
     retry_after_text: Any
+    full_sets: Callable[[], tuple[RowSet, RowSet, RowSet]] = field(repr=False, compare=False)
     document_commands: tuple[DocumentCommand, ...] = ()
     files: tuple[str, ...] = ()
-    hand_offs: RowSet = field(default_factory=lambda: RowSet(()))
     ascii_hand_offs: RowSet = field(default_factory=lambda: RowSet((), ascii_only=True))
     code_tables: Callable[[], CodeTables] = field(default=lambda: _bundled_codes(), repr=False, compare=False)
     call_catalogue: Callable[[], InteractiveCatalogue] = field(default=lambda: _bundled_calls(), repr=False,
                                                                compare=False)
+
+    @functools.cached_property
+    def _full(self) -> tuple[RowSet, RowSet, RowSet]:
+        return self.full_sets()
+
+    @functools.cached_property
+    def causes(self) -> RowSet:
+        """The cause rows with every alternative of every language (made on first use)."""
+        return self._full[0]
+
+    @functools.cached_property
+    def weak(self) -> RowSet:
+        """The weak rows with every alternative of every language (made on first use)."""
+        return self._full[1]
+
+    @functools.cached_property
+    def hand_offs(self) -> RowSet:
+        """The sign-in hand-off rows of :attr:`causes` (made on first use)."""
+        return self._full[2]
 
     @functools.cached_property
     def codes(self) -> CodeTables:
@@ -845,34 +864,60 @@ def _bundled_calls() -> InteractiveCatalogue:
 #: The bundled files the message rows are derived from, and the modules that derive them.
 _MESSAGE_FILES = ("messages.yaml", "translations.jsonl", "windows_messages.yaml")
 _MESSAGE_MODULES = ("signals.py", "catalogues.py", "windows.py")
-#: Bumped when the text layout of the cached message rows changes.
-_MESSAGE_ROWS_LAYOUT = 2
+#: Bumped when the layout of the cached message rows changes.
+_MESSAGE_ROWS_LAYOUT = 3
 #: What separates the fields of the cached rows, :data:`_FIELDS` to a row: ASCII US, which no
 #: pattern holds (the derivations write control characters as escapes, ``\x1f``).
 _UNIT = "\x1f"
 _FIELDS = 8
-#: The cached rows' encoding: their translated patterns are mostly letters beyond Latin-1, all in
-#: the Basic Multilingual Plane, and UTF-16 decodes them about ten times faster than UTF-8.
-_ROWS_ENCODING = "utf-16-le"
+#: The encoding of the cached patterns in every language: they are mostly letters beyond
+#: Latin-1, all in the Basic Multilingual Plane, and UTF-16 decodes them about ten times faster
+#: than UTF-8.
+_PATTERNS_ENCODING = "utf-16-le"
 #: The groups a message row goes to, as the cache names them.
 _GROUPS = ("causes", "weak", "harmless")
+#: What a file's message rows are: the causes and weak rows, and the harmless rows.
+_FileRows = tuple[list[Row], list[Row], list[Row]]
 
 
 @functools.cache
-def _bundled_message_rows() -> tuple[tuple[list[Row], list[Row], list[Row]], ...]:
+def _bundled_message_rows() -> tuple[_FileRows, ...]:
     """The signal rows of ``messages.yaml`` (with the translations) and of
-    ``windows_messages.yaml``, as :func:`_message_rows` makes them (their patterns compile on
-    first use): each file's causes, weak rows and harmless rows.
+    ``windows_messages.yaml`` that an ASCII-only text is read with, each file's causes, weak rows
+    and harmless rows: a cause or weak row with only the alternatives such a text can match (its
+    ``ascii_pattern``, :func:`_ascii_variant`), a harmless row whole (the harmless set is one for
+    every text). Their patterns compile on first use.
 
     Deriving them means reading and checking every message row, deriving every translation's
     pattern and deciding which alternatives an ASCII-only text can match (thousands of
     substitutions): tens of milliseconds at every start. So the rows are kept as text by
     :func:`unstuck.core.cache.load_or_derive_text` (``signal-message-rows``) under a SHA-256 of
-    the data files and of the modules that derive them; a later process reads them back in a
-    few milliseconds. A stale or damaged entry is derived again.
+    the data files and of the modules that derive them, and the patterns in every language
+    beside them (``signal-message-patterns``, read by :func:`_bundled_full_message_rows` only
+    for a text that is not ASCII); a later process reads the rows back in about a millisecond.
+    A stale or damaged entry is derived again.
     """
     return load_or_derive_text("signal-message-rows", _message_rows_key(), _derive_message_rows,
-                               _parse_message_rows, encoding=_ROWS_ENCODING)
+                               _parse_message_rows)
+
+
+@functools.cache
+def _bundled_full_message_rows() -> tuple[tuple[list[Row], list[Row]], ...]:
+    """The bundled cause and weak message rows whole, each file's, as :func:`_message_rows` makes
+    them: what a text that is not ASCII is read with (``signal-message-patterns``)."""
+    shapes = _bundled_message_rows()
+    count = sum(len(causes) + len(weak) for causes, weak, _ in shapes)
+
+    def parse(text: str) -> tuple[tuple[list[Row], list[Row]], ...] | None:
+        patterns = text.split(_UNIT) if text else []
+        if len(patterns) != count or not all(patterns):
+            return None
+        found = iter(patterns)
+        return tuple(([_whole(row, next(found)) for row in causes], [_whole(row, next(found)) for row in weak])
+                     for causes, weak, _ in shapes)
+
+    return load_or_derive_text("signal-message-patterns", _message_rows_key(), lambda: _derived()[1], parse,
+                               encoding=_PATTERNS_ENCODING)
 
 
 def _message_rows_key() -> str:
@@ -881,17 +926,31 @@ def _message_rows_key() -> str:
                       *((here / name).read_bytes() for name in _MESSAGE_MODULES)))
 
 
-def _derive_message_rows() -> str:
+@functools.cache
+def _derived() -> tuple[str, str]:
+    """The two cached texts, derived: the rows (with their ASCII alternatives and the harmless
+    rows' whole patterns) and the cause and weak rows' whole patterns, in the rows' order."""
     from unstuck.recognise import windows
     from unstuck.recognise.catalogues import bundled_patterns
 
     fields: list[str] = []
+    patterns: list[str] = []
     for number, rows in enumerate((_message_rows("messages.yaml", bundled_patterns(), lazy=True),
                                    _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True))):
         for group, grouped in zip(_GROUPS, rows, strict=True):
             for row in grouped:
                 fields.extend(_record(number, group, row))
-    return _UNIT.join(fields)
+                if group != "harmless":
+                    patterns.append(row.pattern)
+    if any(_UNIT in pattern or any(ord(char) > 0xFFFF for char in pattern) for pattern in patterns):
+        raise ValueError("a message pattern holds a separator of the cached rows or a character beyond the BMP")
+    return _UNIT.join(fields), _UNIT.join(patterns)
+
+
+def _derive_message_rows() -> str:
+    rows, patterns = _derived()
+    store_text("signal-message-patterns", _message_rows_key(), patterns, encoding=_PATTERNS_ENCODING)
+    return rows
 
 
 def _record(number: int, group: str, row: Row) -> tuple[str, ...]:
@@ -899,9 +958,9 @@ def _record(number: int, group: str, row: Row) -> tuple[str, ...]:
     fields = (str(number), group, row.where, row.source, verdict.kind.value if verdict is not None else "",
               _bits(verdict is not None and verdict.interactive, verdict is not None and verdict.retryable,
                     row.weak, row.compiled is not row.spanner, row.subject is not None),
-              row.pattern, row.ascii_pattern or "")
-    if any(_UNIT in text or any(ord(char) > 0xFFFF for char in text) for text in fields):
-        raise ValueError(f"{row.where}: a field holds a separator of the cached rows or a character beyond the BMP")
+              row.ascii_pattern or "", row.pattern if group == "harmless" else "")
+    if any(_UNIT in text for text in fields):
+        raise ValueError(f"{row.where}: a field holds a separator of the cached rows")
     return fields
 
 
@@ -909,27 +968,55 @@ def _bits(*flags: bool) -> str:
     return "".join("1" if flag else "0" for flag in flags)
 
 
-def _parse_message_rows(text: str) -> tuple[tuple[list[Row], list[Row], list[Row]], ...] | None:
+def _parse_message_rows(text: str) -> tuple[_FileRows, ...] | None:
     """The rows :func:`_derive_message_rows` wrote, or ``None`` for text it did not write."""
-    found: tuple[tuple[list[Row], list[Row], list[Row]], ...] = (([], [], []), ([], [], []))
+    found: tuple[_FileRows, ...] = (([], [], []), ([], [], []))
     fields = text.split(_UNIT) if text else []
     if len(fields) % _FIELDS:
         return None
     try:
         for start in range(0, len(fields), _FIELDS):
-            number, group, where, source, kind, bits, pattern, ascii_pattern = fields[start:start + _FIELDS]
-            if number not in ("0", "1") or len(bits) != 5 or not pattern or not ascii_pattern:
+            number, group, where, source, kind, bits, ascii_pattern, pattern = fields[start:start + _FIELDS]
+            harmless = group == "harmless"
+            if number not in ("0", "1") or len(bits) != 5 or not ascii_pattern or harmless != bool(pattern):
                 return None
             interactive, retryable, weak, captures, subject = (bit == "1" for bit in bits)
-            spanner = LazyPattern(where, pattern, _SPAN_ONLY)
-            compiled = LazyPattern(where, pattern) if captures else spanner
+            verdict = Verdict(Kind(kind), interactive, retryable) if kind else None
+            # a cause or weak row as an ASCII-only text reads it; a harmless row whole
+            own = pattern if harmless else ascii_pattern
+            spanner = LazyPattern(where, own, _SPAN_ONLY)
+            compiled = LazyPattern(where, own) if captures else spanner
             found[int(number)][_GROUPS.index(group)].append(Row(
-                where, source, pattern, Verdict(Kind(kind), interactive, retryable) if kind else None, weak=weak,
-                compiled=compiled, subject=compiled if subject else None, spanner=spanner,
-                ascii_pattern=ascii_pattern))
+                where, source, own, verdict, weak=weak, compiled=compiled, subject=compiled if subject else None,
+                spanner=spanner, ascii_pattern=ascii_pattern if harmless else None))
     except ValueError:  # an unknown kind or group
         return None
     return found
+
+
+def _whole(variant: Row, pattern: str) -> Row:
+    """The row ``variant`` (its ASCII alternatives) with every alternative, ``pattern``."""
+    spanner = LazyPattern(variant.where, pattern, _SPAN_ONLY)
+    compiled = LazyPattern(variant.where, pattern) if variant.compiled is not variant.spanner else spanner
+    return Row(variant.where, variant.source, pattern, variant.verdict, weak=variant.weak, compiled=compiled,
+               subject=compiled if variant.subject is not None else None, spanner=spanner,
+               ascii_pattern=variant.pattern)
+
+
+def _ascii_variant(row: Row, *, lazy: bool) -> Row:
+    """A message row as an ASCII-only text reads it: its pattern the alternatives such a text
+    can match (``ascii_pattern``; the others hold a letter beyond ASCII that every match
+    needs, so a search of such a text finds the same spans with or without them)."""
+    if row.ascii_pattern is None:
+        return row
+    if row.ascii_pattern == row.pattern:  # every alternative is ASCII: the row's own patterns
+        compiled, spanner = row.compiled, row.spanner
+    else:
+        make = LazyPattern if lazy else _compile
+        spanner = make(row.where, row.ascii_pattern, _SPAN_ONLY)
+        compiled = make(row.where, row.ascii_pattern) if row.compiled is not row.spanner else spanner
+    return Row(row.where, row.source, row.ascii_pattern, row.verdict, weak=row.weak, compiled=compiled,
+               subject=compiled if row.subject is not None else None, spanner=spanner)
 
 
 @functools.cache
@@ -938,10 +1025,23 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     for name, _ in stamps:
         _add_file(parts, name, _read_user_file(Path(name)))
     _add_file(parts, "signals.yaml", _bundled(), bundled=True)
+    # a user's message rows whole and as an ASCII-only text reads them (checked now), then the bundled ones
+    user_causes, user_weak = parts.message_causes, parts.message_weak
+    ascii_causes = [_ascii_variant(row, lazy=False) for row in user_causes]
+    ascii_weak = [_ascii_variant(row, lazy=False) for row in user_weak]
     for causes, weak, harmless in _bundled_message_rows():
-        parts.message_causes += causes
-        parts.message_weak += weak
+        ascii_causes += causes
+        ascii_weak += weak
         parts.harmless += harmless
+    text_causes, text_weak = parts.causes, parts.weak
+
+    def full_sets() -> tuple[RowSet, RowSet, RowSet]:
+        every_cause, every_weak = [*text_causes, *user_causes], [*text_weak, *user_weak]
+        for causes, weak in _bundled_full_message_rows():
+            every_cause += causes
+            every_weak += weak
+        return (RowSet(every_cause), RowSet(every_weak), RowSet([row for row in every_cause if _hands_off(row)]))
+
     code_tables: Callable[[], CodeTables] = _bundled_codes
     if parts.codes is not None:  # a user's tables: merged now, so a clash of names is a load error
         from unstuck.recognise.codes import merge_code_tables
@@ -958,15 +1058,13 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
         raise SignalTableError("retry_after_headers must be a list of header names")
-    hand_offs = [row for row in (*parts.causes, *parts.message_causes) if _hands_off(row)]
+    plain_causes = [*text_causes, *ascii_causes]
     table = SignalTable(
-        hand_offs=RowSet(hand_offs),
-        ascii_hand_offs=RowSet(hand_offs, ascii_only=True),
-        causes=RowSet([*parts.causes, *parts.message_causes]),
-        ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
-        degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
-        weak=RowSet([*parts.weak, *parts.message_weak]),
-        ascii_weak=RowSet([*parts.weak, *parts.message_weak], ascii_only=True),
+        ascii_hand_offs=RowSet([row for row in plain_causes if _hands_off(row)], ascii_only=True),
+        ascii_causes=RowSet(plain_causes, ascii_only=True),
+        degenerate=RowSet([row for row in plain_causes if row.success_too]),
+        ascii_weak=RowSet([*text_weak, *ascii_weak], ascii_only=True),
+        full_sets=full_sets,
         harmless=RowSet(parts.harmless),
         markers=RowSet(parts.markers),
         not_markers=RowSet(parts.not_markers),
