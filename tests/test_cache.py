@@ -210,3 +210,17 @@ def test_a_text_entry_is_kept_in_the_encoding_it_names(folder: Path) -> None:
     assert load_or_derive_text("rows", "k1", lambda: "row other", _lines, encoding="utf-16-le") == ["row ☃"]
     # read in another encoding, the same file is not the rows: derived again
     assert load_or_derive_text("rows", "k1", lambda: "row fresh", _lines) == ["row fresh"]
+
+
+def test_an_entry_kept_beside_another_is_read_back_by_its_own_name(folder: Path, tmp_path: Path) -> None:
+    from unstuck.core.cache import store_text
+
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("planted", encoding="utf-8")
+    folder.mkdir(parents=True)
+    (folder / "extra.txt").symlink_to(elsewhere)
+    store_text("extra", "k1", "row ☃", encoding="utf-16-le")
+    assert elsewhere.read_text(encoding="utf-8") == "planted", "a link in the entry's place is replaced, not followed"
+    assert load_or_derive_text("extra", "k1", lambda: "row derived", _lines, encoding="utf-16-le") == ["row ☃"]
+    with pytest.raises(ValueError, match="one line of ASCII"):
+        store_text("extra", "kéy", "row")
