@@ -714,28 +714,34 @@ def _message_rows(
     return causes, weak, harmless
 
 
-@dataclass
 class _Parts:
-    """Rows gathered from several files before compiling (user files first)."""
+    """Rows gathered from several files before compiling (user files first). A plain class, not
+    a dataclass: it is made once per table, and a dataclass costs its module's import about a
+    millisecond to build."""
 
-    causes: list[Row] = field(default_factory=list)
-    message_causes: list[Row] = field(default_factory=list)
-    weak: list[Row] = field(default_factory=list)
-    message_weak: list[Row] = field(default_factory=list)
-    harmless: list[Row] = field(default_factory=list)
-    markers: list[Row] = field(default_factory=list)
-    not_markers: list[Row] = field(default_factory=list)
-    suggestions: list[Row] = field(default_factory=list)
-    signed_in: list[Row] = field(default_factory=list)
-    exit_code: dict[int, Coded] = field(default_factory=dict)
-    decisive: set[int] = field(default_factory=set)
-    program_exit: dict[str, dict[int, Coded]] = field(default_factory=dict)
-    exception: dict[str, Coded] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    codes: CodeTables | None = None
-    calls: list[InteractiveRow] = field(default_factory=list)
-    documents: list[DocumentCommand] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    __slots__ = ("calls", "causes", "codes", "decisive", "documents", "exception", "exit_code", "files", "harmless",
+                 "markers", "message_causes", "message_weak", "not_markers", "program_exit", "settings", "signed_in",
+                 "suggestions", "weak")
+
+    def __init__(self) -> None:
+        self.causes: list[Row] = []
+        self.message_causes: list[Row] = []
+        self.weak: list[Row] = []
+        self.message_weak: list[Row] = []
+        self.harmless: list[Row] = []
+        self.markers: list[Row] = []
+        self.not_markers: list[Row] = []
+        self.suggestions: list[Row] = []
+        self.signed_in: list[Row] = []
+        self.exit_code: dict[int, Coded] = {}
+        self.decisive: set[int] = set()
+        self.program_exit: dict[str, dict[int, Coded]] = {}
+        self.exception: dict[str, Coded] = {}
+        self.settings: dict[str, Any] = {}
+        self.codes: CodeTables | None = None
+        self.calls: list[InteractiveRow] = []
+        self.documents: list[DocumentCommand] = []
+        self.files: list[str] = []
 
 
 def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: bool = False) -> None:
