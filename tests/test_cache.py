@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from unstuck.core import cache
-from unstuck.core.cache import CACHE_DIR_ENV, bundled_document, cache_dir, load_or_derive
+from unstuck.core.cache import (
+    CACHE_DIR_ENV,
+    bundled_document,
+    cache_dir,
+    data_bytes,
+    digest_of,
+    load_or_derive,
+    load_or_derive_text,
+)
 
 
 @pytest.fixture
@@ -138,3 +146,81 @@ def test_an_entry_far_larger_than_any_of_ours_is_not_read(folder: Path) -> None:
     with (folder / "big.json").open("wb") as handle:
         handle.truncate(cache.MAX_ENTRY_BYTES + 1)  # a sparse file: nothing is written
     assert load_or_derive("big", "k", lambda: ["fresh"], _strings) == ["fresh"]
+
+
+def _lines(text: str) -> list[str] | None:
+    return text.split("\n") if text.startswith("row") else None
+
+
+def test_a_text_entry_is_read_back_instead_of_derived(folder: Path) -> None:
+    calls: list[int] = []
+
+    def derive() -> str:
+        calls.append(1)
+        return "row a\nrow b"
+
+    assert load_or_derive_text("rows", "k1", derive, _lines) == ["row a", "row b"]
+    assert load_or_derive_text("rows", "k1", derive, _lines) == ["row a", "row b"]
+    assert len(calls) == 1
+    assert (folder / "rows.txt").read_text(encoding="utf-8") == "k1\nrow a\nrow b"
+
+
+@pytest.mark.parametrize("body", [b"k2\nrow a", b"k1\nnot a row", b"k1", b"k1\n\xff\xfe", b""])
+def test_a_stale_damaged_or_foreign_text_entry_is_derived_again(folder: Path, body: bytes) -> None:
+    folder.mkdir(parents=True)
+    (folder / "rows.txt").write_bytes(body)
+    assert load_or_derive_text("rows", "k1", lambda: "row fresh", _lines) == ["row fresh"]
+    assert (folder / "rows.txt").read_bytes() == b"k1\nrow fresh"
+
+
+def test_a_symbolic_link_in_place_of_a_text_entry_is_not_followed(folder: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("k1\nrow planted", encoding="utf-8")
+    folder.mkdir(parents=True)
+    (folder / "rows.txt").symlink_to(elsewhere)
+    assert load_or_derive_text("rows", "k1", lambda: "row fresh", _lines) == ["row fresh"]
+    assert elsewhere.read_text(encoding="utf-8") == "k1\nrow planted", "the link's target is never written"
+    assert not (folder / "rows.txt").is_symlink()
+
+
+def test_a_text_entry_refused_by_its_own_parser_or_a_key_of_two_lines_is_an_error(folder: Path) -> None:
+    with pytest.raises(ValueError, match="'rows' refuses"):
+        load_or_derive_text("rows", "k1", lambda: "not a row", _lines)
+    with pytest.raises(ValueError, match="one line"):
+        load_or_derive_text("rows", "k1\nk2", lambda: "row a", _lines)
+    with pytest.raises(ValueError, match="not latin-1"):
+        load_or_derive_text("rows", "k1", lambda: "row ☃", _lines, encoding="latin-1")
+
+
+def test_digest_of_separates_its_parts() -> None:
+    assert digest_of(["ab", "c"]) != digest_of(["a", "bc"])
+    assert digest_of([b"a", "b"]) == digest_of(["a", b"b"])
+
+
+def test_data_bytes_is_the_bundled_file() -> None:
+    from importlib import resources
+
+    expected = resources.files("unstuck").joinpath("data", "signals.yaml").read_bytes()
+    assert data_bytes("signals.yaml") == expected
+
+
+def test_a_text_entry_is_kept_in_the_encoding_it_names(folder: Path) -> None:
+    assert load_or_derive_text("rows", "k1", lambda: "row ☃", _lines, encoding="utf-16-le") == ["row ☃"]
+    assert (folder / "rows.txt").read_bytes() == b"k1\n" + "row ☃".encode("utf-16-le")
+    assert load_or_derive_text("rows", "k1", lambda: "row other", _lines, encoding="utf-16-le") == ["row ☃"]
+    # read in another encoding, the same file is not the rows: derived again
+    assert load_or_derive_text("rows", "k1", lambda: "row fresh", _lines) == ["row fresh"]
+
+
+def test_an_entry_kept_beside_another_is_read_back_by_its_own_name(folder: Path, tmp_path: Path) -> None:
+    from unstuck.core.cache import store_text
+
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("planted", encoding="utf-8")
+    folder.mkdir(parents=True)
+    (folder / "extra.txt").symlink_to(elsewhere)
+    store_text("extra", "k1", "row ☃", encoding="utf-16-le")
+    assert elsewhere.read_text(encoding="utf-8") == "planted", "a link in the entry's place is replaced, not followed"
+    assert load_or_derive_text("extra", "k1", lambda: "row derived", _lines, encoding="utf-16-le") == ["row ☃"]
+    with pytest.raises(ValueError, match="one line of ASCII"):
+        store_text("extra", "kéy", "row")

@@ -534,3 +534,27 @@ def test_signals_harvest_refuses_a_locale_dir_that_does_not_exist(tmp_path: Path
                                               "--out", str(tmp_path / "t.jsonl")])
     assert result.exit_code == 2
     assert not (tmp_path / "t.jsonl").exists()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_literal_weight_counts_letters_and_digits_and_wide_ones_twice(text: str) -> None:
+    import unicodedata
+
+    from unstuck.recognise.catalogues import _weight
+
+    expected = sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text if ch.isalnum())
+    assert _weight([text]) == expected
+    assert _weight(["日本語のテキスト", "abc1"]) == 16 + 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_escaped_literal_text_matches_itself_and_only_itself(text: str) -> None:
+    from unstuck.recognise.catalogues import _escape
+
+    pattern = _escape(text)
+    assert re2.compile(pattern).fullmatch(text) is not None
+    assert re2.compile(pattern).fullmatch(text + "x") is None
+    assert all(ord(ch) >= 0x20 and ord(ch) != 0x7F for ch in pattern)  # control characters written as escapes
+    assert _escape("a\ud800b") == "a\ufffdb"  # a lone surrogate: what decoding its UTF-8 gives

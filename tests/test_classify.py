@@ -741,3 +741,15 @@ def test_ordinary_tool_text_is_not_an_injected_instruction(output: str) -> None:
     from unstuck.recognise.classify import find_injection
 
     assert find_injection(output) is None
+
+
+def test_the_classifiers_shape_sets_name_envelope_shapes() -> None:
+    """The classifier names the log and wrapper shapes by value (the envelope reader loads only
+    when a text may hold an envelope); each value is a shape, equal to its member."""
+    from unstuck.recognise import classify
+    from unstuck.recognise.envelopes import Shape
+
+    assert {Shape.LOGFMT, Shape.JSON_LOG} == classify._LOG_SHAPES
+    assert {Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT} == classify._WRAPPERS
+    assert all(Shape(value) in classify._LOG_SHAPES | classify._WRAPPERS
+               for value in classify._LOG_SHAPES | classify._WRAPPERS)

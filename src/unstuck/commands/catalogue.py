@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import re2
-import yaml
 
 from unstuck.commands.parse import SimpleCommand, program_name, resolve_wrappers, word_set
+from unstuck.core.regex import LazyRegex
 
 __all__ = [
     "HELP_WORDS",
@@ -308,6 +308,8 @@ def yaml_document(text: str, name: str) -> Any:
     Raises:
         ValueError: ``"<name>: not valid YAML: …"``.
     """
+    import yaml  # loaded when a YAML text is first read (the bundled tables are read from their cached JSON)
+
     try:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
@@ -363,15 +365,21 @@ def _quiet() -> Any:
 RE2_QUIET = _quiet()
 
 
-def re2_pattern(pattern: object, where: str, key: str, error: type[ValueError] = ValueError) -> Any:
-    """A row's field that is a re2 pattern (linear time on any text), compiled.
+def re2_pattern(pattern: object, where: str, key: str, error: type[ValueError] = ValueError, *,
+                lazy: bool = False) -> Any:
+    """A row's field that is a re2 pattern (linear time on any text), compiled; ``lazy``: a
+    bundled table's, compiled on first use (:class:`unstuck.core.regex.LazyRegex`; the test
+    suite compiles every one), so loading a table does not compile patterns a process never reads.
 
     Raises:
         ValueError: (``error``) ``"<where>: '<key>' must be a non-empty re2 pattern …"``, or
-            ``"… does not compile under re2 (no backreferences, no lookaround): …"``.
+            ``"… does not compile under re2 (no backreferences, no lookaround): …"`` (not
+            for a ``lazy`` one, which raises ``re2.error`` on first use).
     """
     if not isinstance(pattern, str) or not pattern:
         raise error(f"{where}: '{key}' must be a non-empty re2 pattern, got {pattern!r}")
+    if lazy:
+        return LazyRegex(pattern, RE2_QUIET)
     try:
         return re2.compile(pattern, RE2_QUIET)
     except re2.error as exc:

@@ -66,8 +66,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import re2
-
 from unstuck.commands.catalogue import (
     RE2_QUIET,
     Call,
@@ -93,8 +91,7 @@ from unstuck.commands.interpreters import (
 from unstuck.commands.parse import SimpleCommand, base_name, parse_command_line
 from unstuck.core.cache import bundled_document
 from unstuck.core.errors import UnstuckError
-from unstuck.core.readers import parse_yaml
-from unstuck.core.redact import MASK, redact
+from unstuck.core.regex import LazyRegex
 from unstuck.core.text import clean_terminal_text
 
 __all__ = [
@@ -266,8 +263,8 @@ _ROW_KEYS = frozenset({
     "targets_all_with", "redirect_to", "env", "env_pattern", "value", "prints",
 })
 _ENV_KEYS = frozenset({"name", "kind", "why", "source", "env", "env_pattern", "value", "program"})
-_NAME = re2.compile(r"^[a-z0-9][a-z0-9-]*$")
-_ENV_NAME = re2.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = LazyRegex(r"^[a-z0-9][a-z0-9-]*$")
+_ENV_NAME = LazyRegex(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 _QUIET = RE2_QUIET
@@ -410,6 +407,8 @@ def parse_credential_catalogue(text: str, name: str) -> tuple[CredentialRow, ...
             :class:`ChangeKind`, a row without ``why`` or ``source``, a pattern re2 refuses,
             or two rows with one name.
     """
+    from unstuck.core.readers import parse_yaml  # loaded when a YAML text is first read
+
     return _rows_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
 
 
@@ -675,11 +674,15 @@ def _parse_writers(text: str, name: str) -> Mapping[str, tuple[_Writer, ...]]:
     Raises:
         CredentialCatalogueError: naming the file and the entry, for a malformed entry.
     """
+    from unstuck.core.readers import parse_yaml  # loaded when a YAML text is first read
+
     return _writers_of_document(parse_yaml(text, where=name, error=CredentialCatalogueError), name)
 
 
 def _bundled_yaml(text: str) -> object:
     """A bundled data file's YAML document (its JSON is cached by :func:`bundled_document`)."""
+    from unstuck.core.readers import parse_yaml  # loaded when a YAML text is first read
+
     return parse_yaml(text, where="unstuck/data", error=CredentialCatalogueError)
 
 
@@ -726,7 +729,7 @@ def _interpreted(call: Call, stdin: str | None = None) -> Iterator[tuple[str, Co
 
 #: Builtins whose ``NAME=value`` arguments assign variables (bash(1), SHELL BUILTIN COMMANDS).
 _DECLARATIONS = frozenset({"export", "declare", "typeset", "local", "readonly"})
-_ASSIGNMENT = re2.compile(r"(?s)^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", _QUIET)
+_ASSIGNMENT = LazyRegex(r"(?s)^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", _QUIET)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -804,8 +807,6 @@ def _unset_names(command: SimpleCommand) -> list[str]:
 # masking what a change quotes
 # ---------------------------------------------------------------------------------------------
 
-_MASK = MASK
-
 
 def _is_expansion(value: str) -> bool:
     return value.startswith("$") or value.startswith("`")
@@ -815,10 +816,12 @@ def _masked(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret :func:`unstuck.core.redact.redact` finds masked (known token
     formats, headers keeping their scheme, URL passwords), then the values a row saw as
     credentials."""
+    from unstuck.core.redact import MASK, redact  # loaded when a change is first quoted
+
     text = redact(text)
     for secret in secrets:
         if len(secret) >= 4 and not _is_expansion(secret) and secret in text:
-            text = text.replace(secret, _MASK)
+            text = text.replace(secret, MASK)
     return text
 
 
@@ -1030,15 +1033,15 @@ _NOT_A_VALUE = frozenset({"none", "null", "nil", "false", "true", "yes", "no", "
 #: An Authorization (or Proxy-Authorization) header with a literal credential: a scheme (an
 #: RFC 9110 token) and a token68 (RFC 9110 section 11.2; RFC 6750 section 2.1 b64token) of at
 #: least 8 characters. A ``$VAR``, ``<token>`` or ``{token}`` placeholder is no token68.
-_AUTH_HEADER = re2.compile(
+_AUTH_HEADER = LazyRegex(
     r"(?i)(?:^|[\s\"'{,(\[])(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?([a-z][a-z0-9!#$%&'*+.^_`|~-]*)[ \t]+"
     r"([a-z0-9._~+/-]{8,}=*)(?:$|[\s\"',;})\]])", _QUIET)
 #: A URL with a password in its userinfo (RFC 3986 section 3.2.1).
-_URL_WITH_PASSWORD = re2.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>{}$]+:([^/\s@\"'<>{}$]+)@", _QUIET)
+_URL_WITH_PASSWORD = LazyRegex(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>{}$]+:([^/\s@\"'<>{}$]+)@", _QUIET)
 #: Placeholder credentials of documentation: CAPITALS_AND_UNDERSCORES (``YOUR_TOKEN``,
 #: ``GITHUB_TOKEN``), and (checked apart) one character repeated (``xxxxxxxx``, ``****``).
-_PLACEHOLDER = re2.compile(r"^[A-Z][A-Z0-9_]*$", _QUIET)
-_SPLIT_KEY = re2.compile(r"[^A-Za-z0-9]+", _QUIET)
+_PLACEHOLDER = LazyRegex(r"^[A-Z][A-Z0-9_]*$", _QUIET)
+_SPLIT_KEY = LazyRegex(r"[^A-Za-z0-9]+", _QUIET)
 
 _ARGUMENT_SOURCES = {
     "argument-credential": "RFC 6749 sections 2.3.1 (client_secret) and 5.1 (access_token, refresh_token); "
@@ -1081,7 +1084,7 @@ def _placeholder(value: str) -> bool:
 
 
 #: An authentication scheme written before a credential (RFC 9110 section 11.1: auth-scheme).
-_SCHEME = re2.compile(r"(?i)^(?:bearer|token|basic|digest|apikey|api-key)\s+", _QUIET)
+_SCHEME = LazyRegex(r"(?i)^(?:bearer|token|basic|digest|apikey|api-key)\s+", _QUIET)
 
 
 def _literal_credential(value: str) -> bool:

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import re2
-
 from unstuck.commands.catalogue import RE2_QUIET, option_names, re2_pattern, row_fields, string_list, yaml_document
 from unstuck.core.cache import bundled_document
+from unstuck.core.regex import LazyRegex
 
 __all__ = [
     "CodeEffects",
@@ -42,7 +41,7 @@ __all__ = [
 ]
 
 _QUIET = RE2_QUIET
-_ENV_NAME = re2.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = LazyRegex(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FILE = "interpreters.yaml"
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +88,8 @@ def _options(where: str, key: str, raw: Mapping[str, Any]) -> frozenset[str]:
     return option_names(raw.get(key), where, key)
 
 
-def _patterns(where: str, key: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(re2_pattern(pattern, where, key) for pattern in string_list(raw.get(key), where, key))
+def _patterns(where: str, key: str, raw: Mapping[str, Any], lazy: bool) -> tuple[Any, ...]:
+    return tuple(re2_pattern(pattern, where, key, lazy=lazy) for pattern in string_list(raw.get(key), where, key))
 
 
 def _entry(raw: object, where: str) -> Mapping[str, Any]:
@@ -103,7 +102,7 @@ def _entry(raw: object, where: str) -> Mapping[str, Any]:
     return entry
 
 
-def _parse_interpreter(raw: object, where: str) -> Interpreter:
+def _parse_interpreter(raw: object, where: str, lazy: bool) -> Interpreter:
     entry = _entry(raw, where)
     language = entry.get("language")
     if language is not None and (not isinstance(language, str) or not language.strip()):
@@ -114,10 +113,10 @@ def _parse_interpreter(raw: object, where: str) -> Interpreter:
         raise ValueError(f"{where}: 'env_write' must be a list")
     for item in raw_writes:
         if isinstance(item, Mapping) and set(item) == {"block", "keys"}:
-            env_write.append(EnvPattern(re2_pattern(item["block"], where, "env_write block"),
-                                         re2_pattern(item["keys"], where, "env_write keys")))
+            env_write.append(EnvPattern(re2_pattern(item["block"], where, "env_write block", lazy=lazy),
+                                         re2_pattern(item["keys"], where, "env_write keys", lazy=lazy)))
         elif isinstance(item, str):
-            env_write.append(EnvPattern(re2_pattern(item, where, "env_write")))
+            env_write.append(EnvPattern(re2_pattern(item, where, "env_write", lazy=lazy)))
         else:
             raise ValueError(f"{where}: 'env_write' entry {item!r} must be a pattern or a mapping "
                              f"with 'block' and 'keys'")
@@ -136,19 +135,21 @@ def _parse_interpreter(raw: object, where: str) -> Interpreter:
         frozenset(string_list(entry.get("program"), where, "program")), inline, subcommands,
         _options(where, "value_options", entry), _options(where, "attached_options", entry),
         _options(where, "digit_options", entry), _options(where, "ends", entry), tuple(env_write),
-        _patterns(where, "env_unset", entry),
-        _patterns(where, "file_write", entry), " ".join(str(entry["source"]).split()),
-        _patterns(where, "command_run", entry), flags["inline_last"], flags["program_operand"],
+        _patterns(where, "env_unset", entry, lazy),
+        _patterns(where, "file_write", entry, lazy), " ".join(str(entry["source"]).split()),
+        _patterns(where, "command_run", entry, lazy), flags["inline_last"], flags["program_operand"],
         _options(where, "program_file", entry), flags["stdin_code"], flags["ignore_case"])
 
 
-def _table_of_document(document: object, name: str) -> Mapping[str, Interpreter]:
+def _table_of_document(document: object, name: str, *, lazy: bool = False) -> Mapping[str, Interpreter]:
+    """The table of a parsed file; ``lazy``: the bundled file's, whose patterns compile on first
+    use (the screen reads only the options of a table it loads; the test suite compiles every one)."""
     if not isinstance(document, Mapping) or not isinstance(document.get("interpreters") or [], list):
         raise ValueError(f"{name}: must be a mapping with an 'interpreters' list")
     interpreters: dict[str, Interpreter] = {}
     for index, raw in enumerate(document.get("interpreters") or []):
         where = f"{name}: interpreters entry {index + 1}"
-        interpreter = _parse_interpreter(raw, where)
+        interpreter = _parse_interpreter(raw, where, lazy)
         for program in interpreter.programs:
             if program in interpreters:
                 raise ValueError(f"{where}: program {program!r} is already an interpreter")
@@ -180,12 +181,12 @@ def interpreter_table() -> Mapping[str, Interpreter]:
     Raises:
         ValueError: the bundled file is malformed (naming the entry).
     """
-    return _table_of_document(bundled_document(_FILE, _bundled_yaml), _FILE)
+    return _table_of_document(bundled_document(_FILE, _bundled_yaml), _FILE, lazy=True)
 
 
 #: A version suffix of an interpreter's name (``python3.12``, ``perl5.36``, ``pypy3``), as
 #: distributions install them beside the plain name.
-_VERSION_SUFFIX = re2.compile(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
+_VERSION_SUFFIX = LazyRegex(r"^(.*?[A-Za-z])[0-9][0-9.]*$", _QUIET)
 
 
 def find_interpreter(program: str) -> Interpreter | None:
@@ -331,7 +332,7 @@ class CodeEffects:
 
 
 #: A string literal of any of the languages (quotes ', " or `; no escapes read).
-_STRING_LITERAL = re2.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
+_STRING_LITERAL = LazyRegex(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
 
 
 #: What may stand between the string literals of one path built from parts: pathlib's ``/``
@@ -339,9 +340,9 @@ _STRING_LITERAL = re2.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"|`([^`\n]*)`", _QUIET)
 #: join call (``os.path.join('a', 'b')``, ``joinpath``, node's ``path.join``, ruby's
 #: ``File.join``), or a concatenation: ``+`` (Python, JavaScript, Ruby), ``.`` (Perl, PHP),
 #: ``..`` (Lua), joined as written.
-_PATH_GLUE = re2.compile(r"^\s*(?:(/|\)\s*\.\s*joinpath\s*\()|(,)|(\+|\.\.?))\s*$", _QUIET)
+_PATH_GLUE = LazyRegex(r"^\s*(?:(/|\)\s*\.\s*joinpath\s*\()|(,)|(\+|\.\.?))\s*$", _QUIET)
 #: A join call's opening, right before its first argument.
-_JOIN_CALL = re2.compile(r"(?i)\bjoin(?:path)?\s*\(\s*$", _QUIET)
+_JOIN_CALL = LazyRegex(r"(?i)\bjoin(?:path)?\s*\(\s*$", _QUIET)
 
 
 def _joined_paths(code: str) -> list[str]:
@@ -371,7 +372,7 @@ def _joined_paths(code: str) -> list[str]:
 
 #: What stands between the words of a command given as a list (``['gh', 'auth']``, ``"gh",
 #: "auth"``, node's ``'gh', ['auth']``).
-_LIST_GLUE = re2.compile(r"^[\s,\[\]]*$", _QUIET)
+_LIST_GLUE = LazyRegex(r"^[\s,\[\]]*$", _QUIET)
 
 
 def _run_command(argument: str) -> str | None:

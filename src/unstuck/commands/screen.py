@@ -13,7 +13,8 @@ the calls that print a credential in ``unstuck/data/credential_changes.yaml`` (r
 run their input or the working tree's code in ``unstuck/data/command_screen.yaml``
 (:mod:`unstuck.commands.programs`).
 
-Regular expressions here compile under google-re2 (linear time on hostile text).
+Regular expressions here compile under google-re2 (linear time on hostile text), each on first
+use (:class:`unstuck.core.regex.LazyRegex`: a process that screens one command reads a few).
 """
 
 
@@ -45,6 +46,7 @@ from unstuck.commands.parse import (
     word_set,
 )
 from unstuck.commands.programs import Does, does, program_table, program_word, row_doing
+from unstuck.core.regex import LazyRegex
 from unstuck.core.text import clean_terminal_text, has_invisible
 
 __all__ = [
@@ -75,7 +77,7 @@ class Screened:
 #: (:func:`unstuck.commands.interpreters.interpreter_options`, each row with its source): the
 #: options their text follows, and the options that take a value. Without inline code or a
 #: script operand (or with ``-``) they read their program from standard input.
-_PYTHON = re2.compile(r"^python[0-9.]*$")
+_PYTHON = LazyRegex(r"^python[0-9.]*$")
 _EVALUATORS = frozenset({"eval", "iex", "invoke-expression"})
 _SOURCING = frozenset({"source", "."})
 #: awk(1) (POSIX; gawk, mawk): its program is the first operand or the file of ``-f``; it runs
@@ -83,13 +85,13 @@ _SOURCING = frozenset({"source", "."})
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk", "original-awk"})
 _AWK_VALUES = frozenset({"-f", "--file", "-v", "--assign", "-F", "--field-separator", "-e", "--source", "-i",
                          "--include", "-l", "--load", "-E", "--exec"})
-_AWK_RUNS = re2.compile(r"system\s*\(|\|\s*&|\|\s*getline|(?:print|printf)\b[^;}]*\|")
+_AWK_RUNS = LazyRegex(r"system\s*\(|\|\s*&|\|\s*getline|(?:print|printf)\b[^;}]*\|")
 #: sed(1) (GNU): the ``e`` command runs the pattern space (or its argument) as a command, and the
 #: ``e`` flag of ``s///`` runs the result of the substitution.
 _SEDS = frozenset({"sed", "gsed"})
 #: Its options that take the next word as their value: ``-e script``, ``-f script-file``.
 _SED_VALUES = frozenset({"-e", "--expression", "-f", "--file"})
-_SED_EXEC = re2.compile(
+_SED_EXEC = LazyRegex(
     r"(?:^|[;{}\n\s0-9$/])e(?:[\s;}]|$)|"
     + "|".join(r"s{d}(?:[^{d}\\]|\\.)*{d}(?:[^{d}\\]|\\.)*{d}[gpiImM0-9w]*e".format(d=re2.escape(d))
                for d in "/|#:,@!%"))
@@ -101,11 +103,11 @@ _ROOT_WRITERS = frozenset({"tee", "dd"})
 #: (``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``GITHUB_PAT``,
 #: ``SLACK_WEBHOOK_URL``, ``DATABASE_URL`` with its password, ``NPM_AUTH``…); ``PATH``,
 #: ``PWD``, ``USER``, ``HOME`` are not.
-_SECRET_NAME = re2.compile(
+_SECRET_NAME = LazyRegex(
     r"(?i)token|secret|passw(?:or)?d|credential|webhook|api_?key|private_?key|access_?key|cookie|"
     r"connection_?string|(?:^|_)(?:keys?|pat|auth|pass|pw|creds|dsn|sas)(?:_|$)|keys?$|(?:^|_)(?:database|db)_ur[li]$")
-_VARIABLE_REFERENCE = re2.compile(r"\$\{?#?([A-Za-z_][A-Za-z0-9_]*)")
-_SECRET_HEADER = re2.compile(r"(?i)(?:^|\s)(?:proxy-)?(?:authorization|cookie|x-api-key|private-token|"
+_VARIABLE_REFERENCE = LazyRegex(r"\$\{?#?([A-Za-z_][A-Za-z0-9_]*)")
+_SECRET_HEADER = LazyRegex(r"(?i)(?:^|\s)(?:proxy-)?(?:authorization|cookie|x-api-key|private-token|"
                              r"x-auth-token|api-key)\s*:")
 #: Credential stores named by their programs' manuals: ssh(1) FILES (~/.ssh), the AWS CLI
 #: credentials file and SSO cache, netrc(5), shadow(5), git-credential-store(1), gh's
@@ -115,7 +117,7 @@ _SECRET_HEADER = re2.compile(r"(?i)(?:^|\s)(?:proxy-)?(?:authorization|cookie|x-
 #: curl(1)'s ~/.curlrc (headers and -u in a config file), Vault's ~/.vault-token, libpq's
 #: ~/.pgpass, MySQL's ~/.my.cnf, Terraform's credentials.tfrc.json, Cargo's credentials(.toml),
 #: RubyGems' ~/.gem/credentials, rclone.conf, pass(1)'s ~/.password-store.
-_SECRET_PATH = re2.compile(
+_SECRET_PATH = LazyRegex(
     r"(?:^|[\s=@:'\"/])\.ssh(?:/|[\s'\"]|$)|\.aws/(?:credentials|sso/cache|cli/cache)|(?:^|[\s=@:'\"/])[._]netrc\b|"
     r"/etc/(?:g?shadow|sudoers|master\.passwd)\b|\.git-credentials|\.config/gh/hosts\.yml|\.config/hub\b|"
     r"\.docker/config\.json|\.kube/config\b|\.npmrc|\.pypirc|\.yarnrc\.yml|\.gnupg(?:/|\b)|"
@@ -125,35 +127,35 @@ _SECRET_PATH = re2.compile(
     r"\.terraform\.d/credentials|\.cargo/credentials|\.gem/credentials|rclone\.conf|\.password-store")
 #: PowerShell is not bash: ``iex``/``Invoke-Expression`` anywhere in a suggested command is
 #: refused outright, whatever the bash grammar made of the line around it.
-_POWERSHELL_EVAL = re2.compile(r"(?i)(?:^|[^a-z0-9_-])(?:iex|invoke-expression)(?:[^a-z0-9_-]|$)")
+_POWERSHELL_EVAL = LazyRegex(r"(?i)(?:^|[^a-z0-9_-])(?:iex|invoke-expression)(?:[^a-z0-9_-]|$)")
 #: Inline code that evaluates text as code (Python ``exec``/``eval``, JavaScript ``eval``,
 #: ``Function``, ``vm.runIn…Context``, Ruby ``instance_eval``…, Lua ``loadstring``), also when
 #: passed as a function (``.then(eval)``).
-_CODE_EVAL = re2.compile(
+_CODE_EVAL = LazyRegex(
     r"(?:^|[^A-Za-z0-9_.$])(?:eval|exec|execScript|Function|instance_eval|class_eval|module_eval|loadstring|"
     r"dostring|runInThisContext|runInNewContext|runInContext)\s*[(),;]|new\s+Function\b")
 #: Inline code that talks to the network (a URL, or a standard library's HTTP or socket API).
-_CODE_NETWORK = re2.compile(
+_CODE_NETWORK = LazyRegex(
     r"(?i)https?://|urlopen|urllib|requests\.|http\.client|httpx|aiohttp|socket|fetch\s*\(|xmlhttprequest|"
     r"https?\.(?:get|request)|net::http|open-uri|uri\.open|lwp|io::socket|curl_|file_get_contents\s*\(\s*['\"]https?|"
     r"invoke-webrequest|invoke-restmethod|webclient|fsockopen|net\.connect|dns\.")
 #: Inline code that runs commands.
-_CODE_RUNS = re2.compile(r"system\s*\(|popen|subprocess|child_process|spawn|execsync|execfile|os\.exec|"
+_CODE_RUNS = LazyRegex(r"system\s*\(|popen|subprocess|child_process|spawn|execsync|execfile|os\.exec|"
                          r"runtime\.getruntime|process\.start|shell_exec|passthru|proc_open|`")
 #: Inline code that reads the environment.
-_CODE_ENVIRONMENT = re2.compile(r"os\.environ|getenv|process\.env|\bENV\[|\$ENV\{|%ENV|Deno\.env|Bun\.env|"
+_CODE_ENVIRONMENT = LazyRegex(r"os\.environ|getenv|process\.env|\bENV\[|\$ENV\{|%ENV|Deno\.env|Bun\.env|"
                                 r"\$env:|/proc/self/environ")
 #: Directories only the system's package manager writes: a program there was not just fetched.
 _SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/")
 #: A package, requirement or module given by address instead of by registry name: a URL (also
 #: PEP 508 ``name @ URL`` and pip's ``git+https://``), an scp-style ``git@host:``, npm's
 #: ``github:``/``gitlab:``/``bitbucket:``/``gist:`` and ``git:`` shortcuts.
-_URL_SPEC = re2.compile(r"^(?:git\+|hg\+|svn\+|bzr\+)?[A-Za-z][A-Za-z0-9+.-]*://|^git@|"
+_URL_SPEC = LazyRegex(r"^(?:git\+|hg\+|svn\+|bzr\+)?[A-Za-z][A-Za-z0-9+.-]*://|^git@|"
                         r"^(?:github|gitlab|bitbucket|gist|git):|@\s*(?:git\+)?[A-Za-z][A-Za-z0-9+.-]*://")
 #: npm-install(1): ``<githubname>/<githubrepo>[#<commit-ish>]`` installs from GitHub.
-_GITHUB_SHORTHAND = re2.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(?:#\S*)?$")
+_GITHUB_SHORTHAND = LazyRegex(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+(?:#\S*)?$")
 #: A remote operand of scp(1)/rsync(1): ``[user@]host:path`` (rsync also ``rsync://``).
-_REMOTE_OPERAND = re2.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*:|^rsync://")
+_REMOTE_OPERAND = LazyRegex(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9_.-]*:|^rsync://")
 #: pip(1) options whose value is an index or a local setting, not a requirement.
 _PIP_VALUES = frozenset({"-i", "--index-url", "--extra-index-url", "--proxy", "--cert", "--client-cert",
                          "--trusted-host", "-c", "--constraint", "--target", "-t", "--prefix", "--root",
@@ -563,7 +565,7 @@ def _runs_stdin_as_code(command: SimpleCommand, depth: int = 0) -> bool:
 #: conf.d, ksh(1) ~/.kshrc, tcsh(1) ~/.cshrc/~/.tcshrc/~/.login, ~/.xprofile, ~/.xinitrc,
 #: environment.d(5), ~/.pam_environment (pam_env(8)), PowerShell's ``$PROFILE`` scripts
 #: (about_Profiles: profile.ps1, Microsoft.PowerShell_profile.ps1).
-STARTUP_FILE = re2.compile(
+STARTUP_FILE = LazyRegex(
     r"(?:^|/|~)\.(?:bash_profile|bash_login|profile|bashrc|bash_logout|zshenv|zprofile|zshrc|zlogin|zlogout|kshrc|"
     r"mkshrc|cshrc|tcshrc|login|xprofile|xinitrc|xsession|pam_environment)$|^/etc/(?:profile|bash\.bashrc|"
     r"bashrc|zshrc|zsh/|profile\.d/|environment)|fish/(?:config\.fish|conf\.d/)|environment\.d/|"
@@ -575,11 +577,11 @@ STARTUP_FILE = re2.compile(
 #: (/etc/sudoers, /etc/sudoers.d/), ld.so(8) /etc/ld.so.preload, passwd(5)/shadow(5),
 #: systemd.unit(5) unit directories (/etc/systemd/, ~/.config/systemd/user/), githooks(5)
 #: (.git/hooks/), /etc/rc.local, udev(7) rules (/etc/udev/rules.d/).
-TRUST_FILE = re2.compile(
+TRUST_FILE = LazyRegex(
     r"\.ssh/(?:authorized_keys2?|rc|config)$|^/etc/ssh/(?:sshrc|sshd_config)|^/etc/(?:crontab|cron\.[a-z]+/|"
     r"sudoers|ld\.so\.preload|passwd|g?shadow|rc\.local|systemd/|udev/rules\.d/)|^/var/spool/cron/|"
     r"\.config/systemd/user/|(?:^|/)\.git/hooks/|(?:^|/)authorized_keys2?$")
-_USER_HOME = re2.compile(r"^(?:~[A-Za-z0-9_.-]*|\$HOME|\$\{HOME\})(/|$)")
+_USER_HOME = LazyRegex(r"^(?:~[A-Za-z0-9_.-]*|\$HOME|\$\{HOME\})(/|$)")
 
 
 def home_path(path: str) -> str:
@@ -624,7 +626,7 @@ def written_files(command: SimpleCommand) -> list[str]:
 #: file path, pip ``install`` of an archive or wheel file, npm-install(1) of a tarball, gem(1)
 #: ``install`` of a .gem, snap(8) ``install --dangerous``, flatpak(1) ``install`` of a bundle,
 #: installer(8) ``-pkg``, pacman(8) ``-U``).
-_PACKAGE_FILE = re2.compile(r"\.(?:deb|rpm|whl|tgz|tar\.gz|tar\.bz2|zip|gem|snap|flatpak|flatpakref|pkg|apk|"
+_PACKAGE_FILE = LazyRegex(r"\.(?:deb|rpm|whl|tgz|tar\.gz|tar\.bz2|zip|gem|snap|flatpak|flatpakref|pkg|apk|"
                             r"pkg\.tar\.zst|pkg\.tar\.xz|appimage|run|bin|sh)$")
 
 
@@ -1013,13 +1015,13 @@ def _secret_refusal(line: CommandLine) -> str | None:
 #: tokens (api.slack.com/authentication/token-types: xoxb-, xoxp-, xapp-), OpenAI and Anthropic
 #: API keys (sk-, sk-ant-), Google API keys (AIza), JSON Web Tokens (RFC 7519: three base64url
 #: parts, the first of which decodes to '{"'), and PEM private keys (RFC 7468).
-_LITERAL_SECRET = re2.compile(
+_LITERAL_SECRET = LazyRegex(
     r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|(AKIA|ASIA)[0-9A-Z]{16}|xox[abposr]-[A-Za-z0-9-]{10,}"
     r"|xapp-[A-Za-z0-9-]{10,}|sk-(ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.)|-----BEGIN [A-Z ]*PRIVATE KEY-----"
 )
 #: Options whose value is a secret: given as written text (not ``$VAR``), the line carries it.
-_SECRET_OPTION = re2.compile(r"(?i)^--?(token|password|passwd|pass|secret|api-?key|access-?key|client-secret|auth)$")
+_SECRET_OPTION = LazyRegex(r"(?i)^--?(token|password|passwd|pass|secret|api-?key|access-?key|client-secret|auth)$")
 #: Targets whose removal or overwrite destroys a machine or a home: rm(1) -r of /, ~, $HOME,
 #: a glob at the root; mkfs(8); dd(1) or a redirection onto a block device.
 _DESTROYED = frozenset({"/", "/*", "~", "~/", "~/*", "$HOME", "${HOME}", "$HOME/", "$HOME/*", "*", ".", "..", "/home"})
@@ -1068,8 +1070,8 @@ _SYSTEM_TREES = frozenset({"/", "/*", "/usr", "/etc", "/bin", "/sbin", "/lib", "
                            "~", "$HOME", "${HOME}"})
 #: chmod(1) modes that give "others" write permission: octal with the last digit's 2 bit set
 #: (2, 3, 6, 7), or a symbolic clause for ``o`` or ``a`` that adds or sets ``w``.
-_WORLD_WRITABLE_OCTAL = re2.compile(r"^[0-7]*[2367]$")
-_WORLD_WRITABLE_SYMBOLIC = re2.compile(r"(?:^|,)[ugoa]*[oa][ugoa]*[+=][rwxXst]*w")
+_WORLD_WRITABLE_OCTAL = LazyRegex(r"^[0-7]*[2367]$")
+_WORLD_WRITABLE_SYMBOLIC = LazyRegex(r"(?:^|,)[ugoa]*[oa][ugoa]*[+=][rwxXst]*w")
 #: Directories every user may write to (FHS 3.0: /tmp, /var/tmp; /dev/shm, /run/shm), or the
 #: current directory (an empty PATH entry or ``.``: POSIX XBD 8.3, PATH).
 _WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/var/crash")
@@ -1119,7 +1121,7 @@ def _shell_credential_helper(command: SimpleCommand) -> bool:
     return False
 
 
-_CREDENTIAL_HELPER_KEY = re2.compile(r"(?i)^credential\.(?:.+\.)?helper$")
+_CREDENTIAL_HELPER_KEY = LazyRegex(r"(?i)^credential\.(?:.+\.)?helper$")
 
 
 def _weakens(line: CommandLine) -> str | None:
@@ -1162,11 +1164,11 @@ def _may_fetch() -> Any:  # a compiled re2 pattern
 #: ``iex``, ``source``), an output redirection or a downloader's output option (``-o``, ``-O``,
 #: ``--output``, ``--out``, ``-OutFile``), or a package installer or runner's verb (``install``,
 #: ``add``, ``run``, ``dlx``, ``npx``, ``uvx``…: a package given by address).
-_MAY_RUN = re2.compile(
+_MAY_RUN = LazyRegex(
     r"[|;`>]|&&|\$\(|<\(|(?:^|[^A-Za-z0-9_-])(?:(?i:eval|exec|iex|invoke-expression|source)|install|i|add|run|dlx|"
     r"x|inject|create|init|npx|pnpx|bunx|uvx|pipx)(?:[^A-Za-z0-9_-]|$)|(?:^|\s)-[A-Za-z]*[oO](?:\s|=|$)|--out|"
     r"(?i:-outfile)")
-_WORD = re2.compile(r"[^ ]+")
+_WORD = LazyRegex(r"[^ ]+")
 #: Typographic quotation marks and guillemets prose puts around a command; read as spaces.
 _PROSE_QUOTES = {code: " " for code in (0xAB, 0xBB, *range(0x2018, 0x2020), 0x2039, 0x203A)}
 #: :func:`find_download_and_run` looks at most this many words before a network word for the
@@ -1181,7 +1183,7 @@ _PROSE_PARSES = 2000
 #: after each of this many words that follow one.
 _OPERATOR_WORDS = frozenset({"|", "|&", "||", "&&", ";"})
 _PROSE_WORDS_AFTER_OPERATOR = 6
-_OPERATOR_INSIDE = re2.compile(r"\|&?|&&|;")
+_OPERATOR_INSIDE = LazyRegex(r"\|&?|&&|;")
 #: A word starting so continues the command before it (an option, a quoted argument, a
 #: redirection or an operator): no candidate ends just before it.
 _CONTINUES = ("-", "'", '"', ">", "<", "|", "&", "2>", "1>")

@@ -41,6 +41,7 @@ import functools
 import glob
 import hashlib
 import json
+import re
 import struct
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -175,6 +176,8 @@ _Token = str | _Slot
 
 def _tokens(message: str) -> tuple[_Token, ...]:
     """Split a printf format into literal text and slots, numbering arguments as printf does."""
+    if "%" not in message:  # no directive: one literal (most lines of most messages)
+        return (message,) if message else ()
     tokens: list[_Token] = []
     literal: list[str] = []
     next_arg = 1
@@ -183,17 +186,17 @@ def _tokens(message: str) -> tuple[_Token, ...]:
         start, end = found.span()
         literal.append(message[position:start])
         position = end
-        if found.group("percent") is not None:
+        # the groups in pattern order, read at once (a lookup by name costs the wrapper a table each time)
+        percent, argnum, width, prec, conv, _ = found.groups()
+        if percent is not None:
             literal.append("%")
             continue
-        for star in (found.group("width"), found.group("prec")):
+        for star in (width, prec):
             if star == "*":  # "*" alone takes the next argument; "*2$" names one
                 next_arg += 1
-        conv = found.group("conv")
         if conv == "m":  # glibc: strerror(errno), no argument
             slot = _Slot(None)
         else:
-            argnum = found.group("argnum")
             if argnum is not None:
                 arg = int(argnum)
             else:
@@ -227,13 +230,22 @@ def _lines(tokens: Sequence[_Token]) -> list[list[_Token]]:
     return lines
 
 
+#: A letter or digit (``str.isalnum``: ``re``'s word characters without the underscore).
+_ALNUM = re.compile(r"[^\W_]")
+#: The first character East Asian Width can call wide or fullwidth among letters and digits
+#: (UAX #11: Hangul Jamo, U+1100); none before it counts twice.
+_FIRST_WIDE = "\u1100"
+
+
 def _weight(tokens: Iterable[_Token]) -> int:
     total = 0
     for token in tokens:
         if isinstance(token, str):
-            for ch in token:
-                if ch.isalnum():
-                    total += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+            letters = _ALNUM.findall(token)
+            total += len(letters)
+            if not token.isascii():
+                total += sum(1 for ch in letters
+                             if ch >= _FIRST_WIDE and unicodedata.east_asian_width(ch) in ("W", "F"))
     return total
 
 
@@ -265,21 +277,19 @@ def _strip_line(line: Sequence[_Token]) -> tuple[_Token, ...]:
 # --- patterns --------------------------------------------------------------------------------
 
 
+#: What :func:`_escape` writes for a character that is not itself in a pattern: a line break
+#: (``\\r?\\n``), a regex metacharacter, a control character, a lone surrogate (it cannot be
+#: UTF-8: what decoding gives).
+_ESCAPES: dict[int, str] = {
+    ord("\n"): "\\r?\\n",
+    **{ord(ch): "\\" + ch for ch in _REGEX_META},
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F) if code != ord("\n")},
+    **dict.fromkeys(range(0xD800, 0xE000), "\ufffd"),
+}
+
+
 def _escape(text: str) -> str:
-    out: list[str] = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\r?\\n")
-        elif ch in _REGEX_META:
-            out.append("\\" + ch)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate cannot be UTF-8; what decoding gives
-            out.append("\ufffd")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return text.translate(_ESCAPES)
 
 
 def _class(chars: str) -> str:

@@ -65,19 +65,19 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from unstuck.commands.parse import is_setup, parse_command_line
-from unstuck.commands.screen import Screened, screen_command
-from unstuck.commands.waiting import non_interactive_fix
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
-from unstuck.recognise.codes import CodeVerdict
-from unstuck.recognise.concepts import ConceptMatch, load_lexicon
-from unstuck.recognise.envelopes import Envelope, Shape, find_envelopes
 from unstuck.recognise.mentions import about_injections, is_mention
 from unstuck.recognise.signals import Coded, MarkerStrength, RowMatch, RowSet, SignalTable, Verdict, load_signal_table
+
+if TYPE_CHECKING:  # the command-line modules load when a command line is first read (tree-sitter, their tables)
+    from unstuck.commands.screen import Screened
+    from unstuck.recognise.codes import CodeVerdict
+    from unstuck.recognise.concepts import ConceptMatch
+    from unstuck.recognise.envelopes import Envelope
 
 __all__ = [
     "PRECEDENCE",
@@ -346,6 +346,8 @@ class _Reader:
 
     def concept(self) -> ConceptMatch | None:
         """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.recognise.concepts`)."""
+        from unstuck.recognise.concepts import load_lexicon  # loaded when a text is first read for one
+
         return self._once("concept", lambda: load_lexicon().find(self.lowered))  # type: ignore[no-any-return]
 
     def _smuggled(self) -> RowMatch | None:
@@ -413,6 +415,8 @@ class _Reader:
         def compute() -> tuple[Envelope, ...]:
             if not any(word in self.lowered for word in _ENVELOPE_WORDS):
                 return ()
+            from unstuck.recognise.envelopes import find_envelopes  # loaded when a text may hold one
+
             return find_envelopes(self.text)
         return self._once("envelopes", compute)  # type: ignore[no-any-return]
 
@@ -454,8 +458,10 @@ class _Reader:
         return seen
 
 
-#: Envelope shapes that are log lines: a line-strength marker, not a structural failure.
-_LOG_SHAPES = frozenset({Shape.LOGFMT, Shape.JSON_LOG})
+#: Envelope shapes that are log lines: a line-strength marker, not a structural failure
+#: (:class:`unstuck.recognise.envelopes.Shape` values: a ``StrEnum`` member is equal to its
+#: value, and the envelope reader loads only when a text may hold an envelope).
+_LOG_SHAPES = frozenset({"logfmt", "json_log"})
 
 
 #: Words without which no structure states a failure (error objects, ``errors`` arrays,
@@ -492,6 +498,8 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
     if command is None:
         name = tool.name if not isinstance(tool, str) else tool
         return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+    from unstuck.commands.parse import is_setup, parse_command_line  # loaded when a command line is first read
+
     simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
     if not simple:
         return False
@@ -650,7 +658,7 @@ def _decide(
 
 #: Wrappers that carry a tool's own words inside them: what they hold is read before the
 #: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
-_WRAPPERS = frozenset({Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT})
+_WRAPPERS = frozenset({"mcp_result", "json_rpc", "tool_result"})  # Shape values, as _LOG_SHAPES
 
 
 def _inside_wrapper(
@@ -905,6 +913,8 @@ def _command_shaped(words: list[str], quoted: bool) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _screen(command: str) -> Screened:
     """:func:`unstuck.commands.screen.screen_command`, remembered: tools repeat their suggestions."""
+    from unstuck.commands.screen import screen_command  # loaded when a tool first suggests a command
+
     return screen_command(command)
 
 
@@ -1093,6 +1103,8 @@ def _waited(reader: _Reader, tool: ToolDescription | str, args: Mapping[str, Any
     waiting fixes but the pager row's verdict (interactive ``invalid_args``, not retryable),
     its detail naming the program and the way to run the command without waiting
     (:func:`unstuck.commands.waiting.non_interactive_fix`)."""
+    from unstuck.commands.waiting import non_interactive_fix
+
     command = tool.command_line(args) if not isinstance(tool, str) else None
     fix = non_interactive_fix(program, command, catalogue=reader.table.calls)
     situation = _situation(reader, Verdict(Kind.INVALID_ARGS, interactive=True), subject, result, fix.describe())

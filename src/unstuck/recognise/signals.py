@@ -31,27 +31,21 @@ import enum
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
-import yaml
 
-from unstuck.commands.interactive import (
-    InteractiveCatalogue,
-    InteractiveRow,
-    load_interactive_catalogue,
-    parse_interactive_calls,
-)
-from unstuck.core.cache import bundled_document
+from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text, store_text
 from unstuck.core.errors import UnstuckError
-from unstuck.core.readers import parse_yaml, read_text
 from unstuck.core.situations import Kind
-from unstuck.recognise import windows
-from unstuck.recognise.catalogues import MessageRow, bundled_patterns, load_message_rows, patterns_for
-from unstuck.recognise.codes import CodeTables, load_code_tables, merge_code_tables
+
+if TYPE_CHECKING:  # imported where they are used: a table that never reads a code or a command line loads neither
+    from unstuck.commands.interactive import InteractiveCatalogue, InteractiveRow
+    from unstuck.recognise.catalogues import MessageRow
+    from unstuck.recognise.codes import CodeTables
 
 __all__ = [
     "SIGNALS_ENV",
@@ -66,6 +60,7 @@ __all__ = [
     "SignalTableError",
     "Verdict",
     "load_signal_table",
+    "loosened",
     "signal_files_from_env",
 ]
 
@@ -217,6 +212,10 @@ class RowSet:
         self._ascii_only = ascii_only
         self._bounds: tuple[tuple[int, int], ...] | None = None
         self._chunks: dict[int, Any] = {}
+        #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
+        self._loose: dict[int, frozenset[int]] = {}
+        #: per loosened row (index), its own pattern alone in a set: what confirms a loose match
+        self._exact: dict[int, Any] = {}
 
     def build(self) -> None:
         """Compile the set now (else each part compiles on its first match: a text of ASCII
@@ -260,13 +259,21 @@ class RowSet:
         options = _quiet_options()
         options.max_mem = _SET_MAX_MEM
         matcher = re2.Set.SearchSet(options)
+        loose: set[int] = set()
         try:
-            for row in self.rows[start:end]:
-                matcher.Add(self._pattern(row))
+            for offset, row in enumerate(self.rows[start:end]):
+                pattern = self._pattern(row)
+                # a row's own pattern (not an ASCII variant) goes in loosened when counted repeats
+                # inflate it; a text the loose pattern finds is confirmed by the row's own (:meth:`matching_part`)
+                wide = loosened(pattern) if pattern is row.pattern else pattern
+                if wide != pattern:
+                    loose.add(offset)
+                matcher.Add(wide)
             matcher.Compile()
         except re2.error as exc:
             where = self.rows[start].where
             raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
+        self._loose[chunk] = frozenset(loose)  # before the set: a thread that finds the set finds these
         self._chunks[chunk] = matcher  # two threads compiling one part at once keep equal sets
         return matcher
 
@@ -293,8 +300,28 @@ class RowSet:
         index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
         if not lowered:
             return ()
+        found = self._chunk(part).Match(lowered)
+        if not found:
+            return ()
         start = self._parts()[part][0]
-        return tuple(sorted(start + index for index in self._chunk(part).Match(lowered) or ()))
+        loose = self._loose[part]
+        if loose:  # a loosened row counts only where its own pattern matches too
+            found = [index for index in found if index not in loose or self._confirmed(start + index, lowered)]
+        return tuple(sorted(start + index for index in found))
+
+    def _confirmed(self, index: int, lowered: str | bytes) -> bool:
+        """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8): asked of
+        a set holding it alone (compiled on first use), one call into re2 where a search
+        through the Python wrapper costs several microseconds."""
+        exact = self._exact.get(index)
+        if exact is None:
+            options = _quiet_options()
+            options.max_mem = _SET_MAX_MEM
+            exact = re2.Set.SearchSet(options)
+            exact.Add(self.rows[index].pattern)
+            exact.Compile()
+            self._exact[index] = exact
+        return bool(exact.Match(lowered))
 
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
@@ -329,6 +356,47 @@ def _file(row: Row) -> str:
     return row.where.split(" ", 1)[0]
 
 
+#: A counted repeat whose maximum is 10 or more (``{0,200}``, ``{1,80}``): a set's copy of a
+#: pattern drops that maximum (:func:`loosened`).
+_LARGE_COUNT = re.compile(r"\{[0-9]+,(?:[1-9][0-9]+)\}")
+_LOOSE_FROM = 10
+#: The parts of a re2 pattern a counted repeat may hide in, and the repeat itself: an escape
+#: (``\{``, ``\x{41}``, ``\p{Greek}``), a character class (``[^]{}]``, ``[[:alpha:]{0,2}]``:
+#: an optional ``^``, an optional ``]`` first, POSIX classes and escapes inside), a repeat.
+_PATTERN_TOKEN = re.compile(
+    r"(?P<escape>\\(?:[xpP]\{[^}]*\}|.))"
+    r"|(?P<cls>\[\^?\]?(?:\[:[A-Za-z]+:\]|\\(?:[xpP]\{[^}]*\}|.)|[^\]\\])*\])"
+    r"|\{(?P<low>[0-9]+),(?P<high>[0-9]+)\}",
+    re.DOTALL)
+
+
+def loosened(pattern: str) -> str:
+    """``pattern`` with each counted repeat of a large maximum made unbounded (``{0,200}`` →
+    ``*``, ``{1,80}`` → ``+``, ``{10,30}`` → ``{10,}``): a pattern that matches wherever
+    ``pattern`` does (and perhaps elsewhere), with a far smaller re2 program.
+
+    re2 copies a counted repeat into its program once per count, so ``[^\\n]{0,200}`` costs
+    200 copies of a UTF-8 class: the ``signals.yaml`` rows that bound how far apart their words
+    may be made the first set of cause rows cost tens of milliseconds to compile, at the start
+    of every process that reads a failure. A set holds the loosened copy and a row it reports
+    is confirmed with the row's own pattern (:meth:`RowSet.matching_part`), so what a set
+    finds is what the rows find. Escapes (``\\{``, ``\\x{41}``, ``\\p{Greek}``) and
+    character classes are left as they are; a pattern with ``\\Q`` (a literal span) is
+    returned unchanged.
+    """
+    if "\\Q" in pattern or _LARGE_COUNT.search(pattern) is None:
+        return pattern
+    return _PATTERN_TOKEN.sub(_loosen, pattern)
+
+
+def _loosen(found: re.Match[str]) -> str:
+    high = found.group("high")
+    if high is None or int(high) < _LOOSE_FROM:  # an escape, a class, a small repeat: as written
+        return found.group()
+    low = int(found.group("low"))
+    return found.group() if low > int(high) else "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentCommand:
     """Programs (and, where only some print documents, their subcommands) whose successful
@@ -352,9 +420,11 @@ class SignalTable:
 
     Attributes:
         causes: wording rows that name a cause, most specific first (programs' messages in
-            every installed language after the ``text`` rows).
-        ascii_causes: the same rows, matched with only the alternatives an ASCII-only text can
-            match (most tool output): a few sets instead of many (``ascii_weak`` likewise).
+            every installed language after the ``text`` rows); made on first use from
+            ``full_sets``, with ``weak`` and ``hand_offs`` (what a text that is not ASCII reads).
+        ascii_causes: the same rows, each a program's message with only the alternatives an
+            ASCII-only text can match (most tool output): a few sets instead of many, and
+            smaller patterns to locate a row and its subject (``ascii_weak`` likewise).
         weak: generic wording (ranked below a status and a machine code).
         degenerate: the ``success_too`` rows of ``causes`` (truncation, emptiness, an injected
             instruction) on their own: what a success is read for, in one small pass.
@@ -363,7 +433,8 @@ class SignalTable:
         not_markers: lines at a warning level, whose markers are not evidence.
         signed_in: wordings of a completed sign-in (a hand-off before one was answered).
         suggestions: where a tool names the command that fixes it (group 1).
-        codes: machine codes and HTTP statuses.
+        codes: machine codes and HTTP statuses (:attr:`codes`, built on first use from
+            ``code_tables``).
         exit_code: exit statuses with a fixed meaning.
         decisive_exit_codes: exit statuses whose meaning beats any wording (126, 127).
         program_exit_codes: per program, exit statuses that mean "nothing matched" or
@@ -379,13 +450,15 @@ class SignalTable:
             hand-off, whatever the first cause (read on every success with a status, so one
             small set instead of every cause); ``ascii_hand_offs`` the same for ASCII-only text.
         calls: the interactive-call catalogue (a user's ``calls:`` rows ahead of the bundled
-            ``data/interactive_calls.yaml``), read before a command line is dispatched.
+            ``data/interactive_calls.yaml``), read before a command line is dispatched
+            (:attr:`calls`, built on first use from ``call_catalogue``).
         files: the files the table was built from, in order.
+        code_tables: makes :attr:`codes` (called once, when a code or a status is first read:
+            a result that a wording row explains never loads the 800 codes of ``codes.yaml``).
+        call_catalogue: makes :attr:`calls` (called once, when it is first read).
     """
 
-    causes: RowSet
     ascii_causes: RowSet
-    weak: RowSet
     ascii_weak: RowSet
     degenerate: RowSet
     harmless: RowSet
@@ -393,7 +466,6 @@ class SignalTable:
     not_markers: RowSet
     suggestions: RowSet
     signed_in: RowSet
-    codes: CodeTables
     exit_code: Mapping[int, Coded]
     decisive_exit_codes: frozenset[int]
     program_exit_codes: Mapping[str, Mapping[int, Coded]]
@@ -402,11 +474,42 @@ class SignalTable:
     empty: Any
     retry_after_headers: tuple[str, ...]
     retry_after_text: Any
+    full_sets: Callable[[], tuple[RowSet, RowSet, RowSet]] = field(repr=False, compare=False)
     document_commands: tuple[DocumentCommand, ...] = ()
-    calls: InteractiveCatalogue = field(default_factory=load_interactive_catalogue)
     files: tuple[str, ...] = ()
-    hand_offs: RowSet = field(default_factory=lambda: RowSet(()))
     ascii_hand_offs: RowSet = field(default_factory=lambda: RowSet((), ascii_only=True))
+    code_tables: Callable[[], CodeTables] = field(default=lambda: _bundled_codes(), repr=False, compare=False)
+    call_catalogue: Callable[[], InteractiveCatalogue] = field(default=lambda: _bundled_calls(), repr=False,
+                                                               compare=False)
+
+    @functools.cached_property
+    def _full(self) -> tuple[RowSet, RowSet, RowSet]:
+        return self.full_sets()
+
+    @functools.cached_property
+    def causes(self) -> RowSet:
+        """The cause rows with every alternative of every language (made on first use)."""
+        return self._full[0]
+
+    @functools.cached_property
+    def weak(self) -> RowSet:
+        """The weak rows with every alternative of every language (made on first use)."""
+        return self._full[1]
+
+    @functools.cached_property
+    def hand_offs(self) -> RowSet:
+        """The sign-in hand-off rows of :attr:`causes` (made on first use)."""
+        return self._full[2]
+
+    @functools.cached_property
+    def codes(self) -> CodeTables:
+        """Machine codes and HTTP statuses: ``code_tables()``, made on first use and kept."""
+        return self.code_tables()
+
+    @functools.cached_property
+    def calls(self) -> InteractiveCatalogue:
+        """The interactive-call catalogue: ``call_catalogue()``, made on first use and kept."""
+        return self.call_catalogue()
 
     def row_sets(self) -> tuple[RowSet, ...]:
         """Every row set of the table."""
@@ -426,8 +529,6 @@ _SECTION_KEYS = frozenset({
 })
 
 
-#: libyaml's parser when PyYAML has it (the same safe constructor, several times faster).
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: A backslash escape in a pattern (``\S``, ``\\``): its letter is not a letter of the text.
 _ESCAPE = re.compile(r"\\.", re.DOTALL)
 
@@ -530,7 +631,10 @@ def _text_rows(name: str, raw: object, *, lazy: bool = False) -> list[Row]:
     return rows
 
 
-def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) -> list[Row]:
+def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False, lazy: bool = False) -> list[Row]:
+    """The rows of a section without a verdict (harmless, markers, suggestions ...); ``lazy``:
+    the bundled file's, compiled on first use (the test suite compiles and checks every one),
+    else compiled and checked now."""
     rows = []
     for index, row in enumerate(_rows(f"{name} {section}", raw), start=1):
         where = f"{name} {section} row {index}"
@@ -541,9 +645,12 @@ def _plain_rows(name: str, section: str, raw: object, *, markers: bool = False) 
             except ValueError:
                 got = row.get("strength")
                 raise SignalTableError(f"{where}: strength must be crash, status or line, got {got!r}") from None
-        compiled = _compile(where, row.get("pattern"))
-        if section == "suggestions" and compiled.groups < 1:
-            raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
+        if lazy:
+            compiled: Any = LazyPattern(where, row.get("pattern"))
+        else:
+            compiled = _compile(where, row.get("pattern"))
+            if section == "suggestions" and compiled.groups < 1:
+                raise SignalTableError(f"{where}: a suggestion pattern needs a group for the command")
         rows.append(Row(where, _source(where, row), row["pattern"], strength=strength, name=str(row.get("name", "")),
                         compiled=compiled))
     return rows
@@ -607,28 +714,34 @@ def _message_rows(
     return causes, weak, harmless
 
 
-@dataclass
 class _Parts:
-    """Rows gathered from several files before compiling (user files first)."""
+    """Rows gathered from several files before compiling (user files first). A plain class, not
+    a dataclass: it is made once per table, and a dataclass costs its module's import about a
+    millisecond to build."""
 
-    causes: list[Row] = field(default_factory=list)
-    message_causes: list[Row] = field(default_factory=list)
-    weak: list[Row] = field(default_factory=list)
-    message_weak: list[Row] = field(default_factory=list)
-    harmless: list[Row] = field(default_factory=list)
-    markers: list[Row] = field(default_factory=list)
-    not_markers: list[Row] = field(default_factory=list)
-    suggestions: list[Row] = field(default_factory=list)
-    signed_in: list[Row] = field(default_factory=list)
-    exit_code: dict[int, Coded] = field(default_factory=dict)
-    decisive: set[int] = field(default_factory=set)
-    program_exit: dict[str, dict[int, Coded]] = field(default_factory=dict)
-    exception: dict[str, Coded] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    codes: CodeTables | None = None
-    calls: list[InteractiveRow] = field(default_factory=list)
-    documents: list[DocumentCommand] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    __slots__ = ("calls", "causes", "codes", "decisive", "documents", "exception", "exit_code", "files", "harmless",
+                 "markers", "message_causes", "message_weak", "not_markers", "program_exit", "settings", "signed_in",
+                 "suggestions", "weak")
+
+    def __init__(self) -> None:
+        self.causes: list[Row] = []
+        self.message_causes: list[Row] = []
+        self.weak: list[Row] = []
+        self.message_weak: list[Row] = []
+        self.harmless: list[Row] = []
+        self.markers: list[Row] = []
+        self.not_markers: list[Row] = []
+        self.suggestions: list[Row] = []
+        self.signed_in: list[Row] = []
+        self.exit_code: dict[int, Coded] = {}
+        self.decisive: set[int] = set()
+        self.program_exit: dict[str, dict[int, Coded]] = {}
+        self.exception: dict[str, Coded] = {}
+        self.settings: dict[str, Any] = {}
+        self.codes: CodeTables | None = None
+        self.calls: list[InteractiveRow] = []
+        self.documents: list[DocumentCommand] = []
+        self.files: list[str] = []
 
 
 def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: bool = False) -> None:
@@ -637,11 +750,11 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         raise SignalTableError(f"{name}: unknown section(s) {', '.join(unknown)}")
     for row in _text_rows(name, data.get("text"), lazy=bundled):
         (parts.weak if row.weak else parts.causes).append(row)
-    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"))
-    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True)
-    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"))
-    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"))
-    parts.signed_in += _plain_rows(name, "signed_in", data.get("signed_in"))
+    parts.harmless += _plain_rows(name, "harmless", data.get("harmless"), lazy=bundled)
+    parts.markers += _plain_rows(name, "markers", data.get("markers"), markers=True, lazy=bundled)
+    parts.not_markers += _plain_rows(name, "not_markers", data.get("not_markers"), lazy=bundled)
+    parts.suggestions += _plain_rows(name, "suggestions", data.get("suggestions"), lazy=bundled)
+    parts.signed_in += _plain_rows(name, "signed_in", data.get("signed_in"), lazy=bundled)
     for key, value in _mapping(f"{name} exit_code", data.get("exit_code") or {}).items():
         parts.exit_code.setdefault(_int_key(f"{name} exit_code", key), _coded(f"{name} exit_code {key}", value))
     parts.decisive |= {_int_key(f"{name} decisive_exit_codes", c) for c in data.get("decisive_exit_codes") or []}
@@ -656,6 +769,10 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         if key in data:
             parts.settings.setdefault(key, data[key])
     if data.get("messages") is not None:
+        import yaml
+
+        from unstuck.recognise.catalogues import load_message_rows, patterns_for
+
         rows = load_message_rows(yaml.safe_dump({"messages": data["messages"]}), where=name)
         causes, weak, harmless = _message_rows(name, [(row, patterns_for(row, ())) for row in rows])
         parts.message_causes += causes
@@ -666,17 +783,27 @@ def _add_file(parts: _Parts, name: str, data: Mapping[str, Any], *, bundled: boo
         parts.documents.append(DocumentCommand(_words(where, raw, "program"), _words(where, raw, "subcommand"),
                                                _source(where, raw)))
     if data.get("calls") is not None:
+        import yaml
+
+        from unstuck.commands.interactive import parse_interactive_calls
+
         try:
             parts.calls += parse_interactive_calls(yaml.safe_dump({"calls": data["calls"]}), name)
         except ValueError as exc:
             raise SignalTableError(str(exc)) from None
     if data.get("tables") is not None:
+        import yaml
+
+        from unstuck.recognise.codes import load_code_tables, merge_code_tables
+
         extra = load_code_tables(yaml.safe_dump({"tables": data["tables"]}), where=name)
         parts.codes = extra if parts.codes is None else merge_code_tables(parts.codes, extra)
     parts.files.append(name)
 
 
 def _read_user_file(path: Path) -> Mapping[str, Any]:
+    from unstuck.core.readers import parse_yaml, read_text
+
     text = read_text(path, what="the signal file", error=SignalTableError)
     data = parse_yaml(text, where=str(path), error=SignalTableError) or {}
     return _mapping(str(path), data)
@@ -722,18 +849,180 @@ def _bundled() -> Mapping[str, Any]:
 
 
 def _yaml_document(text: str) -> Any:
-    return yaml.load(text, Loader=_SafeLoader)
+    import yaml  # only when the cached JSON of the file is missing or stale
+
+    # libyaml's parser when PyYAML has it (the same safe constructor, several times faster)
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _bundled_codes() -> CodeTables:
+    from unstuck.recognise.codes import load_code_tables
+
+    return load_code_tables()
+
+
+def _bundled_calls() -> InteractiveCatalogue:
+    from unstuck.commands.interactive import load_interactive_catalogue
+
+    return load_interactive_catalogue()
+
+
+#: The bundled files the message rows are derived from, and the modules that derive them.
+_MESSAGE_FILES = ("messages.yaml", "translations.jsonl", "windows_messages.yaml")
+_MESSAGE_MODULES = ("signals.py", "catalogues.py", "windows.py")
+#: Bumped when the layout of the cached message rows changes.
+_MESSAGE_ROWS_LAYOUT = 3
+#: What separates the fields of the cached rows, :data:`_FIELDS` to a row: ASCII US, which no
+#: pattern holds (the derivations write control characters as escapes, ``\x1f``).
+_UNIT = "\x1f"
+_FIELDS = 8
+#: The encoding of the cached patterns in every language: they are mostly letters beyond
+#: Latin-1, all in the Basic Multilingual Plane, and UTF-16 decodes them about ten times faster
+#: than UTF-8.
+_PATTERNS_ENCODING = "utf-16-le"
+#: The groups a message row goes to, as the cache names them.
+_GROUPS = ("causes", "weak", "harmless")
+#: What a file's message rows are: the causes and weak rows, and the harmless rows.
+_FileRows = tuple[list[Row], list[Row], list[Row]]
 
 
 @functools.cache
-def _bundled_messages() -> tuple[list[Row], ...]:
-    return _message_rows("messages.yaml", bundled_patterns(), lazy=True)
+def _bundled_message_rows() -> tuple[_FileRows, ...]:
+    """The signal rows of ``messages.yaml`` (with the translations) and of
+    ``windows_messages.yaml`` that an ASCII-only text is read with, each file's causes, weak rows
+    and harmless rows: a cause or weak row with only the alternatives such a text can match (its
+    ``ascii_pattern``, :func:`_ascii_variant`), a harmless row whole (the harmless set is one for
+    every text). Their patterns compile on first use.
+
+    Deriving them means reading and checking every message row, deriving every translation's
+    pattern and deciding which alternatives an ASCII-only text can match (thousands of
+    substitutions): tens of milliseconds at every start. So the rows are kept as text by
+    :func:`unstuck.core.cache.load_or_derive_text` (``signal-message-rows``) under a SHA-256 of
+    the data files and of the modules that derive them, and the patterns in every language
+    beside them (``signal-message-patterns``, read by :func:`_bundled_full_message_rows` only
+    for a text that is not ASCII); a later process reads the rows back in about a millisecond.
+    A stale or damaged entry is derived again.
+    """
+    return load_or_derive_text("signal-message-rows", _message_rows_key(), _derive_message_rows,
+                               _parse_message_rows)
 
 
 @functools.cache
-def _bundled_windows() -> tuple[list[Row], ...]:
-    """Windows shells' messages in every language Microsoft ships (:mod:`unstuck.recognise.windows`)."""
-    return _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True)
+def _bundled_full_message_rows() -> tuple[tuple[list[Row], list[Row]], ...]:
+    """The bundled cause and weak message rows whole, each file's, as :func:`_message_rows` makes
+    them: what a text that is not ASCII is read with (``signal-message-patterns``)."""
+    shapes = _bundled_message_rows()
+    count = sum(len(causes) + len(weak) for causes, weak, _ in shapes)
+
+    def parse(text: str) -> tuple[tuple[list[Row], list[Row]], ...] | None:
+        patterns = text.split(_UNIT) if text else []
+        if len(patterns) != count or not all(patterns):
+            return None
+        found = iter(patterns)
+        return tuple(([_whole(row, next(found)) for row in causes], [_whole(row, next(found)) for row in weak])
+                     for causes, weak, _ in shapes)
+
+    return load_or_derive_text("signal-message-patterns", _message_rows_key(), lambda: _derived()[1], parse,
+                               encoding=_PATTERNS_ENCODING)
+
+
+def _message_rows_key() -> str:
+    here = Path(__file__).parent
+    return digest_of((f"signal message rows, layout {_MESSAGE_ROWS_LAYOUT}", *map(data_bytes, _MESSAGE_FILES),
+                      *((here / name).read_bytes() for name in _MESSAGE_MODULES)))
+
+
+@functools.cache
+def _derived() -> tuple[str, str]:
+    """The two cached texts, derived: the rows (with their ASCII alternatives and the harmless
+    rows' whole patterns) and the cause and weak rows' whole patterns, in the rows' order."""
+    from unstuck.recognise import windows
+    from unstuck.recognise.catalogues import bundled_patterns
+
+    fields: list[str] = []
+    patterns: list[str] = []
+    for number, rows in enumerate((_message_rows("messages.yaml", bundled_patterns(), lazy=True),
+                                   _message_rows("windows_messages.yaml", windows.bundled_messages(), lazy=True))):
+        for group, grouped in zip(_GROUPS, rows, strict=True):
+            for row in grouped:
+                fields.extend(_record(number, group, row))
+                if group != "harmless":
+                    patterns.append(row.pattern)
+    if any(_UNIT in pattern or any(ord(char) > 0xFFFF for char in pattern) for pattern in patterns):
+        raise ValueError("a message pattern holds a separator of the cached rows or a character beyond the BMP")
+    return _UNIT.join(fields), _UNIT.join(patterns)
+
+
+def _derive_message_rows() -> str:
+    rows, patterns = _derived()
+    store_text("signal-message-patterns", _message_rows_key(), patterns, encoding=_PATTERNS_ENCODING)
+    return rows
+
+
+def _record(number: int, group: str, row: Row) -> tuple[str, ...]:
+    verdict = row.verdict
+    fields = (str(number), group, row.where, row.source, verdict.kind.value if verdict is not None else "",
+              _bits(verdict is not None and verdict.interactive, verdict is not None and verdict.retryable,
+                    row.weak, row.compiled is not row.spanner, row.subject is not None),
+              row.ascii_pattern or "", row.pattern if group == "harmless" else "")
+    if any(_UNIT in text for text in fields):
+        raise ValueError(f"{row.where}: a field holds a separator of the cached rows")
+    return fields
+
+
+def _bits(*flags: bool) -> str:
+    return "".join("1" if flag else "0" for flag in flags)
+
+
+def _parse_message_rows(text: str) -> tuple[_FileRows, ...] | None:
+    """The rows :func:`_derive_message_rows` wrote, or ``None`` for text it did not write."""
+    found: tuple[_FileRows, ...] = (([], [], []), ([], [], []))
+    fields = text.split(_UNIT) if text else []
+    if len(fields) % _FIELDS:
+        return None
+    try:
+        for start in range(0, len(fields), _FIELDS):
+            number, group, where, source, kind, bits, ascii_pattern, pattern = fields[start:start + _FIELDS]
+            harmless = group == "harmless"
+            if number not in ("0", "1") or len(bits) != 5 or not ascii_pattern or harmless != bool(pattern):
+                return None
+            interactive, retryable, weak, captures, subject = (bit == "1" for bit in bits)
+            verdict = Verdict(Kind(kind), interactive, retryable) if kind else None
+            # a cause or weak row as an ASCII-only text reads it; a harmless row whole
+            own = pattern if harmless else ascii_pattern
+            spanner = LazyPattern(where, own, _SPAN_ONLY)
+            compiled = LazyPattern(where, own) if captures else spanner
+            found[int(number)][_GROUPS.index(group)].append(Row(
+                where, source, own, verdict, weak=weak, compiled=compiled, subject=compiled if subject else None,
+                spanner=spanner, ascii_pattern=ascii_pattern if harmless else None))
+    except ValueError:  # an unknown kind or group
+        return None
+    return found
+
+
+def _whole(variant: Row, pattern: str) -> Row:
+    """The row ``variant`` (its ASCII alternatives) with every alternative, ``pattern``."""
+    spanner = LazyPattern(variant.where, pattern, _SPAN_ONLY)
+    compiled = LazyPattern(variant.where, pattern) if variant.compiled is not variant.spanner else spanner
+    return Row(variant.where, variant.source, pattern, variant.verdict, weak=variant.weak, compiled=compiled,
+               subject=compiled if variant.subject is not None else None, spanner=spanner,
+               ascii_pattern=variant.pattern)
+
+
+def _ascii_variant(row: Row, *, lazy: bool) -> Row:
+    """A message row as an ASCII-only text reads it: its pattern the alternatives such a text
+    can match (``ascii_pattern``; the others hold a letter beyond ASCII that every match
+    needs, so a search of such a text finds the same spans with or without them)."""
+    if row.ascii_pattern is None:
+        return row
+    if row.ascii_pattern == row.pattern:  # every alternative is ASCII: the row's own patterns
+        compiled, spanner = row.compiled, row.spanner
+    else:
+        make = LazyPattern if lazy else _compile
+        spanner = make(row.where, row.ascii_pattern, _SPAN_ONLY)
+        compiled = make(row.where, row.ascii_pattern) if row.compiled is not row.spanner else spanner
+    return Row(row.where, row.source, row.ascii_pattern, row.verdict, weak=row.weak, compiled=compiled,
+               subject=compiled if row.subject is not None else None, spanner=spanner)
 
 
 @functools.cache
@@ -742,31 +1031,51 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
     for name, _ in stamps:
         _add_file(parts, name, _read_user_file(Path(name)))
     _add_file(parts, "signals.yaml", _bundled(), bundled=True)
-    for causes, weak, harmless in (_bundled_messages(), _bundled_windows()):
-        parts.message_causes += causes
-        parts.message_weak += weak
+    # a user's message rows whole and as an ASCII-only text reads them (checked now), then the bundled ones
+    user_causes, user_weak = parts.message_causes, parts.message_weak
+    ascii_causes = [_ascii_variant(row, lazy=False) for row in user_causes]
+    ascii_weak = [_ascii_variant(row, lazy=False) for row in user_weak]
+    for causes, weak, harmless in _bundled_message_rows():
+        ascii_causes += causes
+        ascii_weak += weak
         parts.harmless += harmless
-    bundled_codes = load_code_tables()
-    codes = bundled_codes if parts.codes is None else merge_code_tables(bundled_codes, parts.codes)
+    text_causes, text_weak = parts.causes, parts.weak
+
+    def full_sets() -> tuple[RowSet, RowSet, RowSet]:
+        every_cause, every_weak = [*text_causes, *user_causes], [*text_weak, *user_weak]
+        for causes, weak in _bundled_full_message_rows():
+            every_cause += causes
+            every_weak += weak
+        return (RowSet(every_cause), RowSet(every_weak), RowSet([row for row in every_cause if _hands_off(row)]))
+
+    code_tables: Callable[[], CodeTables] = _bundled_codes
+    if parts.codes is not None:  # a user's tables: merged now, so a clash of names is a load error
+        from unstuck.recognise.codes import merge_code_tables
+
+        merged = merge_code_tables(_bundled_codes(), parts.codes)
+        code_tables = lambda: merged  # noqa: E731
+    call_catalogue: Callable[[], InteractiveCatalogue] = _bundled_calls
+    if parts.calls:
+        from unstuck.commands.interactive import InteractiveCatalogue
+
+        user_calls = InteractiveCatalogue((*parts.calls, *_bundled_calls().rows))
+        call_catalogue = lambda: user_calls  # noqa: E731
     settings = parts.settings
     headers = settings.get("retry_after_headers", [])
     if not isinstance(headers, list):
         raise SignalTableError("retry_after_headers must be a list of header names")
-    hand_offs = [row for row in (*parts.causes, *parts.message_causes) if _hands_off(row)]
+    plain_causes = [*text_causes, *ascii_causes]
     table = SignalTable(
-        hand_offs=RowSet(hand_offs),
-        ascii_hand_offs=RowSet(hand_offs, ascii_only=True),
-        causes=RowSet([*parts.causes, *parts.message_causes]),
-        ascii_causes=RowSet([*parts.causes, *parts.message_causes], ascii_only=True),
-        degenerate=RowSet([row for row in (*parts.causes, *parts.message_causes) if row.success_too]),
-        weak=RowSet([*parts.weak, *parts.message_weak]),
-        ascii_weak=RowSet([*parts.weak, *parts.message_weak], ascii_only=True),
+        ascii_hand_offs=RowSet([row for row in plain_causes if _hands_off(row)], ascii_only=True),
+        ascii_causes=RowSet(plain_causes, ascii_only=True),
+        degenerate=RowSet([row for row in plain_causes if row.success_too]),
+        ascii_weak=RowSet([*text_weak, *ascii_weak], ascii_only=True),
+        full_sets=full_sets,
         harmless=RowSet(parts.harmless),
         markers=RowSet(parts.markers),
         not_markers=RowSet(parts.not_markers),
         suggestions=RowSet(parts.suggestions),
         signed_in=RowSet(parts.signed_in),
-        codes=codes,
         exit_code=parts.exit_code,
         decisive_exit_codes=frozenset(parts.decisive),
         program_exit_codes=parts.program_exit,
@@ -776,8 +1085,9 @@ def _load(stamps: tuple[tuple[str, int], ...]) -> SignalTable:
         retry_after_headers=tuple(str(h).lower() for h in headers),
         retry_after_text=_compile("retry_after_text", settings.get("retry_after_text", "[^\\x00-\\x{10ffff}]")),
         document_commands=tuple(parts.documents),
-        calls=InteractiveCatalogue((*parts.calls, *load_interactive_catalogue().rows)),
         files=(*tuple(parts.files), "messages.yaml", "windows_messages.yaml", "codes.yaml"),
+        code_tables=code_tables,
+        call_catalogue=call_catalogue,
     )
     if stamps:
         # a user's rows: every set compiled now, so a row re2 refuses is a load error
