@@ -130,9 +130,29 @@ class ToolCall:
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """The arguments as a fresh dict."""
-        loaded: dict[str, Any] = json.loads(self.arguments_json)
+        """The arguments as a fresh dict (parsed once per arguments text: a call is read
+        before it runs and again after; arguments of plain values are copied from the
+        parse, any other is parsed again, so no caller shares a nested value)."""
+        text = self.arguments_json
+        parsed = _PARSED.get(text)
+        if parsed is not None:
+            return dict(parsed)
+        loaded: dict[str, Any] = json.loads(text)
+        if len(text) <= _PARSED_CHARS and type(loaded) is dict and all(type(v) in _PLAIN for v in loaded.values()):
+            if len(_PARSED) >= _PARSED_KEPT:
+                _PARSED.clear()  # a bounded memory of the calls in flight, not a history
+            _PARSED[text] = loaded
+            return dict(loaded)
         return loaded
+
+
+#: The types of argument values that :attr:`ToolCall.arguments` may copy from one parse.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: Arguments texts parsed already (plain values only), at most :data:`_PARSED_KEPT`.
+_PARSED: dict[str, dict[str, Any]] = {}
+_PARSED_KEPT = 512
+#: Longer arguments texts are parsed each time (a large payload is not kept twice).
+_PARSED_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +260,10 @@ def _json_default(value: object) -> object:
     return value.to_dict() if isinstance(value, Situation) else str(value)
 
 
+#: ``json.dumps(raw, default=_json_default, ensure_ascii=False)``, with the encoder made once.
+_MAPPING_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+
+
 def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False) -> ToolResult:
     if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
         return mcp
@@ -257,7 +281,7 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False
     else:
         ok = situation is None and executed and "error" not in raw
     try:
-        content = json.dumps(raw, default=_json_default, ensure_ascii=False)
+        content = _MAPPING_ENCODER.encode(raw)
     except (TypeError, ValueError):
         content = repr(dict(raw))
     return ToolResult(

@@ -58,6 +58,7 @@ Nothing here sleeps, writes, reads a clock or calls a tool: each function takes 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import types
@@ -301,6 +302,8 @@ class Repeat:
 
 
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+#: The run a success leaves (no identical failing calls, no failing streak): one value, shared.
+_NO_RUN = Repeat()
 #: A subject unstuck may name in its own words: one plain token (a program, a path, a host).
 _PLAIN_SUBJECT = re.compile(r"[A-Za-z0-9_./:@+-]{1,200}")
 #: Addresses an injected instruction may send the agent to: URLs and e-mail addresses.
@@ -596,7 +599,7 @@ def before_dispatch(
         question).
     """
     counted = _evolved(state, calls=state.calls + 1)
-    carried = sorted(t for t in state.tainted if t in call.arguments_json)
+    carried = sorted(t for t in state.tainted if t in call.arguments_json) if state.tainted else ()
     if carried:
         refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
                             detail=prompts.INJECTED_REFUSAL.format(what=", ".join(carried)))
@@ -622,8 +625,9 @@ def before_dispatch(
                             unblock=fix)
         return _refuse(call, counted, refusal)
     guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
-                     and not b.situation.is_refusal), None)
-    changes = [c for c in credential_changes if c.name not in state.config.allowed_credential_changes]
+                     and not b.situation.is_refusal), None) if state.open_blockers and credential_changes else None
+    changes = [c for c in credential_changes if c.name not in state.config.allowed_credential_changes
+               ] if guarding is not None else []
     if guarding is not None and changes:
         change = changes[0]
         refusal = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=prompts.CREDENTIAL_REFUSAL.format(
@@ -832,7 +836,7 @@ def _charge_workarounds(books: _Books, outcome: CallOutcome) -> None:
         return
     situation = outcome.situation
     for book in (books.blockers, books.skipped):
-        for key, blocker in list(book.items()):
+        for key, blocker in list(book.items()) if book else ():
             same_kind = situation is not None and situation.kind is blocker.situation.kind
             if (outcome.executed and key in outcome.exempt) or (book is books.skipped and key != outcome.subject):
                 continue  # a skipped subject is charged only by calls on it
@@ -974,7 +978,7 @@ def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outco
                                       EscalationReason.UNKNOWN_TOOL, situation.detail)
     waiting = situation is not None and waitable(situation) and not situation.interactive
     if not outcome.failed or waiting:
-        books.repeat = Repeat()
+        books.repeat = _NO_RUN
         return
     key = call_key(call)
     failures = books.repeat.failures + 1 if books.repeat.key == key else 1
@@ -1022,12 +1026,42 @@ def call_key(call: ToolCall) -> str:
     ``1.0`` and ``1e0`` are one call). A string and a number stay different calls, as a
     tool's schema tells them apart. A secret in the arguments is masked
     (:func:`unstuck.core.redact.redact_value`), so a key is the same in memory, in saved guard
-    state and in the journal, which keep no secret."""
+    state and in the journal, which keep no secret.
+
+    A key depends on the tool and the arguments text alone, so short ones are remembered
+    (:data:`_KEYS_KEPT` of them, tool and arguments up to :data:`_KEY_CHARS` characters): the rules ask
+    for the key of one call several times."""
+    if len(call.arguments_json) + len(call.tool) > _KEY_CHARS:
+        return _call_key(call.tool, call.arguments_json)
+    return _remembered_key(call.tool, call.arguments_json)
+
+
+#: Calls whose keys are remembered (:func:`call_key`), at most.
+_KEYS_KEPT = 512
+#: Longer arguments texts have their key computed each time.
+_KEY_CHARS = 4096
+
+
+def _call_key(tool: str, arguments_json: str) -> str:
     try:
-        arguments = json.loads(call.arguments_json)
+        arguments = json.loads(arguments_json)
     except (ValueError, RecursionError):
-        return f"{call.tool}\x00{redact_document(call.arguments_json)}"
-    return f"{call.tool}\x00{json.dumps(redact_value(_canonical(arguments)), sort_keys=True)}"
+        return f"{tool}\x00{redact_document(arguments_json)}"
+    return f"{tool}\x00{json.dumps(redact_value(_canonical(arguments)), sort_keys=True)}"
+
+
+_remembered_key = functools.lru_cache(maxsize=_KEYS_KEPT)(_call_key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_name(name: str) -> bool:
+    """Whether a tool's ``name`` is one plain token (:data:`_PLAIN_SUBJECT`) unstuck may say in
+    its own words (remembered: a turn names few tools, and every call asks)."""
+    return _PLAIN_SUBJECT.fullmatch(name) is not None
+
+
+#: The decision for a result with no guidance: one value, shared.
+_NO_GUIDANCE = Continue(None)
 
 
 def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:
@@ -1106,7 +1140,8 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         unknown_effects=types.MappingProxyType(books.unknown_effects),
     )
     changed = (tuple(books.opened), tuple(books.closed), tuple(books.charged))
-    exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted]
+    exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted
+                 ] if books.blockers or books.skipped else []
     if exhausted:
         return Assessment(Escalate(_first_real(exhausted, books.blockers)), new_state, *changed)
     if books.stuck is not None:
@@ -1119,7 +1154,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
     # a model-chosen name is never unstuck's words
-    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"
+    named = call.tool if _plain_name(call.tool) else "the tool"
     tool = named if unknown else None
     write = named if (outcome.executed and outcome.model_call and not outcome.auto_retry
                       and not outcome.interactive) else None
@@ -1127,7 +1162,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
         warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
         guidance = f"{guidance}\n{warning}" if guidance else warning
-    return Assessment(Continue(guidance), new_state, *changed)
+    return Assessment(Continue(guidance) if guidance is not None else _NO_GUIDANCE, new_state, *changed)
 
 
 def open_known_blocker(state: RecoveryState, situation: Situation, at_call: int) -> RecoveryState:

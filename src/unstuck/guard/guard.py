@@ -339,7 +339,8 @@ class Guard:
             ValueError: naming the tool, when a probe's tool declares a malformed situation.
         """
         with self._lock:
-            self.start()
+            if not self._started:
+                self.start()
             kept = self._kept
             if kept.escalation is not None:
                 return Decision(Action.REFUSE, call, LATCHED, escalation=kept.escalation)
@@ -373,7 +374,8 @@ class Guard:
             if isinstance(decision, policy.Refuse) and kept.guarded:
                 return self._refuse(reply, QueuedRefusal(call, decision.situation, subject, interactive),
                                     decision.reason)
-            self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
+            if self.events is not None:
+                self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
             self.intents.prepare(call, spec, reply.seq)
             self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
             return Decision(Action.DISPATCH, call)
@@ -424,7 +426,8 @@ class Guard:
                 that tool, never guessed around).
         """
         with self._lock:
-            self.start()
+            if not self._started:
+                self.start()
             reply = self.order.of(call)
             given = self.order.given(reply, call.id)
             if given is not None:
@@ -498,7 +501,8 @@ class Guard:
         kept = self._kept
         probe, retry = origin is Origin.PROBE, origin is Origin.RETRY
         exempt = reply.fresh if reply is not None else frozenset()
-        if origin.ran:
+        events = self.events is not None
+        if origin.ran and events:
             self.emit(EventName.TOOL_RETURNED, tool=call.tool, subject=subject, ok=result.ok,
                       kind=situation.kind.value if situation is not None else None,
                       duration_s=round(self.at() - started, 6))
@@ -510,26 +514,26 @@ class Guard:
         if not kept.guarded:
             assessment = replace(assessment, decision=policy.Continue(None))
         kept.state = state = assessment.state
-        for key in assessment.opened:
+        for key in assessment.opened if events else ():
             self.emit(EventName.BLOCKER_OPENED, subject=key, kind=state.open_blockers[key].situation.kind.value,
                       budget=state.open_blockers[key].budget)
-        for key in assessment.charged:
+        for key in assessment.charged if events else ():
             blocker = state.open_blockers.get(key) or state.skipped[key]
             self.emit(EventName.BUDGET_CHARGED, subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
-        for key in assessment.closed:
+        for key in assessment.closed if events else ():
             self.emit(EventName.BLOCKER_CLOSED, subject=key, reason=CloseReason.of_call(probe=probe).value)
         if not (probe or retry):
             kept.runs = advance(kept.runs, call)
-            found = kept.runs.pattern
+            found = kept.runs.pattern if events else None
             if found is not None:
                 self.emit(found.kind, tool=found.tool, calls=found.count)
-        if reply is not None:
+        if reply is not None and assessment.opened:
             reply.fresh |= {key for key in assessment.opened if state.open_blockers[key].workarounds == 0}
         step = StepRecord(
             len(kept.steps), call, subject, result.executed, probe, ok, situation, started,
             self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
-            result.injected, interactive, auto_retry, tuple(sorted(exempt)), assessment.decision.action,
-            reply.seq if reply is not None else -1,
+            result.injected, interactive, auto_retry, tuple(sorted(exempt)) if exempt else (),
+            assessment.decision.action, reply.seq if reply is not None else -1,
         )
         kept.steps.append(step)
         if isinstance(assessment.decision, policy.Escalate) and kept.guarded and not probe:
