@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from unstuck.core.records import cheap
 from unstuck.core.situations import Situation, validate_situation
 
 __all__ = [
@@ -111,6 +112,7 @@ class HttpResponse:
         return next((v for k, v in self.headers if k.lower() == wanted), None)
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One request to a tool: an id (from the model, or made by the loop), a name, arguments.
@@ -155,6 +157,7 @@ _PARSED_KEPT = 512
 _PARSED_CHARS = 4096
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """One normalised tool result.

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from unstuck.core.records import cheap
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.escalation import Escalation
@@ -92,6 +93,7 @@ class TurnStatus(enum.StrEnum):
 _ENDED = frozenset({TurnStatus.DONE, TurnStatus.BLOCKED, TurnStatus.FAILED})
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """One tool call of a turn, as it happened.

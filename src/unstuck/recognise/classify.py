@@ -60,12 +60,13 @@ import itertools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unstuck.commands.parse import is_setup, parse_command_line
 from unstuck.commands.screen import Screened, screen_command
 from unstuck.commands.waiting import non_interactive_fix
+from unstuck.core.records import cheap
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
@@ -120,6 +121,7 @@ PRECEDENCE: tuple[Stage, ...] = (
 )
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The rule that decided: its stage, where it is (``signals.yaml text row 7``,
@@ -130,6 +132,7 @@ class Decision:
     source: str
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One thing the classifier saw: what (``marker: traceback``, ``envelope: graphql``,
@@ -140,6 +143,7 @@ class Evidence:
     excerpt: str
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Classification:
     """A classification with its reasons (``unstuck classify --explain``).
@@ -202,12 +206,79 @@ def _adversarial(row: Any) -> bool:
     return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
 
 
+class _Derived:
+    """What classification derives once from one signal table, for every result after.
+
+    Attributes:
+        table: the table.
+        first_read: the rows of ``markers``, ``ascii_hand_offs`` and ``degenerate``, in that
+            order and with the patterns those sets match an ASCII text with, as one set
+            (:meth:`_Reader.first_read`); ``None`` when they do not fit in one part.
+        bounds: where the hand-off rows and the degenerate rows start in ``first_read``.
+    """
+
+    def __init__(self, table: SignalTable) -> None:
+        self.table = table
+        hand_offs = tuple(replace(row, pattern=row.ascii_pattern) if row.ascii_pattern is not None else row
+                          for row in table.ascii_hand_offs.rows)
+        joined = RowSet((*table.markers.rows, *hand_offs, *table.degenerate.rows))
+        self.first_read = joined if joined.parts == 1 else None
+        self.bounds = (len(table.markers), len(table.markers) + len(hand_offs))
+        self._searches: dict[str, bool] = {}
+        self._documents: dict[str, bool] = {}
+
+    def search_tool(self, name: str) -> bool:
+        """Whether the tool ``name`` (lower case) is a search (``search_tool_pattern``)."""
+        found = self._searches.get(name)
+        if found is None:
+            found = self.table.search_tool.search(name) is not None
+            _remember(self._searches, name, found)
+        return found
+
+    def document_tool(self, name: str) -> bool:
+        """Whether the program ``name``, run with no command line, prints documents (a
+        ``document_commands`` row with no subcommands covers it)."""
+        found = self._documents.get(name)
+        if found is None:
+            found = any(d.covers(name, None) and not d.subcommands for d in self.table.document_commands)
+            _remember(self._documents, name, found)
+        return found
+
+
+def _remember(answers: dict[str, bool], name: str, answer: bool) -> None:
+    """Keep ``answer`` for the tool ``name`` (at most :data:`_NAMES_KEPT` names: a model may
+    invent any number of tool names)."""
+    if len(answers) >= _NAMES_KEPT:
+        answers.clear()
+    answers[name] = answer
+
+
+#: Tool names whose answers a :class:`_Derived` keeps, at most.
+_NAMES_KEPT = 1024
+
+
+#: The derived parts of the tables in use, by the table's id (a few tables: a process's, a test's).
+_DERIVED: dict[int, _Derived] = {}
+#: Tables whose derived parts are kept, at most.
+_DERIVED_KEPT = 8
+
+
+def _derived(table: SignalTable) -> _Derived:
+    """:class:`_Derived` of ``table``, made on its first use."""
+    found = _DERIVED.get(id(table))
+    if found is None or found.table is not table:
+        if len(_DERIVED) >= _DERIVED_KEPT:
+            _DERIVED.clear()
+        found = _DERIVED[id(table)] = _Derived(table)
+    return found
+
+
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
 
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
-        text = valid_utf8(window)
+        text = window if window.isascii() else valid_utf8(window)  # ASCII holds no lone surrogate
         self.raw = text
         # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
         self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
@@ -224,17 +295,34 @@ class _Reader:
         self.causes = table.ascii_causes if plain else table.causes
         self.weak_rows = table.ascii_weak if plain else table.weak
         self.hand_offs = table.ascii_hand_offs if plain else table.hand_offs
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[object, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
         self.inner = False  # the text inside a wrapper (its wrappers are not opened again)
 
-    def _once(self, key: str, compute: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+    def _once(self, key: object, compute: Any) -> Any:
+        cache = self._cache
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def computed(self, key: str) -> bool:
         return key in self._cache
+
+    def first_read(self, derived: _Derived) -> None:
+        """Match the three sets every success reads (markers, sign-in hand-offs, degenerate
+        and adversarial rows) as one (:attr:`_Derived.first_read`), and keep what each of
+        them matched, as if each had been matched alone: one pass over the text instead of
+        three. Nothing when the joined set is not one part (a user's large rows), or the text
+        is not ASCII (a hand-off is matched there with its every alternative, in its own set)."""
+        joined = derived.first_read
+        if joined is None or not self.lowered.isascii():
+            return
+        found = joined.matching_part(0, self.encoded)
+        markers, hand_offs = derived.bounds
+        cache = self._cache
+        cache["marker rows"] = tuple(i for i in found if i < markers)
+        cache["hand-off worded"] = any(markers <= i < hand_offs for i in found)
+        cache[("indices", "degenerate", 0)] = tuple(i - hand_offs for i in found if i >= hand_offs)
 
     def excerpt(self, match: RowMatch) -> str:
         return self.line_around(match.start, match.end)
@@ -262,7 +350,7 @@ class _Reader:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
         for part in range(rows.parts):
-            indices: tuple[int, ...] = self._once(f"indices {name} {part}",
+            indices: tuple[int, ...] = self._once(("indices", name, part),
                                                   lambda part=part: rows.matching_part(part, self.encoded))
             for index in indices:
                 if accept(rows.rows[index]):
@@ -345,13 +433,23 @@ class _Reader:
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
         def compute() -> tuple[RowMatch, ...]:
-            found = self.table.markers.every(self.lowered, self.encoded)
+            known: tuple[int, ...] | None = self._cache.get("marker rows")
+            if known == ():
+                return ()
+            found = self.table.markers.every(self.lowered, self.encoded, indices=known)
             if not found:
                 return ()
             quiet = {self.line_of(m.start) for m in self.harmless()}
             quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
             return tuple(m for m in found if self.line_of(m.start) not in quiet)
         return self._once("markers", compute)  # type: ignore[no-any-return]
+
+    def hand_off_worded(self) -> bool:
+        """Some sign-in hand-off row (:attr:`SignalTable.hand_offs`) matches the text."""
+        def compute() -> bool:
+            rows = self.hand_offs
+            return any(rows.matching_part(part, self.encoded) for part in range(rows.parts))
+        return self._once("hand-off worded", compute)  # type: ignore[no-any-return]
 
     def crashed(self) -> bool:
         return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
@@ -448,8 +546,7 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
         return False
     command = tool.command_line(args) if not isinstance(tool, str) else None
     if command is None:
-        name = tool.name if not isinstance(tool, str) else tool
-        return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+        return _derived(table).document_tool(tool.name if not isinstance(tool, str) else tool)
     simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
     if not simple:
         return False
@@ -498,8 +595,7 @@ def _hand_off_waiting(reader: _Reader) -> bool:
     """A sign-in hand-off (a device code, a browser sign-in, a one-time code or password prompt:
     an interactive ``auth`` row) that no completed sign-in follows (``signed_in`` rows): the
     program printed it and stopped without anyone answering, whatever its exit status says."""
-    rows = reader.hand_offs
-    if not any(rows.matching_part(part, reader.encoded) for part in range(rows.parts)):
+    if not reader.hand_off_worded():
         return False  # no hand-off row matches: the first cause, whatever it is, is none (SignalTable.hand_offs)
     cause = reader.failure_cause()
     verdict = cause.row.verdict if cause is not None else None
@@ -848,11 +944,15 @@ def _success(
         return Classification(situation, False, Decision(Stage.SUCCESS, "program exit status", program_code.source))
     tool_name = (tool.name if not isinstance(tool, str) else tool).lower()
     short = len(reader.lowered) <= _EMPTY_CHARS  # an empty result is short by definition
-    if short and reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
+    if short and _derived(reader.table).search_tool(tool_name) and reader.table.empty.fullmatch(reader.lowered):
         situation = _situation(reader, Verdict(Kind.EMPTY), subject, result, "no results")
         return Classification(situation, False, Decision(Stage.SUCCESS, "search_tool_pattern + empty_pattern",
                                                          "signals.yaml: an empty success from a search tool"))
-    return Classification(None, False, None)
+    return _NOTHING_FOUND
+
+
+#: An ordinary success, as :func:`_success` reads it (one value, shared).
+_NOTHING_FOUND = Classification(None, False, None)
 
 
 def explain_result(
@@ -884,6 +984,8 @@ def explain_result(
         situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
         return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
                                                         "seed 000 section 3.2: a call a permission tier refused"))
+    if result.ok:  # a success reads its markers, hand-offs and degenerate rows: one pass for the three
+        reader.first_read(_derived(table))
     found = _classify(reader, tool, args, subject, result)
     if not thorough:
         return found

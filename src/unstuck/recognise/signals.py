@@ -303,11 +303,15 @@ class RowSet:
             return None
         return RowMatch(row, span[0], span[1])
 
-    def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64) -> tuple[RowMatch, ...]:
+    def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64, *,
+              indices: Sequence[int] | None = None) -> tuple[RowMatch, ...]:
         """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8), in
-        text order (at most ``limit``)."""
+        text order (at most ``limit``). ``indices``: the rows already known to occur in it,
+        in row order (:meth:`matching`'s answer, found by a wider set), so no set is matched."""
         found: list[RowMatch] = []
-        for index in self.matching(encoded if encoded is not None else lowered.encode("utf-8")):
+        if indices is None:
+            indices = self.matching(encoded if encoded is not None else lowered.encode("utf-8"))
+        for index in indices:
             row = self.rows[index]
             for match in row.compiled.finditer(lowered):
                 found.append(RowMatch(row, match.start(), match.end()))

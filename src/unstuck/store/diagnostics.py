@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from unstuck.core.clock import Clock
+from unstuck.core.records import cheap
 from unstuck.core.tools import ToolCall
 from unstuck.store.events import Event, EventName, EventSink, event
 
@@ -31,6 +32,7 @@ REPEAT_LIMIT = 3
 STREAK_LIMIT = 5
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Pattern:
     """What the last calls look like: ``kind`` is :attr:`EventName.DIAGNOSTIC_REPETITION` or
@@ -43,6 +45,7 @@ class Pattern:
     count: int
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RunLengths:
     """The runs the calls so far end with: the last call, how many identical calls end the
