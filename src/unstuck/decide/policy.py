@@ -60,12 +60,11 @@ from __future__ import annotations
 import enum
 import functools
 import json
-import operator
 import re
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from unstuck.core.records import cheap
 from unstuck.core.redact import redact_document, redact_value
@@ -306,6 +305,10 @@ class Repeat:
 
 
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+#: The empty book every state without entries shares (a mapping proxy is read-only).
+_NO_ENTRIES: Mapping[Any, Any] = types.MappingProxyType({})
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 #: The run a success leaves (no identical failing calls, no failing streak): one value, shared.
 _NO_RUN = Repeat()
 #: A subject unstuck may name in its own words: one plain token (a program, a path, a host).
@@ -566,19 +569,42 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
 
 #: The fields of :class:`RecoveryState`, in order (every one an init field), for :func:`_evolved`.
 _STATE_FIELDS = tuple(f.name for f in fields(RecoveryState) if f.init)
-_STATE_VALUES = operator.attrgetter(*_STATE_FIELDS)
-_STATE_INDEX = {name: index for index, name in enumerate(_STATE_FIELDS)}
 
 
 def _evolved(state: RecoveryState, **changes: Any) -> RecoveryState:
-    """``dataclasses.replace(state, **changes)`` for the two replacements made on every call:
-    the same fields read at once and passed on in order, without ``replace``'s per-field
-    bookkeeping (``RecoveryState`` has no ``__post_init__`` and every field is an init field,
-    so nothing else ``replace`` does applies)."""
-    values = list(_STATE_VALUES(state))
-    for name, value in changes.items():
-        values[_STATE_INDEX[name]] = value
-    return RecoveryState(*values)
+    """``dataclasses.replace(state, **changes)`` without ``replace``'s per-field bookkeeping
+    (``RecoveryState`` has no ``__post_init__`` and every field is an init field, so nothing
+    else ``replace`` does applies); the two states made on every call are built directly
+    (:func:`_counted`, :func:`after_result`)."""
+    values = {name: getattr(state, name) for name in _STATE_FIELDS}
+    values.update(changes)
+    return RecoveryState(**values)
+
+
+def _counted(state: RecoveryState) -> RecoveryState:
+    """``state`` with one more call (``dataclasses.replace(state, calls=state.calls + 1)``,
+    without ``replace``'s per-field bookkeeping: ``RecoveryState`` has no ``__post_init__``
+    and every field is an init field, so nothing else ``replace`` does applies)."""
+    return RecoveryState(
+        unattended=state.unattended, config=state.config, open_blockers=state.open_blockers, skipped=state.skipped,
+        settled=state.settled, retries=state.retries, tainted=state.tainted, calls=state.calls + 1,
+        repeat=state.repeat, unknown_tools=state.unknown_tools, refusals=state.refusals,
+        unknown_effects=state.unknown_effects)
+
+
+def _editable(book: Mapping[_K, _V]) -> dict[_K, _V]:
+    """A working copy of one of a state's books (a dict's or a mapping proxy's own copy, made
+    in C; an empty book is a new empty dict)."""
+    if not book:
+        return {}
+    if type(book) is types.MappingProxyType or type(book) is dict:
+        return book.copy()
+    return dict(book)
+
+
+def _kept(book: dict[_K, _V]) -> Mapping[_K, _V]:
+    """A working copy frozen again for the next state (an empty one is the shared empty book)."""
+    return types.MappingProxyType(book) if book else _NO_ENTRIES
 
 
 def before_dispatch(
@@ -612,7 +638,7 @@ def before_dispatch(
         ``unstuck``), and the state with the call counted (and the refusal kept for the
         question).
     """
-    counted = _evolved(state, calls=state.calls + 1)
+    counted = _counted(state)
     carried = sorted(t for t in state.tainted if t in call.arguments_json) if state.tainted else ()
     if carried:
         refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
@@ -817,7 +843,8 @@ def _close_on_success(books: _Books, call: ToolCall, outcome: CallOutcome) -> No
     if blocker is not None:
         books.settled[outcome.subject] = books.blockers.pop(outcome.subject)
         books.closed.append(outcome.subject)
-    books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
+    if books.retries:
+        books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
 
 
 def _schedule_retry(books: _Books, outcome: CallOutcome) -> tuple[float | None, bool]:
@@ -1134,8 +1161,9 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         when waiting may fix the result; otherwise ``Continue`` with the recovery or generic
         guidance for the model.
     """
-    books = _Books(dict(state.open_blockers), dict(state.skipped), dict(state.settled), dict(state.retries),
-                   state.tainted, state.repeat, state.unknown_tools, dict(state.unknown_effects))
+    books = _Books(_editable(state.open_blockers), _editable(state.skipped), _editable(state.settled),
+                   _editable(state.retries), state.tainted, state.repeat, state.unknown_tools,
+                   _editable(state.unknown_effects))
     _close_on_success(books, call, outcome)
     wait, exhausted_transient = _schedule_retry(books, outcome)
     _charge_workarounds(books, outcome)
@@ -1143,16 +1171,11 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     _taint_addresses(books, outcome)
     _hold_unknown_effect(books, call, outcome)
     _count_repetition(books, state, call, outcome)
-    new_state = _evolved(
-        state,
-        retries=types.MappingProxyType(books.retries),
-        tainted=books.tainted,
-        open_blockers=types.MappingProxyType(books.blockers),
-        skipped=types.MappingProxyType(books.skipped),
-        settled=types.MappingProxyType(books.settled),
-        repeat=books.repeat,
-        unknown_tools=books.unknown_tools,
-        unknown_effects=types.MappingProxyType(books.unknown_effects),
+    new_state = RecoveryState(
+        unattended=state.unattended, config=state.config, open_blockers=_kept(books.blockers),
+        skipped=_kept(books.skipped), settled=_kept(books.settled), retries=_kept(books.retries),
+        tainted=books.tainted, calls=state.calls, repeat=books.repeat, unknown_tools=books.unknown_tools,
+        refusals=state.refusals, unknown_effects=_kept(books.unknown_effects),
     )
     changed = (tuple(books.opened), tuple(books.closed), tuple(books.charged))
     exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted

@@ -206,6 +206,22 @@ def _adversarial(row: Any) -> bool:
     return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
 
 
+def _any_row(row: Any) -> bool:
+    return True
+
+
+def _says_any(text: str, words: tuple[str, ...]) -> bool:
+    """Whether any of ``words`` occurs in ``text`` (a loop: cheaper than ``any`` over a generator)."""
+    for word in words:  # noqa: SIM110 (a loop: no generator to resume per word)
+        if word in text:
+            return True
+    return False
+
+
+#: A reader's cache holds no value yet for the key (where ``None`` is a value).
+_UNREAD: Any = object()
+
+
 class _Derived:
     """What classification derives once from one signal table, for every result after.
 
@@ -291,7 +307,7 @@ class _Reader:
         self._to_text = None if len(self.lowered) == len(self.text) else _lowered_offsets(self.text, self.lowered)
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
         # an ASCII-only text is matched with the alternatives it can match (most output is)
-        plain = self.lowered.isascii()
+        self.plain = plain = self.lowered.isascii()
         self.causes = table.ascii_causes if plain else table.causes
         self.weak_rows = table.ascii_weak if plain else table.weak
         self.hand_offs = table.ascii_hand_offs if plain else table.hand_offs
@@ -315,11 +331,14 @@ class _Reader:
         three. Nothing when the joined set is not one part (a user's large rows), or the text
         is not ASCII (a hand-off is matched there with its every alternative, in its own set)."""
         joined = derived.first_read
-        if joined is None or not self.lowered.isascii():
+        if joined is None or not self.plain:
             return
         found = joined.matching_part(0, self.encoded)
-        markers, hand_offs = derived.bounds
         cache = self._cache
+        if not found:  # the usual success: none of the three matches
+            cache["marker rows"], cache["hand-off worded"], cache[("indices", "degenerate", 0)] = (), False, ()
+            return
+        markers, hand_offs = derived.bounds
         cache["marker rows"] = tuple(i for i in found if i < markers)
         cache["hand-off worded"] = any(markers <= i < hand_offs for i in found)
         cache[("indices", "degenerate", 0)] = tuple(i - hand_offs for i in found if i >= hand_offs)
@@ -349,9 +368,12 @@ class _Reader:
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
+        cache = self._cache
         for part in range(rows.parts):
-            indices: tuple[int, ...] = self._once(("indices", name, part),
-                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            key = ("indices", name, part)
+            indices: tuple[int, ...] | None = cache.get(key)
+            if indices is None:
+                indices = cache[key] = rows.matching_part(part, self.encoded)
             for index in indices:
                 if accept(rows.rows[index]):
                     located: RowMatch | None = rows.locate(index, self.lowered)
@@ -372,40 +394,48 @@ class _Reader:
     def success_signal(self) -> RowMatch | None:
         """The first adversarial row (:meth:`injection`), else the first degenerate one (what a
         success is read for)."""
-        return self._once("success", lambda: self.injection() or self._first(  # type: ignore[no-any-return]
-            "degenerate", self.table.degenerate, lambda row: True))
+        found = self._cache.get("success", _UNREAD)
+        if found is _UNREAD:
+            found = self._cache["success"] = self.injection() or self._first(
+                "degenerate", self.table.degenerate, _any_row)
+        return found  # type: ignore[no-any-return]
 
     def injection(self) -> RowMatch | None:
         """The first adversarial row, whatever else the text reads as: in the text, else in its
         :func:`unstuck.core.text.match_form` (fullwidth or styled letters, format characters), where
         the match stands for the whole line it is on (lines are kept one for one)."""
-        def compute() -> RowMatch | None:
-            found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
-            if found is not None or self.raw.isascii():
-                return found
-            found = self._smuggled()
-            if found is not None or self.lowered.isascii():
-                return found
-            # the n-th line of the folded text is the n-th of this one: only a carriage return
-            # (which the cleaning turns into a line break) could add one, so such text is folded
-            # line by line
-            folded = match_form(self.text) if "\r" not in self.text else "\n".join(
-                match_form(line).replace("\n", " ") for line in self.text.split("\n"))
-            if folded == self.text:
-                return None
-            inner = _Reader(self.table, folded).injection()
-            if inner is None:
-                return None
-            number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
-            start = 0
-            for _ in range(number):
-                after = self.lowered.find("\n", start)
-                if after == -1:
-                    break
-                start = after + 1
-            end = self.lowered.find("\n", start)
-            return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
-        return self._once("injection", compute)  # type: ignore[no-any-return]
+        found = self._cache.get("injection", _UNREAD)
+        if found is _UNREAD:
+            found = self._cache["injection"] = self._injection()
+        return found  # type: ignore[no-any-return]
+
+    def _injection(self) -> RowMatch | None:
+        """:meth:`injection`, computed (once per text)."""
+        found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+        if found is not None or self.raw.isascii():
+            return found
+        found = self._smuggled()
+        if found is not None or self.lowered.isascii():
+            return found
+        # the n-th line of the folded text is the n-th of this one: only a carriage return
+        # (which the cleaning turns into a line break) could add one, so such text is folded
+        # line by line
+        folded = match_form(self.text) if "\r" not in self.text else "\n".join(
+            match_form(line).replace("\n", " ") for line in self.text.split("\n"))
+        if folded == self.text:
+            return None
+        inner = _Reader(self.table, folded).injection()
+        if inner is None:
+            return None
+        number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
+        start = 0
+        for _ in range(number):
+            after = self.lowered.find("\n", start)
+            if after == -1:
+                break
+            start = after + 1
+        end = self.lowered.find("\n", start)
+        return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
 
     def concept(self) -> ConceptMatch | None:
         """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.recognise.concepts`)."""
@@ -432,31 +462,39 @@ class _Reader:
 
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
-        def compute() -> tuple[RowMatch, ...]:
-            known: tuple[int, ...] | None = self._cache.get("marker rows")
-            if known == ():
-                return ()
-            found = self.table.markers.every(self.lowered, self.encoded, indices=known)
-            if not found:
-                return ()
-            quiet = {self.line_of(m.start) for m in self.harmless()}
-            quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
-            return tuple(m for m in found if self.line_of(m.start) not in quiet)
-        return self._once("markers", compute)  # type: ignore[no-any-return]
+        found: tuple[RowMatch, ...] | None = self._cache.get("markers")
+        if found is None:
+            found = self._cache["markers"] = self._markers()
+        return found
+
+    def _markers(self) -> tuple[RowMatch, ...]:
+        known: tuple[int, ...] | None = self._cache.get("marker rows")
+        if known == ():
+            return ()
+        found = self.table.markers.every(self.lowered, self.encoded, indices=known)
+        if not found:
+            return ()
+        quiet = {self.line_of(m.start) for m in self.harmless()}
+        quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
+        return tuple(m for m in found if self.line_of(m.start) not in quiet)
 
     def hand_off_worded(self) -> bool:
         """Some sign-in hand-off row (:attr:`SignalTable.hand_offs`) matches the text."""
-        def compute() -> bool:
+        found: bool | None = self._cache.get("hand-off worded")
+        if found is None:
             rows = self.hand_offs
-            return any(rows.matching_part(part, self.encoded) for part in range(rows.parts))
-        return self._once("hand-off worded", compute)  # type: ignore[no-any-return]
+            found = self._cache["hand-off worded"] = any(
+                rows.matching_part(part, self.encoded) for part in range(rows.parts))
+        return found
 
     def crashed(self) -> bool:
-        return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
+        markers = self.markers()
+        return bool(markers) and any(m.row.strength is MarkerStrength.CRASH for m in markers)
 
     def step_failed(self) -> bool:
         """A runner stated the step's own non-zero status (a ``status`` marker)."""
-        return any(m.row.strength is MarkerStrength.STATUS for m in self.markers())
+        markers = self.markers()
+        return bool(markers) and any(m.row.strength is MarkerStrength.STATUS for m in markers)
 
     def line_of(self, offset: int) -> int:
         """The offset where the line holding ``offset`` starts (a match that begins on the line
@@ -467,7 +505,7 @@ class _Reader:
 
     def envelopes(self) -> tuple[Envelope, ...]:
         def compute() -> tuple[Envelope, ...]:
-            if not any(word in self.lowered for word in _ENVELOPE_WORDS):
+            if not _says_any(self.lowered, _ENVELOPE_WORDS):
                 return ()
             return find_envelopes(self.text)
         return self._once("envelopes", compute)  # type: ignore[no-any-return]
@@ -521,7 +559,7 @@ _FAILURE_WORDS = ("error", "fail", "fault", "exception", "false")
 
 
 def _structural_failure(reader: _Reader) -> Envelope | None:
-    if not reader.computed("envelopes") and not any(word in reader.lowered for word in _FAILURE_WORDS):
+    if not reader.computed("envelopes") and not _says_any(reader.lowered, _FAILURE_WORDS):
         return None
     return next((e for e in reader.envelopes() if e.failed and e.shape not in _LOG_SHAPES), None)
 
@@ -580,9 +618,10 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
             return True, None
         # a status that says success is overruled only where a marker and a cause share a line
         # ("ERROR: permission denied"), not by words scattered through a long output
-        marked = {reader.line_of(m.start) for m in reader.markers()}
-        if not marked:
+        markers = reader.markers()
+        if not markers:
             return False, None
+        marked = {reader.line_of(m.start) for m in markers}
         cause = reader.failure_cause()
         return cause is not None and reader.line_of(cause.start) in marked, None
     if reader.markers() or _log_failure(reader) is not None:
@@ -658,6 +697,8 @@ def _decide(
 #: Wrappers that carry a tool's own words inside them: what they hold is read before the
 #: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
 _WRAPPERS = frozenset({Shape.MCP_RESULT, Shape.JSON_RPC, Shape.TOOL_RESULT})
+#: Words without which no text is such a wrapper.
+_WRAPPER_WORDS = ("iserror", "is_error", "jsonrpc")
 
 
 def _inside_wrapper(
@@ -667,7 +708,7 @@ def _inside_wrapper(
     gives on its own (its messages, unescaped: MCP schema ``CallToolResult.content``, JSON-RPC
     2.0 ``error.message``), unless nothing inside decides (then the wrapper's own rule does).
     One level deep: the inner text's wrappers are not opened again."""
-    if reader.inner or not any(word in reader.lowered for word in ("iserror", "is_error", "jsonrpc")):
+    if reader.inner or not _says_any(reader.lowered, _WRAPPER_WORDS):
         return None
     messages = [m for e in reader.envelopes() if e.failed and e.shape in _WRAPPERS for m in e.messages]
     if not messages:

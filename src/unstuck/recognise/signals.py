@@ -292,8 +292,11 @@ class RowSet:
         index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
         if not lowered:
             return ()
+        found = self._chunk(part).Match(lowered)
+        if not found:
+            return ()
         start = self._parts()[part][0]
-        return tuple(sorted(start + index for index in self._chunk(part).Match(lowered) or ()))
+        return tuple(sorted(start + index for index in found))
 
     def locate(self, index: int, lowered: str) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered``."""
