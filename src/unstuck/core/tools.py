@@ -267,6 +267,18 @@ def _json_default(value: object) -> object:
 _MAPPING_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
 
 
+def _mapping_text(raw: Mapping[Any, Any]) -> str:
+    """``json.dumps(raw, default=_json_default, ensure_ascii=False)``: what
+    :meth:`json.JSONEncoder.encode` does for a mapping, calling the C encoder it would
+    build directly (``json.encoder.c_make_encoder``; the encoder itself where the C
+    accelerator is missing). Raises what ``json.dumps`` raises."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed: the accelerator's own name
+    if make is None:
+        return _MAPPING_ENCODER.encode(raw)
+    return "".join(make({}, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)(
+        raw, 0))
+
+
 def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False) -> ToolResult:
     if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
         return mcp
@@ -284,7 +296,7 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False
     else:
         ok = situation is None and executed and "error" not in raw
     try:
-        content = _MAPPING_ENCODER.encode(raw)
+        content = _mapping_text(raw)
     except (TypeError, ValueError):
         content = repr(dict(raw))
     return ToolResult(
@@ -354,7 +366,7 @@ def normalize_result(tool_name: str, raw: object, *, document: bool = False) -> 
     try:  # a malformed declaration raises ValueError (documented); nothing else may escape
         if isinstance(raw, ToolResult):
             validate_situation(tool_name, raw.declared)
-        elif isinstance(raw, Mapping):
+        elif type(raw) is dict or isinstance(raw, Mapping):
             validate_situation(tool_name, _declaration(raw, document))
     except ValueError:
         raise
@@ -375,6 +387,8 @@ def _unreadable(tool_name: str, raw: object, exc: Exception) -> ToolResult:
 
 
 def _normalize(tool_name: str, raw: object, document: bool = False) -> ToolResult:
+    if type(raw) is dict:  # a plain dict is none of the types matched before a Mapping below
+        return _from_mapping(tool_name, raw, document)
     match raw:
         case ToolResult():
             declared = validate_situation(tool_name, raw.declared)

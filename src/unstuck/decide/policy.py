@@ -779,7 +779,7 @@ def _runs_of(call: ToolCall, program: str) -> list[tuple[str, ...]]:
     from unstuck.commands.parse import parse_command_line  # a command-line reader, loaded when needed
 
     try:
-        arguments = json.loads(call.arguments_json)
+        arguments = call.arguments  # the call's arguments, parsed once for all who read them
     except (ValueError, RecursionError):
         return []
     runs: list[tuple[str, ...]] = []
@@ -883,8 +883,15 @@ def _charge_workarounds(books: _Books, outcome: CallOutcome) -> None:
             if (outcome.executed and key in outcome.exempt) or (book is books.skipped and key != outcome.subject):
                 continue  # a skipped subject is charged only by calls on it
             if outcome.failed or same_kind:
-                book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
+                book[key] = _charged(blocker)
                 books.charged.append(key)
+
+
+def _charged(blocker: OpenBlocker) -> OpenBlocker:
+    """``replace(blocker, workarounds=blocker.workarounds + 1)``, built directly (every
+    failing call beside an open blocker makes one)."""
+    return OpenBlocker(blocker.situation, blocker.opened_at_call, blocker.workarounds + 1, blocker.budget,
+                       blocker.reason, blocker.evidence, blocker.opened_by, blocker.reach)
 
 
 def _opens(situation: Situation, books: _Books, outcome: CallOutcome, exhausted_transient: bool) -> bool:

@@ -156,10 +156,13 @@ class ReplyOrder:
         elif reply is not None and reply.declared and reply.position < len(reply.ids):
             reply.ids.append(call.id)
             return reply
-        self.declare([call])
-        assert s.reply is not None
-        s.reply.declared = False
-        return s.reply
+        # a reply of its own: what declare([call]) does, then not declared by Guard.reply()
+        number = s.replies
+        s.replies = number + 1
+        s.reply = alone = Reply(number, [call.id], declared=False)
+        s.done = {}
+        self.notify()
+        return alone
 
     def given(self, reply: Reply, call_id: str) -> Decision | None:
         """The decision already given for ``call_id`` in ``reply`` (a call reported twice is

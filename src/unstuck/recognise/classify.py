@@ -308,6 +308,9 @@ class _Reader:
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
         # an ASCII-only text is matched with the alternatives it can match (most output is)
         self.plain = plain = self.lowered.isascii()
+        # what a row's own pattern is searched in: an ASCII text's UTF-8 bytes (their offsets are
+        # its character offsets, and re2 would encode the text again for every search), else the text
+        self.searchable: str | bytes = self.encoded if plain else self.lowered
         self.causes = table.ascii_causes if plain else table.causes
         self.weak_rows = table.ascii_weak if plain else table.weak
         self.hand_offs = table.ascii_hand_offs if plain else table.hand_offs
@@ -376,7 +379,7 @@ class _Reader:
                 indices = cache[key] = rows.matching_part(part, self.encoded)
             for index in indices:
                 if accept(rows.rows[index]):
-                    located: RowMatch | None = rows.locate(index, self.lowered)
+                    located: RowMatch | None = rows.locate(index, self.searchable)
                     return located
         return None
 
@@ -458,7 +461,7 @@ class _Reader:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
     def harmless(self) -> tuple[RowMatch, ...]:
-        return self._once("harmless", lambda: self.table.harmless.every(self.lowered, self.encoded))  # type: ignore[no-any-return]
+        return self._once("harmless", lambda: self.table.harmless.every(self.searchable, self.encoded))  # type: ignore[no-any-return]
 
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
@@ -471,11 +474,11 @@ class _Reader:
         known: tuple[int, ...] | None = self._cache.get("marker rows")
         if known == ():
             return ()
-        found = self.table.markers.every(self.lowered, self.encoded, indices=known)
+        found = self.table.markers.every(self.searchable, self.encoded, indices=known)
         if not found:
             return ()
         quiet = {self.line_of(m.start) for m in self.harmless()}
-        quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
+        quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.searchable, self.encoded)}
         return tuple(m for m in found if self.line_of(m.start) not in quiet)
 
     def hand_off_worded(self) -> bool:
@@ -640,7 +643,7 @@ def _hand_off_waiting(reader: _Reader) -> bool:
     verdict = cause.row.verdict if cause is not None else None
     if cause is None or verdict is None or verdict.kind is not Kind.AUTH or not verdict.interactive:
         return False
-    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.lowered, reader.encoded))
+    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.searchable, reader.encoded))
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -827,7 +830,7 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
     named: str | None = None
     if match.row.subject is not None:
         # the subject is named on the line the row matched (a short text: captures are cheap)
-        found = match.row.subject.search(reader.lowered, first, last)
+        found = match.row.subject.search(reader.searchable, first, last)
         index = None if found is None else next(
             (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
         if found is not None and index is not None:
@@ -923,7 +926,7 @@ def _suggestion(reader: _Reader) -> str | None:
     not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
     never a path, a URL to a log, or a sentence fragment."""
     for index in reader.table.suggestions.matching(reader.encoded):
-        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.lowered), 8):
+        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.searchable), 8):
             if found.group(1) is None:
                 continue
             start, end = found.span(1)
@@ -1081,7 +1084,7 @@ def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None
     the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
     if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
         return None
-    for count, found in enumerate(match.row.subject.finditer(reader.lowered)):
+    for count, found in enumerate(match.row.subject.finditer(reader.searchable)):
         if count >= 32:
             break
         index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
@@ -1129,7 +1132,7 @@ def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classificati
               if row.verdict is not None and row.verdict.kind is verdict.kind and row.subject is not None]
     named, line = subject, ""
     for row in namers:
-        found = row.subject.search(reader.lowered)
+        found = row.subject.search(reader.searchable)
         if found is not None:
             named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
             line = reader.line_around(found.start(), found.end())
