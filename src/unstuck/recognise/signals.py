@@ -296,7 +296,7 @@ class RowSet:
         if not found:
             return ()
         start = self._parts()[part][0]
-        return tuple(sorted(start + index for index in found))
+        return tuple(sorted(start + index for index in found) if start else sorted(found))
 
     def locate(self, index: int, lowered: str | bytes) -> RowMatch | None:
         """The first match of row ``index`` in ``lowered`` (or in its UTF-8 bytes when it is
