@@ -42,6 +42,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from unstuck.core.records import cheap
+
 __all__ = [
     "Kind",
     "KindClass",
@@ -142,6 +144,7 @@ class Probe:
         return loaded
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Situation:
     """What one tool result means for the loop.

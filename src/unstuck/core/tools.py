@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from unstuck.core.records import cheap
 from unstuck.core.situations import Situation, validate_situation
 
 __all__ = [
@@ -113,6 +114,7 @@ class HttpResponse:
         return next((v for k, v in self.headers if k.lower() == wanted), None)
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One request to a tool: an id (from the model, or made by the loop), a name, arguments.
@@ -132,11 +134,32 @@ class ToolCall:
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """The arguments as a fresh dict."""
-        loaded: dict[str, Any] = json.loads(self.arguments_json)
+        """The arguments as a fresh dict (parsed once per arguments text: a call is read
+        before it runs and again after; arguments of plain values are copied from the
+        parse, any other is parsed again, so no caller shares a nested value)."""
+        text = self.arguments_json
+        parsed = _PARSED.get(text)
+        if parsed is not None:
+            return dict(parsed)
+        loaded: dict[str, Any] = json.loads(text)
+        if len(text) <= _PARSED_CHARS and type(loaded) is dict and all(type(v) in _PLAIN for v in loaded.values()):
+            if len(_PARSED) >= _PARSED_KEPT:
+                _PARSED.clear()  # a bounded memory of the calls in flight, not a history
+            _PARSED[text] = loaded
+            return dict(loaded)
         return loaded
 
 
+#: The types of argument values that :attr:`ToolCall.arguments` may copy from one parse.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: Arguments texts parsed already (plain values only), at most :data:`_PARSED_KEPT`.
+_PARSED: dict[str, dict[str, Any]] = {}
+_PARSED_KEPT = 512
+#: Longer arguments texts are parsed each time (a large payload is not kept twice).
+_PARSED_CHARS = 4096
+
+
+@cheap
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """One normalised tool result.
@@ -242,6 +265,22 @@ def _json_default(value: object) -> object:
     return value.to_dict() if isinstance(value, Situation) else str(value)
 
 
+#: ``json.dumps(raw, default=_json_default, ensure_ascii=False)``, with the encoder made once.
+_MAPPING_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)
+
+
+def _mapping_text(raw: Mapping[Any, Any]) -> str:
+    """``json.dumps(raw, default=_json_default, ensure_ascii=False)``: what
+    :meth:`json.JSONEncoder.encode` does for a mapping, calling the C encoder it would
+    build directly (``json.encoder.c_make_encoder``; the encoder itself where the C
+    accelerator is missing). Raises what ``json.dumps`` raises."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed: the accelerator's own name
+    if make is None:
+        return _MAPPING_ENCODER.encode(raw)
+    return "".join(make({}, _json_default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)(
+        raw, 0))
+
+
 def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False) -> ToolResult:
     if "situation" not in raw and (mcp := _from_mcp(tool_name, raw)) is not None:
         return mcp
@@ -259,7 +298,7 @@ def _from_mapping(tool_name: str, raw: Mapping[Any, Any], document: bool = False
     else:
         ok = situation is None and executed and "error" not in raw
     try:
-        content = json.dumps(raw, default=_json_default, ensure_ascii=False)
+        content = _mapping_text(raw)
     except (TypeError, ValueError):
         content = repr(dict(raw))
     return ToolResult(
@@ -329,7 +368,7 @@ def normalize_result(tool_name: str, raw: object, *, document: bool = False) -> 
     try:  # a malformed declaration raises ValueError (documented); nothing else may escape
         if isinstance(raw, ToolResult):
             validate_situation(tool_name, raw.declared)
-        elif isinstance(raw, Mapping):
+        elif type(raw) is dict or isinstance(raw, Mapping):
             validate_situation(tool_name, _declaration(raw, document))
     except ValueError:
         raise
@@ -350,6 +389,8 @@ def _unreadable(tool_name: str, raw: object, exc: Exception) -> ToolResult:
 
 
 def _normalize(tool_name: str, raw: object, document: bool = False) -> ToolResult:
+    if type(raw) is dict:  # a plain dict is none of the types matched before a Mapping below
+        return _from_mapping(tool_name, raw, document)
     match raw:
         case ToolResult():
             declared = validate_situation(tool_name, raw.declared)

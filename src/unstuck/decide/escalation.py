@@ -22,7 +22,8 @@ from unstuck.core.text import for_terminal, quote_evidence
 from unstuck.decide import prompts
 from unstuck.recognise.instructions import Use, screen_instruction
 
-__all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation", "unsafe_fix"]
+__all__ = ["Answer", "Escalation", "EscalationReason", "build_escalation", "recount_escalation", "same_text",
+           "unsafe_fix"]
 
 
 class EscalationReason(enum.StrEnum):
@@ -85,7 +86,7 @@ class Escalation:
         sequence, no bidirectional override) and kept on its one line (a line break inside a
         part becomes a space), so no text inside a part can move the cursor, hide the "You
         need to:" line or add a line that looks like one of unstuck's. :meth:`to_dict` keeps
-        every field exact."""
+        every field exact. It reads only the fields :func:`same_text` compares."""
         lines = [f"Blocked: {_one_line(self.blocked)}", f"You need to: {_one_line(self.user_action)}",
                  f"Then: {_one_line(self.next_step)}"]
         if self.refused:
@@ -200,3 +201,28 @@ def build_escalation(
         reason=reason,
         refused=refused,
     )
+
+
+def recount_escalation(escalation: Escalation, situation: Situation, *, workaround_calls: int, count: int = 0,
+                       evidence: str = "") -> Escalation:
+    """``escalation`` (what :func:`build_escalation` built for ``situation``) with other counts:
+    equal to :func:`build_escalation` of the same situation, task, next step, closing error,
+    reason and refusals given ``workaround_calls``, ``count`` and ``evidence``, without
+    screening the situation's fixes again (only a stuck turn's part 1 names the count and the
+    evidence; every other part is the situation's). A latched turn whose later calls are
+    charged asks the same question with a larger count."""
+    blocked = escalation.blocked
+    if escalation.reason.value in prompts.STUCK_WHAT:
+        quoted = quote_evidence(evidence or situation.detail, 300)
+        blocked = prompts.STUCK_WHAT[escalation.reason.value].format(count=count, evidence=quoted,
+                                                                     subject=situation.subject)
+    if blocked == escalation.blocked and workaround_calls == escalation.workaround_calls:
+        return escalation
+    return replace(escalation, blocked=blocked, workaround_calls=workaround_calls)
+
+
+def same_text(first: Escalation, second: Escalation) -> bool:
+    """Whether ``first.text == second.text``, told from the fields :attr:`Escalation.text`
+    reads, without rendering either (a question recounted with a larger count reads the same)."""
+    return (first.blocked, first.user_action, first.next_step, first.refused, first.closing_error) == (
+        second.blocked, second.user_action, second.next_step, second.refused, second.closing_error)

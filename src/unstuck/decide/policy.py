@@ -58,13 +58,15 @@ Nothing here sleeps, writes, reads a clock or calls a tool: each function takes 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from unstuck.core.records import cheap
 from unstuck.core.redact import redact_document, redact_value
 from unstuck.core.situations import Kind, KindClass, Situation, Source, validate_situation
 from unstuck.core.tools import ToolCall
@@ -193,6 +195,7 @@ class PolicyConfig:
         return self.max_workarounds_after_inferred_blocker
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class OpenBlocker:
     """A blocker open on one subject during a turn.
@@ -289,6 +292,7 @@ class CloseReason(enum.StrEnum):
         return cls.PROBE_CLEAN if probe else cls.CALL_SUCCEEDED
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Repeat:
     """The run of identical failing calls the turn's calls end with: the call's key (tool
@@ -301,12 +305,19 @@ class Repeat:
 
 
 _EMPTY: Mapping[str, OpenBlocker] = types.MappingProxyType({})
+#: The empty book every state without entries shares (a mapping proxy is read-only).
+_NO_ENTRIES: Mapping[Any, Any] = types.MappingProxyType({})
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+#: The run a success leaves (no identical failing calls, no failing streak): one value, shared.
+_NO_RUN = Repeat()
 #: A subject unstuck may name in its own words: one plain token (a program, a path, a host).
 _PLAIN_SUBJECT = re.compile(r"[A-Za-z0-9_./:@+-]{1,200}")
 #: Addresses an injected instruction may send the agent to: URLs and e-mail addresses.
 _ADDRESS = re.compile(r"https?://[^\s'\"<>|)\]]+|[\w.+-]+@[\w-]+\.[\w.-]+")
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RecoveryState:
     """Per-turn bookkeeping of the policy.
@@ -470,6 +481,7 @@ def bounded(state: RecoveryState) -> tuple[RecoveryState, tuple[str, ...]]:
 # ----------------------------------------------------------------------------- decisions
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     """Run the call."""
@@ -478,6 +490,7 @@ class Dispatch:
     action = Action.DISPATCH
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Refuse:
     """Do not run the call; hand the model ``situation`` as an ordinary not-executed result."""
@@ -488,6 +501,7 @@ class Refuse:
     action = Action.REFUSE
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Continue:
     """Hand the result to the model, with ``guidance`` appended when it is not ``None``."""
@@ -496,6 +510,7 @@ class Continue:
     action = Action.CONTINUE
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RetryAfter:
     """Wait ``delay_s`` seconds on the turn's clock, then run the same call again.
@@ -508,6 +523,7 @@ class RetryAfter:
     action = Action.RETRY
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Escalate:
     """Stop dispatching tools; end the turn with the escalation for ``blocker``."""
@@ -516,6 +532,7 @@ class Escalate:
     action = Action.ESCALATE
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Assessment:
     """What :func:`after_result` decided, the next state, and what changed (for events).
@@ -553,15 +570,41 @@ def _refuse(call: ToolCall, state: RecoveryState, situation: Situation) -> tuple
 #: The fields of :class:`RecoveryState`, in order (every one an init field), for :func:`_evolved`.
 _STATE_FIELDS = tuple(f.name for f in fields(RecoveryState) if f.init)
 
+
 def _evolved(state: RecoveryState, **changes: Any) -> RecoveryState:
-    """``dataclasses.replace(state, **changes)`` for the two replacements made on every call:
-    the same fields copied, without ``replace``'s per-field bookkeeping (a third of the policy's
-    cost per call). ``RecoveryState`` has no ``__post_init__`` and every field is an init field,
-    so nothing else ``replace`` does applies."""
-    new = object.__new__(RecoveryState)
-    for name in _STATE_FIELDS:
-        object.__setattr__(new, name, changes[name] if name in changes else getattr(state, name))
-    return new
+    """``dataclasses.replace(state, **changes)`` without ``replace``'s per-field bookkeeping
+    (``RecoveryState`` has no ``__post_init__`` and every field is an init field, so nothing
+    else ``replace`` does applies); the two states made on every call are built directly
+    (:func:`_counted`, :func:`after_result`)."""
+    values = {name: getattr(state, name) for name in _STATE_FIELDS}
+    values.update(changes)
+    return RecoveryState(**values)
+
+
+def _counted(state: RecoveryState) -> RecoveryState:
+    """``state`` with one more call (``dataclasses.replace(state, calls=state.calls + 1)``,
+    without ``replace``'s per-field bookkeeping: ``RecoveryState`` has no ``__post_init__``
+    and every field is an init field, so nothing else ``replace`` does applies)."""
+    return RecoveryState(
+        unattended=state.unattended, config=state.config, open_blockers=state.open_blockers, skipped=state.skipped,
+        settled=state.settled, retries=state.retries, tainted=state.tainted, calls=state.calls + 1,
+        repeat=state.repeat, unknown_tools=state.unknown_tools, refusals=state.refusals,
+        unknown_effects=state.unknown_effects)
+
+
+def _editable(book: Mapping[_K, _V]) -> dict[_K, _V]:
+    """A working copy of one of a state's books (a dict's or a mapping proxy's own copy, made
+    in C; an empty book is a new empty dict)."""
+    if not book:
+        return {}
+    if type(book) is types.MappingProxyType or type(book) is dict:
+        return book.copy()
+    return dict(book)
+
+
+def _kept(book: dict[_K, _V]) -> Mapping[_K, _V]:
+    """A working copy frozen again for the next state (an empty one is the shared empty book)."""
+    return types.MappingProxyType(book) if book else _NO_ENTRIES
 
 
 def before_dispatch(
@@ -595,8 +638,8 @@ def before_dispatch(
         ``unstuck``), and the state with the call counted (and the refusal kept for the
         question).
     """
-    counted = _evolved(state, calls=state.calls + 1)
-    carried = sorted(t for t in state.tainted if t in call.arguments_json)
+    counted = _counted(state)
+    carried = sorted(t for t in state.tainted if t in call.arguments_json) if state.tainted else ()
     if carried:
         refusal = Situation(Kind.INJECTED_INSTRUCTION, subject, source=Source.UNSTUCK,
                             detail=prompts.INJECTED_REFUSAL.format(what=", ".join(carried)))
@@ -622,8 +665,9 @@ def before_dispatch(
                             unblock=fix)
         return _refuse(call, counted, refusal)
     guarding = next((b for b in state.open_blockers.values() if b.situation.kind in _CREDENTIAL_BLOCKERS
-                     and not b.situation.is_refusal), None)
-    changes = [c for c in credential_changes if c.name not in state.config.allowed_credential_changes]
+                     and not b.situation.is_refusal), None) if state.open_blockers and credential_changes else None
+    changes = [c for c in credential_changes if c.name not in state.config.allowed_credential_changes
+               ] if guarding is not None else []
     if guarding is not None and changes:
         change = changes[0]
         refusal = Situation(Kind.PERMISSION, subject, source=Source.UNSTUCK, detail=prompts.CREDENTIAL_REFUSAL.format(
@@ -633,6 +677,7 @@ def before_dispatch(
     return Dispatch(call), counted
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """What happened to one call, as :func:`after_result` reads it.
@@ -734,7 +779,7 @@ def _runs_of(call: ToolCall, program: str) -> list[tuple[str, ...]]:
     from unstuck.commands.parse import parse_command_line  # a command-line reader, loaded when needed
 
     try:
-        arguments = json.loads(call.arguments_json)
+        arguments = call.arguments  # the call's arguments, parsed once for all who read them
     except (ValueError, RecursionError):
         return []
     runs: list[tuple[str, ...]] = []
@@ -798,7 +843,8 @@ def _close_on_success(books: _Books, call: ToolCall, outcome: CallOutcome) -> No
     if blocker is not None:
         books.settled[outcome.subject] = books.blockers.pop(outcome.subject)
         books.closed.append(outcome.subject)
-    books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
+    if books.retries:
+        books.retries = {key: n for key, n in books.retries.items() if key[0] != outcome.subject}
 
 
 def _schedule_retry(books: _Books, outcome: CallOutcome) -> tuple[float | None, bool]:
@@ -832,13 +878,20 @@ def _charge_workarounds(books: _Books, outcome: CallOutcome) -> None:
         return
     situation = outcome.situation
     for book in (books.blockers, books.skipped):
-        for key, blocker in list(book.items()):
+        for key, blocker in list(book.items()) if book else ():
             same_kind = situation is not None and situation.kind is blocker.situation.kind
             if (outcome.executed and key in outcome.exempt) or (book is books.skipped and key != outcome.subject):
                 continue  # a skipped subject is charged only by calls on it
             if outcome.failed or same_kind:
-                book[key] = replace(blocker, workarounds=blocker.workarounds + 1)
+                book[key] = _charged(blocker)
                 books.charged.append(key)
+
+
+def _charged(blocker: OpenBlocker) -> OpenBlocker:
+    """``replace(blocker, workarounds=blocker.workarounds + 1)``, built directly (every
+    failing call beside an open blocker makes one)."""
+    return OpenBlocker(blocker.situation, blocker.opened_at_call, blocker.workarounds + 1, blocker.budget,
+                       blocker.reason, blocker.evidence, blocker.opened_by, blocker.reach)
 
 
 def _opens(situation: Situation, books: _Books, outcome: CallOutcome, exhausted_transient: bool) -> bool:
@@ -974,7 +1027,7 @@ def _count_repetition(books: _Books, state: RecoveryState, call: ToolCall, outco
                                       EscalationReason.UNKNOWN_TOOL, situation.detail)
     waiting = situation is not None and waitable(situation) and not situation.interactive
     if not outcome.failed or waiting:
-        books.repeat = Repeat()
+        books.repeat = _NO_RUN
         return
     key = call_key(call)
     failures = books.repeat.failures + 1 if books.repeat.key == key else 1
@@ -1022,12 +1075,42 @@ def call_key(call: ToolCall) -> str:
     ``1.0`` and ``1e0`` are one call). A string and a number stay different calls, as a
     tool's schema tells them apart. A secret in the arguments is masked
     (:func:`unstuck.core.redact.redact_value`), so a key is the same in memory, in saved guard
-    state and in the journal, which keep no secret."""
+    state and in the journal, which keep no secret.
+
+    A key depends on the tool and the arguments text alone, so short ones are remembered
+    (:data:`_KEYS_KEPT` of them, tool and arguments up to :data:`_KEY_CHARS` characters): the rules ask
+    for the key of one call several times."""
+    if len(call.arguments_json) + len(call.tool) > _KEY_CHARS:
+        return _call_key(call.tool, call.arguments_json)
+    return _remembered_key(call.tool, call.arguments_json)
+
+
+#: Calls whose keys are remembered (:func:`call_key`), at most.
+_KEYS_KEPT = 512
+#: Longer arguments texts have their key computed each time.
+_KEY_CHARS = 4096
+
+
+def _call_key(tool: str, arguments_json: str) -> str:
     try:
-        arguments = json.loads(call.arguments_json)
+        arguments = json.loads(arguments_json)
     except (ValueError, RecursionError):
-        return f"{call.tool}\x00{redact_document(call.arguments_json)}"
-    return f"{call.tool}\x00{json.dumps(redact_value(_canonical(arguments)), sort_keys=True)}"
+        return f"{tool}\x00{redact_document(arguments_json)}"
+    return f"{tool}\x00{json.dumps(redact_value(_canonical(arguments)), sort_keys=True)}"
+
+
+_remembered_key = functools.lru_cache(maxsize=_KEYS_KEPT)(_call_key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_name(name: str) -> bool:
+    """Whether a tool's ``name`` is one plain token (:data:`_PLAIN_SUBJECT`) unstuck may say in
+    its own words (remembered: a turn names few tools, and every call asks)."""
+    return _PLAIN_SUBJECT.fullmatch(name) is not None
+
+
+#: The decision for a result with no guidance: one value, shared.
+_NO_GUIDANCE = Continue(None)
 
 
 def _first_real(blockers: list[OpenBlocker], open_now: Mapping[str, OpenBlocker]) -> OpenBlocker:
@@ -1085,8 +1168,9 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         when waiting may fix the result; otherwise ``Continue`` with the recovery or generic
         guidance for the model.
     """
-    books = _Books(dict(state.open_blockers), dict(state.skipped), dict(state.settled), dict(state.retries),
-                   state.tainted, state.repeat, state.unknown_tools, dict(state.unknown_effects))
+    books = _Books(_editable(state.open_blockers), _editable(state.skipped), _editable(state.settled),
+                   _editable(state.retries), state.tainted, state.repeat, state.unknown_tools,
+                   _editable(state.unknown_effects))
     _close_on_success(books, call, outcome)
     wait, exhausted_transient = _schedule_retry(books, outcome)
     _charge_workarounds(books, outcome)
@@ -1094,19 +1178,15 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     _taint_addresses(books, outcome)
     _hold_unknown_effect(books, call, outcome)
     _count_repetition(books, state, call, outcome)
-    new_state = _evolved(
-        state,
-        retries=types.MappingProxyType(books.retries),
-        tainted=books.tainted,
-        open_blockers=types.MappingProxyType(books.blockers),
-        skipped=types.MappingProxyType(books.skipped),
-        settled=types.MappingProxyType(books.settled),
-        repeat=books.repeat,
-        unknown_tools=books.unknown_tools,
-        unknown_effects=types.MappingProxyType(books.unknown_effects),
+    new_state = RecoveryState(
+        unattended=state.unattended, config=state.config, open_blockers=_kept(books.blockers),
+        skipped=_kept(books.skipped), settled=_kept(books.settled), retries=_kept(books.retries),
+        tainted=books.tainted, calls=state.calls, repeat=books.repeat, unknown_tools=books.unknown_tools,
+        refusals=state.refusals, unknown_effects=_kept(books.unknown_effects),
     )
     changed = (tuple(books.opened), tuple(books.closed), tuple(books.charged))
-    exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted]
+    exhausted = [b for b in (*books.blockers.values(), *books.skipped.values()) if b.exhausted
+                 ] if books.blockers or books.skipped else []
     if exhausted:
         return Assessment(Escalate(_first_real(exhausted, books.blockers)), new_state, *changed)
     if books.stuck is not None:
@@ -1119,7 +1199,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
         attempt = books.retries[(situation.subject, situation.kind)]
         return Assessment(RetryAfter(wait, attempt, situation.retry_after_s is not None), new_state, *changed)
     # a model-chosen name is never unstuck's words
-    named = call.tool if _PLAIN_SUBJECT.fullmatch(call.tool) else "the tool"
+    named = call.tool if _plain_name(call.tool) else "the tool"
     tool = named if unknown else None
     write = named if (outcome.executed and outcome.model_call and not outcome.auto_retry
                       and not outcome.interactive) else None
@@ -1127,7 +1207,7 @@ def after_result(state: RecoveryState, call: ToolCall, outcome: CallOutcome) -> 
     if outcome.model_call and books.repeat.failures == state.config.repetition - 1 and books.repeat.failures >= 1:
         warning = prompts.REPEAT_WARNING.format(failures=books.repeat.failures)
         guidance = f"{guidance}\n{warning}" if guidance else warning
-    return Assessment(Continue(guidance), new_state, *changed)
+    return Assessment(Continue(guidance) if guidance is not None else _NO_GUIDANCE, new_state, *changed)
 
 
 def open_known_blocker(state: RecoveryState, situation: Situation, at_call: int) -> RecoveryState:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from unstuck.core.records import cheap
 from unstuck.core.situations import Situation
 from unstuck.core.tools import ToolCall
 from unstuck.decide.escalation import Escalation
@@ -35,6 +36,7 @@ class Origin(enum.Enum):
         return self is not Origin.REFUSED
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What the guard decided about one call.

@@ -56,7 +56,14 @@ from unstuck.core.redact import redact_document
 from unstuck.core.situations import Probe, Situation
 from unstuck.core.tools import ToolCall, ToolResult
 from unstuck.decide import policy, prompts
-from unstuck.decide.escalation import Answer, Escalation, EscalationReason, build_escalation
+from unstuck.decide.escalation import (
+    Answer,
+    Escalation,
+    EscalationReason,
+    build_escalation,
+    recount_escalation,
+    same_text,
+)
 from unstuck.decide.outcome import StepRecord, TurnStatus, Validation, Validator, Verdict
 from unstuck.decide.policy import Action, CloseReason
 from unstuck.decide.prompts import GUIDANCE_PREFIX, RETRIED_NOTE
@@ -157,6 +164,9 @@ class Guard:
             self.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: self.emit(
                 EventName.LESSON_ERROR, error=message))
         self._dispatched_at: dict[str, float] = {}  # call id → seconds into the turn when it was dispatched
+        self._shown_question: tuple[Escalation, str] | None = None  # the latched question and its text
+        # the last question built, from which situation and what else
+        self._built_question: tuple[Situation, tuple[object, ...], Escalation] | None = None
         self._started = False
         self._lock = threading.RLock()
         self._carry_on(GuardState(
@@ -339,7 +349,8 @@ class Guard:
             ValueError: naming the tool, when a probe's tool declares a malformed situation.
         """
         with self._lock:
-            self.start()
+            if not self._started:
+                self.start()
             kept = self._kept
             if kept.escalation is not None:
                 return Decision(Action.REFUSE, call, LATCHED, escalation=kept.escalation)
@@ -350,7 +361,7 @@ class Guard:
             reply = self.order.of(call, fresh=True)
             if call.id in reply.refused:  # the same refused call asked again (a framework replaying): charged once
                 return reply.refused[call.id]
-            known = self.lesson_step.check(call)
+            known = self.lesson_step.check(call) if self.keeper is not None else None  # no lessons: none known
             if known is not None:
                 escalation = self._escalate(known)
                 return Decision(Action.ESCALATE, call, escalation.text, known.situation, escalation=escalation)
@@ -368,14 +379,18 @@ class Guard:
                 without_wait=without_wait,
                 credential_changes=credential_changes_of(arguments, spec) if kept.state.open_blockers else (),
             )
-            decision = self.intents.held(call, subject, decision)  # an effect made already: not again
+            if kept.held_writes:
+                decision = self.intents.held(call, subject, decision)  # an effect made already: not again
             reply.begun.add(call.id)
             if isinstance(decision, policy.Refuse) and kept.guarded:
                 return self._refuse(reply, QueuedRefusal(call, decision.situation, subject, interactive),
                                     decision.reason)
-            self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
-            self.intents.prepare(call, spec, reply.seq)
-            self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
+            if self.events is not None:
+                self.emit(EventName.TOOL_CALLED, tool=call.tool, subject=subject, probe=False)
+            if self.journal is not None:
+                self.intents.prepare(call, spec, reply.seq)
+            # a tool.returned event's duration counts from here (self.at(), inline)
+            self._dispatched_at[call.id] = self.clock.now() - self.started
             return Decision(Action.DISPATCH, call)
 
     def _refuse(self, reply: Reply, refusal: QueuedRefusal, reason: str) -> Decision:
@@ -424,7 +439,8 @@ class Guard:
                 that tool, never guessed around).
         """
         with self._lock:
-            self.start()
+            if not self._started:
+                self.start()
             reply = self.order.of(call)
             given = self.order.given(reply, call.id)
             if given is not None:
@@ -461,7 +477,8 @@ class Guard:
         arguments = call.arguments
         subject = spec.subject_of(arguments) if spec is not None else call.tool
         result = self.reader.result_of(call, spec, raw)
-        self.intents.returned(call, result)
+        if kept.intents:
+            self.intents.returned(call, result)
         if result.injected is not None:
             self.emit(EventName.FAULT_INJECTED, tool=call.tool, subject=subject, form=result.injected)
         situation = self.reader.situation_of(call, spec, result, arguments)
@@ -470,11 +487,13 @@ class Guard:
         # A call is sent again only when that cannot make its effect twice: a read or an
         # idempotent write (ToolSpec.retry_safe), or a call that never reached the tool.
         auto_retry = spec is not None and not interactive and (spec.retry_safe or not result.sent)
+        started = self._dispatched_at.pop(call.id, None)
         step, assessment = self._assess(call, result, situation, subject=subject, interactive=interactive,
                                         auto_retry=auto_retry, reply=reply,
-                                        started=self._dispatched_at.pop(call.id, self.at()),
+                                        started=self.at() if started is None else started,
                                         origin=Origin.RETRY if retry else Origin.MODEL)
-        self.lesson_step.settle_noted(subject, result.ok and situation is None)
+        if self.keeper is not None:
+            self.lesson_step.settle_noted(subject, result.ok and situation is None)
         decision = self._decide(call, result, step, assessment)
         if decision.action is not Action.RETRY:
             kept.retrying.pop(call.id, None)
@@ -498,11 +517,12 @@ class Guard:
         kept = self._kept
         probe, retry = origin is Origin.PROBE, origin is Origin.RETRY
         exempt = reply.fresh if reply is not None else frozenset()
-        if origin.ran:
+        events = self.events is not None
+        if events and origin.ran:
             self.emit(EventName.TOOL_RETURNED, tool=call.tool, subject=subject, ok=result.ok,
                       kind=situation.kind.value if situation is not None else None,
                       duration_s=round(self.at() - started, 6))
-        ok = result.ok and not reads_as_failure(situation)
+        ok = result.ok and (situation is None or not reads_as_failure(situation))
         outcome = policy.CallOutcome(subject, situation, ok, result.executed, probe, retry, auto_retry, exempt,
                                      unknown_tool=result.error_type == UNKNOWN_TOOL and call.tool not in self.tools,
                                      interactive=interactive)
@@ -510,26 +530,26 @@ class Guard:
         if not kept.guarded:
             assessment = replace(assessment, decision=policy.Continue(None))
         kept.state = state = assessment.state
-        for key in assessment.opened:
+        for key in assessment.opened if events else ():
             self.emit(EventName.BLOCKER_OPENED, subject=key, kind=state.open_blockers[key].situation.kind.value,
                       budget=state.open_blockers[key].budget)
-        for key in assessment.charged:
+        for key in assessment.charged if events else ():
             blocker = state.open_blockers.get(key) or state.skipped[key]
             self.emit(EventName.BUDGET_CHARGED, subject=key, workarounds=blocker.workarounds, budget=blocker.budget)
-        for key in assessment.closed:
+        for key in assessment.closed if events else ():
             self.emit(EventName.BLOCKER_CLOSED, subject=key, reason=CloseReason.of_call(probe=probe).value)
         if not (probe or retry):
             kept.runs = advance(kept.runs, call)
-            found = kept.runs.pattern
+            found = kept.runs.pattern if events else None
             if found is not None:
                 self.emit(found.kind, tool=found.tool, calls=found.count)
-        if reply is not None:
+        if reply is not None and assessment.opened:
             reply.fresh |= {key for key in assessment.opened if state.open_blockers[key].workarounds == 0}
         step = StepRecord(
             len(kept.steps), call, subject, result.executed, probe, ok, situation, started,
-            self.at() - started, assessment.charged, assessment.opened, assessment.closed, result.content, retry,
-            result.injected, interactive, auto_retry, tuple(sorted(exempt)), assessment.decision.action,
-            reply.seq if reply is not None else -1,
+            self.clock.now() - self.started - started, assessment.charged, assessment.opened, assessment.closed,
+            result.content, retry, result.injected, interactive, auto_retry, tuple(sorted(exempt)) if exempt else (),
+            assessment.decision.action, reply.seq if reply is not None else -1,
         )
         kept.steps.append(step)
         if isinstance(assessment.decision, policy.Escalate) and kept.guarded and not probe:
@@ -548,10 +568,11 @@ class Guard:
             kept.waited[call.id] = kept.waited.get(call.id, 0.0) + delay
             return Decision(Action.RETRY, call, result.content, step.situation, delay_s=delay, step=step)
         if kept.escalation is not None:
-            stopped = f"{result.content}\n\n{GUIDANCE_PREFIX} The turn stopped to ask the user:\n{kept.escalation.text}"
+            stopped = (f"{result.content}\n\n{GUIDANCE_PREFIX} The turn stopped to ask the user:\n"
+                       f"{self._question_text(kept.escalation)}")
             return Decision(Action.ESCALATE, call, stopped, step.situation, escalation=kept.escalation, step=step)
         guidance = decision.guidance if isinstance(decision, policy.Continue) else None
-        checked = self.probes.check_setup(call, assessment)
+        checked = self.probes.check_setup(call, assessment) if assessment.opened else None  # only a new blocker
         if checked is not None:
             guidance = checked
         text = result.content
@@ -562,9 +583,18 @@ class Guard:
         content = self._content_of(step, text, guidance if kept.guarded else None)
         return Decision(Action.CONTINUE, call, content, step.situation, step=step)
 
+    def _question_text(self, escalation: Escalation) -> str:
+        """``escalation.text``, rendered once for the question the turn is latched on (every
+        later call's content quotes it)."""
+        shown = self._shown_question
+        if shown is None or not (shown[0] is escalation or same_text(shown[0], escalation)):
+            shown = self._shown_question = (escalation, escalation.text)
+        return shown[1]
+
     def _content_of(self, step: StepRecord, text: str, guidance: str | None = None) -> str:
         content = f"{text}\n\n{guidance}" if guidance else text
-        note = self.lesson_step.note(step.call.id)
+        note = self.lesson_step.note(step.call.id) if self.keeper is not None else ""  # notes are lessons'
+
         return f"{note}\n{content}" if note else content
 
     # -- escalation ----------------------------------------------------------------------------
@@ -575,11 +605,11 @@ class Guard:
         if kept.escalated_at is None:
             kept.escalated_at = (self.at(), len(kept.steps))
         reason = blocker.reason
-        draft = build_escalation(blocker.situation, task=self.task, reason=reason, evidence=blocker.evidence,
-                                 count=blocker.workarounds)
         next_step: str | None = None
         error: str | None = None
         if self.closer is not None:
+            draft = build_escalation(blocker.situation, task=self.task, reason=reason, evidence=blocker.evidence,
+                                     count=blocker.workarounds)  # what the closer is shown (nobody else reads it)
             try:
                 next_step = self.closer(draft).strip() or None
                 if next_step is None:
@@ -587,17 +617,29 @@ class Guard:
             except Exception as exc:  # any failure of the closing call is shown, never hidden
                 error = f"{type(exc).__name__}: {exc}"
         refused = tuple(r for r in kept.state.refusals if r != blocker.situation.detail)
-        escalation = build_escalation(
-            blocker.situation, task=self.task, next_step=next_step, closing_error=error,
-            workaround_calls=blocker.workarounds, reason=reason, evidence=blocker.evidence, count=blocker.workarounds,
-            refused=refused,
-        )
+        # the question is a pure function of these and the counts: a latched turn asked again (a
+        # result reported after the latch) gets the question already built, counted again
+        # (the same situation object: its detail, suggestion and location take no part in its equality)
+        asked = (self.task, next_step, error, reason, refused)
+        built = self._built_question
+        if built is not None and built[0] is blocker.situation and built[1] == asked:
+            escalation = recount_escalation(built[2], blocker.situation, workaround_calls=blocker.workarounds,
+                                            count=blocker.workarounds, evidence=blocker.evidence)
+        else:
+            escalation = build_escalation(
+                blocker.situation, task=self.task, next_step=next_step, closing_error=error,
+                workaround_calls=blocker.workarounds, reason=reason, evidence=blocker.evidence,
+                count=blocker.workarounds, refused=refused,
+            )
+            self._built_question = (blocker.situation, asked, escalation)
         escalation, cited = self.lesson_step.cite(escalation, blocker.subject)
         kept.escalation, kept.escalated_blocker = escalation, blocker
-        self.emit(EventName.TURN_ESCALATED, subject=escalation.subject, kind=escalation.kind.value,
-                  reason=reason.value, blocked=escalation.blocked, user_action=escalation.user_action,
-                  next_step=escalation.next_step, unblock=escalation.unblock, workaround_calls=blocker.workarounds,
-                  closing_error=error, lesson=cited.id if cited is not None else None)
+        if self.events is not None:
+            self.emit(EventName.TURN_ESCALATED, subject=escalation.subject, kind=escalation.kind.value,
+                      reason=reason.value, blocked=escalation.blocked, user_action=escalation.user_action,
+                      next_step=escalation.next_step, unblock=escalation.unblock,
+                      workaround_calls=blocker.workarounds, closing_error=error,
+                      lesson=cited.id if cited is not None else None)
         self.lesson_step.remember(blocker)
         return escalation
 

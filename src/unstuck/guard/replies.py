@@ -118,6 +118,7 @@ class ReplyOrder:
         self.state = state
         self.assess_refusal = assess_refusal
         self.changed = threading.Condition(lock)
+        self._waiting = 0  # threads in wait_turn (counted under the lock): nobody to wake when 0
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def declare(self, calls: Sequence[ToolCall], seq: int | None = None) -> int:
@@ -156,10 +157,13 @@ class ReplyOrder:
         elif reply is not None and reply.declared and reply.position < len(reply.ids):
             reply.ids.append(call.id)
             return reply
-        self.declare([call])
-        assert s.reply is not None
-        s.reply.declared = False
-        return s.reply
+        # a reply of its own: what declare([call]) does, then not declared by Guard.reply()
+        number = s.replies
+        s.replies = number + 1
+        s.reply = alone = Reply(number, [call.id], declared=False)
+        s.done = {}
+        self.notify()
+        return alone
 
     def given(self, reply: Reply, call_id: str) -> Decision | None:
         """The decision already given for ``call_id`` in ``reply`` (a call reported twice is
@@ -181,9 +185,15 @@ class ReplyOrder:
     def wait_turn(self, reply: Reply, call_id: str) -> None:
         """Block until :meth:`my_turn` (at most :data:`REPLY_WAIT_S` of real time: a frozen
         turn clock must not hang it)."""
+        if self.my_turn(reply, call_id):
+            return
         deadline = time.monotonic() + REPLY_WAIT_S
-        while not self.my_turn(reply, call_id) and time.monotonic() < deadline:
-            self.changed.wait(timeout=min(REPLY_WAIT_S, 1.0))
+        self._waiting += 1
+        try:
+            while not self.my_turn(reply, call_id) and time.monotonic() < deadline:
+                self.changed.wait(timeout=min(REPLY_WAIT_S, 1.0))
+        finally:
+            self._waiting -= 1
 
     async def in_turn(self, call: ToolCall, then: Callable[[Reply], Decision]) -> Decision:
         """``then(reply)``, under the lock, once it is ``call``'s turn (at most
@@ -215,7 +225,10 @@ class ReplyOrder:
 
     def notify(self) -> None:
         """Wake every call waiting for its turn."""
-        self.changed.notify_all()
+        if self._waiting:
+            self.changed.notify_all()
+        if not self._async_waiters:
+            return
         waiters, self._async_waiters = self._async_waiters, []
         for loop, future in waiters:
             with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting

@@ -64,9 +64,10 @@ import itertools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from unstuck.core.records import cheap
 from unstuck.core.situations import Kind, Situation, Source
 from unstuck.core.text import clean_terminal_text, has_invisible, match_form, smuggled_text, valid_utf8
 from unstuck.core.tools import ToolDescription, ToolResult
@@ -125,6 +126,7 @@ PRECEDENCE: tuple[Stage, ...] = (
 )
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The rule that decided: its stage, where it is (``signals.yaml text row 7``,
@@ -135,6 +137,7 @@ class Decision:
     source: str
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One thing the classifier saw: what (``marker: traceback``, ``envelope: graphql``,
@@ -145,6 +148,7 @@ class Evidence:
     excerpt: str
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Classification:
     """A classification with its reasons (``unstuck classify --explain``).
@@ -207,12 +211,95 @@ def _adversarial(row: Any) -> bool:
     return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
 
 
+def _any_row(row: Any) -> bool:
+    return True
+
+
+def _says_any(text: str, words: tuple[str, ...]) -> bool:
+    """Whether any of ``words`` occurs in ``text`` (a loop: cheaper than ``any`` over a generator)."""
+    for word in words:  # noqa: SIM110 (a loop: no generator to resume per word)
+        if word in text:
+            return True
+    return False
+
+
+#: A reader's cache holds no value yet for the key (where ``None`` is a value).
+_UNREAD: Any = object()
+
+
+class _Derived:
+    """What classification derives once from one signal table, for every result after.
+
+    Attributes:
+        table: the table.
+        first_read: the rows of ``markers``, ``ascii_hand_offs`` and ``degenerate``, in that
+            order and with the patterns those sets match an ASCII text with, as one set
+            (:meth:`_Reader.first_read`); ``None`` when they do not fit in one part.
+        bounds: where the hand-off rows and the degenerate rows start in ``first_read``.
+    """
+
+    def __init__(self, table: SignalTable) -> None:
+        self.table = table
+        hand_offs = tuple(replace(row, pattern=row.ascii_pattern) if row.ascii_pattern is not None else row
+                          for row in table.ascii_hand_offs.rows)
+        joined = RowSet((*table.markers.rows, *hand_offs, *table.degenerate.rows))
+        self.first_read = joined if joined.parts == 1 else None
+        self.bounds = (len(table.markers), len(table.markers) + len(hand_offs))
+        self._searches: dict[str, bool] = {}
+        self._documents: dict[str, bool] = {}
+
+    def search_tool(self, name: str) -> bool:
+        """Whether the tool ``name`` (lower case) is a search (``search_tool_pattern``)."""
+        found = self._searches.get(name)
+        if found is None:
+            found = self.table.search_tool.search(name) is not None
+            _remember(self._searches, name, found)
+        return found
+
+    def document_tool(self, name: str) -> bool:
+        """Whether the program ``name``, run with no command line, prints documents (a
+        ``document_commands`` row with no subcommands covers it)."""
+        found = self._documents.get(name)
+        if found is None:
+            found = any(d.covers(name, None) and not d.subcommands for d in self.table.document_commands)
+            _remember(self._documents, name, found)
+        return found
+
+
+def _remember(answers: dict[str, bool], name: str, answer: bool) -> None:
+    """Keep ``answer`` for the tool ``name`` (at most :data:`_NAMES_KEPT` names: a model may
+    invent any number of tool names)."""
+    if len(answers) >= _NAMES_KEPT:
+        answers.clear()
+    answers[name] = answer
+
+
+#: Tool names whose answers a :class:`_Derived` keeps, at most.
+_NAMES_KEPT = 1024
+
+
+#: The derived parts of the tables in use, by the table's id (a few tables: a process's, a test's).
+_DERIVED: dict[int, _Derived] = {}
+#: Tables whose derived parts are kept, at most.
+_DERIVED_KEPT = 8
+
+
+def _derived(table: SignalTable) -> _Derived:
+    """:class:`_Derived` of ``table``, made on its first use."""
+    found = _DERIVED.get(id(table))
+    if found is None or found.table is not table:
+        if len(_DERIVED) >= _DERIVED_KEPT:
+            _DERIVED.clear()
+        found = _DERIVED[id(table)] = _Derived(table)
+    return found
+
+
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
 
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
-        text = valid_utf8(window)
+        text = window if window.isascii() else valid_utf8(window)  # ASCII holds no lone surrogate
         self.raw = text
         # escape sequences, NULs and zero-width or tag characters between words would hide wording from every row
         self.text = (clean_terminal_text(text) if "\x1b" in text or "\x00" in text or "\x9b" in text
@@ -225,21 +312,44 @@ class _Reader:
         self._to_text = None if len(self.lowered) == len(self.text) else _lowered_offsets(self.text, self.lowered)
         self.encoded = self.lowered.encode("utf-8")  # re2 matches UTF-8: encoded once, matched by every set
         # an ASCII-only text is matched with the alternatives it can match (most output is)
-        plain = self.lowered.isascii()
+        self.plain = plain = self.lowered.isascii()
+        # what a row's own pattern is searched in: an ASCII text's UTF-8 bytes (their offsets are
+        # its character offsets, and re2 would encode the text again for every search), else the text
+        self.searchable: str | bytes = self.encoded if plain else self.lowered
         self.causes = table.ascii_causes if plain else table.causes
         self.weak_rows = table.ascii_weak if plain else table.weak
         self.hand_offs = table.ascii_hand_offs if plain else table.hand_offs
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[object, Any] = {}
         self.refused_suggestion: str | None = None  # a suggested command the screen refused, and why
         self.inner = False  # the text inside a wrapper (its wrappers are not opened again)
 
-    def _once(self, key: str, compute: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+    def _once(self, key: object, compute: Any) -> Any:
+        cache = self._cache
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def computed(self, key: str) -> bool:
         return key in self._cache
+
+    def first_read(self, derived: _Derived) -> None:
+        """Match the three sets every success reads (markers, sign-in hand-offs, degenerate
+        and adversarial rows) as one (:attr:`_Derived.first_read`), and keep what each of
+        them matched, as if each had been matched alone: one pass over the text instead of
+        three. Nothing when the joined set is not one part (a user's large rows), or the text
+        is not ASCII (a hand-off is matched there with its every alternative, in its own set)."""
+        joined = derived.first_read
+        if joined is None or not self.plain:
+            return
+        found = joined.matching_part(0, self.encoded)
+        cache = self._cache
+        if not found:  # the usual success: none of the three matches
+            cache["marker rows"], cache["hand-off worded"], cache[("indices", "degenerate", 0)] = (), False, ()
+            return
+        markers, hand_offs = derived.bounds
+        cache["marker rows"] = tuple(i for i in found if i < markers)
+        cache["hand-off worded"] = any(markers <= i < hand_offs for i in found)
+        cache[("indices", "degenerate", 0)] = tuple(i - hand_offs for i in found if i >= hand_offs)
 
     def excerpt(self, match: RowMatch) -> str:
         return self.line_around(match.start, match.end)
@@ -266,12 +376,15 @@ class _Reader:
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
+        cache = self._cache
         for part in range(rows.parts):
-            indices: tuple[int, ...] = self._once(f"indices {name} {part}",
-                                                  lambda part=part: rows.matching_part(part, self.encoded))
+            key = ("indices", name, part)
+            indices: tuple[int, ...] | None = cache.get(key)
+            if indices is None:
+                indices = cache[key] = rows.matching_part(part, self.encoded)
             for index in indices:
                 if accept(rows.rows[index]):
-                    located: RowMatch | None = rows.locate(index, self.lowered)
+                    located: RowMatch | None = rows.locate(index, self.searchable)
                     return located
         return None
 
@@ -316,33 +429,38 @@ class _Reader:
         """The first adversarial row, whatever else the text reads as: in the text, else in its
         :func:`unstuck.core.text.match_form` (fullwidth or styled letters, format characters), where
         the match stands for the whole line it is on (lines are kept one for one)."""
-        def compute() -> RowMatch | None:
-            found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
-            if found is not None or self.raw.isascii():
-                return found
-            found = self._smuggled()
-            if found is not None or self.lowered.isascii():
-                return found
-            # the n-th line of the folded text is the n-th of this one: only a carriage return
-            # (which the cleaning turns into a line break) could add one, so such text is folded
-            # line by line
-            folded = match_form(self.text) if "\r" not in self.text else "\n".join(
-                match_form(line).replace("\n", " ") for line in self.text.split("\n"))
-            if folded == self.text:
-                return None
-            inner = _Reader(self.table, folded).injection()
-            if inner is None:
-                return None
-            number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
-            start = 0
-            for _ in range(number):
-                after = self.lowered.find("\n", start)
-                if after == -1:
-                    break
-                start = after + 1
-            end = self.lowered.find("\n", start)
-            return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
-        return self._once("injection", compute)  # type: ignore[no-any-return]
+        found = self._cache.get("injection", _UNREAD)
+        if found is _UNREAD:
+            found = self._cache["injection"] = self._injection()
+        return found  # type: ignore[no-any-return]
+
+    def _injection(self) -> RowMatch | None:
+        """:meth:`injection`, computed (once per text)."""
+        found: RowMatch | None = self._first("degenerate", self.table.degenerate, _adversarial)
+        if found is not None or self.raw.isascii():
+            return found
+        found = self._smuggled()
+        if found is not None or self.lowered.isascii():
+            return found
+        # the n-th line of the folded text is the n-th of this one: only a carriage return
+        # (which the cleaning turns into a line break) could add one, so such text is folded
+        # line by line
+        folded = match_form(self.text) if "\r" not in self.text else "\n".join(
+            match_form(line).replace("\n", " ") for line in self.text.split("\n"))
+        if folded == self.text:
+            return None
+        inner = _Reader(self.table, folded).injection()
+        if inner is None:
+            return None
+        number = folded.count("\n", 0, inner.start)  # the line it matched on, in this text
+        start = 0
+        for _ in range(number):
+            after = self.lowered.find("\n", start)
+            if after == -1:
+                break
+            start = after + 1
+        end = self.lowered.find("\n", start)
+        return RowMatch(inner.row, start, len(self.lowered) if end == -1 else end)
 
     def concept(self) -> ConceptMatch | None:
         """The first concept of the lexicon a sentence of the text says (:mod:`unstuck.recognise.concepts`)."""
@@ -384,25 +502,43 @@ class _Reader:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
     def harmless(self) -> tuple[RowMatch, ...]:
-        return self._once("harmless", lambda: self.table.harmless.every(self.lowered, self.encoded))  # type: ignore[no-any-return]
+        return self._once("harmless", lambda: self.table.harmless.every(self.searchable, self.encoded))  # type: ignore[no-any-return]
 
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
-        def compute() -> tuple[RowMatch, ...]:
-            found = self.table.markers.every(self.lowered, self.encoded)
-            if not found:
-                return ()
-            quiet = {self.line_of(m.start) for m in self.harmless()}
-            quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.lowered, self.encoded)}
-            return tuple(m for m in found if self.line_of(m.start) not in quiet)
-        return self._once("markers", compute)  # type: ignore[no-any-return]
+        found: tuple[RowMatch, ...] | None = self._cache.get("markers")
+        if found is None:
+            found = self._cache["markers"] = self._markers()
+        return found
+
+    def _markers(self) -> tuple[RowMatch, ...]:
+        known: tuple[int, ...] | None = self._cache.get("marker rows")
+        if known == ():
+            return ()
+        found = self.table.markers.every(self.searchable, self.encoded, indices=known)
+        if not found:
+            return ()
+        quiet = {self.line_of(m.start) for m in self.harmless()}
+        quiet |= {self.line_of(m.start) for m in self.table.not_markers.every(self.searchable, self.encoded)}
+        return tuple(m for m in found if self.line_of(m.start) not in quiet)
+
+    def hand_off_worded(self) -> bool:
+        """Some sign-in hand-off row (:attr:`SignalTable.hand_offs`) matches the text."""
+        found: bool | None = self._cache.get("hand-off worded")
+        if found is None:
+            rows = self.hand_offs
+            found = self._cache["hand-off worded"] = any(
+                rows.matching_part(part, self.encoded) for part in range(rows.parts))
+        return found
 
     def crashed(self) -> bool:
-        return any(m.row.strength is MarkerStrength.CRASH for m in self.markers())
+        markers = self.markers()
+        return bool(markers) and any(m.row.strength is MarkerStrength.CRASH for m in markers)
 
     def step_failed(self) -> bool:
         """A runner stated the step's own non-zero status (a ``status`` marker)."""
-        return any(m.row.strength is MarkerStrength.STATUS for m in self.markers())
+        markers = self.markers()
+        return bool(markers) and any(m.row.strength is MarkerStrength.STATUS for m in markers)
 
     def line_of(self, offset: int) -> int:
         """The offset where the line holding ``offset`` starts (a match that begins on the line
@@ -413,7 +549,7 @@ class _Reader:
 
     def envelopes(self) -> tuple[Envelope, ...]:
         def compute() -> tuple[Envelope, ...]:
-            if not any(word in self.lowered for word in _ENVELOPE_WORDS):
+            if not _says_any(self.lowered, _ENVELOPE_WORDS):
                 return ()
             from unstuck.recognise.envelopes import find_envelopes  # loaded when a text may hold one
 
@@ -471,7 +607,7 @@ _FAILURE_WORDS = ("error", "fail", "fault", "exception", "false")
 
 
 def _structural_failure(reader: _Reader) -> Envelope | None:
-    if not reader.computed("envelopes") and not any(word in reader.lowered for word in _FAILURE_WORDS):
+    if not reader.computed("envelopes") and not _says_any(reader.lowered, _FAILURE_WORDS):
         return None
     return next((e for e in reader.envelopes() if e.failed and e.shape not in _LOG_SHAPES), None)
 
@@ -497,7 +633,7 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
     command = tool.command_line(args) if not isinstance(tool, str) else None
     if command is None:
         name = tool.name if not isinstance(tool, str) else tool
-        return any(d.covers(name, None) and not d.subcommands for d in table.document_commands)
+        return _derived(table).document_tool(name)
     from unstuck.commands.parse import is_setup, parse_command_line  # loaded when a command line is first read
 
     simple = [c for c in parse_command_line(command).commands if not c.in_substitution and not is_setup(c)]
@@ -533,9 +669,10 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
             return True, None
         # a status that says success is overruled only where a marker and a cause share a line
         # ("ERROR: permission denied"), not by words scattered through a long output
-        marked = {reader.line_of(m.start) for m in reader.markers()}
-        if not marked:
+        markers = reader.markers()
+        if not markers:
             return False, None
+        marked = {reader.line_of(m.start) for m in markers}
         cause = reader.failure_cause()
         return cause is not None and reader.line_of(cause.start) in marked, None
     if reader.markers() or _log_failure(reader) is not None:
@@ -548,14 +685,13 @@ def _hand_off_waiting(reader: _Reader) -> bool:
     """A sign-in hand-off (a device code, a browser sign-in, a one-time code or password prompt:
     an interactive ``auth`` row) that no completed sign-in follows (``signed_in`` rows): the
     program printed it and stopped without anyone answering, whatever its exit status says."""
-    rows = reader.hand_offs
-    if not any(rows.matching_part(part, reader.encoded) for part in range(rows.parts)):
+    if not reader.hand_off_worded():
         return False  # no hand-off row matches: the first cause, whatever it is, is none (SignalTable.hand_offs)
     cause = reader.failure_cause()
     verdict = cause.row.verdict if cause is not None else None
     if cause is None or verdict is None or verdict.kind is not Kind.AUTH or not verdict.interactive:
         return False
-    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.lowered, reader.encoded))
+    return not any(m.start > cause.start for m in reader.table.signed_in.every(reader.searchable, reader.encoded))
 
 
 def _program_exit(reader: _Reader, program: str, result: ToolResult) -> Coded | None:
@@ -659,6 +795,8 @@ def _decide(
 #: Wrappers that carry a tool's own words inside them: what they hold is read before the
 #: wrapper's generic rule ("isError": true is an execution_error only when nothing inside says more).
 _WRAPPERS = frozenset({"mcp_result", "json_rpc", "tool_result"})  # Shape values, as _LOG_SHAPES
+#: Words without which no text is such a wrapper.
+_WRAPPER_WORDS = ("iserror", "is_error", "jsonrpc")
 
 
 def _inside_wrapper(
@@ -668,7 +806,7 @@ def _inside_wrapper(
     gives on its own (its messages, unescaped: MCP schema ``CallToolResult.content``, JSON-RPC
     2.0 ``error.message``), unless nothing inside decides (then the wrapper's own rule does).
     One level deep: the inner text's wrappers are not opened again."""
-    if reader.inner or not any(word in reader.lowered for word in ("iserror", "is_error", "jsonrpc")):
+    if reader.inner or not _says_any(reader.lowered, _WRAPPER_WORDS):
         return None
     messages = [m for e in reader.envelopes() if e.failed and e.shape in _WRAPPERS for m in e.messages]
     if not messages:
@@ -807,7 +945,7 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
     named: str | None = None
     if match.row.subject is not None:
         # the subject is named on the line the row matched (a short text: captures are cheap)
-        found = match.row.subject.search(reader.lowered, first, last)
+        found = match.row.subject.search(reader.searchable, first, last)
         index = None if found is None else next(
             (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
         if found is not None and index is not None:
@@ -927,7 +1065,7 @@ def _suggestion(reader: _Reader) -> str | None:
     not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
     never a path, a URL to a log, or a sentence fragment."""
     for index in reader.table.suggestions.matching(reader.encoded):
-        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.lowered), 8):
+        for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.searchable), 8):
             if found.group(1) is None:
                 continue
             start, end = found.span(1)
@@ -993,11 +1131,15 @@ def _success(
         return Classification(situation, False, Decision(Stage.SUCCESS, "program exit status", program_code.source))
     tool_name = (tool.name if not isinstance(tool, str) else tool).lower()
     short = len(reader.lowered) <= _EMPTY_CHARS  # an empty result is short by definition
-    if short and reader.table.search_tool.search(tool_name) and reader.table.empty.fullmatch(reader.lowered):
+    if short and _derived(reader.table).search_tool(tool_name) and reader.table.empty.fullmatch(reader.lowered):
         situation = _situation(reader, Verdict(Kind.EMPTY), subject, result, "no results")
         return Classification(situation, False, Decision(Stage.SUCCESS, "search_tool_pattern + empty_pattern",
                                                          "signals.yaml: an empty success from a search tool"))
-    return Classification(None, False, None)
+    return _NOTHING_FOUND
+
+
+#: An ordinary success, as :func:`_success` reads it (one value, shared).
+_NOTHING_FOUND = Classification(None, False, None)
 
 
 def explain_result(
@@ -1029,6 +1171,8 @@ def explain_result(
         situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
         return Classification(situation, True, Decision(Stage.NOT_EXECUTED, "not executed",
                                                         "seed 000 section 3.2: a call a permission tier refused"))
+    if result.ok:  # a success reads its markers, hand-offs and degenerate rows: one pass for the three
+        reader.first_read(_derived(table))
     found = _classify(reader, tool, args, subject, result)
     if not thorough:
         return found
@@ -1083,7 +1227,7 @@ def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None
     the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
     if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
         return None
-    for count, found in enumerate(match.row.subject.finditer(reader.lowered)):
+    for count, found in enumerate(match.row.subject.finditer(reader.searchable)):
         if count >= 32:
             break
         index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
@@ -1133,7 +1277,7 @@ def _decisive(reader: _Reader, subject: str, result: ToolResult) -> Classificati
               if row.verdict is not None and row.verdict.kind is verdict.kind and row.subject is not None]
     named, line = subject, ""
     for row in namers:
-        found = row.subject.search(reader.lowered)
+        found = row.subject.search(reader.searchable)
         if found is not None:
             named = _named_subject(RowMatch(row, found.start(), found.end()), reader, subject)
             line = reader.line_around(found.start(), found.end())

@@ -180,7 +180,7 @@ class Row:
     spanner: Any = field(default=None, compare=False, repr=False)
     ascii_pattern: str | None = field(default=None, compare=False, repr=False)
 
-    def span_in(self, text: str) -> tuple[int, int] | None:
+    def span_in(self, text: str | bytes) -> tuple[int, int] | None:
         """Where the row first matches ``text`` (character offsets), found without capture
         groups, so re2 can answer from its DFA (a capturing search of a row with many
         translated alternatives costs far more)."""
@@ -323,19 +323,26 @@ class RowSet:
             self._exact[index] = exact
         return bool(exact.Match(lowered))
 
-    def locate(self, index: int, lowered: str) -> RowMatch | None:
-        """The first match of row ``index`` in ``lowered``."""
+    def locate(self, index: int, lowered: str | bytes) -> RowMatch | None:
+        """The first match of row ``index`` in ``lowered`` (or in its UTF-8 bytes when it is
+        ASCII: the offsets are the same)."""
         row = self.rows[index]
         span = row.span_in(lowered)
         if span is None:
             return None
         return RowMatch(row, span[0], span[1])
 
-    def every(self, lowered: str, encoded: bytes | None = None, limit: int = 64) -> tuple[RowMatch, ...]:
-        """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8), in
-        text order (at most ``limit``)."""
+    def every(self, lowered: str | bytes, encoded: bytes | None = None, limit: int = 64, *,
+              indices: Sequence[int] | None = None) -> tuple[RowMatch, ...]:
+        """Every occurrence of every row in ``lowered`` (``encoded``: the same, as UTF-8; an
+        ASCII text may be given as its bytes: the offsets are the same), in text order (at
+        most ``limit``). ``indices``: the rows already known to occur in it, in row order
+        (:meth:`matching`'s answer, found by a wider set), so no set is matched."""
         found: list[RowMatch] = []
-        for index in self.matching(encoded if encoded is not None else lowered.encode("utf-8")):
+        if indices is None:
+            text = lowered if isinstance(lowered, bytes) else lowered.encode("utf-8")
+            indices = self.matching(encoded if encoded is not None else text)
+        for index in indices:
             row = self.rows[index]
             for match in row.compiled.finditer(lowered):
                 found.append(RowMatch(row, match.start(), match.end()))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from unstuck.core.clock import Clock
+from unstuck.core.records import cheap
 from unstuck.core.tools import ToolCall
 from unstuck.store.events import Event, EventName, EventSink, event
 
@@ -32,6 +33,7 @@ REPEAT_LIMIT = 3
 STREAK_LIMIT = 5
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Pattern:
     """What the last calls look like: ``kind`` is :attr:`EventName.DIAGNOSTIC_REPETITION` or
@@ -44,6 +46,7 @@ class Pattern:
     count: int
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RunLengths:
     """The runs the calls so far end with: the last call, how many identical calls end the

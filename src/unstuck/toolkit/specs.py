@@ -21,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from unstuck.commands.interactive import InteractiveCall, interactive_call
 from unstuck.commands.parse import command_subject
@@ -36,6 +36,8 @@ __all__ = [
     "run_elsewhere",
     "tool",
 ]
+
+_T = TypeVar("_T")
 
 _JSON_TYPES: Mapping[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -275,6 +277,19 @@ class Toolset(Mapping[str, ToolSpec]):
 
     def __getitem__(self, name: str) -> ToolSpec:
         return self._specs[name]
+
+    @typing.overload
+    def get(self, name: str, /) -> ToolSpec | None: ...
+
+    @typing.overload
+    def get(self, name: str, default: ToolSpec | _T, /) -> ToolSpec | _T: ...
+
+    def get(self, name: str, default: object = None, /) -> object:
+        """The tool called ``name``, else ``default`` (a dict lookup: the guard asks on every call)."""
+        return self._specs.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._specs)
