@@ -1,4 +1,5 @@
-"""Frozen records that are cheap to build: :func:`cheap` (internal).
+"""Frozen records that are cheap to build: :func:`cheap`.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A frozen dataclass refuses every attribute write in its own ``__setattr__``, so its generated
 ``__init__`` sets each field through ``object.__setattr__``: in CPython 3.11 that costs about a

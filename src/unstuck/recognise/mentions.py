@@ -1,5 +1,6 @@
 """Whether an injection shape in a text is used or only mentioned: quoted or cited as an example
 by a text about injections.
+Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 A security advisory, a README of an injection tester or a blog post about prompt injection
 quotes the very words an attack uses ("Ignore previous instructions and ..."): the words are
