@@ -139,6 +139,11 @@ class AgentToolset(Toolset):
             found = self._specs[name] = self._spec_of(name)
         return found
 
+    def get(self, name: str, default: object = None, /) -> Any:
+        """The spec of ``name`` (made on first look-up, as :meth:`__getitem__`), else ``default``
+        for a name that is no tool's (empty or not a string): the guard asks this on every call."""
+        return self[name] if isinstance(name, str) and name else default
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and bool(name)
 
