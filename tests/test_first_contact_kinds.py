@@ -250,6 +250,14 @@ def test_openais_model_not_found_decides_between_the_readings_of_its_message() -
     assert _kind(body, tool="curl", http_status=404) == "not_found"
 
 
+def test_a_documented_code_decides_between_two_causes_that_cause_rows_word() -> None:
+    # AWS S3 error responses: Code AccessDenied; the message names two causes, each a cause row of
+    # signals.yaml (gh status.go "You are not logged into any GitHub hosts"; "permission denied")
+    body = json.dumps({"Error": {"Code": "AccessDenied",
+                                 "Message": "You are not logged into any GitHub hosts or permission denied."}})
+    assert _kind(body, tool="curl", http_status=403) == "permission"
+
+
 @pytest.mark.parametrize("output", ["(error) NOAUTH Authentication required.", "NOAUTH Authentication required."])
 def test_a_redis_error_reply_under_exit_0_is_a_failure(output: str) -> None:
     # redis-cli cliFormatReplyTTY "(error) %s" and the raw reply; RESP simple error NOAUTH

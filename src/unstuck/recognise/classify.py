@@ -376,17 +376,26 @@ class _Reader:
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
-        cache = self._cache
         for part in range(rows.parts):
-            key = ("indices", name, part)
-            indices: tuple[int, ...] | None = cache.get(key)
-            if indices is None:
-                indices = cache[key] = rows.matching_part(part, self.encoded)
-            for index in indices:
+            for index in self.part_indices(name, rows, part):
                 if accept(rows.rows[index]):
                     located: RowMatch | None = rows.locate(index, self.searchable)
                     return located
         return None
+
+    def part_indices(self, name: str, rows: RowSet, part: int) -> tuple[int, ...]:
+        """The rows of part ``part`` of ``rows`` (the set called ``name``) that occur in the
+        text (:meth:`RowSet.matching_part`), matched once per text."""
+        key = ("indices", name, part)
+        indices: tuple[int, ...] | None = self._cache.get(key)
+        if indices is None:
+            indices = self._cache[key] = rows.matching_part(part, self.encoded)
+        return indices
+
+    def read_part(self, name: str, part: int) -> tuple[int, ...] | None:
+        """:meth:`part_indices` of the set called ``name`` if that part was matched already, else ``None``."""
+        found: tuple[int, ...] | None = self._cache.get(("indices", name, part))
+        return found
 
     def cause(self, *, failed: bool) -> RowMatch | None:
         """The first cause row (a failure is never read for an injected instruction)."""
@@ -412,9 +421,7 @@ class _Reader:
         rows = self.table.degenerate
         mentioned = False
         for part in range(rows.parts):
-            indices: tuple[int, ...] = self._once(f"indices degenerate {part}",
-                                                  lambda part=part: rows.matching_part(part, self.encoded))
-            for index in indices:
+            for index in self.part_indices("degenerate", rows, part):
                 row = rows.rows[index]
                 if not _adversarial(row):
                     continue
@@ -488,9 +495,10 @@ class _Reader:
         def compute() -> frozenset[Kind]:
             kinds: set[Kind] = set()
             for part in range(self.causes.parts):
-                if not self.computed(f"indices causes {part}"):
+                read = self.read_part("causes", part)
+                if read is None:
                     continue
-                rows = (self.causes.rows[i] for i in self._cache[f"indices causes {part}"])
+                rows = (self.causes.rows[i] for i in read)
                 kinds.update(row.verdict.kind for row in rows if row.verdict is not None and not row.success_too)
             weak = self.weak()
             if weak is not None and weak.row.verdict is not None:
