@@ -147,15 +147,19 @@ def one_process(runs: int, trees: dict[str, str], scratch: Path) -> dict[str, di
     return {tree: {label: statistics.median(timings[(tree, label)]) for label in cases} for tree in trees}
 
 
-def in_process(trees: dict[str, str], rounds: int, calls: int, repeats: int) -> dict[str, dict[str, float]]:
+def in_process(trees: dict[str, str], rounds: int, calls: int, repeats: int,
+               scratch: Path) -> dict[str, dict[str, float]]:
     """Figures 1 and 2 for each tree, each measured in ``rounds`` child processes taken in turn
-    (before, after, before, after ...); the median of the rounds' medians."""
+    (before, after, before, after ...); the median of the rounds' medians. Each tree's children
+    share a derived-data cache in ``scratch`` (never the user's own: a tree's tables are not
+    another's)."""
     found: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for _ in range(rounds):
-        for tree, src in trees.items():
+        for number, (tree, src) in enumerate(trees.items()):
+            env = {**base, "PYTHONPATH": src, "UNSTUCK_CACHE_DIR": str(scratch / f"calls-{number}")}
             done = subprocess.run([sys.executable, __file__, "--child", "--calls", str(calls), "--repeats", str(repeats)],
-                                  env={**base, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
+                                  env=env, capture_output=True, text=True, check=True)
             found[tree].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return {tree: {key: statistics.median(r[key] for r in results) for key in results[0]}
             for tree, results in found.items()}
@@ -199,7 +203,7 @@ def main(argv: Any = None) -> None:
         trees["after (this tree)"] = str(here / "src")
         print(f"load average at start {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); trees: "
               + ", ".join(trees))
-        inside = in_process(trees, args.rounds, args.calls, args.repeats)
+        inside = in_process(trees, args.rounds, args.calls, args.repeats, scratch)
         processes = one_process(args.runs, trees, scratch) if args.runs else {}
     width = max(len(t) for t in trees)
     print(f"1. Guard.before+after per call, CPU µs, median over {args.calls} calls ({args.rounds} processes each); "
