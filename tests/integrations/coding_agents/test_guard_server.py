@@ -3,6 +3,7 @@ a unix socket, the real gh behind the probes. Every server a test starts is stop
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from unstuck.evals.fake_github import FakeGitHub
@@ -75,7 +77,29 @@ def hooks(tmp_path: Path) -> Iterator[Hooks]:
         yield made
     finally:
         stop_server(made.socket)
+        end_servers_on(made.socket)  # one a failing hook started in the background, after the stop
         subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def end_servers_on(sock: Path, settle_s: float = 3.0) -> None:
+    """End every guard server on ``sock`` that is still alive, or starts within ``settle_s``
+    seconds (a hook that found no server answering starts one detached, which can come up
+    after the test's own stop): SIGTERM, then SIGKILL. Fails the test if one survives."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = [p for p in psutil.process_iter(["cmdline"]) if str(sock) in (p.info.get("cmdline") or [])]
+        for process in found:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
+        _, alive = psutil.wait_procs(found, timeout=5)
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        if psutil.wait_procs(alive, timeout=5)[1]:
+            pytest.fail(f"a guard server on {sock} outlived its test")
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
 
 
 def pre(session: str, command: str, use: str) -> dict[str, Any]:
