@@ -21,8 +21,10 @@ TESTS = Path(__file__).resolve().parent
 EXEMPT = (TESTS / "conftest.py", Path(__file__).resolve())
 #: Calls whose dict argument is laid over an environment, never one in its own right:
 #: ``CliRunner.invoke(env=...)`` (click's testing sets the variables over this process's own
-#: for the call) and ``env.update({...})``.
-ADDITIVE = frozenset({"invoke", "update"})
+#: for the call), ``env.update({...})`` and the Claude Agent SDK's ``ClaudeAgentOptions(env=...)``
+#: (its transport starts the CLI with ``{**os.environ, **options.env}``:
+#: ``claude_agent_sdk/_internal/transport/subprocess_cli.py``).
+ADDITIVE = frozenset({"invoke", "update", "ClaudeAgentOptions"})
 
 
 def _spreads(node: ast.Dict) -> list[ast.expr]:

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: conftest's bare_env, run as a script too
+from conftest import bare_env
 from unstuck.core.tools import ToolCall
 from unstuck.evals import coding_clis
 from unstuck.evals.model_servers.base import PlayList
@@ -47,8 +49,7 @@ GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "Afte
 
 
 def _env(home: Path, record: Path) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "HOOK_RECORD": str(record),
-            "LANG": "C.UTF-8"}
+    return bare_env(home=home, PATH=os.environ.get("PATH", "/usr/bin:/bin"), HOOK_RECORD=record, LANG="C.UTF-8")
 
 
 def _read(record: Path) -> list[dict[str, Any]]:

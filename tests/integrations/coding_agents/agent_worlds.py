@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 import pytest
 
+from conftest import bare_env
 from unstuck.evals import coding_clis
 from unstuck.evals.agents import make_agent
 from unstuck.evals.model_servers.base import ModelServer
@@ -178,8 +179,8 @@ class AgentWorld:
         sandbox = prepare_sandbox(chosen)
         try:
             model = make_agent(agent, chosen.plan, chosen.fix, subject=chosen.expect.subject or "", task=chosen.task)
-            env = {**sandbox.env, **self.base_env(), "PATH": sandbox.env["PATH"],
-                   "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+            env = bare_env(**{**sandbox.env, **self.base_env()})
+            env.update({"PATH": sandbox.env["PATH"], "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
             return self.run(model, chosen.task, cwd=sandbox.work, env=env, **options)
         finally:
             sandbox.close()
