@@ -100,11 +100,35 @@ def test_cheap_refuses_what_its_twin_could_not_build() -> None:
     class Mutable:
         x: int
 
-    for refused in (Checked, Derived, NoSlots, Mutable):
+    class Unslotted:
+        pass
+
+    @dataclass(frozen=True, slots=True)
+    class OnAPlainBase(Unslotted):
+        x: int
+
+    for refused in (Checked, Derived, NoSlots, Mutable, OnAPlainBase):
         with pytest.raises(TypeError, match=refused.__qualname__):
             cheap(refused)
     with pytest.raises(TypeError, match="cannot be subclassed"):
         type("Sub", (Point,), {})
+
+
+class Room:
+    __slots__ = ("kept",)
+
+
+@cheap
+@dataclass(frozen=True, slots=True)
+class Kept(Room):
+    x: int
+
+
+def test_a_cheap_record_on_a_slotted_base_keeps_the_base_slots_unset_and_free() -> None:
+    made = Kept(1)
+    assert type(made) is Kept and made == Kept(1) and not hasattr(made, "kept")
+    object.__setattr__(made, "kept", "text")  # what a record derives from its fields, kept beside them
+    assert made.kept == "text" and made == Kept(1) and pickle.loads(pickle.dumps(made)) == made
 
 
 def test_the_records_of_a_call_are_built_cheaply() -> None:

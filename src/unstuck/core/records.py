@@ -14,13 +14,16 @@ class with the same ``__slots__`` and no ``__setattr__`` of its own, whose field
 directly, which then becomes an instance of the frozen class by assigning ``__class__``:
 CPython allows that between two classes of the same layout (the Python Language Reference,
 "Data model", "Notes on using __slots__": "__class__ assignment works only if both classes have
-the same __slots__"; both derive from ``object`` alone). Nothing else ever sees the twin. The
+the same __slots__"; both have the same bases). Nothing else ever sees the twin. The
 class's ``__new__`` does it all, made (as ``dataclasses`` makes ``__init__``) with the
 parameters of the dataclass's own ``__init__``, defaults and default factories included; a
 record built so costs a fraction of the frozen ``__init__``.
 
 Only for a class with no ``__post_init__``, no ``InitVar`` and every field an init field (storing
-the arguments is then all the frozen ``__init__`` did), and never subclassed.
+the arguments is then all the frozen ``__init__`` did), never subclassed, and whose bases (if
+any) are plain classes with ``__slots__`` of their own and no ``__setattr__`` or ``__new__``
+(room for text a record derives from its fields, say: the twin shares them, and those slots
+stay unset as the frozen ``__init__`` leaves them).
 """
 
 from __future__ import annotations
@@ -45,14 +48,15 @@ def cheap(cls: type[_R]) -> type[_R]:
     """``cls`` (a frozen slots dataclass) built through a twin: see the module doc.
 
     Raises:
-        TypeError: naming ``cls``, when it is not a frozen slots dataclass deriving from
-            ``object`` alone, or has a ``__post_init__``, an ``InitVar`` or a field that is not
-            an init field.
+        TypeError: naming ``cls``, when it is not a frozen slots dataclass, a base of it is not
+            a plain class with slots (see the module doc), or it has a ``__post_init__``, an
+            ``InitVar`` or a field that is not an init field.
     """
     params = getattr(cls, "__dataclass_params__", None)
     slots = cls.__dict__.get("__slots__")
-    if params is None or not params.frozen or slots is None or cls.__bases__ != (object,):
-        raise TypeError(f"cheap() takes a frozen slots dataclass with no base class, not {cls.__qualname__}")
+    if params is None or not params.frozen or slots is None or not all(_plain_base(base) for base in cls.__mro__[1:-1]):
+        raise TypeError(f"cheap() takes a frozen slots dataclass whose bases are plain slotted classes, not "
+                        f"{cls.__qualname__}")
     described: Any = cls
     fields = dataclasses.fields(described)
     signature = inspect.signature(cls)
@@ -60,7 +64,8 @@ def cheap(cls: type[_R]) -> type[_R]:
     if hasattr(cls, "__post_init__") or list(signature.parameters) != names or tuple(slots) != tuple(names):
         raise TypeError(f"cheap() cannot build {cls.__qualname__}: it has a __post_init__, an InitVar or a "
                         "field that is not an init field")
-    twin = type(cls.__name__, (), {"__slots__": slots, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    twin = type(cls.__name__, cls.__bases__,
+                {"__slots__": slots, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
     described.__new__ = staticmethod(_new_function(cls, twin, fields, signature))
     described.__getnewargs_ex__ = lambda record: ((), {name: getattr(record, name) for name in names})  # pickle, copy
     described.__init_subclass__ = classmethod(_refuse_subclass)
@@ -104,6 +109,13 @@ def _new_function(cls: type[Any], twin: type[Any], fields: tuple[dataclasses.Fie
     made.__qualname__ = f"{cls.__qualname__}.__init__"
     made.__module__ = cls.__module__
     return made
+
+
+def _plain_base(base: type[Any]) -> bool:
+    """A base a twin may share: slotted, no dataclass, and no ``__setattr__`` or ``__new__`` of its own."""
+    own = base.__dict__
+    return ("__slots__" in own and "__dataclass_fields__" not in own and "__setattr__" not in own
+            and "__new__" not in own)
 
 
 def _refuse_subclass(subclass: type[Any], /, **_: Any) -> None:

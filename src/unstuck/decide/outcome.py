@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from unstuck.core.records import cheap
 from unstuck.core.redact import redacted_json_each
 from unstuck.core.situations import Situation, validate_situation
 from unstuck.core.tools import ToolCall
@@ -115,6 +116,7 @@ CANONICAL_FORM: Mapping[str, Any] = MappingProxyType(
     {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False})
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class StepRecord(_Derived):
     """One tool call of a turn, as it happened.

@@ -211,6 +211,10 @@ def _adversarial(row: Any) -> bool:
     return row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION
 
 
+def _not_adversarial(row: Any) -> bool:
+    return not _adversarial(row)
+
+
 def _any_row(row: Any) -> bool:
     return True
 
@@ -369,9 +373,14 @@ class _Reader:
         return self.text[first:last]
 
     def line_around(self, start: int, end: int) -> str:
-        """:func:`_line_around` the match at ``start:end`` of :attr:`lowered`, from :attr:`text`."""
-        first, last = self.span(start, end)
-        return _line_around(self.text, first, last)
+        """:func:`_line_around` the match at ``start:end`` of :attr:`lowered`, from :attr:`text`
+        (once per span: a cause's line is read for its wording and shown as its evidence)."""
+        key = ("line", start, end)
+        line: str | None = self._cache.get(key)
+        if line is None:
+            first, last = self.span(start, end)
+            line = self._cache[key] = _line_around(self.text, first, last)
+        return line
 
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
@@ -411,8 +420,11 @@ class _Reader:
     def success_signal(self) -> RowMatch | None:
         """The first adversarial row used, not only mentioned (:meth:`used_injection`), else the
         first degenerate one (what a success is read for)."""
-        return self._once("success", lambda: self.used_injection() or self._first(  # type: ignore[no-any-return]
-            "degenerate", self.table.degenerate, lambda row: not _adversarial(row)))
+        found = self._cache.get("success", _UNREAD)
+        if found is _UNREAD:
+            found = self._cache["success"] = self.used_injection() or self._first(
+                "degenerate", self.table.degenerate, _not_adversarial)
+        return found  # type: ignore[no-any-return]
 
     def used_injection(self) -> RowMatch | None:
         """:meth:`injection`, where an adversarial row's every occurrence in the text is no
