@@ -100,7 +100,7 @@ def marker() -> Iterator[str]:
 def test_a_daemon_that_cleared_its_environment_and_left_the_tree_is_ended_at_expiry(tmp_path: Path,
                                                                                     marker: str) -> None:
     outcome = run_leased(["/bin/bash", "-c", DAEMON.format(marker=marker)], cwd=tmp_path, env=dict(os.environ),
-                         deadline_s=1.0, grace_s=0.2)
+                         deadline_s=3.0, grace_s=0.2)
     assert outcome.expired
     assert outcome.cgroup is not None and outcome.cgroup.startswith(str(delegation_root()))
     assert until(lambda: not _named(marker), 3.0), "the daemon outlived its lease"
@@ -113,7 +113,7 @@ def test_without_a_cgroup_the_same_daemon_survives_the_condition_is_real(tmp_pat
     code = ("import os, sys; os.environ['UNSTUCK_NO_CGROUP'] = '1'\n"
             "from pathlib import Path\nfrom unstuck.processes.leases import run_leased\n"
             "o = run_leased(['/bin/bash', '-c', sys.argv[1]], cwd=Path(sys.argv[2]), env=dict(os.environ), "
-            "deadline_s=1.0, grace_s=0.2)\nprint(o.cgroup, o.expired)")
+            "deadline_s=3.0, grace_s=0.2)\nprint(o.cgroup, o.expired)")
     out = subprocess.run([sys.executable, "-c", code, DAEMON.format(marker=marker), str(tmp_path)],
                          capture_output=True, text=True, check=True, timeout=30)
     assert out.stdout.split() == ["None", "True"]

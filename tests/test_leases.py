@@ -26,6 +26,13 @@ from unstuck.processes.terminal import DEFAULT_WINDOW
 from unstuck.processes.waits import reads_terminal, waiting_program
 
 
+#: Seconds a loaded machine may take to start a program and bring it to the point a test looks at
+#: (a prompt printed, a pid file written, a trap set, a pager waiting). A deadline shorter than this
+#: lets the lease end the program before it got there: CI once saw an empty stdout from a
+#: 0.5-second lease on a Python prompt.
+SETTLE_S = 3.0
+
+
 def _env() -> dict[str, str]:
     """A bare environment for the leased programs: the session's home, the C locale in UTF-8."""
     return bare_env(LANG="C.UTF-8")
@@ -51,7 +58,7 @@ def test_a_grandchild_that_ignores_sigterm_is_killed_and_nothing_of_the_group_su
         f"echo $$ >> {pids}; wait"
     )
     started = time.monotonic()
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5)
     assert lease.expired and time.monotonic() - started < 10
     recorded = [int(p) for p in pids.read_text().split()]
     assert len(recorded) == 2
@@ -64,7 +71,7 @@ def test_a_grandchild_that_ignores_sigterm_is_killed_and_nothing_of_the_group_su
 def test_a_descendant_that_left_the_group_is_still_ended(tmp_path: Path) -> None:
     pid_file = tmp_path / "escaped"
     script = f"setsid bash -c 'trap \"\" TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done' & wait"
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.7, grace_s=0.3)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.3)
     escaped = int(pid_file.read_text())
     assert lease.expired and escaped in lease.terminated and not alive(escaped)
 
@@ -72,9 +79,9 @@ def test_a_descendant_that_left_the_group_is_still_ended(tmp_path: Path) -> None
 def test_a_prompt_waiting_for_a_person_costs_one_deadline_and_keeps_what_it_printed(tmp_path: Path) -> None:
     prompt = "import sys, time\nprint('Password for deploy@host:', flush=True)\nsys.stdin.read()\ntime.sleep(60)\n"
     started = time.monotonic()
-    lease = run_leased(["python3", "-c", prompt], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["python3", "-c", prompt], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5)
     assert lease.expired and "Password for deploy@host:" in lease.stdout
-    assert time.monotonic() - started < 5  # stdin is /dev/null: the read ends at once, the sleep costs the deadline
+    assert time.monotonic() - started < SETTLE_S + 5  # stdin is /dev/null: the read ends at once, the sleep costs the deadline
 
 
 def test_descendants_lists_the_tree_of_a_live_process(tmp_path: Path) -> None:
@@ -96,7 +103,7 @@ def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> 
     pid_file = tmp_path / "daemon"
     script = (f"setsid bash -c '(trap \"\" TERM; echo $BASHPID > {pid_file}; exec sleep 60) &' ; "
               "sleep 30")
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.3)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.3)
     daemon = int(pid_file.read_text())
     assert lease.expired and not alive(daemon) and lease.survivors == ()
 
@@ -104,7 +111,7 @@ def test_a_double_forked_daemon_is_caught_by_its_lease_token(tmp_path: Path) -> 
 def test_a_process_started_during_the_grace_period_is_killed_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "late"
     script = f"trap 'bash -c \"echo \\$\\$ > {pid_file}; exec sleep 60\" & sleep 5' TERM; sleep 30 & wait"
-    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=0.5, grace_s=0.5)
+    lease = run_leased(["bash", "-c", script], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5)
     assert lease.expired
     deadline = time.monotonic() + 2
     while not pid_file.exists() and time.monotonic() < deadline:
@@ -121,14 +128,14 @@ PROMPT = "input('Continue? [y/N] ')"
 
 def test_a_pager_waiting_for_a_key_at_the_deadline_is_named(tmp_path: Path) -> None:
     started = time.monotonic()
-    lease = run_leased(["bash", "-c", "seq 1 500 | less"], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5,
+    lease = run_leased(["bash", "-c", "seq 1 500 | less"], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5,
                        terminal=True)
     assert lease.expired and lease.waiting_for_input == "less"
-    assert lease.survivors == () and time.monotonic() - started < 6
+    assert lease.survivors == () and time.monotonic() - started < SETTLE_S + 5
 
 
 def test_a_prompt_on_the_terminal_waits_and_is_named_with_what_it_asked(tmp_path: Path) -> None:
-    lease = run_leased(["python3", "-c", PROMPT], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5, terminal=True)
+    lease = run_leased(["python3", "-c", PROMPT], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5, terminal=True)
     assert lease.expired and lease.waiting_for_input == "python3"
     assert "Continue? [y/N]" in lease.stdout + lease.stderr  # Python prompts on stderr when stdin is a terminal
 
@@ -193,7 +200,7 @@ def test_a_process_blocked_reading_a_terminal_it_was_given_is_seen_without_a_lea
 def test_a_pager_polling_its_terminal_is_waiting_too(tmp_path: Path) -> None:
     # util-linux more(1) waits in poll(2) on the terminal and a signalfd, not in read(2)
     (tmp_path / "long.txt").write_text("".join(f"line {n}\n" for n in range(500)))
-    lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=_env(), deadline_s=1.0, grace_s=0.5, terminal=True)
+    lease = run_leased(["more", "long.txt"], cwd=tmp_path, env=_env(), deadline_s=SETTLE_S, grace_s=0.5, terminal=True)
     assert lease.expired and lease.waiting_for_input == "more"
 
 
