@@ -43,7 +43,8 @@ in-process eval, read off a CLI session instead of a journal of steps:
   :attr:`ViaRun.question_call`); else, the question shown by a hook that stopped the session
   (Gemini CLI's stderr, a ``Stop`` hook), the last call made;
 * ``steps to escalate``: calls after the first signal up to and including the escalating call
-  (``-`` when the session never asked or no blocker was seen);
+  (``-`` when the session never asked, or asked with no blocker seen before: a turn stopped for
+  repeating a failure, whose first signal only the question's kind would name);
 * ``s to escalate``: seconds from the end of the first-signal call (the arrival of its result at
   the model server: :class:`unstuck.evals.model_servers.base.Arrivals`) to the question: the
   arrival of the escalating call's result when the question was shown with it or before it went
