@@ -14,7 +14,7 @@ import pytest
 
 from unstuck.core.tools import ToolCall
 from unstuck.evals.agents import make_agent
-from unstuck.evals.messages_api import ScriptedMessagesServer
+from unstuck.evals.messages_api import ScriptedMessagesServer, claude_move
 from unstuck.evals.model_servers.base import SHELL_ALIAS, PlayList, shell_move
 from unstuck.evals.model_servers.gemini import GeminiServer
 from unstuck.evals.model_servers.openai_responses import ResponsesServer
@@ -183,3 +183,23 @@ def test_real_codex_retries_a_server_error_and_gemini_a_503(tmp_path: Path) -> N
     finally:
         codex_world.close()
         gemini_world.close()
+
+
+@pytest.mark.parametrize("call", [
+    ToolCall.of("1", "check_cli_setup", {"name": "gh"}), ToolCall.of("2", "sign_in_cli", {"name": "gh"}),
+    ToolCall.of("3", "install_cli", {"name": "gh"}), ToolCall.of("4", SHELL_ALIAS, {"command": "gh auth login --web"}),
+    ToolCall.of("5", "web_search", {"query": "gh without login"}),
+    ToolCall.of("6", "fetch_url", {"url": "https://api.github.com/repos/cli/cli"}),
+    ToolCall.of("7", "search_files", {"query": "notes"}),
+])
+def test_the_three_clis_are_played_the_same_command_line_for_each_move(call: ToolCall) -> None:
+    tool, arguments = claude_move(call, "/work")
+    assert tool == "Bash" and arguments["command"] == shell_move(call)  # Claude Code's Bash, Codex's and Gemini's shell
+
+
+def test_sign_in_cli_is_played_as_the_sign_in_flow_the_tool_runs() -> None:
+    from unstuck.toolkit.workspace import KNOWN_CLIS
+
+    flow = KNOWN_CLIS["gh"].sign_in_flow  # what the sign_in_cli scenario tool itself runs
+    assert flow == "gh auth login --web"
+    assert claude_move(ToolCall.of("1", "sign_in_cli", {"name": "gh"}), "/w")[1]["command"] == flow

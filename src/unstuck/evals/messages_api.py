@@ -18,11 +18,12 @@ answers ``{"input_tokens": N}``.
 
 The reference agents call the scenario tools of :func:`unstuck.toolkit.workspace.standard_tools`;
 each move is played as the Claude Code tool that does the same (:func:`claude_move`):
-``run_command`` as ``Bash``; ``check_cli_setup``, ``sign_in_cli`` and ``install_cli`` as the
-CLI's own commands through ``Bash`` (``gh auth status``, ``gh auth login``, the install
-command); ``web_search`` and ``fetch_url`` as the same GET with ``curl`` (Claude Code 2.1.332
-defers its web tools behind ``ToolSearch``); ``search_files`` as ``find``; ``read_file`` as
-``Read`` on the path under the session's working folder. A tool result goes back to the agent
+``read_file`` as ``Read`` on the path under the session's working folder, every other move as
+``Bash`` running the command line :func:`unstuck.evals.model_servers.base.shell_move` gives
+(the one Codex CLI and Gemini CLI are played: ``gh auth status``, the sign-in flow
+``sign_in_cli`` runs, ``gh auth login --web``, the install command, ``curl`` for
+``web_search`` and ``fetch_url`` (Claude Code 2.1.332 defers its web tools behind
+``ToolSearch``), ``find`` for ``search_files``). A tool result goes back to the agent
 as a model reads it: its text, and for ``"is_error": true`` the failure in the words the
 agents read (``(exit code N)`` after Claude Code's ``Exit code N``, else ``Error:``:
 :func:`as_agent_reads`).
@@ -50,10 +51,9 @@ from typing import Any
 
 from unstuck.core.tools import ToolCall
 from unstuck.evals.agents import ScriptedAgent
-from unstuck.evals.model_servers.base import Arrivals
+from unstuck.evals.model_servers.base import Arrivals, shell_move
 from unstuck.toolkit.models import Message, ModelReply, Role
 from unstuck.toolkit.specs import ToolSpec
-from unstuck.toolkit.workspace import KNOWN_CLIS
 
 __all__ = ["Move", "ScriptedMessagesServer", "agent_messages", "as_agent_reads", "claude_move"]
 
@@ -73,36 +73,26 @@ class Move:
     tool_use_id: str
 
 
+#: What each reference-agent tool's ``Bash`` call says it does (Claude Code shows a description).
+_DESCRIPTIONS = {"run_command": "Run a command", "check_cli_setup": "Check {name}'s sign-in",
+                 "sign_in_cli": "Sign {name} in", "install_cli": "Install {name}", "web_search": "Search the web",
+                 "fetch_url": "Fetch a page", "search_files": "Find files"}
+
+
 def claude_move(call: ToolCall, cwd: str) -> tuple[str, dict[str, Any]]:
     """The Claude Code tool (name, input) that makes the reference agent's ``call`` (see the module
-    doc); ``cwd`` is the session's working folder (``Read`` takes absolute paths)."""
+    doc); ``cwd`` is the session's working folder (``Read`` takes absolute paths). The command line
+    of a ``Bash`` move is :func:`unstuck.evals.model_servers.base.shell_move`'s, the one Codex CLI
+    and Gemini CLI play, so the three CLIs make the same calls."""
     args = call.arguments
-    name = str(args.get("name") or "")
-    if call.tool == "run_command":
-        return "Bash", {"command": str(args.get("command", "")), "description": "Run a command"}
-    if call.tool == "check_cli_setup":
-        return "Bash", {"command": f"{shlex.quote(name)} auth status", "description": f"Check {name}'s sign-in"}
-    if call.tool == "sign_in_cli":
-        facts = KNOWN_CLIS.get(name)
-        line = facts.sign_in if facts is not None and facts.sign_in else f"{shlex.quote(name)} auth login"
-        return "Bash", {"command": line, "description": f"Sign {name} in"}
-    if call.tool == "install_cli":
-        facts = KNOWN_CLIS.get(name)
-        line = facts.install if facts is not None and facts.install else f"sudo apt-get install -y {shlex.quote(name)}"
-        return "Bash", {"command": line, "description": f"Install {name}"}
-    if call.tool == "web_search":
-        url = "https://html.duckduckgo.com/html/?" + urllib.parse.urlencode({"q": str(args.get("query", ""))})
-        return "Bash", {"command": f"curl -sS --max-time 10 {shlex.quote(url)}", "description": "Search the web"}
-    if call.tool == "fetch_url":
-        return "Bash", {"command": f"curl -sS --max-time 10 {shlex.quote(str(args.get('url', '')))}",
-                        "description": "Fetch a page"}
-    if call.tool == "search_files":
-        pattern = f"*{str(args.get('query', '')).strip('*')}*"
-        return "Bash", {"command": f"find . -ipath {shlex.quote(pattern)} -type f", "description": "Find files"}
     if call.tool == "read_file":
         path = str(args.get("path", ""))
         return "Read", {"file_path": path if path.startswith("/") else f"{cwd.rstrip('/')}/{path}"}
-    return "Bash", {"command": f"echo {shlex.quote(call.tool)} is not a Claude Code tool", "description": "No-op"}
+    line = shell_move(call)
+    if line is None:
+        return "Bash", {"command": f"echo {shlex.quote(call.tool)} is not a Claude Code tool", "description": "No-op"}
+    described = _DESCRIPTIONS.get(call.tool, "Run a command").format(name=str(args.get("name") or ""))
+    return "Bash", {"command": line, "description": described}
 
 
 def _text_of(content: object) -> str:

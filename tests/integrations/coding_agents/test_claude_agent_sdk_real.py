@@ -93,9 +93,9 @@ class RecordingServer(ScriptedMessagesServer):
         super().__init__(*args, **kwargs)
         self.bodies: list[Mapping[str, Any]] = []
 
-    def reply(self, body: Mapping[str, Any], session: str) -> dict[str, Any]:
+    def reply(self, body: Mapping[str, Any], session: str, *, arrived_s: float | None = None) -> dict[str, Any]:
         self.bodies.append(body)
-        return super().reply(body, session)
+        return super().reply(body, session, arrived_s=arrived_s)
 
 
 class SdkWorld:

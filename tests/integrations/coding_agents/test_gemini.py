@@ -60,6 +60,56 @@ def test_gemini_call_gets_the_same_id_before_and_after_it_ran() -> None:
     assert parse("BeforeTool", command="ls").call.id != before.call.id
 
 
+def _before(hooks: gemini.GeminiHooks, command: str, session: str | None = None) -> Any:
+    entry = find("BeforeTool", command="gh pr view 1 --repo cli/cli")
+    payload = {**entry["payload"], "tool_input": {**entry["payload"]["tool_input"], "command": command}}
+    if session is not None:
+        payload["session_id"] = session
+    return hooks.parse("BeforeTool", payload, entry["env"])
+
+
+def test_gemini_same_call_made_twice_is_two_calls_with_two_ids() -> None:
+    hooks = gemini.GeminiHooks()
+    first, second = _before(hooks, "gh auth login --web"), _before(hooks, "gh auth login --web")
+    assert first.call.id == gemini.call_id(first.session_id, "run_shell_command", {"command": "gh auth login --web"})
+    assert second.call.id == first.call.id + "-2" and second.call.arguments == first.call.arguments
+    other = _before(hooks, "gh auth login --web", session="another-session")
+    assert other.call.id not in (first.call.id, second.call.id)
+
+
+def test_gemini_after_tool_takes_the_id_of_the_latest_before_tool_of_that_call() -> None:
+    hooks = gemini.GeminiHooks()
+    entry = find("AfterTool", command=FAILING)
+    before = [hooks.parse("BeforeTool", find("BeforeTool", command=FAILING)["payload"], {}) for _ in range(2)]
+    after = hooks.parse("AfterTool", entry["payload"], entry["env"])
+    assert after.call.id == before[1].call.id != before[0].call.id  # each AfterTool follows its own BeforeTool
+    start = find("SessionStart")
+    hooks.parse("SessionStart", {**start["payload"], "session_id": before[0].session_id}, start["env"])
+    again = hooks.parse("BeforeTool", find("BeforeTool", command=FAILING)["payload"], {})
+    assert again.call.id == before[0].call.id  # a (re)started session numbers its calls afresh
+
+
+def test_gemini_second_identical_refused_sign_in_is_charged_as_a_second_workaround() -> None:
+    from unstuck.integrations.coding_agents.sessions import SessionKeeper
+
+    keeper, hooks = SessionKeeper(None, None), gemini.GeminiHooks()
+    opened = find("AfterTool", command="gh pr view 1 --repo cli/cli")  # gh signed out: the blocker opens
+    keeper.handle(hooks, hooks.parse("BeforeTool", find("BeforeTool", command="gh pr view 1 --repo cli/cli")[
+        "payload"], {}), {}, unattended_flag="--unattended")
+    keeper.handle(hooks, hooks.parse("AfterTool", opened["payload"], opened["env"]), {}, unattended_flag="--unattended")
+    session = keeper.find(opened["payload"]["session_id"])
+    assert session is not None and "gh" in session.guard.state.open_blockers
+    charged = []
+    for _ in range(2):
+        event = _before(hooks, "gh auth login --web")
+        outcome = keeper.handle(hooks, event, {}, unattended_flag="--unattended")
+        assert json.loads(outcome.stdout)["decision"] == "deny"  # rule 1: nobody to sign in, unattended
+        blocker = session.guard.state.open_blockers.get("gh")
+        charged.append(blocker.workarounds if blocker is not None else None)
+    assert charged[1] == charged[0] + 1, charged  # not a replay of the first: the model asked again
+    keeper.close()
+
+
 def test_gemini_after_tool_reads_the_exit_code_line() -> None:
     event = parse("AfterTool", command=FAILING)
     assert event.kind is HookKind.POST_TOOL_FAILURE

@@ -25,7 +25,12 @@ the shell tool's result text: ``Output: …``, then ``Error: …``, ``Exit Code:
   ``stop_hook_active``.
 
 A call's id: Gemini CLI gives hooks none, so :func:`call_id` makes one from the session, the
-tool and its arguments (the same call before and after it ran gets the same id).
+tool and its arguments, and the hooks number each ``BeforeTool`` of the same call in a session
+(``gemini-DIGEST``, then ``gemini-DIGEST-2``, ...): a model that makes one call twice makes two
+calls, each charged (the second ``gh auth login --web`` after the first was refused is a second
+workaround, not a framework replaying the first). An ``AfterTool`` takes the id of the latest
+``BeforeTool`` of that call (Gemini CLI runs a reply's tools one after another, each
+``AfterTool`` right after its ``BeforeTool``; a refused call has no ``AfterTool``).
 
 Whether anybody is at the console: Gemini CLI gives hooks no headless flag (their environment
 is its own, sanitised; in GitHub Actions, ``GITHUB_SHA`` set, only an allow-list passes, which
@@ -45,6 +50,7 @@ import hashlib
 import json
 import re
 import signal
+import threading
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,12 +121,14 @@ def unattended_hint(env: Mapping[str, str]) -> str | None:
     return ci_hint(env)
 
 
-def call_id(session_id: str, tool: str, arguments: Mapping[str, Any]) -> str:
+def call_id(session_id: str, tool: str, arguments: Mapping[str, Any], occurrence: int = 1) -> str:
     """A call's id for Gemini CLI, which gives hooks none: ``gemini-`` and 16 hexadecimal digits
-    of the SHA-256 of the session, the tool and its arguments (canonical JSON)."""
+    of the SHA-256 of the session, the tool and its arguments (canonical JSON); the
+    ``occurrence``-th ``BeforeTool`` of that call in the session (1-based) adds ``-N`` from the
+    second on."""
     canonical = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(f"{session_id}\0{tool}\0{canonical}".encode()).hexdigest()
-    return f"gemini-{digest[:16]}"
+    return f"gemini-{digest[:16]}" if occurrence <= 1 else f"gemini-{digest[:16]}-{occurrence}"
 
 
 def _llm_text(content: object) -> str:
@@ -206,6 +214,26 @@ class GeminiHooks:
 
     def __init__(self) -> None:
         self._mcp_servers: dict[str, str] = {}
+        #: (session, tool, canonical arguments) -> how many ``BeforeTool`` events it had; the
+        #: guard server parses on many threads, hence the lock. A session's entries go at its stop.
+        self._occurrences: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def _numbered(self, kind: HookKind, session: str, tool: str, arguments: Mapping[str, Any]) -> str:
+        """The id of this call's event (module doc): a new number for a ``BeforeTool``, the
+        latest one for an ``AfterTool`` (the first when no ``BeforeTool`` was seen)."""
+        key = (session, tool, json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), default=str))
+        with self._lock:
+            seen = self._occurrences.get(key, 0)
+            if kind is HookKind.PRE_TOOL:
+                seen += 1
+                self._occurrences[key] = seen
+        return call_id(session, tool, arguments, max(seen, 1))
+
+    def _forget(self, session: str) -> None:
+        with self._lock:
+            for key in [k for k in self._occurrences if k[0] == session]:
+                del self._occurrences[key]
 
     def parse(self, event_name: str, payload: Mapping[str, Any], env: Mapping[str, str]) -> HookEvent:
         """One Gemini CLI hook's payload as a :class:`HookEvent` (see the module doc for the
@@ -231,6 +259,7 @@ class GeminiHooks:
         cwd = payloads.text(self.agent, event_name, payload, "cwd", required=False)
         hint = unattended_hint(env)
         if kind is HookKind.SESSION_START:
+            self._forget(session)  # a new or resumed session numbers its calls afresh
             return HookEvent(self.agent, kind, event_name, session, cwd, unattended_hint=hint,
                              source=payloads.text(self.agent, event_name, payload, "source", required=False))
         if kind is HookKind.STOP:
@@ -244,7 +273,7 @@ class GeminiHooks:
         if isinstance(context, Mapping) and isinstance(context.get("server_name"), str) and context["server_name"]:
             self._mcp_servers[tool] = context["server_name"]
         try:
-            call = ToolCall.of(call_id(session, tool, arguments), tool, arguments)
+            call = ToolCall.of(self._numbered(kind, session, tool, arguments), tool, arguments)
         except (TypeError, ValueError) as exc:
             raise HookPayloadError(self.agent, event_name, "tool_input", f"not JSON: {exc}") from None
         output: CommandOutput | ToolResult | None = None
