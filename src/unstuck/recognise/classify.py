@@ -240,6 +240,12 @@ class _Derived:
             order and with the patterns those sets match an ASCII text with, as one set
             (:meth:`_Reader.first_read`); ``None`` when they do not fit in one part.
         bounds: where the hand-off rows and the degenerate rows start in ``first_read``.
+        plain_read: ``first_read`` when it holds every degenerate row (what
+            :func:`_plain_success` needs), else ``None``.
+        failure_read: the rows of the first part of ``ascii_causes``, of ``harmless`` and of
+            ``suggestions``, in that order, as one set (:meth:`_Reader.failure_read`);
+            ``None`` when they do not fit in one part.
+        failure_bounds: where the harmless rows and the suggestion rows start in ``failure_read``.
     """
 
     def __init__(self, table: SignalTable) -> None:
@@ -249,6 +255,13 @@ class _Derived:
         joined = RowSet((*table.markers.rows, *hand_offs, *table.degenerate.rows))
         self.first_read = joined if joined.parts == 1 else None
         self.bounds = (len(table.markers), len(table.markers) + len(hand_offs))
+        # what :func:`_plain_success` reads: the joined set, when the degenerate rows are all in it
+        self.plain_read = self.first_read if table.degenerate.parts == 1 else None
+        causes = table.ascii_causes.part_rows(0) if table.ascii_causes.parts else ()
+        failing = RowSet((*causes, *table.harmless.rows, *table.suggestions.rows), by_file=False)
+        single = failing.parts == 1 and table.harmless.parts == 1 and table.suggestions.parts == 1
+        self.failure_read = failing if single else None
+        self.failure_bounds = (len(causes), len(causes) + len(table.harmless))
         self._searches: dict[str, bool] = {}
         self._documents: dict[str, bool] = {}
 
@@ -354,6 +367,32 @@ class _Reader:
         cache["marker rows"] = tuple(i for i in found if i < markers)
         cache["hand-off worded"] = any(markers <= i < hand_offs for i in found)
         cache[("indices", "degenerate", 0)] = tuple(i - hand_offs for i in found if i >= hand_offs)
+
+    def failure_read(self, derived: _Derived) -> None:
+        """Match the three sets almost every failure reads (the first part of the cause rows,
+        the harmless rows, the suggestion rows) as one (:attr:`_Derived.failure_read`), and
+        keep what each of them matched, as if each had been matched alone. Nothing when the
+        joined set is not one part, or the text is not ASCII (the cause rows are matched with
+        every alternative there)."""
+        joined = derived.failure_read
+        if joined is None or not self.plain:
+            return
+        found = joined.matching_part(0, self.encoded)
+        cache = self._cache
+        if not found:
+            cache[("indices", "causes", 0)], cache["harmless rows"], cache["suggestion rows"] = (), (), ()
+            return
+        harmless, suggestions = derived.failure_bounds
+        cache[("indices", "causes", 0)] = tuple(i for i in found if i < harmless)
+        cache["harmless rows"] = tuple(i - harmless for i in found if harmless <= i < suggestions)
+        cache["suggestion rows"] = tuple(i - suggestions for i in found if i >= suggestions)
+
+    def suggestion_rows(self) -> tuple[int, ...]:
+        """The suggestion rows that occur in the text (matched once per text)."""
+        found: tuple[int, ...] | None = self._cache.get("suggestion rows")
+        if found is None:
+            found = self._cache["suggestion rows"] = self.table.suggestions.matching(self.encoded)
+        return found
 
     def excerpt(self, match: RowMatch) -> str:
         return self.line_around(match.start, match.end)
@@ -522,7 +561,12 @@ class _Reader:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
     def harmless(self) -> tuple[RowMatch, ...]:
-        return self._once("harmless", lambda: self.table.harmless.every(self.searchable, self.encoded))  # type: ignore[no-any-return]
+        found: tuple[RowMatch, ...] | None = self._cache.get("harmless")
+        if found is None:
+            known: tuple[int, ...] | None = self._cache.get("harmless rows")
+            found = self._cache["harmless"] = () if known == () else self.table.harmless.every(
+                self.searchable, self.encoded, indices=known)
+        return found
 
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
@@ -1084,7 +1128,7 @@ def _suggestion(reader: _Reader) -> str | None:
     never a noun or a negated verb ("A complete log of this run can be found in: PATH", "could
     not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
     never a path, a URL to a log, or a sentence fragment."""
-    for index in reader.table.suggestions.matching(reader.encoded):
+    for index in reader.suggestion_rows():
         for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.searchable), 8):
             if found.group(1) is None:
                 continue
@@ -1186,6 +1230,8 @@ def explain_result(
     """
     table = table or load_signal_table()
     subject = _subject(tool, args)
+    if not thorough and _plain_success(table, tool, result):
+        return _NOTHING_FOUND
     reader = _Reader(table, _window(result.content))
     if not result.executed:
         situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
@@ -1193,6 +1239,8 @@ def explain_result(
                                                         "seed 000 section 3.2: a call a permission tier refused"))
     if result.ok:  # a success reads its markers, hand-offs and degenerate rows: one pass for the three
         reader.first_read(_derived(table))
+    else:  # a failure its first cause rows, harmless wordings and the tool's suggestions: one pass
+        reader.failure_read(_derived(table))
     found = _classify(reader, tool, args, subject, result)
     if not thorough:
         return found
@@ -1206,6 +1254,42 @@ def explain_result(
     if reader.refused_suggestion:
         extra.append(Evidence("suggestion refused", reader.refused_suggestion))
     return Classification(found.situation, found.failed, found.decided_by, (*reader.evidence(), *extra))
+
+
+def _plain_success(table: SignalTable, tool: ToolDescription | str, result: ToolResult) -> bool:
+    """Whether ``result`` is an ordinary success, found with one set match where
+    :func:`_classify` would make the whole reading come to the same answer
+    (:data:`_NOTHING_FOUND`); ``False`` whenever any part of that reading could say more
+    (then it is read in full).
+
+    It holds for a success whose status is stated (an exit code, an HTTP status, an
+    exception, a tool's own ``status``: an unstated one is read for a cause worded), whose
+    window is ASCII with no escape sequence or NUL (nothing to clean), holds none of the
+    :data:`_FAILURE_WORDS` (no envelope can state a failure: :func:`_structural_failure`) and
+    no row of the first read (:attr:`_Derived.first_read`: no marker, hence no crash, runner
+    status or marked cause; no sign-in hand-off; no degenerate or adversarial row, and ASCII
+    has no smuggled or styled one), and is not a short result of a search tool (which may be
+    ``empty``). That is every test :func:`_failure_evidence` and :func:`_success` make of such
+    a result, whether or not it is a document (:func:`_is_document`: both readings end in
+    :func:`_success` with no program code)."""
+    if not result.ok or not result.executed:
+        return False
+    if result.exit_code is None and result.http_status is None and result.error_type is None \
+            and not result.status_stated:
+        return False
+    text = _window(result.content)
+    if not text.isascii() or "\x1b" in text or "\x00" in text:
+        return False
+    lowered = text.lower()
+    if _says_any(lowered, _FAILURE_WORDS):
+        return False
+    derived = _derived(table)
+    joined = derived.plain_read
+    if joined is None or joined.matching_part(0, lowered.encode("ascii")):
+        return False
+    if len(lowered) <= _EMPTY_CHARS:
+        return not derived.search_tool((tool.name if not isinstance(tool, str) else tool).lower())
+    return True
 
 
 def _classify(

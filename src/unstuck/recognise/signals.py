@@ -32,7 +32,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,9 +207,10 @@ class RowSet:
             surface at load).
     """
 
-    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
+    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False, by_file: bool = True) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
         self._ascii_only = ascii_only
+        self._by_file = by_file
         self._bounds: tuple[tuple[int, int], ...] | None = None
         self._chunks: dict[int, Any] = {}
         #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
@@ -236,14 +237,17 @@ class RowSet:
         pattern characters each, and a new one where the rows of a file end once the part
         holds :data:`_FILE_PART_ROWS` rows (the rows of ``signals.yaml`` compile apart from
         the thousands of translated messages after them, so a text they name costs their set
-        alone; a few rows stay with the next file's, as each part is one more match a text)."""
+        alone; a few rows stay with the next file's, as each part is one more match a text).
+        A set made with ``by_file=False`` (several sets' parts joined to be matched in one
+        pass) is parted by size alone."""
         if self._bounds is None:
             starts = [0]
             size = 0
+            by_file = self._by_file
             for index, row in enumerate(self.rows):
                 length = len(self._pattern(row))
-                if size and (size + length > _PATTERN_CHARS_PER_SET
-                             or (index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
+                if size and (size + length > _PATTERN_CHARS_PER_SET or (
+                        by_file and index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
                     starts.append(index)
                     size = 0
                 size += length
@@ -294,6 +298,15 @@ class RowSet:
     def parts(self) -> int:
         """How many ``re2.Set`` parts the rows are matched in (:meth:`matching_part`)."""
         return len(self._parts())
+
+    def part_rows(self, part: int) -> tuple[Row, ...]:
+        """The rows of part ``part`` (:meth:`matching_part`), each with the pattern this set
+        matches it with (an ASCII-only set's :attr:`Row.ascii_pattern`, where a row has one)."""
+        start, end = self._parts()[part]
+        rows = self.rows[start:end]
+        if not self._ascii_only:
+            return rows
+        return tuple(row if row.ascii_pattern is None else replace(row, pattern=row.ascii_pattern) for row in rows)
 
     def matching_part(self, part: int, lowered: str | bytes) -> tuple[int, ...]:
         """:meth:`matching` for the rows of part ``part`` alone (parts are in row order: every
