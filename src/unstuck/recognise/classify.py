@@ -383,9 +383,18 @@ class _Reader:
             cache[("indices", "causes", 0)], cache["harmless rows"], cache["suggestion rows"] = (), (), ()
             return
         harmless, suggestions = derived.failure_bounds
-        cache[("indices", "causes", 0)] = tuple(i for i in found if i < harmless)
-        cache["harmless rows"] = tuple(i - harmless for i in found if harmless <= i < suggestions)
-        cache["suggestion rows"] = tuple(i - suggestions for i in found if i >= suggestions)
+        causes: list[int] = []
+        quiet: list[int] = []
+        suggested: list[int] = []
+        for index in found:  # in row order: the three sets' rows one after the other
+            if index < harmless:
+                causes.append(index)
+            elif index < suggestions:
+                quiet.append(index - harmless)
+            else:
+                suggested.append(index - suggestions)
+        cache[("indices", "causes", 0)], cache["harmless rows"], cache["suggestion rows"] = (
+            tuple(causes), tuple(quiet), tuple(suggested))
 
     def suggestion_rows(self) -> tuple[int, ...]:
         """The suggestion rows that occur in the text (matched once per text)."""
@@ -424,8 +433,12 @@ class _Reader:
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
+        cache = self._cache
         for part in range(rows.parts):
-            for index in self.part_indices(name, rows, part):
+            indices: tuple[int, ...] | None = cache.get(("indices", name, part))
+            if indices is None:
+                indices = cache[("indices", name, part)] = rows.matching_part(part, self.encoded)
+            for index in indices:
                 if accept(rows.rows[index]):
                     located: RowMatch | None = rows.locate(index, self.searchable)
                     return located
@@ -447,9 +460,11 @@ class _Reader:
 
     def cause(self, *, failed: bool) -> RowMatch | None:
         """The first cause row (a failure is never read for an injected instruction)."""
-        def accept(row: Any) -> bool:
-            return not (failed and row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION)
-        return self._once(f"cause{failed}", lambda: self._first("causes", self.causes, accept))  # type: ignore[no-any-return]
+        key = "causeTrue" if failed else "causeFalse"
+        found: RowMatch | None = self._cache.get(key, _UNREAD)
+        if found is _UNREAD:
+            found = self._cache[key] = self._first("causes", self.causes, _not_adversarial if failed else _any_row)
+        return found
 
     def failure_cause(self) -> RowMatch | None:
         """The first cause row that names a failure (not a degenerate or adversarial one)."""

@@ -40,6 +40,7 @@ import re2
 
 from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text, store_text
 from unstuck.core.errors import UnstuckError
+from unstuck.core.records import cheap
 from unstuck.core.situations import Kind
 
 if TYPE_CHECKING:  # imported where they are used: a table that never reads a code or a command line loads neither
@@ -98,6 +99,7 @@ class MarkerStrength(enum.StrEnum):
     LINE = "line"
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What a signal says: a kind and its flags."""
@@ -107,6 +109,7 @@ class Verdict:
     retryable: bool = False
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Coded:
     """A row of a code table kept in signals.yaml (exit codes, exception names): its verdict
@@ -188,6 +191,7 @@ class Row:
         return None if found is None else found.span()
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RowMatch:
     """Where a row matched, in the lower-cased text it was given (offsets in characters)."""
@@ -213,6 +217,8 @@ class RowSet:
         self._by_file = by_file
         self._bounds: tuple[tuple[int, int], ...] | None = None
         self._chunks: dict[int, Any] = {}
+        #: per compiled part, what :meth:`matching_part` needs: the set, its first row, its loosened rows
+        self._ready: dict[int, tuple[Any, int, frozenset[int]]] = {}
         #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
         self._loose: dict[int, frozenset[int]] = {}
         #: per loosened row (index), its own pattern alone in a set: what confirms a loose match
@@ -278,6 +284,7 @@ class RowSet:
             where = self.rows[start].where
             raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
         self._loose[chunk] = frozenset(loose)  # before the set: a thread that finds the set finds these
+        self._ready[chunk] = (matcher, start, self._loose[chunk])
         self._chunks[chunk] = matcher  # two threads compiling one part at once keep equal sets
         return matcher
 
@@ -313,14 +320,18 @@ class RowSet:
         index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
         if not lowered:
             return ()
-        found = self._chunk(part).Match(lowered)
+        ready = self._ready.get(part)
+        if ready is None:
+            self._chunk(part)
+            ready = self._ready[part]
+        matcher, start, loose = ready
+        found = matcher.Match(lowered)
         if not found:
             return ()
-        start = self._parts()[part][0]
-        loose = self._loose[part]
-        if loose:  # a loosened row counts only where its own pattern matches too
+        if loose and not loose.isdisjoint(found):  # a loosened row counts only where its own pattern matches too
             found = [index for index in found if index not in loose or self._confirmed(start + index, lowered)]
-        return tuple(sorted(start + index for index in found))
+        ordered = sorted(found)
+        return tuple(ordered) if not start else tuple([start + index for index in ordered])
 
     def _confirmed(self, index: int, lowered: str | bytes) -> bool:
         """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8): asked of
