@@ -252,8 +252,9 @@ class RowSet:
             by_file = self._by_file
             for index, row in enumerate(self.rows):
                 length = len(self._pattern(row))
-                if size and (size + length > _PATTERN_CHARS_PER_SET or (
-                        by_file and index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
+                new_file = (by_file and index - starts[-1] >= _FILE_PART_ROWS
+                            and _file(row) != _file(self.rows[index - 1]))
+                if size and (size + length > _PATTERN_CHARS_PER_SET or new_file):
                     starts.append(index)
                     size = 0
                 size += length
