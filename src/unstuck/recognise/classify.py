@@ -1012,6 +1012,17 @@ _BEFORE_MESSAGE = re.compile(r"([^\s:'‘’\"]+)['’\"]?\s*[:：]\s*$")
 _PATH_KINDS = frozenset({Kind.PERMISSION, Kind.NOT_FOUND})
 
 
+def _first_group(found: Any) -> tuple[int, int] | None:
+    """The span of the first capture group of a re2 match that took some text (up to its
+    ``lastindex``), or ``None``: read from the spans (an unmatched group's is ``(-1, -1)``),
+    not by slicing each group's text out."""
+    for index in range(1, (found.lastindex or 0) + 1):
+        start, end = found.span(index)
+        if end > start:
+            return start, end
+    return None
+
+
 def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str:
     """The subject a row's wording names (a missing program, a refused path), in its
     original case; for a row with no naming pattern (a program's message in another
@@ -1025,11 +1036,9 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
     if match.row.subject is not None:
         # the subject is named on the line the row matched (a short text: captures are cheap)
         found = match.row.subject.search(reader.searchable, first, last)
-        index = None if found is None else next(
-            (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-        if found is not None and index is not None:
-            start, end = found.span(index)
-            named = reader.original(start, end).strip()
+        span = None if found is None else _first_group(found)
+        if span is not None:
+            named = reader.original(*span).strip()
     elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
         start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
         head = reader.original(first, start)
@@ -1071,6 +1080,8 @@ _TO_IMPERATIVE = frozenset({"need", "needs", "have", "has", "want", "please", "m
 #: "Re-run Maven using the -X switch"); never a path, a URL or a log file.
 _PROGRAM_WORD = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 _QUOTE_MARKS = "`'\"‘’“”"
+#: A Windows drive's path (``C:\\``): no program word.
+_DRIVE = re.compile(r"^[a-z]:\\", re.I)
 
 
 def _imperative(before: str) -> bool:
@@ -1120,7 +1131,7 @@ def _command_shaped(words: list[str], quoted: bool) -> bool:
     if not rest:
         return False
     first = rest[0]
-    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or re.match(r"^[a-z]:\\", first, re.I):
+    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or _DRIVE.match(first):
         return False
     if first.lower().endswith((".log", ".txt", ".out", ".json")) or first.lower() in _NOT_PROGRAMS:
         return False
@@ -1145,10 +1156,12 @@ def _suggestion(reader: _Reader) -> str | None:
     never a path, a URL to a log, or a sentence fragment."""
     for index in reader.suggestion_rows():
         for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.searchable), 8):
-            if found.group(1) is None:
-                continue
             start, end = found.span(1)
-            if not _imperative(reader.original(reader.line_of(found.start()), found.start())):
+            if start == -1:  # the group took no part in the match
+                continue
+            at = found.start()
+            before = reader.original(reader.line_of(at), at)  # the line before the verb
+            if not _imperative(before):
                 continue
             quoted = start > 0 and reader.original(start - 1, start) in _QUOTE_MARKS
             words = reader.original(start, end).split()
@@ -1160,9 +1173,7 @@ def _suggestion(reader: _Reader) -> str | None:
             command = " ".join(kept).rstrip(".,:;!")
             if not kept or not _command_shaped(command.split(), quoted):
                 continue
-            if not quoted and len(kept) == len(words) and _heading(
-                    reader.original(reader.line_of(found.start()), found.start()),
-                    reader.lowered[found.start():start], words):
+            if not quoted and len(kept) == len(words) and _heading(before, reader.lowered[at:start], words):
                 continue
             return _screened_suggestion(reader, command, kept)
     return None
@@ -1349,11 +1360,10 @@ def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None
     for count, found in enumerate(match.row.subject.finditer(reader.searchable)):
         if count >= 32:
             break
-        index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-        if index is None:
+        span = _first_group(found)
+        if span is None:
             continue
-        start, end = found.span(index)
-        name = reader.original(start, end).strip().strip("'\"‘’“”«»")
+        name = reader.original(*span).strip().strip("'\"‘’“”«»")
         if name.startswith("-") and len(name) > 1 and (name[1].isalnum() or name[1] == "-"):
             return name
     return None
