@@ -13,11 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from unstuck.core.situations import Kind
 from unstuck.core.tools import CommandOutput, HttpResponse, ToolResult, normalize_result
 from unstuck.faults.bank import load_bank
 from unstuck.recognise.classify import classify_result, explain_result
+from unstuck.recognise.envelopes import find_envelopes, scan_envelopes
 from unstuck.recognise.signals import Row, RowSet
 
 #: The statuses a tool states a success with (exit 0, an HTTP 2xx, its own ``status``), and none.
@@ -129,3 +132,29 @@ def test_a_cause_worded_without_a_status_is_read_and_a_stated_success_overrules_
     # a status that says success is overruled only by a crash, a failure envelope, a marked
     # cause or a sign-in hand-off left waiting
     assert classify_result("cat", {}, ToolResult("cat", True, text, exit_code=0)) is None
+
+
+#: Pieces of envelopes and log lines with every character but the four each shape needs
+#: (``{`` ``<`` ``=`` ``:``): keys, levels, quotes, brackets, escapes, header names.
+_PIECES = st.sampled_from([
+    '"error"', "'error'", '"ok"', "false", "true", "null", "[", "]", "(", ")", "}", ">", ",", '"', "'", "\\",
+    "level", "severity", "fatal", "ERROR", "status", "Failure", "code", "reason", "__type", "isError", "jsonrpc",
+    "x-amzn-ErrorType", "grpc-status", "Error", "ErrorResponse", "Response", "Errors", " ", "\n", "\t", "500",
+    "message", "detail", "exception", "fault", "é", "\u00a0", "；", "＝",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_a_text_without_the_characters_every_shape_needs_holds_no_envelope(text: str) -> None:
+    assert scan_envelopes(text).envelopes == ()
+    assert find_envelopes(text) == ()
+
+
+def test_one_of_the_characters_a_shape_needs_is_enough_to_be_scanned() -> None:
+    # each shape with the one character it needs (JSON, XML, logfmt, a header line)
+    texts = ['{"ok": false, "error": "invalid_auth"}', "<Error><Code>AccessDenied</Code></Error>",
+             "level=error msg=boom", "x-amzn-ErrorType: ThrottlingException"]
+    for text in texts:
+        found = find_envelopes(text)
+        assert found and found[0].failed, text

@@ -314,6 +314,9 @@ def _derived(table: SignalTable) -> _Derived:
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
 
+    __slots__ = ("_cache", "_to_text", "causes", "encoded", "hand_offs", "inner", "lowered", "plain", "raw",
+                 "refused_suggestion", "searchable", "table", "text", "weak_rows")
+
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
         text = window if window.isascii() else valid_utf8(window)  # ASCII holds no lone surrogate
@@ -978,7 +981,7 @@ def _status_line(reader: _Reader, status: int) -> str:
 
 
 def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
-    for name in table.retry_after_headers:
+    for name in table.retry_after_headers if result.headers else ():
         value = result.header(name)
         if value is not None:
             try:
@@ -1027,8 +1030,9 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
     """The subject a row's wording names (a missing program, a refused path), in its
     original case; for a row with no naming pattern (a program's message in another
     language), the path just before the message on its line."""
-    if match is None:
-        return default
+    if match is None or (match.row.subject is None and (
+            match.row.verdict is None or match.row.verdict.kind not in _PATH_KINDS)):
+        return default  # no naming pattern, and no path a message is about
     first = reader.line_of(match.start)
     last = reader.lowered.find("\n", match.end)
     last = len(reader.lowered) if last == -1 else last + 1  # the line break too: re2's $ is the text's end
