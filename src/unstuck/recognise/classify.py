@@ -443,7 +443,11 @@ class _Reader:
                 indices = cache[("indices", name, part)] = rows.matching_part(part, self.encoded)
             for index in indices:
                 if accept(rows.rows[index]):
-                    located: RowMatch | None = rows.locate(index, self.searchable)
+                    # each row located once per text (the first cause and the first failure cause are often one row)
+                    key = ("located", name, index)
+                    located: RowMatch | None = cache.get(key, _UNREAD)
+                    if located is _UNREAD:
+                        located = cache[key] = rows.locate(index, self.searchable)
                     return located
         return None
 
@@ -1095,7 +1099,8 @@ def _imperative(before: str) -> bool:
     stripped = before.rstrip()
     if not stripped or stripped[-1] in ".:!;?>$*•→-#|)]":
         return True
-    words = [w.strip(",\"'`()[]").lower() for w in stripped.split()]
+    # the last two words are all that is read (the rest of the line stays whole in the first piece)
+    words = [w.strip(",\"'`()[]").lower() for w in stripped.rsplit(None, 2)[-2:]]
     last = words[-1] if words else ""
     if last in _NOT_IMPERATIVE or (len(words) > 1 and words[-2] in {"not", "never", "cannot", "unable", "failed"}):
         return False
@@ -1359,8 +1364,8 @@ _OPTION_SOURCE = (
 def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None) -> str | None:
     """The first name a not-found-program row names that is option-shaped (``--flag``): then
     the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
-    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
-        return None
+    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None or "-" not in reader.text:
+        return None  # (an option-shaped name holds a "-")
     for count, found in enumerate(match.row.subject.finditer(reader.searchable)):
         if count >= 32:
             break
