@@ -735,8 +735,6 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
 def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
     """Whether the result failed; and, when a program's exit status or a harmless wording
     explains a failure status, what it means instead (``None`` verdict: nothing failed)."""
-    stated = result.exit_code is not None or result.http_status is not None or result.error_type is not None \
-        or result.status_stated
     if not result.ok:
         program_code = _program_exit(reader, program, result)
         explained = program_code is not None and (
@@ -750,7 +748,9 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
         return True, None
     if reader.crashed() or reader.step_failed() or _structural_failure(reader) is not None:
         return True, None
-    if stated:
+    # a status is stated: an exit code, an HTTP status, an exception, or the tool's own word
+    if result.exit_code is not None or result.http_status is not None or result.error_type is not None \
+            or result.status_stated:
         if _hand_off_waiting(reader):
             return True, None
         # a status that says success is overruled only where a marker and a cause share a line
@@ -986,7 +986,8 @@ def _status_line(reader: _Reader, status: int) -> str:
 
 def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
     for name in table.retry_after_headers if result.headers else ():
-        value = result.header(name)
+        wanted = name.lower()  # the first header of that name, in any case (ToolResult.header)
+        value = next((v for k, v in result.headers if k.lower() == wanted), None)
         if value is not None:
             try:
                 wait = float(value.strip())
@@ -1265,7 +1266,7 @@ def explain_result(
     """
     table = table or load_signal_table()
     subject = _subject(tool, args)
-    if not thorough and _plain_success(table, tool, result):
+    if not thorough and result.ok and _plain_success(table, tool, result):
         return _NOTHING_FOUND
     reader = _Reader(table, _window(result.content))
     if not result.executed:
