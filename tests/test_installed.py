@@ -103,3 +103,29 @@ def test_the_default_places_each_name_their_source_and_include_the_common_ones()
 def test_the_default_places_find_a_program_in_a_fake_homes_cargo_bin(home: Path) -> None:
     tool = executable(home / ".cargo" / "bin" / "unstuck-test-cargo-tool")
     assert locate_off_path("unstuck-test-cargo-tool", os.defpath, str(home)) == str(tool)
+
+
+def test_a_path_directory_written_with_a_trailing_slash_or_twice_still_reaches_the_program(home: Path) -> None:
+    executable(home / ".local" / "bin" / "mytool")
+    on_path = executable(home / "bin" / "mytool").parent
+    assert locate_off_path("mytool", f"/usr/bin:{on_path}/:{on_path}/", str(home), roots=["~/.local/bin"]) is None
+    assert locate_off_path("mytool", f"{on_path}:{on_path}", str(home), roots=["~/.local/bin"]) is None
+
+
+def test_a_program_added_to_a_path_directory_is_seen_at_the_next_look(home: Path, tmp_path: Path) -> None:
+    off = executable(home / ".local" / "bin" / "mytool")
+    on_path = tmp_path / "on-path"
+    on_path.mkdir()
+    path_env = f"/usr/bin:{on_path}"
+    assert locate_off_path("mytool", path_env, str(home), roots=["~/.local/bin"]) == str(off)
+    executable(on_path / "mytool")  # the same PATH text, a directory that changed: looked at again
+    assert locate_off_path("mytool", path_env, str(home), roots=["~/.local/bin"]) is None
+    (on_path / "mytool").unlink()
+    assert locate_off_path("mytool", path_env, str(home), roots=["~/.local/bin"]) == str(off)
+
+
+def test_a_directory_on_path_named_like_the_program_does_not_reach_it(home: Path, tmp_path: Path) -> None:
+    off = executable(home / ".local" / "bin" / "mytool")
+    (tmp_path / "on-path" / "mytool").mkdir(parents=True)  # searchable (x bit), but no program
+    path_env = str(tmp_path / "on-path")
+    assert locate_off_path("mytool", path_env, str(home), roots=["~/.local/bin"]) == str(off)

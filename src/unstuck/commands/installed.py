@@ -85,18 +85,44 @@ def locate_off_path(
     """
     if not isinstance(program, str) or not _PROGRAM.fullmatch(program) or program in (".", ".."):
         raise ValueError(f"locate_off_path: not a program name: {str(program)[:80]!r}")
-    on_path = [d for d in path_env.split(os.pathsep) if d]
-    if any(_executable(os.path.join(d, program)) for d in on_path if os.path.isabs(d)):
-        return None
-    reached = {_real(d) for d in on_path}
-    places = roots if roots is not None else [entry.path for entry in OFF_PATH_DIRS]
+    on_path, prefixes = _path_dirs(path_env)
+    for prefix in prefixes:
+        if _executable(prefix + program):
+            return None
+    reached: set[str] | None = None  # the real paths of PATH's directories, resolved once a candidate is met
+    places = roots if roots is not None else _PLACES
     for directory in _expanded(places, home):
-        if _real(directory) in reached:
-            continue
         candidate = os.path.join(directory, program)
-        if _executable(candidate):
+        if not _executable(candidate):
+            continue
+        if reached is None:
+            reached = {_real(d) for d in on_path}
+        if _real(directory) not in reached:
             return candidate
     return None
+
+
+_PLACES = tuple(entry.path for entry in OFF_PATH_DIRS)
+
+
+#: :func:`_path_dirs` of the ``PATH`` values met, at most :data:`_PATHS_KEPT` (a process meets a few).
+_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_PATHS_KEPT = 64
+
+
+def _path_dirs(path_env: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The directories of ``path_env`` (empty entries dropped), and each absolute one once, in
+    order, as the prefix a program's name is joined to (``os.path.join`` of an absolute
+    directory and a name without ``/``): derived from the text alone, so kept by it."""
+    found = _PATHS.get(path_env)
+    if found is None:
+        on_path = tuple(d for d in path_env.split(os.pathsep) if d)
+        absolute = dict.fromkeys(d for d in on_path if os.path.isabs(d))  # a directory listed twice is looked in once
+        prefixes = tuple(os.path.join(d, "") for d in absolute)
+        if len(_PATHS) >= _PATHS_KEPT:
+            _PATHS.clear()
+        found = _PATHS[path_env] = (on_path, prefixes)
+    return found
 
 
 def _expanded(places: Sequence[str], home: str | None) -> Iterator[str]:
@@ -123,12 +149,12 @@ def _expanded(places: Sequence[str], home: str | None) -> Iterator[str]:
 
 
 def _executable(path: str) -> bool:
-    """A regular file (after symlinks) with an execute bit this process may use."""
+    """A regular file (after symlinks) with an execute bit this process may use (``access``
+    first: it says no to a missing file without raising, where ``stat`` raises)."""
     try:
-        found = os.stat(path)
+        return os.access(path, os.X_OK) and stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
-    return stat.S_ISREG(found.st_mode) and os.access(path, os.X_OK)
 
 
 def _real(path: str) -> str:

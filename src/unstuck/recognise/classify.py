@@ -240,6 +240,12 @@ class _Derived:
             order and with the patterns those sets match an ASCII text with, as one set
             (:meth:`_Reader.first_read`); ``None`` when they do not fit in one part.
         bounds: where the hand-off rows and the degenerate rows start in ``first_read``.
+        plain_read: ``first_read`` when it holds every degenerate row (what
+            :func:`_plain_success` needs), else ``None``.
+        failure_read: the rows of the first part of ``ascii_causes``, of ``harmless`` and of
+            ``suggestions``, in that order, as one set (:meth:`_Reader.failure_read`);
+            ``None`` when they do not fit in one part.
+        failure_bounds: where the harmless rows and the suggestion rows start in ``failure_read``.
     """
 
     def __init__(self, table: SignalTable) -> None:
@@ -249,6 +255,13 @@ class _Derived:
         joined = RowSet((*table.markers.rows, *hand_offs, *table.degenerate.rows))
         self.first_read = joined if joined.parts == 1 else None
         self.bounds = (len(table.markers), len(table.markers) + len(hand_offs))
+        # what :func:`_plain_success` reads: the joined set, when the degenerate rows are all in it
+        self.plain_read = self.first_read if table.degenerate.parts == 1 else None
+        causes = table.ascii_causes.part_rows(0) if table.ascii_causes.parts else ()
+        failing = RowSet((*causes, *table.harmless.rows, *table.suggestions.rows), by_file=False)
+        single = failing.parts == 1 and table.harmless.parts == 1 and table.suggestions.parts == 1
+        self.failure_read = failing if single else None
+        self.failure_bounds = (len(causes), len(causes) + len(table.harmless))
         self._searches: dict[str, bool] = {}
         self._documents: dict[str, bool] = {}
 
@@ -300,6 +313,9 @@ def _derived(table: SignalTable) -> _Derived:
 
 class _Reader:
     """One result's window, read lazily: each signal set at most once."""
+
+    __slots__ = ("_cache", "_to_text", "causes", "encoded", "hand_offs", "inner", "lowered", "plain", "raw",
+                 "refused_suggestion", "searchable", "table", "text", "weak_rows")
 
     def __init__(self, table: SignalTable, window: str) -> None:
         self.table = table
@@ -355,6 +371,41 @@ class _Reader:
         cache["hand-off worded"] = any(markers <= i < hand_offs for i in found)
         cache[("indices", "degenerate", 0)] = tuple(i - hand_offs for i in found if i >= hand_offs)
 
+    def failure_read(self, derived: _Derived) -> None:
+        """Match the three sets almost every failure reads (the first part of the cause rows,
+        the harmless rows, the suggestion rows) as one (:attr:`_Derived.failure_read`), and
+        keep what each of them matched, as if each had been matched alone. Nothing when the
+        joined set is not one part, or the text is not ASCII (the cause rows are matched with
+        every alternative there)."""
+        joined = derived.failure_read
+        if joined is None or not self.plain:
+            return
+        found = joined.matching_part(0, self.encoded)
+        cache = self._cache
+        if not found:
+            cache[("indices", "causes", 0)], cache["harmless rows"], cache["suggestion rows"] = (), (), ()
+            return
+        harmless, suggestions = derived.failure_bounds
+        causes: list[int] = []
+        quiet: list[int] = []
+        suggested: list[int] = []
+        for index in found:  # in row order: the three sets' rows one after the other
+            if index < harmless:
+                causes.append(index)
+            elif index < suggestions:
+                quiet.append(index - harmless)
+            else:
+                suggested.append(index - suggestions)
+        cache[("indices", "causes", 0)], cache["harmless rows"], cache["suggestion rows"] = (
+            tuple(causes), tuple(quiet), tuple(suggested))
+
+    def suggestion_rows(self) -> tuple[int, ...]:
+        """The suggestion rows that occur in the text (matched once per text)."""
+        found: tuple[int, ...] | None = self._cache.get("suggestion rows")
+        if found is None:
+            found = self._cache["suggestion rows"] = self.table.suggestions.matching(self.encoded)
+        return found
+
     def excerpt(self, match: RowMatch) -> str:
         return self.line_around(match.start, match.end)
 
@@ -385,10 +436,18 @@ class _Reader:
     def _first(self, name: str, rows: RowSet, accept: Any) -> RowMatch | None:
         # part by part, in row order: the first accepted row of a part comes before any of the
         # next, whose set is then never compiled nor matched
+        cache = self._cache
         for part in range(rows.parts):
-            for index in self.part_indices(name, rows, part):
+            indices: tuple[int, ...] | None = cache.get(("indices", name, part))
+            if indices is None:
+                indices = cache[("indices", name, part)] = rows.matching_part(part, self.encoded)
+            for index in indices:
                 if accept(rows.rows[index]):
-                    located: RowMatch | None = rows.locate(index, self.searchable)
+                    # each row located once per text (the first cause and the first failure cause are often one row)
+                    key = ("located", name, index)
+                    located: RowMatch | None = cache.get(key, _UNREAD)
+                    if located is _UNREAD:
+                        located = cache[key] = rows.locate(index, self.searchable)
                     return located
         return None
 
@@ -408,9 +467,11 @@ class _Reader:
 
     def cause(self, *, failed: bool) -> RowMatch | None:
         """The first cause row (a failure is never read for an injected instruction)."""
-        def accept(row: Any) -> bool:
-            return not (failed and row.verdict is not None and row.verdict.kind is Kind.INJECTED_INSTRUCTION)
-        return self._once(f"cause{failed}", lambda: self._first("causes", self.causes, accept))  # type: ignore[no-any-return]
+        key = "causeTrue" if failed else "causeFalse"
+        found: RowMatch | None = self._cache.get(key, _UNREAD)
+        if found is _UNREAD:
+            found = self._cache[key] = self._first("causes", self.causes, _not_adversarial if failed else _any_row)
+        return found
 
     def failure_cause(self) -> RowMatch | None:
         """The first cause row that names a failure (not a degenerate or adversarial one)."""
@@ -522,7 +583,12 @@ class _Reader:
         return self._once("weak", lambda: self._first("weak", self.weak_rows, lambda row: True))  # type: ignore[no-any-return]
 
     def harmless(self) -> tuple[RowMatch, ...]:
-        return self._once("harmless", lambda: self.table.harmless.every(self.searchable, self.encoded))  # type: ignore[no-any-return]
+        found: tuple[RowMatch, ...] | None = self._cache.get("harmless")
+        if found is None:
+            known: tuple[int, ...] | None = self._cache.get("harmless rows")
+            found = self._cache["harmless"] = () if known == () else self.table.harmless.every(
+                self.searchable, self.encoded, indices=known)
+        return found
 
     def markers(self) -> tuple[RowMatch, ...]:
         """Failure markers, minus those on a line a harmless wording explains."""
@@ -669,8 +735,6 @@ def _is_document(table: SignalTable, tool: ToolDescription | str, args: Mapping[
 def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tuple[bool, Coded | None]:
     """Whether the result failed; and, when a program's exit status or a harmless wording
     explains a failure status, what it means instead (``None`` verdict: nothing failed)."""
-    stated = result.exit_code is not None or result.http_status is not None or result.error_type is not None \
-        or result.status_stated
     if not result.ok:
         program_code = _program_exit(reader, program, result)
         explained = program_code is not None and (
@@ -684,7 +748,9 @@ def _failure_evidence(reader: _Reader, result: ToolResult, program: str) -> tupl
         return True, None
     if reader.crashed() or reader.step_failed() or _structural_failure(reader) is not None:
         return True, None
-    if stated:
+    # a status is stated: an exit code, an HTTP status, an exception, or the tool's own word
+    if result.exit_code is not None or result.http_status is not None or result.error_type is not None \
+            or result.status_stated:
         if _hand_off_waiting(reader):
             return True, None
         # a status that says success is overruled only where a marker and a cause share a line
@@ -919,8 +985,9 @@ def _status_line(reader: _Reader, status: int) -> str:
 
 
 def _retry_after(table: SignalTable, result: ToolResult, lowered: str) -> float | None:
-    for name in table.retry_after_headers:
-        value = result.header(name)
+    for name in table.retry_after_headers if result.headers else ():
+        wanted = name.lower()  # the first header of that name, in any case (ToolResult.header)
+        value = next((v for k, v in result.headers if k.lower() == wanted), None)
         if value is not None:
             try:
                 wait = float(value.strip())
@@ -953,12 +1020,24 @@ _BEFORE_MESSAGE = re.compile(r"([^\s:'‘’\"]+)['’\"]?\s*[:：]\s*$")
 _PATH_KINDS = frozenset({Kind.PERMISSION, Kind.NOT_FOUND})
 
 
+def _first_group(found: Any) -> tuple[int, int] | None:
+    """The span of the first capture group of a re2 match that took some text (up to its
+    ``lastindex``), or ``None``: read from the spans (an unmatched group's is ``(-1, -1)``),
+    not by slicing each group's text out."""
+    for index in range(1, (found.lastindex or 0) + 1):
+        start, end = found.span(index)
+        if end > start:
+            return start, end
+    return None
+
+
 def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str:
     """The subject a row's wording names (a missing program, a refused path), in its
     original case; for a row with no naming pattern (a program's message in another
     language), the path just before the message on its line."""
-    if match is None:
-        return default
+    if match is None or (match.row.subject is None and (
+            match.row.verdict is None or match.row.verdict.kind not in _PATH_KINDS)):
+        return default  # no naming pattern, and no path a message is about
     first = reader.line_of(match.start)
     last = reader.lowered.find("\n", match.end)
     last = len(reader.lowered) if last == -1 else last + 1  # the line break too: re2's $ is the text's end
@@ -966,11 +1045,9 @@ def _named_subject(match: RowMatch | None, reader: _Reader, default: str) -> str
     if match.row.subject is not None:
         # the subject is named on the line the row matched (a short text: captures are cheap)
         found = match.row.subject.search(reader.searchable, first, last)
-        index = None if found is None else next(
-            (i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-        if found is not None and index is not None:
-            start, end = found.span(index)
-            named = reader.original(start, end).strip()
+        span = None if found is None else _first_group(found)
+        if span is not None:
+            named = reader.original(*span).strip()
     elif match.row.verdict is not None and match.row.verdict.kind in _PATH_KINDS:
         start = match.start + 1 if reader.lowered[match.start:match.start + 1] == "\n" else match.start
         head = reader.original(first, start)
@@ -1012,6 +1089,8 @@ _TO_IMPERATIVE = frozenset({"need", "needs", "have", "has", "want", "please", "m
 #: "Re-run Maven using the -X switch"); never a path, a URL or a log file.
 _PROGRAM_WORD = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 _QUOTE_MARKS = "`'\"‘’“”"
+#: A Windows drive's path (``C:\\``): no program word.
+_DRIVE = re.compile(r"^[a-z]:\\", re.I)
 
 
 def _imperative(before: str) -> bool:
@@ -1021,7 +1100,8 @@ def _imperative(before: str) -> bool:
     stripped = before.rstrip()
     if not stripped or stripped[-1] in ".:!;?>$*•→-#|)]":
         return True
-    words = [w.strip(",\"'`()[]").lower() for w in stripped.split()]
+    # the last two words are all that is read (the rest of the line stays whole in the first piece)
+    words = [w.strip(",\"'`()[]").lower() for w in stripped.rsplit(None, 2)[-2:]]
     last = words[-1] if words else ""
     if last in _NOT_IMPERATIVE or (len(words) > 1 and words[-2] in {"not", "never", "cannot", "unable", "failed"}):
         return False
@@ -1061,7 +1141,7 @@ def _command_shaped(words: list[str], quoted: bool) -> bool:
     if not rest:
         return False
     first = rest[0]
-    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or re.match(r"^[a-z]:\\", first, re.I):
+    if first.startswith(("-", "/", "./", "../", "~", "\\")) or "://" in first or _DRIVE.match(first):
         return False
     if first.lower().endswith((".log", ".txt", ".out", ".json")) or first.lower() in _NOT_PROGRAMS:
         return False
@@ -1084,12 +1164,14 @@ def _suggestion(reader: _Reader) -> str | None:
     never a noun or a negated verb ("A complete log of this run can be found in: PATH", "could
     not run to completion"), and only a command-shaped argument (:func:`_command_shaped`):
     never a path, a URL to a log, or a sentence fragment."""
-    for index in reader.table.suggestions.matching(reader.encoded):
+    for index in reader.suggestion_rows():
         for found in itertools.islice(reader.table.suggestions.rows[index].compiled.finditer(reader.searchable), 8):
-            if found.group(1) is None:
-                continue
             start, end = found.span(1)
-            if not _imperative(reader.original(reader.line_of(found.start()), found.start())):
+            if start == -1:  # the group took no part in the match
+                continue
+            at = found.start()
+            before = reader.original(reader.line_of(at), at)  # the line before the verb
+            if not _imperative(before):
                 continue
             quoted = start > 0 and reader.original(start - 1, start) in _QUOTE_MARKS
             words = reader.original(start, end).split()
@@ -1101,9 +1183,7 @@ def _suggestion(reader: _Reader) -> str | None:
             command = " ".join(kept).rstrip(".,:;!")
             if not kept or not _command_shaped(command.split(), quoted):
                 continue
-            if not quoted and len(kept) == len(words) and _heading(
-                    reader.original(reader.line_of(found.start()), found.start()),
-                    reader.lowered[found.start():start], words):
+            if not quoted and len(kept) == len(words) and _heading(before, reader.lowered[at:start], words):
                 continue
             return _screened_suggestion(reader, command, kept)
     return None
@@ -1186,6 +1266,8 @@ def explain_result(
     """
     table = table or load_signal_table()
     subject = _subject(tool, args)
+    if not thorough and result.ok and _plain_success(table, tool, result):
+        return _NOTHING_FOUND
     reader = _Reader(table, _window(result.content))
     if not result.executed:
         situation = _situation(reader, Verdict(Kind.PERMISSION), subject, result, reader.text.strip())
@@ -1193,6 +1275,8 @@ def explain_result(
                                                         "seed 000 section 3.2: a call a permission tier refused"))
     if result.ok:  # a success reads its markers, hand-offs and degenerate rows: one pass for the three
         reader.first_read(_derived(table))
+    else:  # a failure its first cause rows, harmless wordings and the tool's suggestions: one pass
+        reader.failure_read(_derived(table))
     found = _classify(reader, tool, args, subject, result)
     if not thorough:
         return found
@@ -1206,6 +1290,42 @@ def explain_result(
     if reader.refused_suggestion:
         extra.append(Evidence("suggestion refused", reader.refused_suggestion))
     return Classification(found.situation, found.failed, found.decided_by, (*reader.evidence(), *extra))
+
+
+def _plain_success(table: SignalTable, tool: ToolDescription | str, result: ToolResult) -> bool:
+    """Whether ``result`` is an ordinary success, found with one set match where
+    :func:`_classify` would make the whole reading come to the same answer
+    (:data:`_NOTHING_FOUND`); ``False`` whenever any part of that reading could say more
+    (then it is read in full).
+
+    It holds for a success whose status is stated (an exit code, an HTTP status, an
+    exception, a tool's own ``status``: an unstated one is read for a cause worded), whose
+    window is ASCII with no escape sequence or NUL (nothing to clean), holds none of the
+    :data:`_FAILURE_WORDS` (no envelope can state a failure: :func:`_structural_failure`) and
+    no row of the first read (:attr:`_Derived.first_read`: no marker, hence no crash, runner
+    status or marked cause; no sign-in hand-off; no degenerate or adversarial row, and ASCII
+    has no smuggled or styled one), and is not a short result of a search tool (which may be
+    ``empty``). That is every test :func:`_failure_evidence` and :func:`_success` make of such
+    a result, whether or not it is a document (:func:`_is_document`: both readings end in
+    :func:`_success` with no program code)."""
+    if not result.ok or not result.executed:
+        return False
+    if result.exit_code is None and result.http_status is None and result.error_type is None \
+            and not result.status_stated:
+        return False
+    text = _window(result.content)
+    if not text.isascii() or "\x1b" in text or "\x00" in text:
+        return False
+    lowered = text.lower()
+    if _says_any(lowered, _FAILURE_WORDS):
+        return False
+    derived = _derived(table)
+    joined = derived.plain_read
+    if joined is None or joined.matching_part(0, lowered.encode("ascii")):
+        return False
+    if len(lowered) <= _EMPTY_CHARS:
+        return not derived.search_tool((tool.name if not isinstance(tool, str) else tool).lower())
+    return True
 
 
 def _classify(
@@ -1245,16 +1365,15 @@ _OPTION_SOURCE = (
 def _option_as_program(reader: _Reader, verdict: Verdict, match: RowMatch | None) -> str | None:
     """The first name a not-found-program row names that is option-shaped (``--flag``): then
     the shell read an argument as a program (:data:`_OPTION_SOURCE`); else ``None``."""
-    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None:
-        return None
+    if verdict.kind is not Kind.NOT_INSTALLED or match is None or match.row.subject is None or "-" not in reader.text:
+        return None  # (an option-shaped name holds a "-")
     for count, found in enumerate(match.row.subject.finditer(reader.searchable)):
         if count >= 32:
             break
-        index = next((i for i in range(1, (found.lastindex or 0) + 1) if found.group(i)), None)
-        if index is None:
+        span = _first_group(found)
+        if span is None:
             continue
-        start, end = found.span(index)
-        name = reader.original(start, end).strip().strip("'\"‘’“”«»")
+        name = reader.original(*span).strip().strip("'\"‘’“”«»")
         if name.startswith("-") and len(name) > 1 and (name[1].isalnum() or name[1] == "-"):
             return name
     return None

@@ -298,18 +298,28 @@ class EnvelopeScan:
     exhausted: bool
 
 
+#: Characters without one of which no shape can be in a text: a structure opens with ``{`` (a
+#: JSON value, a dict repr, an array of objects, an escaped body) or ``<`` (an XML error body),
+#: a logfmt pair holds ``=``, an error-code header line ``:`` (:data:`_CANDIDATE`,
+#: :data:`_LOGFMT_LEVEL`, :data:`_HEADER_LINE`).
+_SHAPE_CHARS = ("{", "<", "=", ":")
+
+
 def find_envelopes(text: str) -> tuple[Envelope, ...]:
     """The envelopes in ``text``, in order of appearance (see the module docstring).
 
     A success body (``{"ok": true, ...}``, ``{"data": {...}}`` without errors, an info log line)
     is returned with ``failed=False``, so a caller can tell a success envelope from no envelope.
     A JSON value with no envelope field (a plain data document) is not an envelope, but
-    envelopes inside its string values are found. Never raises on any ``str``; the cost is
+    envelopes inside its string values are found. A text holding none of the characters every
+    shape needs (:data:`_SHAPE_CHARS`) is not scanned. Never raises on any ``str``; the cost is
     capped by the module's constants.
 
     Raises:
         ValueError: when ``text`` is not a ``str``.
     """
+    if type(text) is str and not any(char in text for char in _SHAPE_CHARS):
+        return ()
     return scan_envelopes(text).envelopes
 
 

@@ -32,7 +32,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ import re2
 
 from unstuck.core.cache import bundled_document, data_bytes, digest_of, load_or_derive_text, store_text
 from unstuck.core.errors import UnstuckError
+from unstuck.core.records import cheap
 from unstuck.core.situations import Kind
 
 if TYPE_CHECKING:  # imported where they are used: a table that never reads a code or a command line loads neither
@@ -98,6 +99,7 @@ class MarkerStrength(enum.StrEnum):
     LINE = "line"
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What a signal says: a kind and its flags."""
@@ -107,6 +109,7 @@ class Verdict:
     retryable: bool = False
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class Coded:
     """A row of a code table kept in signals.yaml (exit codes, exception names): its verdict
@@ -188,6 +191,7 @@ class Row:
         return None if found is None else found.span()
 
 
+@cheap
 @dataclass(frozen=True, slots=True)
 class RowMatch:
     """Where a row matched, in the lower-cased text it was given (offsets in characters)."""
@@ -207,11 +211,14 @@ class RowSet:
             surface at load).
     """
 
-    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False) -> None:
+    def __init__(self, rows: Sequence[Row], *, ascii_only: bool = False, by_file: bool = True) -> None:
         self.rows: tuple[Row, ...] = tuple(rows)
         self._ascii_only = ascii_only
+        self._by_file = by_file
         self._bounds: tuple[tuple[int, int], ...] | None = None
         self._chunks: dict[int, Any] = {}
+        #: per compiled part, what :meth:`matching_part` needs: the set, its first row, its loosened rows
+        self._ready: dict[int, tuple[Any, int, frozenset[int]]] = {}
         #: per part, the rows (offsets in the part) whose set pattern is :func:`loosened`
         self._loose: dict[int, frozenset[int]] = {}
         #: per loosened row (index), its own pattern alone in a set: what confirms a loose match
@@ -236,14 +243,18 @@ class RowSet:
         pattern characters each, and a new one where the rows of a file end once the part
         holds :data:`_FILE_PART_ROWS` rows (the rows of ``signals.yaml`` compile apart from
         the thousands of translated messages after them, so a text they name costs their set
-        alone; a few rows stay with the next file's, as each part is one more match a text)."""
+        alone; a few rows stay with the next file's, as each part is one more match a text).
+        A set made with ``by_file=False`` (several sets' parts joined to be matched in one
+        pass) is parted by size alone."""
         if self._bounds is None:
             starts = [0]
             size = 0
+            by_file = self._by_file
             for index, row in enumerate(self.rows):
                 length = len(self._pattern(row))
-                if size and (size + length > _PATTERN_CHARS_PER_SET
-                             or (index - starts[-1] >= _FILE_PART_ROWS and _file(row) != _file(self.rows[index - 1]))):
+                new_file = (by_file and index - starts[-1] >= _FILE_PART_ROWS
+                            and _file(row) != _file(self.rows[index - 1]))
+                if size and (size + length > _PATTERN_CHARS_PER_SET or new_file):
                     starts.append(index)
                     size = 0
                 size += length
@@ -274,6 +285,7 @@ class RowSet:
             where = self.rows[start].where
             raise SignalTableError(f"signal rows from {where} on do not compile together: {exc}") from exc
         self._loose[chunk] = frozenset(loose)  # before the set: a thread that finds the set finds these
+        self._ready[chunk] = (matcher, start, self._loose[chunk])
         self._chunks[chunk] = matcher  # two threads compiling one part at once keep equal sets
         return matcher
 
@@ -295,19 +307,32 @@ class RowSet:
         """How many ``re2.Set`` parts the rows are matched in (:meth:`matching_part`)."""
         return len(self._parts())
 
+    def part_rows(self, part: int) -> tuple[Row, ...]:
+        """The rows of part ``part`` (:meth:`matching_part`), each with the pattern this set
+        matches it with (an ASCII-only set's :attr:`Row.ascii_pattern`, where a row has one)."""
+        start, end = self._parts()[part]
+        rows = self.rows[start:end]
+        if not self._ascii_only:
+            return rows
+        return tuple(row if row.ascii_pattern is None else replace(row, pattern=row.ascii_pattern) for row in rows)
+
     def matching_part(self, part: int, lowered: str | bytes) -> tuple[int, ...]:
         """:meth:`matching` for the rows of part ``part`` alone (parts are in row order: every
         index of part ``n`` is below every index of part ``n + 1``), compiling only that part."""
         if not lowered:
             return ()
-        found = self._chunk(part).Match(lowered)
+        ready = self._ready.get(part)
+        if ready is None:
+            self._chunk(part)
+            ready = self._ready[part]
+        matcher, start, loose = ready
+        found = matcher.Match(lowered)
         if not found:
             return ()
-        start = self._parts()[part][0]
-        loose = self._loose[part]
-        if loose:  # a loosened row counts only where its own pattern matches too
+        if loose and not loose.isdisjoint(found):  # a loosened row counts only where its own pattern matches too
             found = [index for index in found if index not in loose or self._confirmed(start + index, lowered)]
-        return tuple(sorted(start + index for index in found))
+        ordered = sorted(found)
+        return tuple(ordered) if not start else tuple([start + index for index in ordered])
 
     def _confirmed(self, index: int, lowered: str | bytes) -> bool:
         """Whether row ``index``'s own pattern occurs in ``lowered`` (text or UTF-8): asked of
