@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.evals.test_report import chromium_dom
 from tests.test_report_costs import CALL_S, Fleet, build_fleet
+
+from chromium import chromium_dom
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 
