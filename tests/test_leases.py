@@ -25,7 +25,6 @@ from unstuck.processes.supervisor import leases_left
 from unstuck.processes.terminal import DEFAULT_WINDOW
 from unstuck.processes.waits import reads_terminal, waiting_program
 
-
 #: Seconds a loaded machine may take to start a program and bring it to the point a test looks at
 #: (a prompt printed, a pid file written, a trap set, a pager waiting). A deadline shorter than this
 #: lets the lease end the program before it got there: CI once saw an empty stdout from a

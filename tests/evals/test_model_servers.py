@@ -5,6 +5,7 @@ reading them (a fault answered with the API's error body is retried by the CLI).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import httpx
 import pytest
 
 from unstuck.core.tools import ToolCall
+from unstuck.evals.agents import make_agent
+from unstuck.evals.messages_api import ScriptedMessagesServer
 from unstuck.evals.model_servers.base import SHELL_ALIAS, PlayList, shell_move
 from unstuck.evals.model_servers.gemini import GeminiServer
 from unstuck.evals.model_servers.openai_responses import ResponsesServer
@@ -98,6 +101,63 @@ def test_scenario_tools_become_the_commands_that_do_the_same() -> None:
     assert shell_move(ToolCall.of("", "check_cli_setup", {"name": "gh"})) == "gh auth status"
     assert shell_move(ToolCall.of("", "read_file", {"path": "docs/a b.md"})) == "cat 'docs/a b.md'"
     assert shell_move(ToolCall.of("", "ask_user", {})) is None
+
+
+def timed_post(url: str, body: dict[str, Any], **headers: str) -> tuple[float, float]:
+    """POST ``body`` to ``url``: this process's monotonic clock before sending and after the reply."""
+    before = time.monotonic()
+    assert httpx.post(url, json=body, headers=headers, timeout=10).status_code == 200
+    return before, time.monotonic()
+
+
+def test_responses_server_records_when_each_call_s_result_came_back() -> None:
+    model = PlayList([ToolCall.of("c1", "run_command", {"command": "gh auth status"})])
+    with ResponsesServer(model) as server:
+        url = f"{server.base_url}/responses"
+        first = {"model": "m", "input": [], "tools": [{"type": "function", "name": "exec_command"}]}
+        timed_post(url, first)
+        assert server.arrivals.result_at("c1") is None  # played, not yet run
+        later = {**first, "input": [
+            {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": '{"cmd": "gh auth status"}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "Process exited with code 1\nOutput:\nno"}]}
+        before, after = timed_post(url, later)
+        timed_post(url, later)  # the same history again: the result's first arrival stands
+    assert len(server.arrivals.turns) == 3 and server.arrivals.turns == sorted(server.arrivals.turns)
+    assert before <= server.arrivals.results["c1"] <= after
+    assert server.arrivals.result_at("c1") == server.arrivals.turns[1] == server.requests[1].arrived_s
+
+
+def test_gemini_server_records_when_each_call_s_result_came_back() -> None:
+    with GeminiServer(PlayList(["ls"], answer="done")) as server:
+        url = f"{server.base_url}/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+                                "tools": [{"functionDeclarations": [{"name": "run_shell_command", "parameters": {}}]}]}
+        reply = httpx.post(url, json=body, timeout=10)
+        part = sse_events(reply.text)[0]["candidates"][0]["content"]["parts"][0]["functionCall"]
+        body["contents"] += [{"role": "model", "parts": [{"functionCall": part}]},
+                             {"role": "user", "parts": [{"functionResponse": {
+                                 "id": part["id"], "name": "run_shell_command", "response": {"output": "Output: x"}}}]}]
+        before, after = timed_post(url, body)
+    assert before <= (server.arrivals.result_at(part["id"]) or 0.0) <= after
+
+
+def test_messages_server_records_when_each_tool_use_s_result_came_back() -> None:
+    agent = make_agent("improviser", (ToolCall.of("", "check_cli_setup", {"name": "gh"}),), subject="gh")
+    with ScriptedMessagesServer(lambda: agent, cwd="/work") as api:
+        url = f"{api.url}/v1/messages"
+        body: dict[str, Any] = {"model": "claude-scripted", "tools": [{"name": "Bash", "input_schema": {}}],
+                                "messages": [{"role": "user", "content": "What is the description of cli/cli?"}]}
+        timed_post(url, body, **{"X-Claude-Code-Session-Id": "s1"})
+        (move,) = api.moves_of("s1")
+        assert api.arrivals.result_at(move.tool_use_id) is None
+        body["messages"] += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": move.tool_use_id, "name": move.tool,
+                                               "input": dict(move.arguments)}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": move.tool_use_id, "is_error": True,
+                                          "content": "Exit code 1\nYou are not logged into any GitHub hosts."}]}]
+        before, after = timed_post(url, body, **{"X-Claude-Code-Session-Id": "s1"})
+    assert before <= (api.arrivals.result_at(move.tool_use_id) or 0.0) <= after
+    assert len(api.arrivals.turns) == 2
 
 
 def test_servers_stop_and_free_their_port() -> None:

@@ -24,7 +24,14 @@ command); ``web_search`` and ``fetch_url`` as the same GET with ``curl`` (Claude
 defers its web tools behind ``ToolSearch``); ``search_files`` as ``find``; ``read_file`` as
 ``Read`` on the path under the session's working folder. A tool result goes back to the agent
 as a model reads it: its text, and for ``"is_error": true`` the failure in the words the
-agents read (``(exit code N)`` after Claude Code's ``Exit code N``, else ``Error:``).
+agents read (``(exit code N)`` after Claude Code's ``Exit code N``, else ``Error:``:
+:func:`as_agent_reads`).
+
+When things arrive (:attr:`ScriptedMessagesServer.arrivals`, the
+:class:`unstuck.evals.model_servers.base.Arrivals` the other scripted servers keep): each agent
+request's arrival on this process's monotonic clock, and for each ``tool_use`` id the arrival of
+the first request that carried its ``tool_result`` back (the end of that call as the server sees
+it).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import json
 import re
 import shlex
 import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -42,11 +50,12 @@ from typing import Any
 
 from unstuck.core.tools import ToolCall
 from unstuck.evals.agents import ScriptedAgent
+from unstuck.evals.model_servers.base import Arrivals
 from unstuck.toolkit.models import Message, ModelReply, Role
 from unstuck.toolkit.specs import ToolSpec
 from unstuck.toolkit.workspace import KNOWN_CLIS
 
-__all__ = ["Move", "ScriptedMessagesServer", "agent_messages", "claude_move"]
+__all__ = ["Move", "ScriptedMessagesServer", "agent_messages", "as_agent_reads", "claude_move"]
 
 _EXIT_CODE = re.compile(r"\AExit code (-?\d+)")
 #: What an agent's side request (no ``Bash`` among the tools) is answered with.
@@ -104,8 +113,10 @@ def _text_of(content: object) -> str:
     return ""
 
 
-def _as_agent_reads(block: Mapping[str, Any]) -> str:
-    """A ``tool_result`` block as a model reads it (module doc)."""
+def as_agent_reads(block: Mapping[str, Any]) -> str:
+    """A ``tool_result`` block (``content``, ``is_error``) as a model reads it: its text; for
+    ``"is_error": true``, Claude Code's leading ``Exit code N`` moved to a closing
+    ``(exit code N)``, else ``Error:`` before the text (unless it starts so already)."""
     text = _text_of(block.get("content"))
     if block.get("is_error") is not True:
         return text
@@ -138,7 +149,7 @@ def agent_messages(messages: Sequence[Mapping[str, Any]], played: Mapping[str, T
             if block.get("type") == "tool_result":
                 use = str(block.get("tool_use_id", ""))
                 agent_call = played.get(use)
-                found.append(Message(Role.TOOL, _as_agent_reads(block), tool_call_id=use,
+                found.append(Message(Role.TOOL, as_agent_reads(block), tool_call_id=use,
                                      name=agent_call.tool if agent_call is not None else None))
             elif block.get("type") == "text":
                 found.append(Message(Role.USER, str(block.get("text", ""))))
@@ -163,6 +174,8 @@ class ScriptedMessagesServer:
         moves: every tool call played, in order.
         answers: each session's final text.
         requests: how many requests came in.
+        arrivals: when each agent request (one with ``Bash`` among its tools) arrived, and when
+            each ``tool_use`` id's result first came back (module doc).
 
     Use as a context manager, or :meth:`start` and :meth:`stop`.
     """
@@ -172,6 +185,7 @@ class ScriptedMessagesServer:
         self.moves: list[Move] = []
         self.answers: dict[str, str] = {}
         self.requests = 0
+        self.arrivals = Arrivals()
         self._conversations: dict[str, _Conversation] = {}
         self._lock = threading.Lock()
         self._httpd: http.server.ThreadingHTTPServer | None = None
@@ -208,13 +222,17 @@ class ScriptedMessagesServer:
         """The moves played in one Claude Code session."""
         return [m for m in self.moves if m.session == session]
 
-    def reply(self, body: Mapping[str, Any], session: str) -> dict[str, Any]:
-        """The assistant ``message`` for one request (module doc)."""
+    def reply(self, body: Mapping[str, Any], session: str, *, arrived_s: float | None = None) -> dict[str, Any]:
+        """The assistant ``message`` for one request (module doc); ``arrived_s`` is when the
+        request arrived (:func:`time.monotonic`; now by default), for :attr:`arrivals`."""
         tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
         if not any(t.get("name") == "Bash" for t in tools):
             return _message(body, [{"type": "text", "text": SIDE_REPLY}], "end_turn")
         messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+        returned = [str(b.get("tool_use_id", "")) for m in messages if isinstance(m.get("content"), list)
+                    for b in m["content"] if isinstance(b, Mapping) and b.get("type") == "tool_result"]
         with self._lock:
+            self.arrivals.record(time.monotonic() if arrived_s is None else arrived_s, returned)
             self.requests += 1
             talk = self._conversations.get(session)
             if talk is None:
@@ -291,6 +309,7 @@ def _handler(server: ScriptedMessagesServer) -> type[http.server.BaseHTTPRequest
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
         def do_POST(self) -> None:
+            arrived = time.monotonic()
             path = urllib.parse.urlsplit(self.path).path
             try:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -311,7 +330,7 @@ def _handler(server: ScriptedMessagesServer) -> type[http.server.BaseHTTPRequest
                 self._error(400, "invalid_request_error", "messages: Field required")
                 return
             session = self.headers.get("X-Claude-Code-Session-Id") or "default"
-            message = server.reply(body, session)
+            message = server.reply(body, session, arrived_s=arrived)
             if not body.get("stream"):
                 self._json(200, message)
                 return

@@ -44,6 +44,15 @@ def test_eval_via_the_guarded_cli_stops_with_the_sign_in_question(via: str) -> N
     assert GH_SIGN_IN in guarded.escalation and chosen.expect.unblock is not None
     assert guarded.exact_unblock is True and guarded.passed is True, guarded.failed_checks
     assert guarded.refused_calls > 0 or guarded.tool_calls < unguarded.tool_calls
+    # measured as runner.py defines it: calls after the first logged-out result up to the call that
+    # ended the turn with the question, and the seconds between, off the model server's arrival times
+    steps = guarded.steps_to_escalate
+    assert isinstance(steps, int) and 0 < steps < unguarded.wasted_calls, (steps, unguarded.wasted_calls)
+    assert guarded.wasted_calls == steps
+    assert guarded.seconds_to_escalate is not None and guarded.seconds_to_escalate > 0
+    assert guarded.wasted_seconds == guarded.seconds_to_escalate
+    assert unguarded.steps_to_escalate is None and unguarded.wasted_calls == unguarded.tool_calls - 1  # from call 1
+    assert unguarded.wasted_seconds > 0
 
 
 @pytest.mark.parametrize("via", list(via_cli.PROGRAMS))
@@ -55,6 +64,7 @@ def test_eval_via_the_counter_scenario_asks_nothing(via: str) -> None:
     assert guarded.error is None, guarded.error
     assert guarded.escalation is None and guarded.refused_calls == 0
     assert guarded.outcome == "done" and guarded.passed is True, guarded.failed_checks
+    assert (guarded.wasted_calls, guarded.wasted_seconds, guarded.workaround_calls) == (0, 0.0, 0)  # no blocker seen
 
 
 def test_eval_via_says_why_a_scenario_is_skipped() -> None:

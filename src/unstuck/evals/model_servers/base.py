@@ -26,6 +26,12 @@ reference agents tell a failure (:data:`unstuck.evals.agents.FAILURE_MARKERS`).
 
 :class:`PlayList` is the simplest model: a list of moves played in order whatever comes back.
 
+When things arrive: each request is stamped with this process's monotonic clock as it arrives
+(:attr:`RecordedRequest.arrived_s`), and :class:`Arrivals` keeps, per model turn, when its request
+arrived and, per tool call, when its result first reached the server (a tool call's result goes
+back with the agent's next request): the end of that call as the server can see it. The same
+:class:`Arrivals` serves :class:`unstuck.evals.messages_api.ScriptedMessagesServer`.
+
 Faults: ``faults=(429, 500)`` answers the next model turns with those statuses and the API's
 own error body (each subclass's :meth:`ModelServer.error_body`, from the vendor's error
 reference) before the model is asked.
@@ -40,8 +46,9 @@ import http.server
 import json
 import shlex
 import threading
+import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -54,6 +61,7 @@ from unstuck.toolkit.workspace import KNOWN_CLIS
 __all__ = [
     "SHELL_ALIAS",
     "SHELL_ARGUMENT",
+    "Arrivals",
     "ModelServer",
     "PlayList",
     "RecordedRequest",
@@ -125,12 +133,15 @@ class RecordedRequest:
         path: the request target with its query (``"/v1/responses"``).
         headers: (name, value) pairs as sent.
         body: the JSON body decoded, or ``None`` (no body, or not JSON).
+        arrived_s: when it arrived, in seconds of this process's monotonic clock
+            (:func:`time.monotonic`).
     """
 
     method: str
     path: str
     headers: tuple[tuple[str, str], ...]
     body: Any
+    arrived_s: float = 0.0
 
     def header(self, name: str) -> str | None:
         """The first header called ``name`` (any case), or ``None``."""
@@ -163,6 +174,34 @@ class WireReply:
     content_type: str
     chunks: tuple[bytes, ...]
     headers: tuple[tuple[str, str], ...] = ()
+
+
+class Arrivals:
+    """When a scripted model server saw things arrive, in seconds of this process's monotonic
+    clock (:func:`time.monotonic`, the clock a harness in this process reads too).
+
+    Attributes:
+        turns: when each model turn's request arrived, in order.
+        results: for each tool call id, when its result first reached the server (the request
+            that carried it back arrived); a call whose result never came back is absent.
+
+    The server records under its own lock (:meth:`record`); readers read after the run.
+    """
+
+    def __init__(self) -> None:
+        self.turns: list[float] = []
+        self.results: dict[str, float] = {}
+
+    def record(self, at: float, result_ids: Iterable[str]) -> None:
+        """One model turn's request arrived at ``at`` carrying the results of ``result_ids``;
+        a result seen before (each request repeats the conversation) keeps its first time."""
+        self.turns.append(at)
+        for call_id in result_ids:
+            self.results.setdefault(call_id, at)
+
+    def result_at(self, call_id: str) -> float | None:
+        """When the result of ``call_id`` first reached the server, or ``None``: it never did."""
+        return self.results.get(call_id)
 
 
 @dataclass
@@ -204,6 +243,7 @@ class ModelServer:
         requests: every request received, in order.
         turns: every model turn read from the requests, in order (side requests included).
         replies: the model's reply to each turn, in order.
+        arrivals: when each turn's request and each tool call's result arrived (:class:`Arrivals`).
     """
 
     #: The agent's shell tool (set by each subclass).
@@ -215,6 +255,7 @@ class ModelServer:
         self.requests: list[RecordedRequest] = []
         self.turns: list[Turn] = []
         self.replies: list[ModelReply] = []
+        self.arrivals = Arrivals()
         self._lock = threading.Lock()
         self._calls = 0
         self._played: dict[str, ToolCall] = {}  # call id -> the model's own call
@@ -225,13 +266,14 @@ class ModelServer:
                 return
 
             def _serve(self) -> None:
+                arrived = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
                     body: Any = json.loads(raw) if raw else None
                 except ValueError:
                     body = None
-                request = RecordedRequest(self.command, self.path, tuple(self.headers.items()), body)
+                request = RecordedRequest(self.command, self.path, tuple(self.headers.items()), body, arrived)
                 with owner._lock:
                     owner.requests.append(request)
                     reply = owner.answer(request)
@@ -315,9 +357,14 @@ class ModelServer:
         return WireReply(status, "application/json", (json.dumps(self.error_body(status)).encode(),))
 
     def ask(self, turn: Turn) -> ModelReply:
-        """Record ``turn``, ask the model, record and return its reply (shell calls by the agent's
-        own tool name and argument, each with an id when the model gave none)."""
+        """Record ``turn`` (and in :attr:`arrivals`, when the request being answered arrived and
+        the results it carries), ask the model, record and return its reply (shell calls by the
+        agent's own tool name and argument, each with an id when the model gave none). Called
+        under the server's lock, from :meth:`answer`: the request being answered is the last
+        one recorded."""
         self.turns.append(turn)
+        arrived = self.requests[-1].arrived_s if self.requests else time.monotonic()
+        self.arrivals.record(arrived, (m.tool_call_id for m in turn.messages if m.tool_call_id))
         reply = self.model.complete(list(turn.messages), list(turn.tools))
         calls = []
         for call in reply.tool_calls:
