@@ -35,10 +35,10 @@ from conftest import bare_env
 WIDTH, HEIGHT = 1280, 900
 
 
-def chromium_binary() -> str:
-    """Debian's ``chromium`` (``./bootstrap`` installs it); fails under ``CI=true`` when missing,
-    skips elsewhere."""
-    found = shutil.which("chromium", path="/usr/bin:/bin") or shutil.which("chromium-browser", path="/usr/bin:/bin")
+def chromium_binary(path: str = "/usr/bin:/bin") -> str:
+    """Debian's ``chromium`` on ``path`` (``./bootstrap`` installs it); fails under ``CI=true``
+    when missing, skips elsewhere."""
+    found = shutil.which("chromium", path=path) or shutil.which("chromium-browser", path=path)
     if found is None:
         if os.environ.get("CI") == "true":
             pytest.fail("Debian's chromium is required under CI (./bootstrap installs it)")

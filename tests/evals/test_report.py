@@ -154,3 +154,16 @@ def test_the_page_never_scrolls_sideways_at_1280_px(own: list[RunMetrics], resul
     box = browser.evaluate("""(() => { const t = document.getElementById('runs'); const b = t.parentElement;
         return {table: t.scrollWidth, box: b.clientWidth, overflow: getComputedStyle(b).overflowX}; })()""")
     assert box["overflow"] == "auto" and box["box"] <= WIDTH
+
+
+def test_a_missing_chromium_fails_under_ci_and_skips_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chromium import chromium_binary
+
+    empty = str(tmp_path)  # a PATH with no browser on it
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="chromium is required under CI"):
+        chromium_binary(empty)
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        chromium_binary(empty)
+    assert chromium_binary().endswith("chromium")  # this machine has Debian's (./bootstrap)
