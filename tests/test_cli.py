@@ -195,7 +195,7 @@ def test_user_text_is_never_read_as_markup(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_eval_runs_a_model_behind_an_openai_compatible_server(tmp_path: Path, gh_path: str) -> None:
-    from chat_server import ChatServer
+    from unstuck.evals.chat_server import ChatServer
 
     def careful_agent(request: dict[str, object]) -> dict[str, object]:
         messages = request["messages"]
@@ -373,7 +373,7 @@ def test_bad_files_and_paths_are_named_before_any_work(tmp_path: Path) -> None:
 
 
 def test_classify_asks_the_second_opinion_only_about_an_unrecognised_failure() -> None:
-    from chat_server import ChatServer
+    from unstuck.evals.chat_server import ChatServer
 
     env = {**os.environ, "COLUMNS": "200"}
     with ChatServer([], closing='{"kind": "conflict", "interactive": false, "retryable": true}') as server:

@@ -11,8 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.evals.test_report import chromium_dom
-from tests.test_report_costs import CALL_S, Fleet, build_fleet
+from tests.test_report_costs import CALL_S, IMPROVISING, Fleet, Wall, World, build_fleet
+
+import unstuck.store.journal as journal_module
+from chromium import LAYOUT, WIDTH, Browser
+from conftest import PlaybackModel
+from unstuck.loop.turn import run_turn
+from unstuck.store.journal import Journal
 
 UNSTUCK = [sys.executable, "-m", "unstuck"]
 
@@ -61,24 +66,69 @@ def test_the_default_journal_is_the_one_unstuck_journal_reads(fleet: Fleet, tmp_
     assert [d["subject"] for d in json.loads(proc.stdout)["days"]] == ["registry"]
 
 
+def add_unguarded_turn(fleet: Fleet, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Day 1, 12:00, machine 1: the same improvising script run unguarded (an eval's baseline):
+    it never asks and wastes its three further calls on cli (test_report_costs: measure())."""
+    root.mkdir()
+    world = World(root)
+    monkeypatch.setattr(journal_module, "time", Wall(world.clock))
+    world.at(1, 12)
+    with Journal(fleet.journals[0]) as journal:
+        result = run_turn("list my repos", model=PlaybackModel(list(IMPROVISING)), tools=world.tools(),
+                          unattended=True, guarded=False, clock=world.clock, journal=journal)
+    assert result.escalation is None
+
+
 @pytest.mark.slow
-def test_chromium_draws_a_line_per_subject_and_a_bar_per_top_blocker(fleet: Fleet, tmp_path: Path) -> None:
+def test_chromium_shows_guarded_and_unguarded_turns_apart_one_colour_per_subject(
+        fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_unguarded_turn(fleet, tmp_path / "bare", monkeypatch)
     page = tmp_path / "out" / "costs.html"
     proc = unstuck("report", *journals(fleet), "--html", str(page))
     assert proc.returncode == 0, proc.stderr
     text = page.read_text(encoding="utf-8")
     assert "<script" not in text and "http://" not in text and "https://" not in text  # self-contained
-    dom = chromium_dom(page, tmp_path)
-    lines = re.search(r'<svg id="wasted-over-time".*?</svg>', dom, re.DOTALL)
-    assert lines is not None
-    assert len(re.findall(r'<path class="series"', lines.group(0))) == 2  # cli and registry
-    assert len(re.findall(r'<circle class="point"', lines.group(0))) == 2 * 2  # two days each (2 March, 3 March)
-    assert "cli 2026-03-02: 3 wasted steps" in lines.group(0)
-    bars = re.search(r'<svg id="top-blockers".*?</svg>', dom, re.DOTALL)
-    assert bars is not None
-    labels = re.findall(r"<title>([^<]*): (\d+) steps</title>", bars.group(0))
-    assert labels == [("registry (permission)", "4"), ("cli (auth)", "3")]
-    assert len(re.findall(r'<tr class="day">', dom)) == 3
+    with Browser(tmp_path / "chromium") as browser:
+        browser.open(page)
+        browser.screenshot(tmp_path / "costs.png")
+        layout = browser.evaluate(LAYOUT)
+        assert layout["scrollWidth"] <= WIDTH, layout
+        # the script's costs (test_report_costs): guarded 3 + 0 (the lesson) + 4 steps, unguarded 3
+        assert browser.evaluate("document.getElementById('modes').innerText") == (
+            f"3 guarded turns met a blocker and wasted 7 steps and {7 * CALL_S:.0f} s before asking · "
+            f"1 unguarded turn (no policy: they never ask) wasted 3 steps and {3 * CALL_S:.0f} s after the blocker.")
+        assert browser.evaluate("document.querySelectorAll('#guarded-turns tr.turn').length") == 3
+        unguarded = browser.evaluate("[...document.querySelectorAll('#unguarded-turns tr.turn')].map(r => r.innerText)")
+        assert len(unguarded) == 1 and "\tcli\tauth\tdone\tno\tno\t3\t60" in unguarded[0]
+        lines = browser.evaluate("""[...document.querySelectorAll('#wasted-over-time g.line')].map(g => {
+            const p = g.querySelector('path.series');
+            return {guarded: p.classList.contains('guarded'), colour: getComputedStyle(p).stroke,
+                    dashed: getComputedStyle(p).strokeDasharray !== 'none',
+                    tips: [...g.querySelectorAll('circle.point title')].map(t => t.textContent)}; })""")
+        subjects = [line["tips"][0].split(" ")[0] for line in lines]
+        assert sorted(zip(subjects, [(x["guarded"], x["dashed"]) for x in lines], strict=True)) == [
+            ("cli", (False, True)), ("cli", (True, False)), ("registry", (True, False))]  # cli unguarded: dashed
+        tips = [tip for line in lines for tip in line["tips"]]
+        assert "cli 2026-03-02: 3 wasted steps (guarded)" in tips
+        assert "cli 2026-03-02: 3 wasted steps (unguarded)" in tips
+        assert "registry 2026-03-03: 4 wasted steps (guarded)" in tips
+        bars = browser.evaluate("""[...document.querySelectorAll('#top-blockers rect.bar')].map(b => ({
+            title: b.querySelector('title').textContent, colour: getComputedStyle(b).fill}))""")
+        # most wasted steps first: cli 3 + 3 (guarded, unguarded), then registry 4
+        assert [b["title"] for b in bars] == ["cli (auth), guarded: 3 steps", "cli (auth), unguarded: 3 steps",
+                                              "registry (permission), guarded: 4 steps"]
+        colours: dict[str, set[str]] = {}
+        for subject, line in zip(subjects, lines, strict=True):
+            colours.setdefault(subject, set()).add(line["colour"])
+        for bar in bars:
+            colours.setdefault(bar["title"].split(" ")[0], set()).add(bar["colour"])
+        assert {subject: len(seen) for subject, seen in colours.items()} == {"cli": 1, "registry": 1}, colours
+        assert colours["cli"] != colours["registry"]  # one colour per subject, and two subjects
+        swatches = browser.evaluate("""[...document.querySelectorAll('tr.turn .swatch')].map(s => [
+            s.parentElement.innerText.trim(), getComputedStyle(s).backgroundColor])""")
+        assert {(subject, colour) for subject, colour in swatches} == {
+            ("cli", next(iter(colours["cli"]))), ("registry", next(iter(colours["registry"])))}
+    assert len(re.findall(r'<tr class="day">', text)) == 3
 
 
 def test_a_missing_journal_is_a_usage_error_naming_it(tmp_path: Path) -> None:

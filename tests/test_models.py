@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chat_server import ChatServer
 from unstuck.core.clock import VirtualClock
 from unstuck.core.tools import ToolCall
+from unstuck.evals.chat_server import ChatServer
 from unstuck.evals.runner import prepare_sandbox
 from unstuck.evals.scenarios import builtin_scenarios
 from unstuck.loop.turn import TurnStatus, run_turn

@@ -1,15 +1,15 @@
 """The second opinion on unrecognised failures, asked of a chat server on 127.0.0.1 that speaks
-the OpenAI wire format (tests/chat_server.py)."""
+the OpenAI wire format (unstuck.evals.chat_server)."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
-from chat_server import ChatServer
 from conftest import PlaybackModel
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind, Situation, Source
+from unstuck.evals.chat_server import ChatServer
 from unstuck.loop.turn import run_turn
 from unstuck.recognise.classify import explain_output
 from unstuck.store.events import EventLog

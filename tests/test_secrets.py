@@ -35,7 +35,6 @@ import pytest
 import typer.main
 import yaml
 
-from chat_server import ChatServer
 from conftest import PlaybackModel, bare_env
 from pg_fixtures import StoreTarget
 from secret_samples import Sample, samples
@@ -43,6 +42,7 @@ from unstuck.cli.app import app
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind, Probe, Situation
 from unstuck.core.tools import Effect
+from unstuck.evals.chat_server import ChatServer
 from unstuck.loop.turn import run_turn
 from unstuck.store.events import JsonLinesSink, Tee
 from unstuck.store.journal import Journal

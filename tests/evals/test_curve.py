@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.evals.test_report import chromium_dom
 
+from chromium import chromium_dom
 from unstuck.evals.curve import CURVE_LEVELS, Curve, run_curve, summarise
 from unstuck.evals.report import write_html
 from unstuck.evals.runner import RunMetrics

@@ -218,7 +218,9 @@ def test_eval_only_runs_just_the_given_scenarios(tmp_path: Path) -> None:
                    "--no-sessions")
     assert proc.returncode == 0, proc.stderr
     assert {str(r["scenario"]) for r in runs(out)} == {"alone"}
-    assert "<th>violations</th><th>validator</th>" in html.read_text(encoding="utf-8")
+    page = html.read_text(encoding="utf-8")
+    assert "<th>violations</th><th>validator</th>" in page
+    assert "reference incident" not in page  # the user's own scenarios alone: nothing to lead them astray
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from chat_server import ChatServer
 from mining.toy_env import PUBLISHER, make_environment
 from unstuck.core.clock import VirtualClock
 from unstuck.core.tools import ToolResult
+from unstuck.evals.chat_server import ChatServer
 from unstuck.faults.bank import load_bank
 from unstuck.loop.turn import run_turn
 from unstuck.mining.agents import (

@@ -9,7 +9,6 @@ import socket
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.chat_server import ChatServer
 from tests.mining.hand_traces import (
     ADDED,
     BODY,
@@ -28,6 +27,7 @@ from tests.mining.hand_traces import (
 from unstuck.core.situations import Kind
 from unstuck.core.tools import Effect, ToolCall
 from unstuck.decide.retry import RETRY_RULES
+from unstuck.evals.chat_server import ChatServer
 from unstuck.faults.bank import load_bank
 from unstuck.mining.environment import BusinessObject, MiningError, Step, Task, Verification
 from unstuck.mining.labels import (

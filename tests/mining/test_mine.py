@@ -273,8 +273,7 @@ def test_a_model_that_does_not_answer_stops_mining_before_any_rollout() -> None:
 
 
 def test_a_model_that_answers_passes_the_check() -> None:
-    from tests.chat_server import ChatServer
-
+    from unstuck.evals.chat_server import ChatServer
     from unstuck.mining.agents import ModelSpec
     from unstuck.mining.mine import check_models
 

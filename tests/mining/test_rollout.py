@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chat_server import ChatServer
 from mining.toy_env import INITIAL_NOTES, NotesEnvironment, NotesSession, make_environment
+from unstuck.evals.chat_server import ChatServer
 from unstuck.faults.bank import FailureBank, load_bank
 from unstuck.mining.agents import ModelSpec, ScriptedMiner, profile
 from unstuck.mining.environment import MiningError, Snapshot, Task

@@ -438,7 +438,7 @@ def run_eval_command(options: EvalOptions) -> None:
         write_results(results, o.json_path, curve=sweep, sessions=[s.to_dict() for s in across])
         console.print(f"results written to {escape(str(o.json_path))}")
     if o.html_path is not None:
-        write_html(results, o.html_path, curve=sweep)
+        write_html(results, o.html_path, curve=sweep, reference_incident=any(s.bundled for s in chosen))
         console.print(f"report written to {escape(str(o.html_path))}")
     if baseline is not None:
         _print_regressions(*find_regressions(baseline, results))

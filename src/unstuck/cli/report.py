@@ -4,7 +4,11 @@ Internal: not a supported import path (docs/reference/index.md lists those that 
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``evals/templates/costs.html.j2`` with jinja2 (autoescaped), as the eval's
-report is (:mod:`unstuck.evals.report`).
+report is (:mod:`unstuck.evals.report`). It keeps guarded turns apart from unguarded ones (an
+eval's baseline never asks, so its waste is not unstuck's): solid lines and bars for guarded
+turns, dashed lines and pale bars for unguarded ones, and a table of each; and one colour per
+subject across both charts (issue 28). Like the eval's page it reads at 1280 CSS pixels without
+a sideways scroll.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ __all__ = ["REPORT_EXIT_CODES", "duration", "render_html", "report_command"]
 #: Under ``unstuck report --help`` (the store commands' exit statuses: it reads journals).
 REPORT_EXIT_CODES = STORE_EXIT_CODES
 
-#: Series colours of the line chart, in turn (a subject beyond the last reuses the first).
+#: Subject colours of both charts, in turn by subject name (a subject beyond the last reuses the first).
 _COLOURS = ("#cf222e", "#0969da", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#1b7c83", "#57606a")
 _TOP = 10  # bars in the top-blockers chart
 
@@ -57,6 +61,7 @@ class _Series:
     colour: str
     path: str
     points: tuple[tuple[float, float, str], ...]  # x, y, tooltip
+    guarded: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +79,20 @@ class _Lines:
 
 @dataclass(frozen=True, slots=True)
 class _Bar:
+    """One top blocker: its guarded turns' wasted steps (a solid bar), then its unguarded
+    turns' (a pale one after it), in its subject's colour."""
+
     label: str
     y: int
-    steps: int
-    width: float
+    colour: str
+    guarded_steps: int
+    unguarded_steps: int
+    guarded_width: float
+    unguarded_width: float
+
+    @property
+    def steps(self) -> int:
+        return self.guarded_steps + self.unguarded_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +103,27 @@ class _Bars:
     bars: tuple[_Bar, ...]
 
 
-def _lines(report: CostReport) -> _Lines:
+def _colours(report: CostReport) -> dict[str, str]:
+    """One colour per subject, the same in every chart: :data:`_COLOURS` in turn, subjects by name."""
+    subjects = sorted({c.subject for c in report.turns} | {t.subject for t in report.totals})
+    return {subject: _COLOURS[i % len(_COLOURS)] for i, subject in enumerate(subjects)}
+
+
+def _mode(guarded: bool) -> str:
+    return "guarded" if guarded else "unguarded"
+
+
+def _lines(report: CostReport, colours: dict[str, str]) -> _Lines:
     """Wasted steps per day (y) over every day from the first to the last in the report (x),
-    one line per subject (its kinds summed)."""
+    one line per subject and mode (its kinds summed): solid for its guarded turns, dashed for
+    its unguarded ones (drawn only when it has some)."""
     left, top, plot_width, plot_height = 50, 16, 620, 220
     days = sorted({d.day for d in report.days})
     span = [days[0] + datetime.timedelta(days=i) for i in range((days[-1] - days[0]).days + 1)] if days else []
-    per: dict[str, dict[datetime.date, int]] = {}
-    for d in report.days:
-        per.setdefault(d.subject, {}).setdefault(d.day, 0)
-        per[d.subject][d.day] += d.wasted_steps
+    per: dict[tuple[str, bool], dict[datetime.date, int]] = {}
+    for c in report.turns:
+        per.setdefault((c.subject, c.guarded), {}).setdefault(c.day, 0)
+        per[c.subject, c.guarded][c.day] += c.wasted_steps
     peak = max((v for by_day in per.values() for v in by_day.values()), default=0) or 1
     step = plot_width / max(len(span) - 1, 1)
 
@@ -108,11 +134,13 @@ def _lines(report: CostReport) -> _Lines:
         return round(top + (1 - value / peak) * plot_height, 1)
 
     series = []
-    for i, subject in enumerate(sorted(per)):
-        points = tuple((x(day), y(per[subject].get(day, 0)), f"{subject} {day.isoformat()}: "
-                        f"{per[subject].get(day, 0)} wasted steps") for day in span)
+    for subject, guarded in sorted(per, key=lambda key: (key[0], not key[1])):
+        by_day = per[subject, guarded]
+        points = tuple((x(day), y(by_day.get(day, 0)), f"{subject} {day.isoformat()}: "
+                        f"{by_day.get(day, 0)} wasted steps ({_mode(guarded)})") for day in span)
         path = " ".join(f"{'M' if j == 0 else 'L'}{px},{py}" for j, (px, py, _) in enumerate(points))
-        series.append(_Series(subject, _COLOURS[i % len(_COLOURS)], path, points))
+        label = subject if guarded else f"{subject} (unguarded)"
+        series.append(_Series(label, colours[subject], path, points, guarded))
     every = max(len(span) // 8, 1)  # at most about 8 date labels
     x_ticks = tuple((x(day), day.isoformat()) for k, day in enumerate(span) if k % every == 0)
     y_ticks = tuple((y(v), str(v)) for v in sorted({0, peak // 2, peak}))
@@ -120,19 +148,25 @@ def _lines(report: CostReport) -> _Lines:
                   x_ticks, y_ticks)
 
 
-def _bars(report: CostReport) -> _Bars:
+def _bars(report: CostReport, colours: dict[str, str]) -> _Bars:
     label_width, area, row = 240, 560, 24
     top = [t for t in report.totals[:_TOP] if t.wasted_steps or t.blocked_turns]
     peak = max((t.wasted_steps for t in top), default=0) or 1
-    bars = tuple(_Bar(f"{t.subject} ({t.kind.value})", 4 + i * row, t.wasted_steps,
-                      round(t.wasted_steps / peak * area, 1)) for i, t in enumerate(top))
-    return _Bars(label_width + area + 40, 8 + len(bars) * row, label_width, bars)
+    bars = []
+    for i, t in enumerate(top):
+        mine = [c for c in report.turns if (c.subject, c.kind) == (t.subject, t.kind)]
+        guarded = sum(c.wasted_steps for c in mine if c.guarded)
+        unguarded = sum(c.wasted_steps for c in mine if not c.guarded)
+        bars.append(_Bar(f"{t.subject} ({t.kind.value})", 4 + i * row, colours[t.subject], guarded, unguarded,
+                         round(guarded / peak * area, 1), round(unguarded / peak * area, 1)))
+    return _Bars(label_width + area + 40, 8 + len(bars) * row, label_width, tuple(bars))
 
 
 def render_html(report: CostReport) -> str:
     """The report as one HTML document (a string): a line chart of wasted steps per day by
-    subject, a bar chart of the top blockers (most wasted steps first, at most 10), and the
-    tables of totals and days."""
+    subject, a bar chart of the top blockers (most wasted steps first, at most 10), both
+    keeping guarded turns apart from unguarded ones and one colour per subject, the tables of
+    totals and days, and the turns that met a blocker, guarded and unguarded apart."""
     import jinja2
 
     from unstuck import __version__
@@ -143,10 +177,16 @@ def render_html(report: CostReport) -> str:
         undefined=jinja2.StrictUndefined,
         finalize=finalize,  # every value redacted before it is escaped (unstuck.core.output)
     )
+    colours = _colours(report)
+    guarded = [c for c in report.turns if c.guarded]
+    unguarded = [c for c in report.turns if not c.guarded]
     return environment.get_template("costs.html.j2").render(
-        report=report, lines=_lines(report), bars=_bars(report), duration=duration, version=__version__,
-        wasted_steps=sum(t.wasted_steps for t in report.turns),
-        wasted_seconds=sum(t.wasted_seconds for t in report.turns),
+        report=report, lines=_lines(report, colours), bars=_bars(report, colours), colours=colours,
+        duration=duration, version=__version__, guarded=guarded, unguarded=unguarded,
+        guarded_steps=sum(c.wasted_steps for c in guarded), unguarded_steps=sum(c.wasted_steps for c in unguarded),
+        guarded_seconds=sum(c.wasted_seconds for c in guarded),
+        unguarded_seconds=sum(c.wasted_seconds for c in unguarded),
+        utc=lambda unix_s: datetime.datetime.fromtimestamp(unix_s, datetime.UTC).strftime("%Y-%m-%d %H:%M"),
     )
 
 

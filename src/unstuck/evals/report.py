@@ -1,11 +1,14 @@
-"""The eval's self-contained HTML report: run table, judged dimensions, a chart of wasted
-calls unguarded against guarded, a timeline of the calls after each blocker opened, and
-(when the eval swept fault injection) success against the injection rate.
+"""The eval's self-contained HTML report: the verdict line, each guarded run's question and why
+a run did not pass, run table, judged dimensions, a chart of wasted calls unguarded against
+guarded, a timeline of the calls after each blocker opened, and (when the eval swept fault
+injection) success against the injection rate.
 Internal: not a supported import path (docs/reference/index.md lists those that are).
 
 The page is one file (inline CSS and SVG, no script, nothing fetched from the network),
 rendered from ``templates/report.html.j2`` with jinja2 (autoescaped; every value redacted
-first, :func:`unstuck.core.output.finalize`: a page never shows a secret).
+first, :func:`unstuck.core.output.finalize`: a page never shows a secret). It reads at 1280 CSS
+pixels without a sideways scroll (issue 28): a table wider than the page scrolls inside its own
+box, a chart scales down to the page's width, and long words (paths, questions) wrap.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from unstuck.evals.curve import Curve
 from unstuck.evals.judge import DIMENSIONS
 from unstuck.evals.runner import REFERENCE_INCIDENT, RunMetrics, compare_modes
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["Tally", "render_html", "tally", "write_html"]
 
 _LABEL_WIDTH = 260
 _BAR_AREA = 600
@@ -50,6 +53,66 @@ class _Chart:
 class _Group:
     scenario: str
     runs: tuple[RunMetrics, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The eval's verdict, counted from its runs.
+
+    Attributes:
+        guarded: guarded runs with a verdict (``RunMetrics.passed`` not ``None``; a harness
+            error counts as not passed).
+        passed: those that passed.
+        stated: unguarded runs whose scenario states their outcome (``RunMetrics.as_stated``
+            not ``None``: the scenario's ``unguarded:``).
+        as_stated: those that went as stated.
+    """
+
+    guarded: int
+    passed: int
+    stated: int
+    as_stated: int
+
+    @property
+    def ok(self) -> bool:
+        """Every guarded run passed and every stated unguarded run went as stated."""
+        return self.passed == self.guarded and self.as_stated == self.stated
+
+    @property
+    def line(self) -> str:
+        """``N of N guarded runs passed; M of M unguarded as stated`` (issue 28)."""
+        return (f"{self.passed} of {self.guarded} guarded runs passed; "
+                f"{self.as_stated} of {self.stated} unguarded as stated")
+
+
+def tally(results: Sequence[RunMetrics]) -> Tally:
+    """Count the verdict of ``results`` (see :class:`Tally`)."""
+    guarded = [r for r in results if r.guarded and r.passed is not None]
+    stated = [r for r in results if not r.guarded and r.as_stated is not None]
+    return Tally(len(guarded), sum(1 for r in guarded if r.passed), len(stated), sum(1 for r in stated if r.as_stated))
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """One guarded run as the page shows it: what it asked, and why it did not pass."""
+
+    run: RunMetrics
+    question: str | None
+    reasons: tuple[str, ...]
+
+
+def _asked(results: Sequence[RunMetrics]) -> list[_Asked]:
+    """The guarded runs, those that did not pass first (in run order within each group); a
+    harness error's reason is the error (the run did not happen)."""
+    shown = []
+    for r in results:
+        if not r.guarded:
+            continue
+        reasons = r.failed_checks
+        if r.passed is False and not reasons:
+            reasons = (f"harness error: {r.error}" if r.harness_error else r.error or f"outcome: {r.outcome}",)
+        shown.append(_Asked(r, r.escalation, reasons if r.passed is False else ()))
+    return sorted(shown, key=lambda a: a.run.passed is not False)
 
 
 def _chart(results: Sequence[RunMetrics]) -> _Chart:
@@ -107,9 +170,13 @@ def _timelines(results: Sequence[RunMetrics]) -> list[_Group]:
     return [_Group(name, tuple(runs)) for name, runs in groups.items()]
 
 
-def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) -> str:
-    """The report for ``results`` as one HTML document (a string); with ``curve``, a section
-    charting success against the injection rate and a table by injected failures per run."""
+def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None, reference_incident: bool = True) -> str:
+    """The report for ``results`` as one HTML document (a string): the verdict line first
+    (:func:`tally`), then each guarded run's question, those that did not pass first with why
+    (``RunMetrics.failed_checks``). With ``curve``, a section charting success against the
+    injection rate and a table by injected failures per run. ``reference_incident``: compare
+    with the reference incident (seed 000), after the runs' own rows; false for an eval of the
+    user's own scenarios alone (``--only``), which it would only distract from."""
     from unstuck import __version__
 
     environment = jinja2.Environment(
@@ -122,6 +189,9 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
     return template.render(
         runs=list(results),
         scenario_count=len({r.scenario for r in results}),
+        tally=tally(results),
+        asked=_asked(results),
+        reference_incident=reference_incident,
         incident_calls=REFERENCE_INCIDENT[0],
         incident_seconds=REFERENCE_INCIDENT[1],
         chart=_chart(results),
@@ -134,6 +204,8 @@ def render_html(results: Sequence[RunMetrics], *, curve: Curve | None = None) ->
     )
 
 
-def write_html(results: Sequence[RunMetrics], path: Path, *, curve: Curve | None = None) -> None:
-    """Write the report to ``path`` (UTF-8; parent folders made; :func:`unstuck.core.output.write_text`)."""
-    write_text(path, render_html(results, curve=curve))
+def write_html(results: Sequence[RunMetrics], path: Path, *, curve: Curve | None = None,
+               reference_incident: bool = True) -> None:
+    """Write the report (:func:`render_html`) to ``path`` (UTF-8; parent folders made;
+    :func:`unstuck.core.output.write_text`)."""
+    write_text(path, render_html(results, curve=curve, reference_incident=reference_incident))

@@ -94,6 +94,8 @@ class TurnCost:
         wasted_seconds: seconds from the first signal to asking, on the turn's clock.
         lesson: a lesson's probe stopped the turn (a ``known`` decision).
         signal_at: when the first signal's call ended, Unix seconds.
+        guarded: the turn ran with unstuck's policy (the journal's ``turns.guarded``); an
+            unguarded turn (an eval's baseline, ``run_turn(guarded=False)``) never asks.
     """
 
     journal: str
@@ -108,6 +110,7 @@ class TurnCost:
     wasted_seconds: float
     lesson: bool
     signal_at: float
+    guarded: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +312,7 @@ def turn_cost(turn: JournalTurn, steps: Sequence[StepRecord], decisions: Sequenc
         journal=journal, turn_id=turn.turn_id, started_at=turn.started_at, day=day_of(turn.started_at),
         subject=subject, kind=kind, asked=asked is not None, status=turn.status, wasted_steps=len(wasted),
         wasted_seconds=max(end - opened_at, 0.0), lesson=asked is not None and asked.lesson,
-        signal_at=turn.started_at + opened_at,
+        signal_at=turn.started_at + opened_at, guarded=turn.guarded,
     )
 
 
