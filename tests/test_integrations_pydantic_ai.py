@@ -539,3 +539,20 @@ def test_the_old_guard_argument_still_works_and_warns_that_it_is_shared_by_every
         agent = Agent(two_conversations_model(), toolsets=[toolset], output_type=[str, DeferredToolRequests])
         agent.run_sync(TASK)
     assert toolset.current is shared and shared.escalation is not None  # the given guard, used as is
+
+
+def test_a_bare_approval_of_the_question_resumes_the_blocked_conversations_own_turn() -> None:
+    from pydantic_ai.tools import DeferredToolResults
+
+    log = EventLog()
+    with GhWorld() as world:
+        agent = _guarded_agent(world, "toolset", log, two_conversations_model())
+        blocked = agent.run_sync(TASK)
+        agent.run_sync(CLEAN_TASK)  # another conversation in between, on the same agent
+        world.sign_in()
+        (call,) = blocked.output.approvals
+        done = agent.run_sync(message_history=blocked.all_messages(),
+                              deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}))
+    assert isinstance(done.output, str) and ANSWER in done.output
+    answered = log.named("user.answered")  # the approval was heard as "I've done it", on the blocked turn
+    assert [e.get("answer") for e in answered] == ["done"] and answered[0].turn_id == toolset_turn(blocked.output)

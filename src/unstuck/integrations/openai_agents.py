@@ -422,6 +422,7 @@ class GuardedAgent:
             self._keep(run)
             options = {**runner_options, "context": own if own is not None else context}
         self.guard = run.guard
+        run.order = _Order([])  # made in this event loop
         token = self._current.set(run)
         try:
             result = await Runner.run(self.agent, input, **options)

@@ -1,4 +1,4 @@
-"""Pydantic AI: one :class:`~unstuck.Guard` in front of every tool of a toolset (``unstuck[pydantic-ai]``).
+"""Pydantic AI: a :class:`~unstuck.Guard` per run in front of every tool of a toolset (``unstuck[pydantic-ai]``).
 
 :class:`UnstuckToolset` is a Pydantic AI ``WrapperToolset``: every call of the wrapped toolset
 goes through the guard (``before`` → the real tool → ``after``). When the guard stops the turn,
@@ -455,7 +455,7 @@ class UnstuckToolset(WrapperToolset[Any]):
 class UnstuckCapability(AbstractCapability[Any]):
     """The agent-wide form: every tool of the agent (its ``tools``, ``toolsets`` and MCP
     servers, as Pydantic AI assembles them per run: ``AbstractCapability.get_wrapper_toolset``)
-    goes through one guard, and the turn is ended when the run ends (``after_run``)::
+    goes through the run's guard, and the turn is ended when the run ends (``after_run``)::
 
         agent = Agent(model, tools=[run_command], output_type=[str, DeferredToolRequests],
                       capabilities=[UnstuckCapability(unattended=False, task=task)])
