@@ -439,6 +439,20 @@ class PydanticDeps(pydantic.BaseModel):
     user: str
 
 
+class Client:
+    """A dependency that is not JSON (a database client, say): a mapping context holding one
+    cannot be serialized, so an in-process resume carries on with the run state as it is."""
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Client:
+        return self
+
+
 def _context_agent(world: ShellWorld, model: Model, seen: list[Any]) -> Agent[Any]:
     @function_tool
     def run_command(ctx: RunContextWrapper[Any], command: str) -> str:
@@ -449,10 +463,11 @@ def _context_agent(world: ShellWorld, model: Model, seen: list[Any]) -> Agent[An
     return Agent(name="improviser", instructions="Do the task with the shell.", tools=[run_command], model=model)
 
 
-@pytest.mark.parametrize("kind", ["dataclass", "pydantic", "dict", "none"])
+@pytest.mark.parametrize("kind", ["dataclass", "pydantic", "dict", "dict-with-a-client", "none"])
 def test_a_run_with_any_context_is_guarded_resumed_and_its_context_left_alone(kind: str) -> None:
     made: dict[str, Any] = {"dataclass": lambda: Deps("alice"), "pydantic": lambda: PydanticDeps(user="alice"),
-                            "dict": lambda: {"user": "alice"}, "none": lambda: None}
+                            "dict": lambda: {"user": "alice"}, "dict-with-a-client": lambda: {"db": Client()},
+                            "none": lambda: None}
     context = made[kind]()
     before = copy.deepcopy(context)
     seen: list[Any] = []

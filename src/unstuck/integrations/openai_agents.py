@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
+from agents.exceptions import AgentsException
 from agents.items import ModelResponse, TResponseInputItem
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
@@ -476,10 +477,13 @@ class GuardedAgent:
         """
         said = read_answer(answer)
         context: Any = None
+        text: str | None
         if isinstance(blocked, RunBlocked):
-            text, kept, saved = blocked.run_state.to_string(context_serializer=_no_context), blocked.state, None
-            context = blocked.context
-            known = True
+            kept, saved, context, known = blocked.state, None, blocked.context, True
+            try:  # bound to this agent through the SDK's own round trip (the context is carried as is)
+                text = blocked.run_state.to_string(context_serializer=_no_context)
+            except (TypeError, ValueError, AgentsException):  # a mapping context that is not JSON: carry on as is
+                text = None
         else:
             text, kept, saved = _saved(blocked, state)
             known = False
@@ -490,7 +494,11 @@ class GuardedAgent:
         if _is_own(context if known else saved):
             own = context = {STATE_KEY: guard.to_json()}
             known = True
-        if known:
+        run_state: RunState[Any, Any]
+        if text is None:
+            assert isinstance(blocked, RunBlocked)
+            run_state = blocked.run_state
+        elif known:
             wrapper: RunContextWrapper[Any] = RunContextWrapper(context=context)  # the very object, of any type
             run_state = await RunState.from_string(self.agent, text, context_override=wrapper)
         else:
