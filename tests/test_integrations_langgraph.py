@@ -9,7 +9,7 @@ import contextlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,8 +18,11 @@ import pytest
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -41,6 +44,7 @@ from unstuck.integrations.langgraph import (
     outcome,
     raise_if_blocked,
 )
+from unstuck.store.events import EventLog
 
 pytestmark = pytest.mark.slow
 
@@ -661,3 +665,211 @@ def test_the_tool_node_runs_no_call_that_no_model_reply_made() -> None:
     assert answered == ["call_1", "call_2"] and outcome(result).status is TurnStatus.DONE
     refused = [e for e in events if e.name == EventName.CALL_REFUSED]
     assert len(refused) == 4 and all("no model reply made" in str(e.get("reason")) for e in refused)
+
+
+# -- one probe per answer, however often the run pauses (issue 27) -------------------------------
+
+#: How the guard's probe shows in the shell tool's log: it runs the call that opened the blocker
+#: as a tool call of this id (``unstuck.integrations.langgraph._spec_of``).
+PROBE_ID = "unstuck-probe"
+
+
+def probes_in(log: Path) -> int:
+    """Real invocations of the shell tool as the guard's probe, from the tool's own log."""
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text(encoding="utf-8").splitlines() if line.split("\t")[0] == PROBE_ID)
+
+
+@pytest.mark.parametrize("form", ["middleware", "tool-node"])
+@pytest.mark.parametrize("saver_kind", ["memory", "sqlite"])
+def test_three_pauses_and_answers_run_the_probe_exactly_three_times(form: str, saver_kind: str,
+                                                                     tmp_path: Path) -> None:
+    from langgraph_child import THREAD, build, replies
+
+    log = tmp_path / "tool.log"
+    with contextlib.ExitStack() as stack, GhWorld() as world:
+        saver = make_saver(saver_kind, tmp_path, stack)
+        outputs: list[str] = []
+        signed_in: list[bool] = []
+        graph = build(form, world, log, saver, replies(outputs, lambda: bool(signed_in)), outputs)
+        paused = graph.invoke({"messages": [("user", TASK)]}, THREAD)
+        assert paused.get("__interrupt__") and probes_in(log) == 0  # asked; no answer heard yet
+        for answer in (1, 2):  # "I've done it", but gh is still signed out: asked again
+            again = graph.invoke(Command(resume="I've done it"), THREAD)
+            assert again.get("__interrupt__") and UNBLOCK in again["__interrupt__"][0].value["question"]
+            assert probes_in(log) == answer  # the k-th answer runs the probe once, not k times
+        world.sign_in()
+        signed_in.append(True)
+        result = graph.invoke(Command(resume="I've done it"), THREAD)
+    assert probes_in(log) == 3
+    assert not result.get("__interrupt__") and outcome(result).status is TurnStatus.DONE
+    assert ANSWER in str(result["messages"][-1].content)
+
+
+@pytest.mark.parametrize("form", ["middleware", "tool-node"])
+def test_each_answer_in_a_new_process_runs_the_probe_once_from_the_sqlite_checkpoint(form: str,
+                                                                                     tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    import subprocess
+    import sys
+
+    from conftest import bare_env
+
+    child = Path(__file__).with_name("langgraph_child.py")
+    db, log = tmp_path / "checkpoints.db", tmp_path / "tool.log"
+    import unstuck
+
+    env = bare_env(PYTHONPATH=Path(unstuck.__file__).resolve().parents[1])  # the unstuck this test imports
+
+    def step(*args: str) -> dict[str, Any]:
+        done = subprocess.run([sys.executable, str(child), str(db), str(log), form, *args], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return seen
+
+    assert step("start")["paused"] and probes_in(log) == 0
+    for answer in (1, 2):
+        assert step("answer", "I've done it")["paused"]  # still signed out: asked again
+        assert probes_in(log) == answer
+    last = step("answer", "I've done it", "--signed-in")
+    assert probes_in(log) == 3
+    assert not last["paused"] and last["status"] == TurnStatus.DONE.value and ANSWER in last["last"]
+
+
+# -- a guard per conversation: two on one agent (issue 27) ---------------------------------------
+
+#: A task that never touches gh: the second conversation's.
+CLEAN_TASK = "Say hello twice with echo."
+CLEAN_COMMANDS = ["echo hello-one", "echo hello-two"]
+
+
+class Conversations(BaseChatModel):
+    """One chat model for two conversations, told apart by their first user message: the
+    improviser on :data:`TASK` (gh, signed out) and :data:`CLEAN_COMMANDS` on
+    :data:`CLEAN_TASK`. ``hold`` (awaited, ``ainvoke`` only) holds the clean conversation's
+    second call back, e.g. until the other one stopped blocked."""
+
+    hold: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "two-conversations"
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self
+
+    @staticmethod
+    def clean(messages: list[BaseMessage]) -> bool:
+        return next((m.content for m in messages if isinstance(m, HumanMessage)), "") == CLEAN_TASK
+
+    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        asked = sum(1 for m in messages if isinstance(m, AIMessage))
+        if self.clean(messages):
+            if asked >= len(CLEAN_COMMANDS):
+                return AIMessage("said hello twice")
+            return AIMessage("", tool_calls=[{"name": "run_command", "args": {"command": CLEAN_COMMANDS[asked]},
+                                              "id": f"clean-{asked}", "type": "tool_call"}])
+        command = next(itertools.islice(improviser_commands(), asked, None))
+        return AIMessage("", tool_calls=[{"name": "run_command", "args": {"command": command},
+                                          "id": f"gh-{asked}", "type": "tool_call"}])
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> ChatResult:
+        if self.hold is not None and self.clean(messages) and sum(isinstance(m, AIMessage) for m in messages) == 1:
+            await self.hold()
+        return self._generate(messages)
+
+
+def two_conversation_graph(form: str, world: GhWorld, log: EventLog, model: Conversations, *,
+                           threads: bool = True) -> Any:
+    """One guarded agent of ``form`` for both conversations (with a checkpointer when the
+    conversations have thread ids)."""
+    run_command = shell_tool(world, [], [], cap=CAP)
+    saver = InMemorySaver() if threads else None
+    if form == "middleware":
+        return create_agent(model, [run_command], middleware=[UnstuckMiddleware([run_command], task=TASK, events=log)],
+                            checkpointer=saver)
+    node = UnstuckToolNode([run_command], then="agent", task=TASK, events=log)
+
+    def agent(state: GuardedState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    async def aagent(state: GuardedState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(GuardedState)
+    builder.add_node("agent", RunnableLambda(agent, afunc=aagent))
+    builder.add_node("tools", node.node)
+    builder.add_node("unstuck", node.gate, destinations=("agent", END))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
+    builder.add_edge("tools", "unstuck")
+    return builder.compile(checkpointer=saver)
+
+
+def assert_apart(log: EventLog, blocked: Mapping[str, Any], clean: Mapping[str, Any], ran: list[str]) -> None:
+    """The first conversation stopped asking about gh; the second finished with both its calls
+    run, in a turn of its own that nothing charged: no blocker, no budget, no refusal."""
+    assert outcome(blocked).status is TurnStatus.BLOCKED and UNBLOCK in outcome(blocked).question
+    assert outcome(clean).status is TurnStatus.DONE and clean["messages"][-1].content == "said hello twice"
+    assert [c for c in ran if c in CLEAN_COMMANDS] == CLEAN_COMMANDS
+    blocked_turn, clean_turn = blocked[STATE_KEY]["turn_id"], clean[STATE_KEY]["turn_id"]
+    assert blocked_turn != clean_turn
+    names = [str(e.name) for e in log if e.turn_id == clean_turn]
+    assert names.count("tool.called") == len(CLEAN_COMMANDS)
+    assert not {"blocker.opened", "budget.charged", "call.refused", "turn.escalated"} & set(names)
+    assert "blocker.opened" in [str(e.name) for e in log if e.turn_id == blocked_turn]
+
+
+@pytest.mark.parametrize("form", ["middleware", "tool-node"])
+def test_a_second_conversation_on_the_same_agent_is_not_refused_after_the_first_was_blocked(form: str) -> None:
+    log = EventLog()
+    with GhWorld() as world:
+        graph = two_conversation_graph(form, world, log, Conversations())
+        blocked = graph.invoke({"messages": [("user", TASK)]}, {"configurable": {"thread_id": "first"},
+                                                                  "recursion_limit": 1000})
+        clean = graph.invoke({"messages": [("user", CLEAN_TASK)]}, {"configurable": {"thread_id": "second"}})
+        ran = list(world.commands)
+    assert_apart(log, blocked, clean, ran)
+
+
+@pytest.mark.parametrize(("form", "threads"), [("middleware", True), ("tool-node", True), ("middleware", False)],
+                         ids=["middleware", "tool-node", "middleware-no-thread-id"])
+def test_two_conversations_at_once_on_one_agent_keep_their_budgets_apart(form: str, threads: bool) -> None:
+    """Two ``ainvoke`` at once: the clean conversation's first call runs while the other is
+    going on, its second once the other stopped blocked. Without thread ids (no checkpointer
+    needed) the middleware tells the runs apart by the turn each run began."""
+    log = EventLog()
+
+    async def scenario(world: GhWorld) -> tuple[Any, Any]:
+        first_stopped = asyncio.Event()
+
+        async def after_the_block() -> None:
+            await asyncio.wait_for(first_stopped.wait(), 60)
+
+        graph = two_conversation_graph(form, world, log, Conversations(hold=after_the_block), threads=threads)
+
+        def config(thread: str) -> Any:
+            return {"configurable": {"thread_id": thread}, "recursion_limit": 1000} if threads else \
+                {"recursion_limit": 1000}
+
+        async def blocked_run() -> Any:
+            try:
+                return await graph.ainvoke({"messages": [("user", TASK)]}, config("first"))
+            finally:
+                first_stopped.set()
+
+        clean, blocked = await asyncio.gather(graph.ainvoke({"messages": [("user", CLEAN_TASK)]}, config("second")),
+                                              blocked_run())
+        return blocked, clean
+
+    with GhWorld() as world:
+        blocked, clean = asyncio.run(scenario(world))
+        ran = list(world.commands)
+    assert_apart(log, blocked, clean, ran)

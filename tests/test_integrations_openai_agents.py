@@ -5,6 +5,8 @@ implementation of the SDK's ``Model`` interface that improvises and never asks."
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import itertools
 import json
 import re
@@ -17,7 +19,8 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, FunctionTool, Runner, function_tool
+import pydantic
+from agents import Agent, FunctionTool, RunContextWrapper, Runner, function_tool
 from agents.exceptions import MaxTurnsExceeded
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -297,3 +300,212 @@ def test_the_docs_example_runs_as_copied_and_the_run_is_blocked_then_finishes() 
     exec(compile(blocks[0], str(page), "exec"), namespace)
     assert UNBLOCK in namespace["question"]  # set only where RunBlocked was caught
     assert ANSWER in str(namespace["result"].final_output)  # "I've done it" resumed the run to the end
+
+
+# -- a guard per run: two conversations on one agent (issue 27) ---------------------------------
+
+#: A task that never touches gh: the second conversation's.
+CLEAN_TASK = "Say hello twice with echo."
+CLEAN_COMMANDS = ["echo hello-one", "echo hello-two"]
+
+
+def _first_user_text(items: str | list[Any]) -> str:
+    if isinstance(items, str):
+        return items
+    for item in items:
+        if isinstance(item, dict) and item.get("role") == "user":
+            return str(item.get("content", ""))
+    return ""
+
+
+class TwoConversations(Model):
+    """The SDK's ``Model`` interface for two conversations, told apart by their first user
+    message: the improviser on :data:`TASK` (gh, signed out), :data:`CLEAN_COMMANDS` on
+    :data:`CLEAN_TASK`. ``hold`` (awaited) holds the clean conversation's second call back."""
+
+    def __init__(self, hold: Any = None) -> None:
+        self.hold = hold
+        self.improviser = Improviser()
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any], *args: Any,
+                           **kwargs: Any) -> ModelResponse:
+        if _first_user_text(input) != CLEAN_TASK:
+            return await self.improviser.get_response(system_instructions, input, *args, **kwargs)
+        ran = 0 if isinstance(input, str) else sum(
+            1 for i in input if isinstance(i, dict) and i.get("type") == "function_call_output")
+        if ran >= len(CLEAN_COMMANDS):
+            return ModelResponse(output=[assistant_message("said hello twice")], usage=Usage(), response_id=None)
+        if ran == 1 and self.hold is not None:
+            await self.hold()
+        call = function_call("run_command", {"command": CLEAN_COMMANDS[ran]}, call_id=f"clean_{ran}")
+        return ModelResponse(output=[call], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+def _turn_of(state: str) -> str:
+    return str(json.loads(state)["turn_id"])
+
+
+def _assert_apart(log: EventLog, blocked: RunBlocked, clean: Any, ran: list[str]) -> None:
+    """The blocked conversation asked about gh; the clean one finished with both its calls run,
+    in a turn of its own that nothing charged: no blocker, no budget, no refusal."""
+    assert UNBLOCK in blocked.escalation.text
+    assert str(clean.final_output) == "said hello twice"
+    assert [c for c in ran if c in CLEAN_COMMANDS] == CLEAN_COMMANDS
+    blocked_turn = _turn_of(blocked.state)
+    others = {e.turn_id for e in log} - {blocked_turn}
+    assert len(others) == 1, "the clean conversation had no turn of its own"
+    names = [str(e.name) for e in log if e.turn_id in others]
+    assert names.count("tool.called") == len(CLEAN_COMMANDS)
+    assert not {"blocker.opened", "budget.charged", "call.refused", "turn.escalated"} & set(names)
+    assert "blocker.opened" in [str(e.name) for e in log if e.turn_id == blocked_turn]
+
+
+def test_a_second_conversation_on_the_same_agent_is_not_refused_after_the_first_was_blocked() -> None:
+    log = EventLog()
+
+    async def scenario(world: ShellWorld) -> tuple[RunBlocked, Any]:
+        guarded = guard_agent(_agent(world, TwoConversations()), task=TASK, events=log,
+                              extra_tools=[_gh_probe(world)])
+        with pytest.raises(RunBlocked) as stopped:
+            await guarded.run(TASK)
+        clean = await guarded.run(CLEAN_TASK)
+        return stopped.value, clean
+
+    with GhWorld() as world:
+        blocked, clean = asyncio.run(scenario(world))
+        ran = list(world.commands)
+    _assert_apart(log, blocked, clean, ran)
+
+
+def test_two_runs_at_once_on_one_agent_keep_their_budgets_apart() -> None:
+    log = EventLog()
+
+    async def scenario(world: ShellWorld) -> tuple[RunBlocked, Any]:
+        first_stopped = asyncio.Event()
+
+        async def after_the_block() -> None:
+            await asyncio.wait_for(first_stopped.wait(), 60)
+
+        guarded = guard_agent(_agent(world, TwoConversations(after_the_block)), task=TASK, events=log,
+                              extra_tools=[_gh_probe(world)])
+
+        async def blocked_run() -> RunBlocked:
+            try:
+                await guarded.run(TASK)
+            except RunBlocked as blocked:
+                return blocked
+            finally:
+                first_stopped.set()
+            raise AssertionError("the gh conversation was not blocked")
+
+        # the clean run's first call runs while the other is going on, its second once the
+        # other stopped blocked (its guard latched)
+        clean, blocked = await asyncio.gather(guarded.run(CLEAN_TASK), blocked_run())
+        return blocked, clean
+
+    with GhWorld() as world:
+        blocked, clean = asyncio.run(scenario(world))
+        ran = list(world.commands)
+    _assert_apart(log, blocked, clean, ran)
+
+
+def test_runner_run_on_the_guarded_agent_directly_still_works_and_warns() -> None:
+    async def scenario(world: ShellWorld) -> None:
+        guarded = guard_agent(_agent(world, TwoConversations()), task=CLEAN_TASK)
+        with pytest.warns(DeprecationWarning, match="shares one guard"):
+            result = await Runner.run(guarded.agent, CLEAN_TASK)
+        assert str(result.final_output) == "said hello twice"
+
+    with GhWorld() as world:
+        asyncio.run(scenario(world))
+        assert world.commands == CLEAN_COMMANDS
+
+
+# -- any run context (issue 27) -----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Deps:
+    """The SDK docs' dataclass context."""
+
+    user: str
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+class PydanticDeps(pydantic.BaseModel):
+    user: str
+
+
+class Client:
+    """A dependency that is not JSON (a database client, say): a mapping context holding one
+    cannot be serialized, so an in-process resume carries on with the run state as it is."""
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Client:
+        return self
+
+
+def _context_agent(world: ShellWorld, model: Model, seen: list[Any]) -> Agent[Any]:
+    @function_tool
+    def run_command(ctx: RunContextWrapper[Any], command: str) -> str:
+        """Run a shell command and return its output."""
+        seen.append(ctx.context)
+        return world.shell(command)
+
+    return Agent(name="improviser", instructions="Do the task with the shell.", tools=[run_command], model=model)
+
+
+@pytest.mark.parametrize("kind", ["dataclass", "pydantic", "dict", "dict-with-a-client", "none"])
+def test_a_run_with_any_context_is_guarded_resumed_and_its_context_left_alone(kind: str) -> None:
+    made: dict[str, Any] = {"dataclass": lambda: Deps("alice"), "pydantic": lambda: PydanticDeps(user="alice"),
+                            "dict": lambda: {"user": "alice"}, "dict-with-a-client": lambda: {"db": Client()},
+                            "none": lambda: None}
+    context = made[kind]()
+    before = copy.deepcopy(context)
+    seen: list[Any] = []
+
+    async def scenario(world: ShellWorld) -> Any:
+        guarded = guard_agent(_context_agent(world, Improviser(), seen), task=TASK, extra_tools=[_gh_probe(world)])
+        with pytest.raises(RunBlocked) as stopped:
+            await guarded.run(TASK, context=context)
+        world.sign_in()
+        return await guarded.run(await guarded.resume(stopped.value, "I've done it"))
+
+    with GhWorld() as world:
+        result = asyncio.run(scenario(world))
+    assert ANSWER in str(result.final_output)  # blocked, answered, finished
+    assert seen and len(seen) == len(world.commands)
+    if context is None:
+        assert all(isinstance(c, dict) and set(c) == {STATE_KEY} for c in seen)  # unstuck's own, nobody's else
+    else:
+        assert all(c is context for c in seen)  # the tools got the caller's very object, before and after resuming
+        assert context == before  # and nothing was written into it
+        assert STATE_KEY not in (context if isinstance(context, dict) else vars(context))
+
+
+def test_a_dataclass_context_run_resumes_in_a_fresh_agent_from_run_blocked_to_string() -> None:
+    seen: list[Any] = []
+
+    async def scenario(world: ShellWorld) -> Any:
+        model = Improviser()  # one conversation: its call ids go on in the fresh agent
+        guarded = guard_agent(_context_agent(world, model, seen), task=TASK, extra_tools=[_gh_probe(world)])
+        with pytest.raises(RunBlocked) as stopped:
+            await guarded.run(TASK, context=Deps("alice"))
+        saved = stopped.value.to_string()  # what a host keeps: the SDK's RunState and the guard's state
+        world.sign_in()
+        fresh = guard_agent(_context_agent(world, model, seen), task=TASK, extra_tools=[_gh_probe(world)])
+        state = await fresh.resume(saved, "I've done it", context_deserializer=lambda data: Deps(**data))
+        return await fresh.run(state)
+
+    with GhWorld() as world:
+        result = asyncio.run(scenario(world))
+    assert ANSWER in str(result.final_output)
+    assert isinstance(seen[-1], Deps) and seen[-1] == Deps("alice")  # rebuilt by the caller's deserializer

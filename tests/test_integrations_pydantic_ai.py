@@ -3,6 +3,7 @@ signed-out gh (tests/framework_world.py), driven by Pydantic AI's own ``Function
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -407,3 +408,151 @@ def test_parallel_calls_of_one_response_are_guarded_as_if_sequential(form: str) 
         assert not set(CREDENTIAL_HUNTS) & set(ran)  # refused before dispatch
         assert "echo after" not in ran
         assert [script.index(c) for c in ran] == sorted(script.index(c) for c in ran)  # in the model's order
+
+
+# -- a guard per run: two conversations on one agent (issue 27) ---------------------------------
+
+#: A task that never touches gh: the second conversation's.
+CLEAN_TASK = "Say hello twice with echo."
+CLEAN_COMMANDS = ["echo hello-one", "echo hello-two"]
+
+
+def _prompt_of(messages: list[ModelMessage]) -> str:
+    """The user's prompt that opened the conversation ``messages`` belong to."""
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if part.part_kind == "user-prompt":
+                    return str(part.content)
+    return ""
+
+
+def two_conversations_model(before_second_clean_call: Any = None) -> FunctionModel:
+    """One model for two conversations, told apart by their prompt: the improviser on
+    :data:`TASK` (gh, signed out) and a clean run of :data:`CLEAN_COMMANDS` on
+    :data:`CLEAN_TASK`. ``before_second_clean_call`` (awaited) holds the clean conversation's
+    second call back, e.g. until the other conversation stopped blocked."""
+    improviser = improviser_model(improviser_commands(), itertools.count())
+    ids = itertools.count()
+
+    async def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _prompt_of(messages) != CLEAN_TASK:
+            answer = improviser.function
+            assert answer is not None
+            return answer(messages, info)  # type: ignore[return-value]
+        ran = sum(1 for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart))
+        if ran >= len(CLEAN_COMMANDS):
+            return ModelResponse(parts=[TextPart("said hello twice")])
+        if ran == 1 and before_second_clean_call is not None:
+            await before_second_clean_call()
+        return ModelResponse(parts=[ToolCallPart("run_command", {"command": CLEAN_COMMANDS[ran]},
+                                                 f"clean-{next(ids)}")])
+
+    return FunctionModel(reply)
+
+
+def _turns(log: EventLog) -> dict[str, list[str]]:
+    """The names of each turn's events, by turn id."""
+    turns: dict[str, list[str]] = {}
+    for event in log:
+        turns.setdefault(event.turn_id, []).append(str(event.name))
+    return turns
+
+
+def _guarded_agent(world: GhWorld, form: str, log: EventLog, model: FunctionModel) -> Agent[None, Any]:
+    if form == "toolset":
+        return Agent(model, toolsets=[UnstuckToolset(shell_toolset(world), task=TASK, options={"events": log})],
+                     output_type=[str, DeferredToolRequests])
+
+    def run_command(command: str) -> str:
+        """Run a shell command line and return its output."""
+        return world.shell(command)
+
+    return Agent(model, tools=[run_command], output_type=[str, DeferredToolRequests],
+                 capabilities=[UnstuckCapability(task=TASK, options={"events": log})])
+
+
+def _assert_apart(log: EventLog, blocked: Any, clean: Any, ran: list[str]) -> None:
+    """The blocked conversation asked about gh; the clean one finished with both its calls run
+    and its own turn untouched: no blocker, no budget charged, nothing refused."""
+    asked = escalation_of(blocked.output)
+    assert asked is not None and UNBLOCK in asked.text
+    assert clean.output == "said hello twice" and [c for c in ran if c in CLEAN_COMMANDS] == CLEAN_COMMANDS
+    blocked_turn = toolset_turn(blocked.output)
+    turns = _turns(log)
+    assert set(turns) - {blocked_turn}, "the clean conversation had no turn of its own"
+    (clean_turn,) = set(turns) - {blocked_turn}
+    assert "blocker.opened" in turns[blocked_turn]
+    mine = turns[clean_turn]
+    assert mine.count("tool.called") == len(CLEAN_COMMANDS)
+    assert not {"blocker.opened", "budget.charged", "call.refused", "turn.escalated"} & set(mine)
+
+
+@pytest.mark.parametrize("form", ["toolset", "capability"])
+def test_a_second_conversation_on_the_same_agent_is_not_refused_after_the_first_was_blocked(form: str) -> None:
+    log = EventLog()
+    with GhWorld() as world:
+        agent = _guarded_agent(world, form, log, two_conversations_model())
+        blocked = agent.run_sync(TASK)
+        clean = agent.run_sync(CLEAN_TASK)
+        ran = list(world.commands)
+    _assert_apart(log, blocked, clean, ran)
+
+
+@pytest.mark.parametrize("form", ["toolset", "capability"])
+def test_two_conversations_at_once_on_one_agent_keep_their_budgets_apart(form: str) -> None:
+    log = EventLog()
+
+    async def scenario(world: GhWorld) -> tuple[Any, Any]:
+        first_stopped = asyncio.Event()
+
+        async def blocked_run() -> Any:
+            try:
+                return await agent.run(TASK)
+            finally:
+                first_stopped.set()
+
+        async def after_the_block() -> None:
+            await asyncio.wait_for(first_stopped.wait(), 60)
+
+        agent = _guarded_agent(world, form, log, two_conversations_model(after_the_block))
+        # the clean conversation's first call runs while the other is going on, its second once
+        # the other stopped blocked (its guard latched)
+        blocked, clean = await asyncio.gather(blocked_run(), agent.run(CLEAN_TASK))
+        return blocked, clean
+
+    with GhWorld() as world:
+        blocked, clean = asyncio.run(scenario(world))
+        ran = list(world.commands)
+    _assert_apart(log, blocked, clean, ran)
+
+
+def test_the_old_guard_argument_still_works_and_warns_that_it_is_shared_by_every_run() -> None:
+    from unstuck import Guard
+    from unstuck.integrations.common import spec_for
+
+    shared = Guard([spec_for("run_command", parameters={"type": "object", "properties": {
+        "command": {"type": "string"}}})], unattended=False, task=TASK)
+    with GhWorld() as world:
+        with pytest.warns(DeprecationWarning, match="shares one guard"):
+            toolset = UnstuckToolset(shell_toolset(world), task=TASK, guard=shared)
+        agent = Agent(two_conversations_model(), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+        agent.run_sync(TASK)
+    assert toolset.current is shared and shared.escalation is not None  # the given guard, used as is
+
+
+def test_a_bare_approval_of_the_question_resumes_the_blocked_conversations_own_turn() -> None:
+    from pydantic_ai.tools import DeferredToolResults
+
+    log = EventLog()
+    with GhWorld() as world:
+        agent = _guarded_agent(world, "toolset", log, two_conversations_model())
+        blocked = agent.run_sync(TASK)
+        agent.run_sync(CLEAN_TASK)  # another conversation in between, on the same agent
+        world.sign_in()
+        (call,) = blocked.output.approvals
+        done = agent.run_sync(message_history=blocked.all_messages(),
+                              deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}))
+    assert isinstance(done.output, str) and ANSWER in done.output
+    answered = log.named("user.answered")  # the approval was heard as "I've done it", on the blocked turn
+    assert [e.get("answer") for e in answered] == ["done"] and answered[0].turn_id == toolset_turn(blocked.output)

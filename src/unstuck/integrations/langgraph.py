@@ -62,6 +62,19 @@ order) and the guarded calls of one guard run one at a time in that order: a cal
 ``invoke``, event-loop futures for ``ainvoke``; a call whose predecessor never shows up goes
 after :data:`unstuck.guard.guard.REPLY_WAIT_S` seconds). Parallelism is given up for guarded tools.
 
+Scope. A guard belongs to one conversation: the run's thread id (``configurable.thread_id``,
+LangGraph's key of a conversation and of its checkpoints); one agent serving many threads, one
+after another or at once, keeps their budgets apart. Without a thread id, the middleware's runs
+are told apart by the turn each run's ``before_agent`` began; the runs of a hand-built graph
+without a thread id share the tool node's guard (give each conversation its ``thread_id``).
+
+One answer per node run. LangGraph re-runs an interrupted node from its start on resume, and
+every ``interrupt()`` the node made before returns its earlier answer again; so each node run
+hears one answer (its probe runs once), and an answer that does not lift the block is asked
+about again by the next node (the middleware's ``after_agent``, then ``before_model``; the gate
+goes to itself), from the guard state the last node left in the checkpointer, in this process
+or another.
+
 State. The guard's state (:meth:`unstuck.Guard.to_json`) and the results of the calls of the
 current model reply that already ran live in graph state under :data:`STATE_KEY` (reducer
 :func:`keep_latest`), so the checkpointer holds them. LangGraph re-runs an interrupted node
@@ -125,7 +138,8 @@ __all__ = ["STATE_KEY", "GuardedState", "RunOutcome", "UnstuckMiddleware", "Unst
 #: :meth:`unstuck.Guard.to_json`, ``reply`` = the call ids of the reply in progress, ``done`` =
 #: call id → ``{"content", "status"}`` of its calls that ran, ``status`` = ``running`` |
 #: ``blocked`` | ``done``, ``escalation`` = :meth:`unstuck.decide.escalation.Escalation.to_dict` or
-#: ``None``).
+#: ``None``; and, while a paused run's last answer did not lift the block, ``ask`` = ``True`` and
+#: ``note`` = what the guard said of that answer, for the next node to ask again).
 STATE_KEY = "unstuck"
 _RUNNING, _BLOCKED, _DONE = "running", "blocked", "done"
 #: Why a call that no model reply made is refused (the ``call.refused`` event's reason).
@@ -364,6 +378,21 @@ class _Core:
 
     # -- the guard of a thread -----------------------------------------------------------------
 
+    def key(self, state: Mapping[str, Any], thread: str, guard: Guard | None = None) -> str:
+        """Whose guard a step uses: the run's thread id (``configurable.thread_id``, LangGraph's
+        key of a conversation); without one, for the middleware, the turn its ``before_agent``
+        began for this run (``guard``'s, or the turn id of the snapshot in state, which only
+        unstuck writes there: a tool's write of :data:`STATE_KEY` is dropped); else ``""``: the
+        runs of a hand-built graph without a thread id share the node's guard (a node may
+        inline any state in a ``Send``, so a snapshot there cannot say whose run it is)."""
+        if thread or not self.starts_turns:
+            return thread
+        if guard is not None:
+            return f"turn:{guard.turn_id}"
+        snap = state.get(STATE_KEY)
+        turn = snap.get("turn_id") if isinstance(snap, Mapping) else None
+        return f"turn:{turn}" if isinstance(turn, str) and turn else ""
+
     def new_guard(self) -> Guard:
         return Guard(self.specs, unattended=self.unattended, task=self.task, **self.options)
 
@@ -383,8 +412,9 @@ class _Core:
         a new run without a checkpointer."""
         snap = state.get(STATE_KEY)
         saved = isinstance(snap, Mapping) and bool(snap.get("guard"))
+        key = self.key(state, thread)
         with self._lock:
-            live = self._live.get(thread)
+            live = self._live.get(key)
             if live is not None and (saved or self.starts_turns or call_id in live.reply):
                 if isinstance(snap, Mapping):  # its own snapshots must win the reducer (keep_latest)
                     live.seq = max(live.seq, _seq_of(snap))
@@ -395,20 +425,21 @@ class _Core:
                              {str(k): dict(v) for k, v in snap.get("done", {}).items()})
             else:
                 live = _Live(self.new_guard(), 0)
-            self._live[thread] = live
+            self._live[key] = live
             return live
 
-    def release(self, thread: str) -> None:
-        """The thread's run paused or ended here: its guard leaves memory, and the next call
-        on the thread (a resume, perhaps in another process) loads it from the checkpointer."""
+    def release(self, key: str) -> None:
+        """The run of ``key`` (:meth:`key`) paused or ended here: its guard leaves memory, and
+        the next call on the thread (a resume, perhaps in another process) loads it from the
+        checkpointer."""
         with self._lock:
-            self._live.pop(thread, None)
+            self._live.pop(key, None)
 
     def start(self, thread: str) -> dict[str, Any]:
-        """A new turn on ``thread``: a new guard, its snapshot."""
+        """A new turn on ``thread`` (or, without one, of this run): a new guard, its snapshot."""
         with self._lock:
             live = _Live(self.new_guard(), 1)
-            self._live[thread] = live
+            self._live[self.key({}, thread, live.guard)] = live
             return self.snapshot(live)
 
     def snapshot(self, live: _Live, status: str | None = None) -> dict[str, Any]:
@@ -589,53 +620,65 @@ class _Core:
 
     # -- the stop or the pause -----------------------------------------------------------------
 
-    def settle(self, state: Mapping[str, Any], thread: str) -> tuple[dict[str, Any], bool]:
-        """After the tool node: ``({}, False)`` when the run goes on as it is; when the guard
-        escalated, (the state update, whether the run ends). Paused runs ask with
+    def settle(self, state: Mapping[str, Any], thread: str) -> tuple[dict[str, Any], str]:
+        """After the tool node: ``({}, "")`` when the run goes on as it is; when the guard
+        escalated, (the state update, where the run goes: ``"end"`` (it ends), ``""`` (the user
+        answered and the run goes on), or ``"again"`` (the answer did not lift the block: the
+        next node of the guard asks again, :data:`STATE_KEY`'s ``ask``)). Paused runs ask with
         ``interrupt()`` here, in a node that runs no tool, so re-running it on resume repeats
-        no call (the guard is read from state each time, so the answers replay the same)."""
+        no call; and each run of the node hears ONE answer: LangGraph re-runs an interrupted
+        node from its start on resume, where every earlier ``interrupt()`` of the node returns
+        its earlier answer again, so a node that asked twice would hear (and probe) the first
+        answer again. The guard is read from state each time, as the last node left it."""
         snap = state.get(STATE_KEY)
         if not isinstance(snap, Mapping) or snap.get("status") != _BLOCKED or not snap.get("guard"):
-            return {}, False
+            return {}, ""
         guard = self.load(snap)
         escalation = guard.escalation
         if escalation is None:
-            return {}, False
+            return {}, ""
         seq = _seq_of(snap) + 1
-        self.release(thread)  # the run ends or pauses here: a resume loads the guard from the checkpointer
+        key = self.key(state, thread)
+        self.release(key)  # the run ends or pauses here: a resume loads the guard from the checkpointer
         if not self.pause:
             guard.end(TurnStatus.BLOCKED, answer=escalation.text)
             if self.raise_blocked:
                 raise Blocked(escalation, guard.to_json())
-            return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, True
+            return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, "end"
         payload: dict[str, Any] = {"question": escalation.text, "unblock": escalation.unblock,
                                    "subject": escalation.subject, "choices": [a.value for a in Answer]}
-        while True:
+        note = snap.get("note")
+        if isinstance(note, str) and note:
+            payload["note"] = note
+        while True:  # a reply that is no answer is asked again here: hearing it again on resume runs nothing
             said = interrupt(payload)
             try:
                 answer = read_answer(said)
             except ValueError as exc:
                 payload = {**payload, "note": str(exc)}
                 continue
-            decision = guard.answer(answer)
-            if decision.action is Action.CONTINUE:
-                break
-            if answer is Answer.STOP:
-                guard.end(TurnStatus.BLOCKED, answer=escalation.text)
-                return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, True
-            payload = {**payload, "note": decision.content}
+            break
+        decision = guard.answer(answer)  # the one answer of this node run: its probe runs once
+        if decision.action is not Action.CONTINUE and answer is Answer.STOP:
+            guard.end(TurnStatus.BLOCKED, answer=escalation.text)
+            return {STATE_KEY: self.snapshot(_Live(guard, seq), _BLOCKED)}, "end"
+        if decision.action is not Action.CONTINUE:  # it still holds: the next node asks again
+            again = self.snapshot(_Live(guard, seq), _BLOCKED)
+            again.update(ask=True, note=decision.content)
+            return {STATE_KEY: again}, "again"
         with self._lock:
             live = _Live(guard, seq)
-            self._live[thread] = live
+            self._live[self.key(state, thread, guard)] = live
             snap_now = self.snapshot(live, _RUNNING)
-        return {"messages": [HumanMessage(decision.content)], STATE_KEY: snap_now}, False
+        return {"messages": [HumanMessage(decision.content)], STATE_KEY: snap_now}, ""
 
     def check(self, state: Mapping[str, Any], thread: str) -> tuple[dict[str, Any], str]:
         """The model answered (its last message has no tool calls): the guard checks the
         answer (:meth:`unstuck.Guard.check_answer`, no ``confirm``: an answer given while a
         blocker is open escalates). ``({}, "")`` when the answer stands; else the run stops
-        as for an escalation from a tool call (:meth:`settle`): (the update, ``"end"``), or,
-        paused and answered so that the run goes on, (the update, ``"model"``)."""
+        as for an escalation from a tool call (:meth:`settle`): (the update, ``"end"``),
+        (the update, ``"again"``: asked again by the next node), or, paused and answered so
+        that the run goes on, (the update, ``"model"``)."""
         messages = state.get("messages") or []
         last = messages[-1] if messages else None
         snap = state.get(STATE_KEY)
@@ -647,8 +690,8 @@ class _Core:
         if decision.action is not Action.ESCALATE or guard.escalation is None:
             return {}, ""
         blocked = self.snapshot(_Live(guard, _seq_of(snap) + 1), _BLOCKED)
-        update, ends = self.settle({**state, STATE_KEY: blocked}, thread)
-        return {STATE_KEY: blocked, **update}, "end" if ends else "model"
+        update, route = self.settle({**state, STATE_KEY: blocked}, thread)
+        return {STATE_KEY: blocked, **update}, route or "model"
 
     def end(self, state: Mapping[str, Any], thread: str) -> dict[str, Any] | None:
         """The run finished: ``done`` unless it stopped blocked (then it was already ended)."""
@@ -662,7 +705,7 @@ class _Core:
         live.guard.end(TurnStatus.DONE, answer=answer)
         with self._lock:
             live.seq += 1
-            self.release(thread)
+            self.release(self.key(state, thread))
             return {STATE_KEY: self.snapshot(live, _DONE)}
 
 
@@ -780,9 +823,11 @@ class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
         """When the guard escalated: end the run (``jump_to: end``), or pause it with
-        ``interrupt()`` and carry on once the user answered."""
-        update, ends = self.core.settle(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
-        if ends:
+        ``interrupt()`` and carry on once the user answered. An answer that does not lift the
+        block is asked about again by :meth:`after_agent` (``jump_to: end``), in a node of its
+        own: one answer per node run (:meth:`_Core.settle`)."""
+        update, route = self.core.settle(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+        if route:
             return {**update, "jump_to": "end"}
         return update or None
 
@@ -796,18 +841,30 @@ class UnstuckMiddleware(AgentMiddleware[UnstuckState, Any, Any]):
         """When the model answered (no tool calls): the guard checks the answer
         (:meth:`unstuck.Guard.check_answer`); an answer given while a blocker is open ends
         the run blocked, or pauses it, as an escalation from a tool call does."""
-        update, goto = self.core.check(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
-        return {**update, "jump_to": goto} if goto else None
+        update, route = self.core.check(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+        if not route:
+            return None
+        return {**update, "jump_to": "end" if route == "end" else "model"}  # "again": before_model asks
 
     @hook_config(can_jump_to=["end", "model"])
     async def aafter_model(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
         """:meth:`after_model` for ``ainvoke``."""
         return self.after_model(state, runtime)
 
+    @hook_config(can_jump_to=["model"])
     def after_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
-        """The run finished: the turn ends ``done`` (a blocked one already ended)."""
-        return self.core.end(cast("Mapping[str, Any]", state), _thread_in(_config_of(runtime)))
+        """The run finished: the turn ends ``done`` (a blocked one already ended). Or the
+        user's last answer did not lift the block (:data:`STATE_KEY`'s ``ask``): ask again
+        here, and go back to the model's hooks (``jump_to: model``) when the run goes on or the
+        next answer is to be heard (by :meth:`before_model`)."""
+        snap = state.get(STATE_KEY)
+        thread = _thread_in(_config_of(runtime))
+        if isinstance(snap, Mapping) and snap.get("ask") and snap.get("status") == _BLOCKED:
+            update, route = self.core.settle(cast("Mapping[str, Any]", state), thread)
+            return update if route == "end" else {**update, "jump_to": "model"}
+        return self.core.end(cast("Mapping[str, Any]", state), thread)
 
+    @hook_config(can_jump_to=["model"])
     async def aafter_agent(self, state: UnstuckState, runtime: Any) -> dict[str, Any] | None:
         """:meth:`after_agent` for ``ainvoke``."""
         return self.after_agent(state, runtime)
@@ -859,13 +916,31 @@ class UnstuckToolNode:
         has no tool calls: to ``then``, or to ``END`` when the run stopped blocked (after
         asking, with ``pause=True``). A model's answer is checked first
         (:meth:`unstuck.Guard.check_answer`): given while a blocker is open, the run stops
-        blocked as for an escalation from a tool call; otherwise it ends ``done``."""
-        thread = _thread_in(_config_of(None))
-        update, goto = self.core.check(state, thread)
-        if goto:
-            return Command(update=update, goto=END if goto == "end" else self.then)
-        messages = state.get("messages") or []
-        if messages and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls:
-            return Command(update=self.core.end(state, thread), goto=END)  # the answer stands
-        update, ends = self.core.settle(state, thread)
-        return Command(update=update or None, goto=END if ends else self.then)
+        blocked as for an escalation from a tool call; otherwise it ends ``done``. An answer
+        that does not lift the block is asked about again by the gate in its next run
+        (``goto`` itself: one answer per node run)."""
+        config = _config_of(None)
+        thread = _thread_in(config)
+        snap = state.get(STATE_KEY)
+        if not (isinstance(snap, Mapping) and snap.get("status") == _BLOCKED):
+            update, route = self.core.check(state, thread)
+            if route:
+                return Command(update=update, goto=self._where(route, config))
+            messages = state.get("messages") or []
+            if messages and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls:
+                return Command(update=self.core.end(state, thread), goto=END)  # the answer stands
+        update, route = self.core.settle(state, thread)
+        return Command(update=update or None, goto=self._where(route, config))
+
+    def _where(self, route: str, config: Mapping[str, Any]) -> str:
+        """The gate's next node for a route of :meth:`_Core.settle`: ``END``, itself (to ask
+        again: its node name, LangGraph's ``metadata.langgraph_node``), or ``then``."""
+        if route == "end":
+            return END
+        if route == "again":
+            node = (config.get("metadata") or {}).get("langgraph_node")
+            if not isinstance(node, str) or not node:
+                raise RuntimeError("the gate asks again from its own node, but LangGraph's config names no node "
+                                   "(metadata.langgraph_node): run the gate as a graph node")
+            return node
+        return self.then

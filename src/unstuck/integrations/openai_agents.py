@@ -1,5 +1,5 @@
 """unstuck in the OpenAI Agents SDK (``unstuck[openai-agents]``): every function tool call of an
-agent goes through one :class:`unstuck.Guard`, a blocked run stops and asks, and the user's
+agent goes through a :class:`unstuck.Guard` of its run, a blocked run stops and asks, and the user's
 "I've done it" resumes it through the SDK's own ``RunState``.
 
 For the user::
@@ -43,11 +43,23 @@ How it rides on the SDK (``openai-agents`` 0.24):
   answered in text while the guard was latched, or whose answer :meth:`Guard.check_answer`
   escalates, is :class:`RunBlocked` too. A run raises :class:`RunBlocked` or returns the SDK's
   ``RunResult`` of a finished run: the two are never confused.
-* **State**: the run context must be a mapping (or ``None``: a ``dict`` is made); the guard's
-  :meth:`Guard.to_json` is kept in it under :data:`STATE_KEY` after every call, so the SDK's
-  ``RunState.to_string()`` holds it, and :meth:`GuardedAgent.resume` rebuilds the guard with
-  :meth:`Guard.from_json` from that string (another process may resume).
-* **Resuming**: :meth:`GuardedAgent.resume` reads the answer (:func:`read_answer`), gives it to
+* **A guard per run**: each :meth:`GuardedAgent.run` (one ``Runner.run``) has a guard of its
+  own, never the agent's: one agent serving many conversations, one after another or at once
+  (``asyncio.gather``), keeps their budgets, blockers and latches apart. The run's tools and
+  hooks find it through a ``contextvars.ContextVar`` that :meth:`GuardedAgent.run` sets around
+  ``Runner.run`` (asyncio copies it into every task the SDK starts for the run's tools). The
+  SDK's ``RunContextWrapper`` has no slot for a library's own data, and the run context is the
+  caller's: it may be of any type (a dataclass, a pydantic model, a mapping, ``None``) and is
+  passed on as is, never written to. A run of ``guarded.agent`` that :meth:`GuardedAgent.run`
+  did not start (``Runner.run(guarded.agent, ...)``) has no guard of its own: such runs share
+  one (a ``DeprecationWarning``).
+* **State**: :class:`RunBlocked` carries the guard's state (``state``) beside the SDK's
+  ``RunState``; :meth:`RunBlocked.to_string` keeps both in one text for another process. A run
+  given no context gets a ``dict`` of unstuck's own as its context (the SDK's slot is then
+  free), which holds the guard's state under :data:`STATE_KEY`, so ``RunState.to_string()``
+  alone resumes it too.
+* **Resuming**: :meth:`GuardedAgent.resume` rebuilds the stopped run's guard from its state,
+  reads the answer (:func:`read_answer`), gives it to
   :meth:`Guard.answer` (which runs the blocker's probe for "I've done it"), and rejects the
   pending call with the guard's note (``RunState.reject(item, rejection_message=...)``), so the
   model's workaround that was waiting never runs; it returns the ``RunState`` to pass to
@@ -62,15 +74,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, MutableMapping
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
+from agents.exceptions import AgentsException
 from agents.items import ModelResponse, TResponseInputItem
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
@@ -85,10 +100,14 @@ from unstuck.integrations.common import Blocked, read_answer, spec_for
 from unstuck.store.events import EventSink
 from unstuck.toolkit.specs import ToolSpec
 
-__all__ = ["STATE_KEY", "GuardedAgent", "RunBlocked", "guard_agent", "probe"]
+__all__ = ["BLOCKED_KEY", "STATE_KEY", "GuardedAgent", "RunBlocked", "guard_agent", "probe"]
 
-#: The key of the run context (a mapping) under which the guard's saved state is kept.
+#: The key under which the guard's saved state is kept in the run context unstuck makes for a
+#: run given none (a ``dict`` of unstuck's own; a context the caller gave is never written to).
 STATE_KEY = "unstuck.guard.guard"
+#: The key of :meth:`RunBlocked.to_string`'s JSON object: ``{"run_state": RunState.to_string(),
+#: "guard": the guard's saved state}``.
+BLOCKED_KEY = "unstuck.run_blocked"
 
 
 class RunBlocked(Blocked):
@@ -98,16 +117,26 @@ class RunBlocked(Blocked):
         escalation: the question; ``escalation.text`` is what the user reads.
         state: the guard's saved state (:meth:`unstuck.Guard.to_json`).
         run_state: the SDK's ``RunState`` of the stopped run (``run_state.to_string()`` to keep
-            it); its context holds ``state`` under :data:`STATE_KEY`.
+            it); its run context holds ``state`` under :data:`STATE_KEY` only when the run was
+            given no context of its own: keep :meth:`to_string` (both) to resume anywhere.
         input_list: the run's conversation (``RunResult.to_input_list()``), to continue a run
             that ended in text.
+        context: the run's context object, as the run was given it (``None`` when unknown).
     """
 
     def __init__(self, escalation: Escalation, state: str, run_state: RunState[Any, Any],
-                 input_list: list[TResponseInputItem]) -> None:
+                 input_list: list[TResponseInputItem], *, context: Any = None) -> None:
         super().__init__(escalation, state)
         self.run_state = run_state
         self.input_list = input_list
+        self.context = context
+
+    def to_string(self, **run_state_options: Any) -> str:
+        """The stopped run as one JSON text, for :meth:`GuardedAgent.resume` in any process: the
+        SDK's ``RunState.to_string(**run_state_options)`` (e.g. ``context_serializer`` for a
+        context of your own type) and the guard's state, under :data:`BLOCKED_KEY`."""
+        return json.dumps({BLOCKED_KEY: {"run_state": self.run_state.to_string(**run_state_options),
+                                         "guard": self.state}})
 
 
 def probe(subject: str, check: Callable[[], object], *, description: str = "") -> ToolSpec:
@@ -123,11 +152,6 @@ def probe(subject: str, check: Callable[[], object], *, description: str = "") -
     spec = spec_for(subject, description=description or f"checks whether {subject} is usable",
                     fn=lambda **_: check(), subject=subject)
     return dataclasses.replace(spec, probe=Probe.of(subject))
-
-
-def _context_of(wrapper: RunContextWrapper[Any]) -> MutableMapping[str, Any] | None:
-    context = wrapper.context
-    return context if isinstance(context, MutableMapping) else None
 
 
 @dataclass(slots=True)
@@ -170,13 +194,36 @@ for _name in ("on_start", "on_end", "on_handoff", "on_tool_start", "on_tool_end"
     setattr(_DeclaringHooks, _name, _passed_on(_name))
 
 
+@dataclass(slots=True)
+class _Run:
+    """One run's guard (a ``Runner.run`` through :meth:`GuardedAgent.run`, or the resumed run
+    of its ``RunState``), what its tools and hooks use."""
+
+    guard: Guard
+    order: _Order = field(default_factory=lambda: _Order([]))
+    # the run context unstuck made, the run having been given none: the guard's state is kept in it
+    own: dict[str, Any] | None = None
+    context: Any = None  # a resumed conversation's run context (the stopped run's)
+
+
+def _is_own(context: object) -> bool:
+    """A run context unstuck made for a run given none: a dict holding the guard's state only."""
+    return isinstance(context, dict) and set(context) == {STATE_KEY}
+
+
+def _no_context(_: object) -> Mapping[str, Any]:
+    """The context serializer of a ``RunState`` whose context the resuming side has already."""
+    return {}
+
+
 class GuardedAgent:
-    """An agent whose function tools all go through one :class:`~unstuck.Guard` (see the
-    module doc). Build it with :func:`guard_agent`.
+    """An agent whose function tools all go through a :class:`~unstuck.Guard` of the run (see
+    the module doc). Build it with :func:`guard_agent`.
 
     Attributes:
         agent: the agent to run (a clone of the original with guarded tools).
-        guard: the guard of the current run (rebuilt by :meth:`resume`).
+        guard: the guard of the latest run started (each run has its own; runs at once each
+            theirs).
         specs: what the guard knows of each tool, plus the extra tools (probes).
         unattended: the run's own (as given): a guard loaded from saved state (:meth:`resume`)
             runs with the stricter of it and the state's (:meth:`unstuck.Guard.from_json`).
@@ -185,34 +232,59 @@ class GuardedAgent:
     def __init__(self, agent: Agent[Any], *, unattended: bool = False, task: str = "",
                  events: EventSink | None = None, extra_tools: Iterable[ToolSpec] = (),
                  guard_options: Mapping[str, Any] | None = None) -> None:
-        self.events, self.unattended = events, unattended
+        self.events, self.unattended, self.task = events, unattended, task
         self.options = dict(guard_options or {})
         tools = [t for t in agent.tools if isinstance(t, FunctionTool)]
         self.specs = [spec_for(t.name, description=t.description, parameters=t.params_json_schema) for t in tools]
         self.specs.extend(extra_tools)
-        self.guard = Guard(self.specs, unattended=unattended, task=task, events=events, **self.options)
-        self._order = _Order([])
+        self.guard = self._new_guard()
+        # the run under way in this task (asyncio copies it into the tasks the SDK starts for tools)
+        self._current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
+            f"unstuck.openai_agents.run.{id(self)}", default=None)
+        self._direct: _Run | None = None  # for runs of ``self.agent`` not started by :meth:`run`
+        # what resume returned (a RunState, or a conversation to continue), by id → its run
+        self._resumed: dict[int, tuple[object, _Run]] = {}
         wrapped = {t.name: self._wrap(t) for t in tools}
         self._guarded_names = set(wrapped)
         self.agent = agent.clone(tools=[wrapped.get(t.name, t) if isinstance(t, FunctionTool) else t
                                         for t in agent.tools], hooks=_DeclaringHooks(self, agent.hooks))
 
+    def _new_guard(self) -> Guard:
+        return Guard(self.specs, unattended=self.unattended, task=self.task, events=self.events, **self.options)
+
+    def _loaded(self, state: str) -> Guard:
+        return Guard.from_json(state, self.specs, unattended=self.unattended, events=self.events, **self.options)
+
+    def _run(self) -> _Run:
+        """The run the calling tool or hook belongs to. A run of ``self.agent`` that
+        :meth:`run` did not start (``Runner.run(guarded.agent, ...)``) has no guard of its
+        own: such runs share one, as every run did before issue 27 (a ``DeprecationWarning``)."""
+        run = self._current.get()
+        if run is not None:
+            return run
+        if self._direct is None:
+            warnings.warn("Runner.run(guarded.agent, ...) started without GuardedAgent.run: every such run shares "
+                          "one guard, so a blocker in one conversation refuses the calls of the next; run it with "
+                          "GuardedAgent.run (a guard per run)", DeprecationWarning, stacklevel=3)
+            self._direct = _Run(self.guard)
+        return self._direct
+
     def declare(self, response: ModelResponse) -> None:
-        """Declare the guarded function calls of one model response to the guard, in the
-        model's order (:meth:`Guard.reply`); they will run one at a time in that order.
+        """Declare the guarded function calls of one model response to the run's guard, in
+        the model's order (:meth:`Guard.reply`); they will run one at a time in that order.
         Called by the agent's ``AgentHooks.on_llm_end``; nothing for a response without
         guarded calls."""
         from openai.types.responses import ResponseFunctionToolCall
         calls = [ToolCall(item.call_id, item.name, item.arguments or "{}") for item in response.output
                  if isinstance(item, ResponseFunctionToolCall) and item.name in self._guarded_names]
         if calls:
-            self.guard.reply(calls)
-            self._order = _Order([c.id for c in calls])
+            run = self._run()
+            run.guard.reply(calls)
+            run.order = _Order([c.id for c in calls])
 
     @contextlib.asynccontextmanager
-    async def _turn_of(self, call_id: str) -> AsyncIterator[None]:
+    async def _turn_of(self, order: _Order, call_id: str) -> AsyncIterator[None]:
         """Hold the guard for ``call_id``: earlier calls of its response first, one at a time."""
-        order = self._order
         async with order.turn:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(order.turn.wait_for(lambda: order.ready(call_id)), REPLY_WAIT_S)
@@ -230,32 +302,35 @@ class GuardedAgent:
         own_approval = tool.needs_approval
 
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-            if self.guard.latched:
+            run = self._run()
+            if run.guard.latched:
                 return True
             asked = bool(own_approval)
             if callable(own_approval):
                 decided = own_approval(ctx, params, call_id)
                 asked = bool(await decided) if inspect.isawaitable(decided) else bool(decided)
             if not asked:
-                self._order.expected.add(call_id)
+                run.order.expected.add(call_id)
             return asked
 
         async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
             call = ToolCall(ctx.tool_call_id, tool.name, arguments or "{}")
-            async with self._turn_of(call.id):
+            run = self._run()
+            async with self._turn_of(run.order, call.id):
                 try:
-                    return await self._guarded_call(ctx, inner, call, timeout_s)
+                    return await self._guarded_call(run.guard, ctx, inner, call, timeout_s)
                 finally:
-                    self.save(ctx)
+                    self._keep(run)
 
         guarded = dataclasses.replace(tool, on_invoke_tool=invoke, needs_approval=needs_approval,
                                       timeout_seconds=None)
         return set_function_tool_failure_error_function(guarded, None)
 
-    async def _guarded_call(self, ctx: ToolContext[Any], inner: FunctionTool, call: ToolCall,
+    @staticmethod
+    async def _guarded_call(guard: Guard, ctx: ToolContext[Any], inner: FunctionTool, call: ToolCall,
                             timeout_s: float | None) -> str:
         while True:
-            decision = await self.guard.abefore(call)
+            decision = await guard.abefore(call)
             if decision.action is not Action.DISPATCH:
                 return decision.content
             outcome: object
@@ -263,17 +338,23 @@ class GuardedAgent:
                 outcome = await asyncio.wait_for(inner.on_invoke_tool(ctx, call.arguments_json), timeout_s)
             except Exception as error:  # the tool's failure, classified by the guard
                 outcome = error
-            decision = await self.guard.aafter(call, outcome)
+            decision = await guard.aafter(call, outcome)
             if decision.action is not Action.RETRY:
                 return decision.content
-            await asyncio.to_thread(self.guard.clock.sleep, decision.delay_s)
+            await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
+
+    @staticmethod
+    def _keep(run: _Run) -> None:
+        if run.own is not None:
+            run.own[STATE_KEY] = run.guard.to_json()
 
     def save(self, ctx: RunContextWrapper[Any]) -> None:
-        """Keep the guard's state in the run context (under :data:`STATE_KEY`), where the
-        SDK's ``RunState`` serialises it. Nothing for a context that is not a mapping."""
-        context = _context_of(ctx)
-        if context is not None:
-            context[STATE_KEY] = self.guard.to_json()
+        """Keep the run's guard state in the run context unstuck made for a run given none
+        (under :data:`STATE_KEY`, where the SDK's ``RunState`` serialises it). A context the
+        caller gave (a mapping, a dataclass, a pydantic model, ...) is never written to."""
+        run = self._current.get()
+        if run is not None and run.own is not None and ctx.context is run.own:
+            self._keep(run)
 
     async def guard_mcp_servers(self) -> None:
         """Put the tools of the agent's MCP servers (``Agent.mcp_servers``, e.g.
@@ -282,7 +363,7 @@ class GuardedAgent:
         so a failed call's exception reaches the guard), guarded like the others, and the
         servers leave ``mcp_servers`` (the SDK would otherwise list their tools unguarded). An
         ``isError`` result reaches the guard as the SDK renders it (its text). Call it once,
-        before the first run; the guard keeps the state it has.
+        before the first run.
 
         Raises:
             agents.exceptions.UserError: a server that is not connected (the SDK's).
@@ -294,21 +375,25 @@ class GuardedAgent:
                      for server in self.agent.mcp_servers for tool in await server.list_tools(None, self.agent)]
         self.specs.extend(spec_for(t.name, description=t.description, parameters=t.params_json_schema)
                           for t in converted)
-        self.guard = Guard.from_json(self.guard.to_json(), self.specs, unattended=self.unattended, events=self.events,
-                                     **self.options)
+        self.guard = self._loaded(self.guard.to_json())
         self._guarded_names.update(t.name for t in converted)
         self.agent = self.agent.clone(tools=[*self.agent.tools, *(self._wrap(t) for t in converted)], mcp_servers=[])
 
     # -- a run -------------------------------------------------------------------------------
 
     async def run(self, input: str | list[TResponseInputItem] | RunState[Any, Any], *,
-                  context: MutableMapping[str, Any] | None = None, **runner_options: Any) -> RunResult:
-        """``Runner.run(self.agent, input, context=..., **runner_options)``, guarded.
+                  context: Any = None, **runner_options: Any) -> RunResult:
+        """``Runner.run(self.agent, input, context=..., **runner_options)``, guarded by a guard
+        of this run's own (see the module doc).
 
         Args:
-            input: the task, a conversation, or a ``RunState`` from :meth:`resume`.
-            context: the run context, a mutable mapping (a new ``dict`` by default; ignored
-                for a ``RunState``, which carries its own).
+            input: the task, a conversation, or a ``RunState`` from :meth:`resume` (its run
+                carries on with the guard :meth:`resume` rebuilt).
+            context: the run context, of any type (a dataclass, a pydantic model, a mapping,
+                ...), passed to the SDK as is and never written to; ``None`` (the default) gives
+                the run a ``dict`` of unstuck's own that holds the guard's state under
+                :data:`STATE_KEY`, so ``RunState.to_string()`` carries it. Ignored for a
+                ``RunState``, which carries its own.
             runner_options: passed to ``Runner.run`` (``max_turns``, ``run_config``, ...).
 
         Returns:
@@ -316,42 +401,67 @@ class GuardedAgent:
 
         Raises:
             RunBlocked: the run stopped to ask the user.
-            TypeError: for a context that is not a mutable mapping.
+            ValueError: a ``RunState`` that :meth:`resume` did not return (its run has no guard).
             agents.exceptions.AgentsException: as the SDK raises them (``MaxTurnsExceeded``).
         """
-        self._order = _Order([])  # made in this event loop
+        found = self._resumed.pop(id(input), None)
+        if found is not None and found[0] is not input:
+            found = None
         if isinstance(input, RunState):
-            result = await Runner.run(self.agent, input, **runner_options)
+            if found is None:
+                raise ValueError("a RunState to run must be one GuardedAgent.resume returned (its run's guard is "
+                                 "rebuilt there); pass the stopped run's RunBlocked or saved text to resume")
+            run = found[1]
+            options = dict(runner_options)
+        elif found is not None:  # the conversation of a run that ended in text, with the guard's note
+            run = found[1]
+            kept = run.own if run.own is not None else (run.context if context is None else context)
+            options = {**runner_options, "context": kept}
         else:
-            if context is None:
-                context = {}
-            if not isinstance(context, MutableMapping):
-                raise TypeError(f"a guarded run needs a mutable mapping as its context, got {type(context).__name__}")
-            context[STATE_KEY] = self.guard.to_json()
-            result = await Runner.run(self.agent, input, context=context, **runner_options)
-        self.save(result.context_wrapper)
-        escalation = self.guard.escalation
+            own = {STATE_KEY: ""} if context is None else None  # a run given no context: the slot is unstuck's
+            run = _Run(self._new_guard(), own=own)
+            self._keep(run)
+            options = {**runner_options, "context": own if own is not None else context}
+        self.guard = run.guard
+        run.order = _Order([])  # made in this event loop
+        token = self._current.set(run)
+        try:
+            result = await Runner.run(self.agent, input, **options)
+        finally:
+            self._current.reset(token)
+        self._keep(run)
+        guard = run.guard
+        escalation = guard.escalation
         if escalation is None and not result.interruptions:
-            decision = self.guard.check_answer()
+            decision = guard.check_answer()
             if decision.action is Action.ESCALATE:
                 escalation = decision.escalation
         if escalation is not None:
-            self.save(result.context_wrapper)
-            saved = self.guard.to_json()
-            self.guard.end(TurnStatus.BLOCKED, answer=escalation.text)  # turn.ended, as run_turn's blocked turn
-            raise RunBlocked(escalation, saved, result.to_state(), result.to_input_list())
+            self._keep(run)
+            saved = guard.to_json()
+            guard.end(TurnStatus.BLOCKED, answer=escalation.text)  # turn.ended, as run_turn's blocked turn
+            raise RunBlocked(escalation, saved, result.to_state(), result.to_input_list(),
+                             context=result.context_wrapper.context)
         if not result.interruptions:
-            self.guard.end(TurnStatus.DONE, answer=str(result.final_output))
+            guard.end(TurnStatus.DONE, answer=str(result.final_output))
         return result
 
-    async def resume(self, blocked: RunBlocked | str, answer: object) -> RunState[Any, Any] | list[TResponseInputItem]:
+    async def resume(self, blocked: RunBlocked | str, answer: object, *, state: str | None = None,
+                     context_deserializer: Callable[[Mapping[str, Any]], Any] | None = None,
+                     ) -> RunState[Any, Any] | list[TResponseInputItem]:
         """Answer the question and return what to run next (pass it to :meth:`run`).
 
         Args:
-            blocked: the :class:`RunBlocked` raised, or a stopped run's ``RunState`` as
-                ``RunState.to_string()`` gave it (for instance in another process).
+            blocked: the :class:`RunBlocked` raised; or, for instance in another process, its
+                :meth:`RunBlocked.to_string`, or a stopped run's ``RunState.to_string()`` (it
+                holds the guard's state when the run was given no context; else pass ``state``).
             answer: the user's answer, read with :func:`read_answer` ("I've done it", "skip",
                 "stop", an :class:`~unstuck.decide.escalation.Answer`).
+            state: the guard's saved state (:attr:`RunBlocked.state`), for a ``RunState.to_string()``
+                that does not hold it.
+            context_deserializer: the SDK's (``RunState.from_string``), to rebuild a run context
+                of your own type from its serialized form; the ``RunBlocked`` itself carries the
+                context object.
 
         Returns:
             the ``RunState`` whose waiting call is rejected with the guard's note (the call
@@ -360,59 +470,103 @@ class GuardedAgent:
         Raises:
             RunBlocked: the answer does not lift the block ("stop", or the probe says it
                 still holds); the question stands.
-            ValueError: an answer that is none of the above, or a state that is not a
-                ``RunState.to_string()`` holding the guard's (not JSON, not a JSON object, no
-                mapping run context, no guard state under :data:`STATE_KEY`): the message
-                names which.
+            ValueError: an answer that is none of the above, or a text that is neither
+                :meth:`RunBlocked.to_string` nor a ``RunState.to_string()`` holding the guard's
+                state (not JSON, not a JSON object, no run context, no guard state under
+                :data:`STATE_KEY` and no ``state``): the message names which.
         """
         said = read_answer(answer)
-        text = blocked.run_state.to_string() if isinstance(blocked, RunBlocked) else blocked
-        saved = _saved_context(text)
-        self.guard = Guard.from_json(saved[STATE_KEY], self.specs, unattended=self.unattended, events=self.events,
-                                     **self.options)
-        self.guard.start(resumed=True)
-        decision = self.guard.answer(said)
-        context = {**saved, STATE_KEY: self.guard.to_json()}
-        state = await RunState.from_string(self.agent, text, context_deserializer=lambda _: context)
+        context: Any = None
+        text: str | None
+        if isinstance(blocked, RunBlocked):
+            kept, saved, context, known = blocked.state, None, blocked.context, True
+            try:  # bound to this agent through the SDK's own round trip (the context is carried as is)
+                text = blocked.run_state.to_string(context_serializer=_no_context)
+            except (TypeError, ValueError, AgentsException):  # a mapping context that is not JSON: carry on as is
+                text = None
+        else:
+            text, kept, saved = _saved(blocked, state)
+            known = False
+        guard = self._loaded(kept)
+        guard.start(resumed=True)
+        decision = guard.answer(said)
+        own: dict[str, Any] | None = None
+        if _is_own(context if known else saved):
+            own = context = {STATE_KEY: guard.to_json()}
+            known = True
+        run_state: RunState[Any, Any]
+        if text is None:
+            assert isinstance(blocked, RunBlocked)
+            run_state = blocked.run_state
+        elif known:
+            wrapper: RunContextWrapper[Any] = RunContextWrapper(context=context)  # the very object, of any type
+            run_state = await RunState.from_string(self.agent, text, context_override=wrapper)
+        else:
+            run_state = await RunState.from_string(self.agent, text, context_deserializer=context_deserializer)
         if decision.action is Action.ESCALATE or said is Answer.STOP:
-            assert self.guard.escalation is not None
+            assert guard.escalation is not None
             inputs = blocked.input_list if isinstance(blocked, RunBlocked) else []
-            kept = self.guard.to_json()
-            self.guard.end(TurnStatus.BLOCKED, answer=self.guard.escalation.text)
-            raise RunBlocked(self.guard.escalation, kept, state, inputs)
-        pending = state.get_interruptions()
+            again = guard.to_json()
+            guard.end(TurnStatus.BLOCKED, answer=guard.escalation.text)
+            raise RunBlocked(guard.escalation, again, run_state, inputs, context=context if known else None)
+        self.guard = guard
+        pending = run_state.get_interruptions()
         if pending:
             for item in pending:
-                state.reject(item, rejection_message=decision.content)
-            return state
+                run_state.reject(item, rejection_message=decision.content)
+            self._resumed[id(run_state)] = (run_state, _Run(guard, own=own))
+            return run_state
         if not isinstance(blocked, RunBlocked):
             raise ValueError("a run that ended in text resumes from its RunBlocked (its conversation)")
         note: TResponseInputItem = {"role": "user", "content": decision.content}
-        return [*blocked.input_list, note]
+        conversation = [*blocked.input_list, note]
+        self._resumed[id(conversation)] = (conversation, _Run(guard, own=own, context=context))
+        return conversation
 
 
-def _saved_context(text: object) -> Mapping[str, Any]:
-    """The run context kept in a ``RunState.to_string()`` (``{"context": {"context": {...}}}``),
-    holding the guard's state. Raises ValueError naming what is wrong."""
+def _saved(text: object, state: str | None) -> tuple[str, str, object]:
+    """(the SDK's ``RunState.to_string()``, the guard's saved state, the serialized run context)
+    of what :meth:`GuardedAgent.resume` was given as text: a :meth:`RunBlocked.to_string`, or a
+    ``RunState.to_string()`` with the guard's state under :data:`STATE_KEY` of its run context
+    or in ``state``. Raises ValueError naming what is wrong."""
     if not isinstance(text, str):
-        raise ValueError(f"resume takes a RunBlocked or a RunState.to_string(), got {type(text).__name__}")
+        raise ValueError(f"resume takes a RunBlocked, its to_string() or a RunState.to_string(), "
+                         f"got {type(text).__name__}")
     try:
-        state = json.loads(text)
+        loaded = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"this run state is not JSON (RunState.to_string() gives JSON): {error}") from None
-    if not isinstance(state, Mapping):
-        raise ValueError(f"this run state is a JSON {type(state).__name__}, not the object RunState.to_string() gives")
-    wrapper = state.get("context")
+    if not isinstance(loaded, Mapping):
+        raise ValueError(f"this run state is a JSON {type(loaded).__name__}, not the object RunState.to_string() gives")
+    envelope = loaded.get(BLOCKED_KEY)
+    if isinstance(envelope, Mapping):
+        run_state, guard = envelope.get("run_state"), envelope.get("guard")
+        if not isinstance(run_state, str) or not isinstance(guard, str):
+            raise ValueError(f"this RunBlocked.to_string() has no \"run_state\" and \"guard\" texts under "
+                             f"{BLOCKED_KEY!r}")
+        return run_state, state or guard, _saved_context_of(run_state)
+    wrapper = loaded.get("context")
     if not isinstance(wrapper, Mapping):
         raise ValueError("this run state's \"context\" is not an object (RunState.to_string() keeps the run "
                          f"context there), got {type(wrapper).__name__}")
     saved = wrapper.get("context")
-    if not isinstance(saved, Mapping):
+    if state is not None:
+        return text, state, saved
+    if saved is not None and not isinstance(saved, Mapping):
         raise ValueError("this run state's run context (\"context\".\"context\") is not a mapping, got "
-                         f"{type(saved).__name__}; a guarded run's context is a mapping")
-    if not isinstance(saved.get(STATE_KEY), str):
-        raise ValueError(f"this run state holds no guard state under {STATE_KEY!r}")
-    return saved
+                         f"{type(saved).__name__}, and no guard state was given: pass state=blocked.state, "
+                         "or keep RunBlocked.to_string()")
+    kept = saved.get(STATE_KEY) if isinstance(saved, Mapping) else None
+    if not isinstance(kept, str) or not kept:
+        raise ValueError(f"this run state holds no guard state under {STATE_KEY!r} (a run given a context of "
+                         "its own keeps none there): pass state=blocked.state, or keep RunBlocked.to_string()")
+    return text, kept, saved
+
+
+def _saved_context_of(run_state: str) -> object:
+    with contextlib.suppress(ValueError, AttributeError):
+        return json.loads(run_state)["context"]["context"]
+    return None
 
 
 def guard_agent(agent: Agent[Any], *, unattended: bool = False, task: str = "", events: EventSink | None = None,

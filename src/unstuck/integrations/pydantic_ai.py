@@ -1,4 +1,4 @@
-"""Pydantic AI: one :class:`~unstuck.Guard` in front of every tool of a toolset (``unstuck[pydantic-ai]``).
+"""Pydantic AI: a :class:`~unstuck.Guard` per run in front of every tool of a toolset (``unstuck[pydantic-ai]``).
 
 :class:`UnstuckToolset` is a Pydantic AI ``WrapperToolset``: every call of the wrapped toolset
 goes through the guard (``before`` → the real tool → ``after``). When the guard stops the turn,
@@ -42,10 +42,16 @@ How each piece maps onto Pydantic AI (``pydantic_ai.toolsets.WrapperToolset``,
   again with the same question; "Stop" → :class:`~unstuck.integrations.common.Blocked` is
   raised out of ``agent.run``. A denied approval (``False``/``ToolDenied``) reaches the model
   as Pydantic AI's denial; the guard stays latched, so the next call is deferred again.
-* **State across runs**: the toolset keeps its guard between runs of the same agent; a new
-  process rebuilds it from the ``state`` in the deferred call's metadata, which
-  :func:`answer_results` passes back (the host keeps only ``message_history`` and the
-  ``DeferredToolRequests``, as Pydantic AI's docs have it for any deferred call).
+* **A guard per run**: each agent run gets its own guard (Pydantic AI's per-run hook,
+  ``AbstractToolset.for_run`` / ``AbstractCapability.for_run``: "return a fresh instance for
+  per-run state isolation"), never the agent's or the toolset's: one agent serving many
+  conversations, one after another or at once, keeps their budgets, blockers and latches
+  apart. A run that answers unstuck's deferred question carries on its blocked run's turn from
+  the ``state`` in the deferred call's metadata, which :func:`answer_results` passes back (the
+  host keeps only ``message_history`` and the ``DeferredToolRequests``, as Pydantic AI's docs
+  have it for any deferred call), so a new process carries on the same turn; a bare ``True``
+  approval finds that state by the run's ``RunContext.conversation_id`` and the call's id, in
+  this process. Any other run starts a new turn.
 * **One call at a time**: Pydantic AI runs a model response's tool calls concurrently; the
   guard's rules (a blocker's workaround budget, no credential hunting while a sign-in is open,
   the latch) need each call assessed before the next one is decided. So each response is
@@ -71,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,7 +116,8 @@ _PASS_THROUGH = (CallDeferred, ApprovalRequired, SkipToolExecution, SkipToolVali
 
 @dataclass(slots=True)
 class _Held:
-    """What every per-run copy of one :class:`UnstuckToolset` shares."""
+    """One run's guard and what goes with it, shared by the copies Pydantic AI makes of the
+    run's toolset (``dataclasses.replace``: ``for_run_step``, ``WrapperToolset.for_run``)."""
 
     guard: Guard | None
     names: frozenset[str]
@@ -127,6 +135,33 @@ class _Held:
         if self.lock is None or self.lock[0] is not loop:
             self.lock = (loop, asyncio.Lock())
         return self.lock[1]
+
+
+#: How many stopped runs :class:`_Runs` remembers for bare approvals (the oldest is forgotten first).
+_WAITING_KEPT = 256
+
+
+@dataclass(slots=True)
+class _Runs:
+    """What the runs of one :class:`UnstuckToolset` or :class:`UnstuckCapability` share: never
+    a guard in use, only the latest run's (:attr:`UnstuckToolset.current`) and the saved state
+    of runs that stopped on a question, by (conversation id, deferred call id), so that a bare
+    approval of that call carries on its turn."""
+
+    latest: _Held | None = None
+    waiting: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def stopped(self, conversation: str | None, call_id: str, state: str) -> None:
+        self.waiting.pop((conversation or "", call_id), None)
+        self.waiting[(conversation or "", call_id)] = state
+        while len(self.waiting) > _WAITING_KEPT:
+            self.waiting.pop(next(iter(self.waiting)))
+
+
+def _run_guard_argument(owner: str) -> None:
+    warnings.warn(f"{owner}(guard=...) shares one guard between every run of the agent, so a blocker in one "
+                  "conversation refuses the calls of the next; each run now gets its own guard: pass "
+                  "options={...} for its arguments instead", DeprecationWarning, stacklevel=4)
 
 
 def _reply_of(messages: Sequence[ModelMessage], call_id: str) -> list[ToolCall]:
@@ -206,12 +241,13 @@ class UnstuckToolset(WrapperToolset[Any]):
             effect intents); ``read`` for the others.
         options: further :class:`~unstuck.Guard` arguments (``events``, ``journal``,
             ``lessons``, ``clock``, ``config``, ``closer``, ...).
-        guard: a guard to use as is (its tool set must name the wrapped toolset's tools);
-            by default one is built on the first step from the tools' definitions
-            (:func:`~unstuck.integrations.common.spec_for`).
+        guard: deprecated (a ``DeprecationWarning``): one guard for every run of the agent, used
+            as is (its tool set must name the wrapped toolset's tools), the scope this adapter
+            had before each run got its own. By default each run builds its guard on its first
+            step from the tools' definitions (:func:`~unstuck.integrations.common.spec_for`).
 
-    The guard is built on the first run step and kept across runs (:attr:`current`); the
-    copies Pydantic AI makes of a wrapper per run share it.
+    Each run has its own guard (``for_run``, see the module doc); :attr:`current` is the latest
+    run's.
     """
 
     unattended: bool = field(default=False, kw_only=True)
@@ -219,12 +255,21 @@ class UnstuckToolset(WrapperToolset[Any]):
     effects: Mapping[str, Effect | str] = field(default_factory=dict, kw_only=True)
     options: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
     guard: Guard | None = field(default=None, kw_only=True)
-    # shared by the copies Pydantic AI makes per run (``for_run`` uses ``dataclasses.replace``)
+    # the run's guard, shared by the copies Pydantic AI makes of this run's toolset
     _shared: _Held | None = field(default=None, kw_only=True, repr=False, compare=False)
+    # what all runs share (the latest run, stopped runs' states)
+    _runs: _Runs | None = field(default=None, kw_only=True, repr=False, compare=False)
+    # this copy is a run's own (``for_run`` made it, or a per-run capability did)
+    _bound: bool = field(default=False, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self._shared is None:  # a copy made by ``dataclasses.replace`` is given its original's
+        if self._shared is None:  # the user's construction: copies are given their original's
+            if self.guard is not None:
+                _run_guard_argument(type(self).__name__)
+                self._bound = True  # the old scope: every run shares the given guard
             self._shared = _Held(self.guard, frozenset(self.guard.tools) if self.guard is not None else frozenset())
+        if self._runs is None:
+            self._runs = _Runs(self._shared)
 
     @property
     def _held(self) -> _Held:
@@ -233,8 +278,23 @@ class UnstuckToolset(WrapperToolset[Any]):
 
     @property
     def current(self) -> Guard | None:
-        """The guard now in use (it may have been rebuilt from saved state on a resumed run)."""
-        return self._held.guard
+        """The guard of the latest run started with this toolset (it may have been rebuilt from
+        saved state on a resumed run); ``None`` before its first step. Runs going on at once
+        each have their own."""
+        assert self._runs is not None
+        latest = self._held if self._bound else (self._runs.latest or self._held)
+        return latest.guard
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        """The toolset of one agent run (Pydantic AI calls it once per run): a copy with a
+        guard of its own, so runs never share a guard (see the module doc)."""
+        wrapped = await self.wrapped.for_run(ctx)
+        if self._bound:
+            return self if wrapped is self.wrapped else dataclasses.replace(self, wrapped=wrapped)
+        assert self._runs is not None
+        held = _Held(None, frozenset())
+        self._runs.latest = held
+        return dataclasses.replace(self, wrapped=wrapped, _shared=held, _bound=True)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         """The wrapped toolset's tools, each marked ``sequential=True`` (Pydantic AI's
@@ -296,6 +356,10 @@ class UnstuckToolset(WrapperToolset[Any]):
         call = ToolCall.of(call_id, name, tool_args)
         if ctx.tool_call_approved:
             answered = _unstuck_metadata(ctx.tool_call_metadata)
+            if answered is None and call_id not in held.asked:  # a bare approval of a stopped run's call
+                assert self._runs is not None
+                saved = self._runs.waiting.get((ctx.conversation_id or "", call_id))
+                answered = None if saved is None else {"state": saved}
             if answered is not None or call_id in held.asked:
                 return await self._answered(call, answered or {}, ctx, tool)
         guard = self._ensure_guard({name: tool})
@@ -324,7 +388,7 @@ class UnstuckToolset(WrapperToolset[Any]):
             await asyncio.to_thread(guard.clock.sleep, decision.delay_s)
             decision = await guard.abefore(call)
         if decision.action is Action.ESCALATE or decision.escalation is not None:  # stopped, or latched
-            self._defer(call, decision, ran=decision.step is not None and decision.step.dispatched)
+            self._defer(call, decision, ctx, ran=decision.step is not None and decision.step.dispatched)
         if raised is not None and not retried and decision.action is Action.CONTINUE:
             raise type(raised)(decision.content or raised.message) from raised
         step = decision.step
@@ -333,14 +397,16 @@ class UnstuckToolset(WrapperToolset[Any]):
             return raw  # a plain success reaches the model as the tool returned it (its own type)
         return decision.content
 
-    def _defer(self, call: ToolCall, decision: Decision, *, ran: bool) -> None:
+    def _defer(self, call: ToolCall, decision: Decision, ctx: RunContext[Any], *, ran: bool) -> None:
         guard = self._held.guard
-        assert guard is not None and decision.escalation is not None
+        assert guard is not None and decision.escalation is not None and self._runs is not None
         self._held.asked[call.id] = ran
         escalation = decision.escalation
+        state = guard.to_json()
+        self._runs.stopped(ctx.conversation_id, call.id, state)
         raise ApprovalRequired(metadata={METADATA_KEY: {
             "question": escalation.text, "unblock": escalation.unblock, "subject": escalation.subject,
-            "kind": escalation.kind.value, "escalation": escalation.to_dict(), "state": guard.to_json()}})
+            "kind": escalation.kind.value, "escalation": escalation.to_dict(), "state": state}})
 
     async def _answered(self, call: ToolCall, answered: Mapping[str, Any], ctx: RunContext[Any],
                         tool: ToolsetTool[Any]) -> str:
@@ -349,15 +415,17 @@ class UnstuckToolset(WrapperToolset[Any]):
         tool is not run again."""
         held = self._held
         state = answered.get("state")
+        tools = await self.wrapped.get_tools(ctx)
         if call.id not in held.asked and not held.restored and isinstance(state, str) and state:
-            guard = self._ensure_guard({call.tool: tool}, state)  # another process asked: carry on from its state
+            # the run that asked was another (perhaps in another process): carry on from its state,
+            # with every tool of the toolset (the blocker's probe may be another tool than the call's)
+            guard = self._ensure_guard({**tools, call.tool: tool}, state)
             held.restored = True
         else:
             guard = self._ensure_guard({call.tool: tool})
         if guard.escalation is None:  # another call of the same reply carried the answer
             return "Not executed: the turn stopped to ask the user, who has answered since. Call it again if needed."
         said = read_answer(answered.get("answer", Answer.DONE))
-        tools = await self.wrapped.get_tools(ctx)
         loop = asyncio.get_running_loop()
 
         def run(name: str, arguments: dict[str, Any]) -> Any:
@@ -371,12 +439,14 @@ class UnstuckToolset(WrapperToolset[Any]):
             decision = await asyncio.to_thread(guard.answer, said)
         finally:
             held.runner = None
+        assert self._runs is not None
+        self._runs.waiting.pop((ctx.conversation_id or "", call.id), None)
         if decision.action is Action.CONTINUE:
             self._held.asked.pop(call.id, None)
             return decision.content
         if said is Answer.STOP:
             raise Blocked(guard.escalation, guard.to_json())
-        self._defer(call, decision, ran=self._held.asked.get(call.id, True))  # the blocker still holds: ask again
+        self._defer(call, decision, ctx, ran=self._held.asked.get(call.id, True))  # the blocker still holds: ask again
         raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -385,7 +455,7 @@ class UnstuckToolset(WrapperToolset[Any]):
 class UnstuckCapability(AbstractCapability[Any]):
     """The agent-wide form: every tool of the agent (its ``tools``, ``toolsets`` and MCP
     servers, as Pydantic AI assembles them per run: ``AbstractCapability.get_wrapper_toolset``)
-    goes through one guard, and the turn is ended when the run ends (``after_run``)::
+    goes through the run's guard, and the turn is ended when the run ends (``after_run``)::
 
         agent = Agent(model, tools=[run_command], output_type=[str, DeferredToolRequests],
                       capabilities=[UnstuckCapability(unattended=False, task=task)])
@@ -396,7 +466,11 @@ class UnstuckCapability(AbstractCapability[Any]):
     turn ends ``done`` (``turn.ended``, the journal's end when the guard has one). A run that
     ends with unstuck's deferred question is left open: the next run carries on the same turn.
 
-    Args: as :class:`UnstuckToolset` (``unattended``, ``task``, ``effects``, ``options``, ``guard``).
+    Args: as :class:`UnstuckToolset` (``unattended``, ``task``, ``effects``, ``options``, and
+    the deprecated ``guard``).
+
+    Each run has its own guard (``for_run``: Pydantic AI calls it once per run); :attr:`current`
+    is the latest run's.
     """
 
     unattended: bool = field(default=False, kw_only=True)
@@ -405,20 +479,39 @@ class UnstuckCapability(AbstractCapability[Any]):
     options: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
     guard: Guard | None = field(default=None, kw_only=True)
     _shared: _Held | None = field(default=None, kw_only=True, repr=False, compare=False)
+    _runs: _Runs | None = field(default=None, kw_only=True, repr=False, compare=False)
+    _bound: bool = field(default=False, kw_only=True, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self._shared is None:
+            if self.guard is not None:
+                _run_guard_argument(type(self).__name__)
+                self._bound = True  # the old scope: every run shares the given guard
             self._shared = _Held(self.guard, frozenset(self.guard.tools) if self.guard is not None else frozenset())
+        if self._runs is None:
+            self._runs = _Runs(self._shared)
 
     @property
     def current(self) -> Guard | None:
-        """The guard now in use (``None`` before the first run step)."""
-        assert self._shared is not None
-        return self._shared.guard
+        """The guard of the latest run (``None`` before its first step); runs going on at once
+        each have their own."""
+        assert self._shared is not None and self._runs is not None
+        latest = self._shared if self._bound else (self._runs.latest or self._shared)
+        return latest.guard
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        """The capability of one agent run: a copy with a guard of its own (see the module doc)."""
+        if self._bound:
+            return self
+        assert self._runs is not None
+        held = _Held(None, frozenset())
+        self._runs.latest = held
+        return dataclasses.replace(self, _shared=held, _bound=True)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return UnstuckToolset(toolset, unattended=self.unattended, task=self.task, effects=self.effects,
-                              options=self.options, guard=self.guard, _shared=self._shared)
+                              options=self.options, guard=self.guard, _shared=self._shared, _runs=self._runs,
+                              _bound=True)
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         guard = self.current
