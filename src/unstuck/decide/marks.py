@@ -41,7 +41,7 @@ from unstuck.core.text import match_form
 from unstuck.decide.prompts import GUIDANCE_PREFIX
 
 __all__ = ["CUT_MARKERS", "MARK_WORD", "NONCE_HEX", "TOOL_LINE", "imitates_mark", "is_nonce", "mark", "neutralise",
-           "note", "notes", "tool_words"]
+           "note", "notes", "says", "tool_words"]
 
 #: The word of the mark.
 MARK_WORD = "unstuck"
@@ -131,10 +131,11 @@ def imitates_mark(line: str) -> bool:
     (:func:`unstuck.core.text.match_form`: escape sequences, controls and invisible characters
     removed, NFKC: fullwidth ``［ｕｎｓｔｕｃｋ］`` is ``[unstuck]``): after any leading spaces,
     quote or list punctuation (``> - * # ` " |``, any character that is neither a letter, a
-    digit nor an opening bracket) and a list item's number (``1.``), an opening bracket of any script (``[ ( { < 【 〔 「 «`` …),
-    then, ignoring anything that is not a letter between them, the letters u n s t u c k in
-    any case, Cyrillic or Greek look-alikes (:data:`_LOOK_ALIKES`) or accented. The cut
-    markers (:data:`CUT_MARKERS`) are unstuck's own and do not count.
+    digit nor an opening bracket) and a list item's number (``1.``), an opening bracket of
+    any script (``[ ( { < 【 〔 「 «`` …), then, ignoring anything that is not a letter
+    between them, the letters u n s t u c k in any case, Cyrillic or Greek look-alikes
+    (:data:`_LOOK_ALIKES`) or accented. The cut markers (:data:`CUT_MARKERS`) are unstuck's
+    own and do not count.
     """
     head = match_form(line[:_HEAD])
     if CUT_MARKERS.match(head.strip()) is not None:
@@ -172,3 +173,15 @@ def tool_words(content: str) -> str:
     starting with a mark, marked or not, after a blank line): what the tool said."""
     found = _NOTE_START.search(content)
     return content if found is None else content[:found.start()]
+
+
+def says(content: str, words: str) -> bool:
+    """A line of ``content`` is a marked note (a mark with a nonce) whose text starts with
+    ``words`` (``says(content, "BLOCKED")``): how a reader of decisions (a scripted agent)
+    tells unstuck's note from the tool's text, which never starts so (:func:`neutralise`)."""
+    prefix = f"[{MARK_WORD} "
+    for line in content.split("\n"):
+        if line.startswith(prefix) and is_nonce(line[len(prefix):len(prefix) + NONCE_HEX]) \
+                and line[len(prefix) + NONCE_HEX:].startswith(f"] {words}"):
+            return True
+    return False

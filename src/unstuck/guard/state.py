@@ -29,8 +29,8 @@ from unstuck.core.readers import parse_json
 from unstuck.core.redact import redact_value
 from unstuck.core.tools import ToolCall
 from unstuck.decide import policy
-from unstuck.decide.marks import NONCE_HEX, is_nonce
 from unstuck.decide.escalation import Escalation
+from unstuck.decide.marks import NONCE_HEX, is_nonce
 from unstuck.decide.outcome import CANONICAL_FORM, StepRecord, saved_json_of
 from unstuck.decide.policy import Action
 from unstuck.guard.decision import Decision
