@@ -131,6 +131,16 @@ def test_no_tool_text_whatever_it_is_yields_a_line_that_starts_like_a_note(text:
     assert neutralise(shown) == shown
 
 
+@settings(max_examples=300, deadline=None)
+@given(named=TOOL_TEXT)
+def test_what_a_note_names_never_becomes_a_note_of_its_own(named: str) -> None:
+    """A refusal names the model's command, a note quotes a probe's words: whatever they hold,
+    the note's first line is the only one that starts like a note."""
+    for text in (f"{GUIDANCE_PREFIX} Refused: `{named}`", f"Not executed: `{named}` waits for a person", named):
+        lines = note(NONCE, text).splitlines()
+        assert lines[0].startswith(mark(NONCE)) and not any(imitates_mark(line) for line in lines[1:])
+
+
 @tool(subject="svc")
 def status(text: str) -> ToolResult:
     """A tool whose result says ``text`` and failed."""

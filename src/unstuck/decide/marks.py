@@ -90,22 +90,25 @@ def mark(nonce: str) -> str:
 
 
 def note(nonce: str, text: str) -> str:
-    """``text`` as unstuck's note in the turn of ``nonce``: each line that starts with
-    :data:`~unstuck.decide.prompts.GUIDANCE_PREFIX` starts with the mark instead, and a first
-    line that does not gets the mark before it (``"Not executed: …"`` → ``"[unstuck 9f3c…]
-    Not executed: …"``). A note already marked with this turn's mark is returned as it is.
+    """``text`` as unstuck's note in the turn of ``nonce``: the mark in place of a leading
+    :data:`~unstuck.decide.prompts.GUIDANCE_PREFIX`, or before a text that has none (``"Not
+    executed: …"`` → ``"[unstuck 9f3c…] Not executed: …"``); a text that starts with this
+    turn's mark keeps it. Only the note's first line is marked: any later line of it that
+    looks like a mark (a command or a tool's words the note names, with a line break in them)
+    is quoted as :func:`neutralise` quotes tool text, so nothing put inside a note becomes a
+    note of its own.
 
     Raises:
         ValueError: for a malformed ``nonce`` (:func:`mark`).
     """
     own = mark(nonce)
     if text.startswith(own):
-        return text
-    lines = text.split("\n")
-    stamped = [own + line[len(GUIDANCE_PREFIX):] if line.startswith(GUIDANCE_PREFIX) else line for line in lines]
-    if not lines[0].startswith(GUIDANCE_PREFIX):
-        stamped[0] = f"{own} {lines[0]}"
-    return "\n".join(stamped)
+        body = text[len(own):]
+    elif text.startswith(GUIDANCE_PREFIX):
+        body = text[len(GUIDANCE_PREFIX):]
+    else:
+        body = f" {text}"
+    return own + neutralise(body)
 
 
 def notes(nonce: str, texts: Iterable[str]) -> str:

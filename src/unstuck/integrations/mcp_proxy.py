@@ -129,11 +129,11 @@ ANSWER_HINT = f'When you have done it, call {ANSWER_TOOL} with "I\'ve done it" (
 
 
 def _blocked_result(guard: Guard, escalation: Escalation, note: str = "") -> CallToolResult:
-    """The blocked result: the question, ``note`` and :data:`ANSWER_HINT`, as unstuck's note
+    """The blocked result: the question, ``note`` and :data:`ANSWER_HINT`, each as unstuck's note
     (:meth:`unstuck.Guard.note`: the turn's mark first)."""
     from mcp.types import CallToolResult, TextContent
-    parts = [escalation.text, *([note] if note else []), ANSWER_HINT]
-    return CallToolResult(content=[TextContent(type="text", text=guard.note("\n\n".join(parts)))], is_error=True,
+    text = "\n\n".join(guard.note(part) for part in (escalation.text, note, ANSWER_HINT) if part)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                           _meta={STATUS_META_KEY: "blocked"})
 
 

@@ -246,10 +246,10 @@ def _settle(
             continue  # a read, or a write the crash came before: it runs as usual
         if intent.state is IntentState.COMMITTED:
             receipt = json.loads(intent.receipt or "{}")
-            note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated."
             content = str(receipt.get("content", ""))  # the tool's words, as recorded
-            if "content" not in receipt:
-                note = f"{GUIDANCE_PREFIX} Its effect was confirmed before an interruption.\n\n{note}"
+            note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated." \
+                if "content" in receipt else (f"{GUIDANCE_PREFIX} Its effect was confirmed before an interruption; it "
+                                              "was not repeated.")
             overrides[call.id] = (ToolResult(
                 call.tool, bool(receipt.get("ok", True)), content, exit_code=receipt.get("exit_code"),
                 http_status=receipt.get("http_status"), injected=receipt.get("injected"),
