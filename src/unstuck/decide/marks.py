@@ -60,12 +60,12 @@ _NONCE = re2.compile(f"^[0-9a-f]{{{NONCE_HEX}}}$")
 #: How much of a line's start is read for a mark (a mark is short; the rest is not read).
 _HEAD = 160
 #: Letters that look like the letters of "unstuck" and are not them (lower case, after NFKC
-#: and case folding), mapped to the Latin letter each is confusable with: the Cyrillic,
-#: Greek, Armenian and small-capital entries of Unicode's confusables.txt (UTS #39, "Unicode
-#: Security Mechanisms", section 4) whose prototype is one of u, n, s, t, c, k.
+#: and case folding), mapped to the Latin letter each passes for: Cyrillic, Greek and Armenian
+#: letters and small capitals of the kind Unicode's confusables.txt lists (UTS #39, "Unicode
+#: Security Mechanisms", section 4); a hand-picked set for these six letters, not that table.
 _LOOK_ALIKES = str.maketrans({
-    "\u057d": "u", "\u03c5": "u", "\u1d1c": "u", "\u028b": "u", "\u0446": "u",  # ս υ ᴜ ʋ ц
-    "\u0578": "n", "\u057c": "n", "\u0274": "n", "\u03b7": "n", "\u043f": "n",  # ո ռ ɴ η п
+    "\u057d": "u", "\u03c5": "u", "\u1d1c": "u", "\u028b": "u",  # ս υ ᴜ ʋ
+    "\u0578": "n", "\u057c": "n", "\u0274": "n", "\u03b7": "n",  # ո ռ ɴ η
     "\u0455": "s", "\ua731": "s", "\u01bd": "s", "\u0282": "s",  # ѕ ꜱ ƽ ʂ
     "\u0442": "t", "\u03c4": "t", "\u1d1b": "t",  # т τ ᴛ
     "\u0441": "c", "\u03f2": "c", "\u1d04": "c", "\u217d": "c",  # с ϲ ᴄ ⅽ
