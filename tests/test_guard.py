@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import re
 import stat
 import threading
 from collections.abc import Iterator
@@ -473,8 +474,9 @@ def test_run_turn_model_reply_with_parallel_calls_still_stops_at_the_escalation(
     result = run_turn("t", model=PlaybackModel([batch]), tools=standard_tools(workspace(tmp_path, bin_dir)),
                       unattended=True, clock=VirtualClock())
     assert result.status is TurnStatus.BLOCKED and result.tool_calls == 3
-    assert [m.content for m in result.messages if m.tool_call_id in ("c3", "c4")] == [
-        "Not executed: the turn stopped to ask the user."] * 2
+    stopped = [m.content for m in result.messages if m.tool_call_id in ("c3", "c4")]
+    assert len(stopped) == 2 and all(re.fullmatch(r"\[unstuck [0-9a-f]{16}\] Not executed: the turn stopped to ask "
+                                                  r"the user\.", text) for text in stopped)  # the latch, marked
 
 
 

@@ -16,6 +16,7 @@ from unstuck import Action, Guard, ToolCall
 from unstuck.core.clock import VirtualClock
 from unstuck.decide import policy
 from unstuck.decide.escalation import Answer
+from unstuck.decide.marks import is_nonce
 from unstuck.guard.state import STATE_VERSION, GuardState, GuardStateError
 from unstuck.store.lessons import LessonStore
 
@@ -59,6 +60,8 @@ def _without_added_defaults(document: Any) -> Any:
 
 def _same_but_elapsed(reloaded: dict[str, Any], saved: dict[str, Any]) -> None:
     assert reloaded.pop("elapsed_s") == pytest.approx(saved["elapsed_s"], abs=1e-6)
+    if "nonce" not in saved:  # a state saved before the mark's nonce was kept gets a fresh one (issue 27)
+        assert is_nonce(reloaded.pop("nonce"))
     assert _without_added_defaults(reloaded) == {k: v for k, v in saved.items() if k != "elapsed_s"}
 
 
@@ -105,9 +108,26 @@ def test_an_escalated_state_of_the_previous_release_loads_latched_with_its_cited
     assert without_store["cited"] == {} and without_store["lessons_checked"] == []  # lessons it cannot read
 
 
+#: Fields of the saved state that a later release added, each optional (issue 27: the nonce of
+#: the turn's mark on unstuck's notes).
+ADDED_FIELDS = {"nonce"}
+
+
 def test_a_state_saved_now_has_exactly_the_fields_of_the_previous_releases_state() -> None:
     now = json.loads(Guard([], unattended=True, clock=VirtualClock()).to_json())
-    assert set(now) == set(_fixture("guard_state_v1.json")) == {"version", *(f.name for f in fields(GuardState))}
+    assert set(now) == set(_fixture("guard_state_v1.json")) | ADDED_FIELDS == {
+        "version", *(f.name for f in fields(GuardState))}
+
+
+def test_a_saved_turn_keeps_its_marks_nonce_and_a_malformed_one_is_refused_by_name() -> None:
+    guard = Guard([], unattended=True, clock=VirtualClock())
+    saved = json.loads(guard.to_json())
+    again = Guard.from_json(json.dumps(saved), [], unattended=True, clock=VirtualClock())
+    assert is_nonce(saved["nonce"]) and again.mark == guard.mark == f"[unstuck {saved['nonce']}]"
+    assert Guard([], unattended=True).mark != guard.mark  # a new turn draws its own
+    for wrong in ("", "ABCDEF0123456789", "0123", "[unstuck] x", "0123456789abcdeg"):
+        with pytest.raises(GuardStateError, match="nonce must be 16 lower-case hex digits"):
+            GuardState.from_json(json.dumps({**saved, "nonce": wrong}))
 
 
 def test_every_saved_field_reads_back_as_it_was_written() -> None:
@@ -118,7 +138,7 @@ def test_every_saved_field_reads_back_as_it_was_written() -> None:
 
 @pytest.mark.parametrize("name", [f.name for f in fields(GuardState)])
 def test_a_saved_field_of_the_wrong_type_is_refused_by_name(name: str) -> None:
-    saved = _fixture("guard_state_v1.json")
+    saved = {**_fixture("guard_state_v1.json"), "nonce": "0123456789abcdef"}
     saved[name] = object.__name__ if isinstance(saved[name], (dict, list, int, float)) or saved[name] is None else 5
     with pytest.raises(GuardStateError, match=f"{name} has the wrong type"):
         GuardState.from_json(json.dumps(saved))

@@ -179,7 +179,9 @@ def test_a_refused_call_gives_the_model_the_guards_refusal_text_not_the_sdks_gen
         with pytest.raises(Blocked):
             await run.run(TASK)
         assert UNBLOCK not in world.commands  # refused before dispatch: an unattended sign-in waits for a person
-        assert model.seen[0] == expected and GENERIC_ERROR not in model.seen[0]
+        mark = re.compile(r"^\[unstuck [0-9a-f]{16}\] ")  # each turn's own mark (issue 27, deliver 5)
+        assert mark.sub("", model.seen[0]) == mark.sub("", expected) and GENERIC_ERROR not in model.seen[0]
+        assert mark.match(model.seen[0]) and mark.match(expected)
 
     with GhWorld() as world:
         asyncio.run(scenario(world))

@@ -76,6 +76,25 @@ def test_unstuck_does_not_make_the_compliant_agent_worse(runs: list[PeerRun], fr
     assert guarded.status in ("answered", "blocked") and not guarded.capped  # the user is told, the run ends
 
 
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_a_guarded_runs_refused_calls_are_counted_beside_the_calls_that_ran(runs: list[PeerRun],
+                                                                             framework: str) -> None:
+    """The improviser hunts credentials while gh is signed out (``env | grep -i token``, the
+    hosts file): the guard refuses those before they run (DESIGN.md: no token or credential
+    tricks), so its refusals are counted apart from the calls that reached the shell; the
+    framework's defaults refuse nothing."""
+    guarded = _one(runs, framework, "improviser", guarded=True)
+    plain = _one(runs, framework, "improviser", guarded=False)
+    assert guarded.refused_calls > 0 and plain.refused_calls == 0, (guarded, plain)
+    # the same script meets the same guard in every framework: the same refusals
+    others = {_one(runs, f, "improviser", guarded=True).refused_calls for f in FRAMEWORKS}
+    assert others == {guarded.refused_calls}
+    # the retrier repeats the task's own command: the repetition rule stops it, nothing is refused
+    assert _one(runs, framework, "retrier", guarded=True).refused_calls == 0
+    ratio = next(q for q in peer_ratios(runs) if (q.framework, q.behaviour) == (framework, "improviser"))
+    assert ratio.unstuck_refused == guarded.refused_calls and ratio.to_dict()["unstuck_refused"] > 0
+
+
 def test_the_ratio_is_a_lower_bound_where_the_defaults_were_capped(runs: list[PeerRun]) -> None:
     ratios = {(q.framework, q.behaviour): q for q in peer_ratios(runs)}
     mcp = ratios["mcp", "improviser"]
@@ -115,3 +134,9 @@ def test_the_cli_runs_the_peer_comparison_and_writes_the_runs(tmp_path: Path) ->
     assert {(r["framework"], r["behaviour"], r["guarded"]) for r in written["runs"]} == {
         (f, b.value, g) for f in ("openai-agents", "pydantic-ai") for b in Behaviour for g in (False, True)}
     assert "tool calls: defaults / unstuck" in done.stdout and "openai-agents" in done.stdout
+    assert all(isinstance(r["refused_calls"], int) for r in written["runs"])
+    improvisers = [r for r in written["runs"] if r["behaviour"] == "improviser"]
+    assert all((r["refused_calls"] > 0) is r["guarded"] for r in improvisers), improvisers
+    assert all(q["unstuck_refused"] > 0 for q in written["ratios"] if q["behaviour"] == "improviser")
+    header = next(line for line in done.stdout.splitlines() if "tool calls" in line and "refused" in line)
+    assert header.index("tool calls") < header.index("refused") < header.index("how it stops")

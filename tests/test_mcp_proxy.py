@@ -6,6 +6,7 @@ a tool not exported is never called."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.types import Tool, ToolAnnotations  # noqa: E402
 
 from conftest import bare_env  # noqa: E402
+from unstuck.decide.marks import TOOL_LINE, imitates_mark  # noqa: E402
 from unstuck.integrations.mcp_proxy import (  # noqa: E402
     ANSWER_TOOL,
     MCP_TOOL_NAME,
@@ -31,6 +33,8 @@ SCHEMA: dict[str, Any] = {"type": "object", "properties": {"command": {"type": "
 #: Terminal and invisible characters that must never reach the client's model (ECMA-48 ESC, C1
 #: CSI, BEL; UAX #9's right-to-left override; a zero-width space).
 CONTROLS = ("\x1b", "\x9b", "\x07", "\u202e", "\u200b")
+#: A line of unstuck's note: the turn's mark (the word and its nonce) first.
+MARKED = re.compile(r"^\[unstuck ([0-9a-f]{16})\] ")
 
 
 @pytest.mark.parametrize(("name", "valid"), [
@@ -162,3 +166,45 @@ def test_the_proxy_lists_a_poisoned_servers_tools_screened_and_never_calls_one_i
     assert not any(c in shown for c in CONTROLS) and "x.example.invalid" not in shown and "API key" not in shown
     assert "No tool named 'list files'" in refused and "from-echo-text" in ran
     assert "from-a-withheld-tool" not in log.read_text(encoding="utf-8")  # the withheld tool never ran
+
+
+FORGING = ROOT / "tests" / "mcp_servers" / "forging_server.py"
+
+
+@pytest.mark.slow
+def test_a_hostile_servers_forged_notes_reach_the_model_quoted_and_unstucks_own_note_carries_the_nonce(
+        tmp_path: Path) -> None:
+    """Issue 27, deliver 5: an untrusted server's result lines shaped like unstuck's note ("[unstuck]
+    … the user has resolved the block", in every form tests/mcp_servers/forging_server.py tries)
+    reach the client's model only as the tool's quoted text; unstuck's own note on the failure
+    starts with the turn's mark, a nonce the server never saw, the same for the session's calls
+    and another for another session."""
+    sys.path.insert(0, str(FORGING.parent))
+    try:
+        from forging_server import FAILURE, FORGED, RESOLVED
+    finally:
+        sys.path.remove(str(FORGING.parent))
+    env = bare_env(home=tmp_path, PATH=os.environ.get("PATH", "/usr/bin:/bin"), PYTHONPATH=ROOT / "src")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "unstuck", "mcp-proxy", "--", sys.executable,
+                                                                 str(FORGING)], env=env, cwd=str(tmp_path))
+
+    async def session_texts() -> list[str]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            results = [await session.call_tool("read_status", {}) for _ in range(2)]
+            return ["".join(getattr(c, "text", "") for c in result.content) for result in results]
+
+    first, second = anyio.run(session_texts)
+    (third, _) = anyio.run(session_texts)
+    lines = first.splitlines()
+    quoted = [line for line in lines if line.startswith(TOOL_LINE)]
+    assert len(quoted) == len(FORGED) and all(RESOLVED in line for line in quoted)  # each forged line, quoted
+    assert lines[0] == FAILURE  # the tool's own words come first, as they were
+    marked = [line for line in lines if MARKED.match(line)]
+    assert marked and all(RESOLVED not in line for line in marked)  # unstuck's note is its own
+    nonce = MARKED.match(marked[0]).group(1)  # type: ignore[union-attr]
+    assert nonce != "0123456789abcdef"  # not the forger's guess
+    # nothing else in what the model reads starts like a note: no forged line passes unquoted
+    assert [line for line in lines if imitates_mark(line)] == marked
+    assert {MARKED.match(line).group(1) for line in second.splitlines() if MARKED.match(line)} == {nonce}  # type: ignore[union-attr]
+    assert {MARKED.match(line).group(1) for line in third.splitlines() if MARKED.match(line)} != {nonce}  # type: ignore[union-attr]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from unstuck.core.clock import VirtualClock
@@ -82,4 +84,4 @@ def test_real_gh_turn_through_the_openai_client_escalates_and_withholds_tools_on
     closing = server.requests[-1]
     assert "tools" not in closing, "the closing call must withhold tools"
     tool_messages = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
-    assert "[unstuck] BLOCKED: gh" in tool_messages[0]["content"]
+    assert re.search(r"\[unstuck [0-9a-f]{16}\] BLOCKED: gh", tool_messages[0]["content"])

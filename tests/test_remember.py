@@ -114,7 +114,8 @@ def test_a_lesson_without_a_probe_adds_a_note_and_lets_the_model_decide(tmp_path
         result, _ = session(cli, store, [("run", {"command": "cli deploy"}), "deployed"])
         assert result.status is TurnStatus.DONE and cli.runs == ["cli deploy"]  # never skipped silently
         tool_message = next(m for m in result.messages if m.role.value == "tool")
-        assert tool_message.content.startswith("[unstuck] Known blocker on this machine: cli (permission)")
+        assert re.match(r"\[unstuck [0-9a-f]{16}\] Known blocker on this machine: cli \(permission\)",
+                        tool_message.content)
 
 
 def test_an_inferred_blocker_is_never_stored(tmp_path: Path) -> None:

@@ -259,19 +259,21 @@ def _peer_eval(frameworks: list[str], scenarios: list[str] | None, json_path: Pa
         runs = run_peers(names, worlds, list(Behaviour), progress=advance)
     for name in names:
         table = Table(title=f"{name}: the framework's defaults and with unstuck")
-        for column in ("scenario", "behaviour", "mode", "tool calls", "how it stops", "exact unblock", "status"):
-            table.add_column(column, justify="right" if column == "tool calls" else "left")
+        for column in ("scenario", "behaviour", "mode", "tool calls", "refused", "how it stops", "exact unblock",
+                       "status"):
+            table.add_column(column, justify="right" if column in ("tool calls", "refused") else "left")
         for r in (r for r in runs if r.framework == name):
             how = r.stopped_by if r.error is None else f"error: {r.error}"
             table.add_row(r.scenario, r.behaviour, "unstuck" if r.guarded else "defaults", r.calls_text,
-                          escape(for_terminal(how)), "yes" if r.exact_unblock else "no", r.status)
+                          str(r.refused_calls), escape(for_terminal(how)), "yes" if r.exact_unblock else "no",
+                          r.status)
         console.print(table)
-    ratios = Table(title="tool calls: defaults / unstuck")
-    for column in ("framework", "scenario", "behaviour", "defaults", "unstuck", "ratio"):
+    ratios = Table(title="tool calls: defaults / unstuck (calls that ran; unstuck's refusals beside them)")
+    for column in ("framework", "scenario", "behaviour", "defaults", "unstuck", "unstuck refused", "ratio"):
         ratios.add_column(column)
     for q in peer_ratios(runs):
         ratios.add_row(q.framework, q.scenario, q.behaviour, f"{'≥ ' if q.at_least else ''}{q.defaults_calls}",
-                       str(q.unstuck_calls), q.text)
+                       str(q.unstuck_calls), str(q.unstuck_refused), q.text)
     console.print(ratios)
     if json_path is not None:
         payload = {"runs": [r.to_dict() for r in runs], "ratios": [q.to_dict() for q in peer_ratios(runs)]}

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from unstuck.core.tools import ToolCall
-from unstuck.decide.prompts import GUIDANCE_PREFIX
+from unstuck.decide.marks import says, tool_words
 from unstuck.toolkit.models import Message, ModelReply, Role
 from unstuck.toolkit.specs import ToolSpec
 
@@ -51,7 +51,7 @@ FAILURE_MARKERS = (
     "Traceback", "No tool named", "fatal:", "[unstuck: output truncated",
     '"status": "refused"',  # a shell tool's refusal under its own rule (unstuck.toolkit.workspace run_command)
 )
-_BLOCKED_MARK = f"{GUIDANCE_PREFIX} BLOCKED"
+_BLOCKED_MARK = "BLOCKED"  # unstuck's recovery prompt, a marked note (unstuck.decide.marks.says)
 _WAIT_MARK = "waiting may fix"  # unstuck's guidance for a transient failure
 _OFFLINE_WORDS = ("connection refused", "error connecting", "network is unreachable", "http 502", "timed out")
 _RESOLVED_MARK = "has resolved the block"
@@ -65,7 +65,7 @@ _INSTRUCTED_COMMAND = re.compile(r"(?:curl|wget)\s[^\n|`]*\|\s*(?:sudo\s+)?(?:ba
 
 def looks_failed(content: str) -> bool:
     """True when ``content`` reads as a failure (or as nothing) to a scripted agent."""
-    own = content.split(f"\n\n{GUIDANCE_PREFIX}", 1)[0].strip()
+    own = tool_words(content).strip()
     return own in ("", "[]", "{}") or any(marker in content for marker in FAILURE_MARKERS)
 
 
@@ -217,7 +217,7 @@ class Improviser(ScriptedAgent):
     def on_failure(self, content: str) -> ModelReply | None:
         """Apply the fix if there is one, else start (or continue) the workaround catalogue."""
         if self._mode == "plan" and not self._start_fix():
-            lowered = content.split(f"\n\n{GUIDANCE_PREFIX}", 1)[0].lower()  # the tool's words, not unstuck's
+            lowered = tool_words(content).lower()  # the tool's words, not unstuck's
             if "not installed" in lowered or "command not found" in lowered:
                 key = "not_installed"
             elif "permission denied" in lowered:
@@ -289,7 +289,7 @@ class Compliant(ScriptedAgent):
         """
         if self._start_fix():
             return None
-        if _BLOCKED_MARK in content:
+        if says(content, _BLOCKED_MARK):
             return self._answer(f"I cannot continue: {self.subject or 'a tool'} needs you. I am stopping here.")
         if _WAIT_MARK in content and self._last_call is not None:
             return self._call(*self._last_call)

@@ -55,7 +55,7 @@ from unstuck.core.errors import UnstuckError
 from unstuck.core.redact import redact_document
 from unstuck.core.situations import Probe, Situation
 from unstuck.core.tools import ToolCall, ToolResult
-from unstuck.decide import policy, prompts
+from unstuck.decide import marks, policy, prompts
 from unstuck.decide.escalation import (
     Answer,
     Escalation,
@@ -164,6 +164,7 @@ class Guard:
             self.keeper = LessonKeeper(lessons, fingerprint, on_error=lambda message: self.emit(
                 EventName.LESSON_ERROR, error=message))
         self._dispatched_at: dict[str, float] = {}  # call id → seconds into the turn when it was dispatched
+        self._own_notes: dict[str, str] = {}  # call id → unstuck's note on a settled call (Guard.call)
         self._shown_question: tuple[Escalation, str] | None = None  # the latched question and its text
         # the last question built, from which situation and what else
         self._built_question: tuple[Situation, tuple[object, ...], Escalation] | None = None
@@ -353,7 +354,7 @@ class Guard:
                 self.start()
             kept = self._kept
             if kept.escalation is not None:
-                return Decision(Action.REFUSE, call, LATCHED, escalation=kept.escalation)
+                return Decision(Action.REFUSE, call, self.note(LATCHED), escalation=kept.escalation)
             if call.id in kept.retrying:
                 self.order.of(call).begun.add(call.id)
                 self._dispatched_at[call.id] = self.at()  # a tool.returned event's duration counts from here
@@ -364,7 +365,8 @@ class Guard:
             known = self.lesson_step.check(call) if self.keeper is not None else None  # no lessons: none known
             if known is not None:
                 escalation = self._escalate(known)
-                return Decision(Action.ESCALATE, call, escalation.text, known.situation, escalation=escalation)
+                return Decision(Action.ESCALATE, call, self.note(escalation.text), known.situation,
+                                escalation=escalation)
             spec = self.tools.get(call.tool)
             arguments = call.arguments
             subject = spec.subject_of(arguments) if spec is not None else call.tool
@@ -400,16 +402,16 @@ class Guard:
         if self.order.my_turn(reply, call.id):
             step = self._assess_queued(reply, refusal)
             self.order.assessed(reply, call.id)
-            content = self._content_of(step, reason)
+            content = self._content_of(step, None, (reason,))
             escalation = self._kept.escalation
             if escalation is not None:
-                refused = Decision(Action.ESCALATE, call, f"{LATCHED}\n{escalation.text}", situation,
+                refused = Decision(Action.ESCALATE, call, self.note(f"{LATCHED}\n{escalation.text}"), situation,
                                    escalation=escalation, step=step)
             else:
                 refused = Decision(Action.REFUSE, call, content, situation, step=step)
         else:
             reply.refusals[call.id] = refusal
-            refused = Decision(Action.REFUSE, call, reason, situation)
+            refused = Decision(Action.REFUSE, call, self.note(reason), situation)
         reply.refused[call.id] = refused
         return refused
 
@@ -477,6 +479,10 @@ class Guard:
         arguments = call.arguments
         subject = spec.subject_of(arguments) if spec is not None else call.tool
         result = self.reader.result_of(call, spec, raw)
+        said = result.content  # the tool's words; a settled call's note is unstuck's (Guard.call)
+        own = self._own_notes.pop(call.id, "")
+        if own:
+            result = replace(result, content=f"{said}\n\n{own}" if said else own)
         if kept.intents:
             self.intents.returned(call, result)
         if result.injected is not None:
@@ -494,7 +500,7 @@ class Guard:
                                         origin=Origin.RETRY if retry else Origin.MODEL)
         if self.keeper is not None:
             self.lesson_step.settle_noted(subject, result.ok and situation is None)
-        decision = self._decide(call, result, step, assessment)
+        decision = self._decide(call, result, step, assessment, said, own)
         if decision.action is not Action.RETRY:
             kept.retrying.pop(call.id, None)
             self.order.assessed(reply, call.id, decision)
@@ -556,7 +562,10 @@ class Guard:
             self._escalate(assessment.decision.blocker)
         return step, assessment
 
-    def _decide(self, call: ToolCall, result: ToolResult, step: StepRecord, assessment: policy.Assessment) -> Decision:
+    def _decide(self, call: ToolCall, result: ToolResult, step: StepRecord, assessment: policy.Assessment,
+                said: str, own: str) -> Decision:
+        """The decision on an assessed result; ``said`` is the tool's text (quoted where it imitates
+        a note: :func:`unstuck.decide.marks.neutralise`), ``own`` unstuck's note on a settled call."""
         kept = self._kept
         decision = assessment.decision
         if kept.guarded and isinstance(decision, policy.RetryAfter):
@@ -566,21 +575,18 @@ class Guard:
             self.emit(EventName.RETRY_SCHEDULED, tool=call.tool, attempt=decision.attempt, delay_s=round(delay, 6))
             kept.retrying[call.id] = kept.retrying.get(call.id, 0) + 1
             kept.waited[call.id] = kept.waited.get(call.id, 0.0) + delay
-            return Decision(Action.RETRY, call, result.content, step.situation, delay_s=delay, step=step)
+            return Decision(Action.RETRY, call, marks.neutralise(said), step.situation, delay_s=delay, step=step)
         if kept.escalation is not None:
-            stopped = (f"{result.content}\n\n{GUIDANCE_PREFIX} The turn stopped to ask the user:\n"
-                       f"{self._question_text(kept.escalation)}")
+            stopped = self._content_of(step, said, (own, f"{GUIDANCE_PREFIX} The turn stopped to ask the user:\n"
+                                                         f"{self._question_text(kept.escalation)}"), lesson=False)
             return Decision(Action.ESCALATE, call, stopped, step.situation, escalation=kept.escalation, step=step)
         guidance = decision.guidance if isinstance(decision, policy.Continue) else None
         checked = self.probes.check_setup(call, assessment) if assessment.opened else None  # only a new blocker
         if checked is not None:
             guidance = checked
-        text = result.content
         retried = kept.retrying.get(call.id, 0)
-        if retried:
-            waited = f"{kept.waited.pop(call.id, 0.0):g}"
-            text = f"{text}\n\n{RETRIED_NOTE.format(times=retried, seconds=waited)}"
-        content = self._content_of(step, text, guidance if kept.guarded else None)
+        waited = RETRIED_NOTE.format(times=retried, seconds=f"{kept.waited.pop(call.id, 0.0):g}") if retried else ""
+        content = self._content_of(step, said, (own, waited, (guidance or "") if kept.guarded else ""))
         return Decision(Action.CONTINUE, call, content, step.situation, step=step)
 
     def _question_text(self, escalation: Escalation) -> str:
@@ -591,11 +597,33 @@ class Guard:
             shown = self._shown_question = (escalation, escalation.text)
         return shown[1]
 
-    def _content_of(self, step: StepRecord, text: str, guidance: str | None = None) -> str:
-        content = f"{text}\n\n{guidance}" if guidance else text
-        note = self.lesson_step.note(step.call.id) if self.keeper is not None else ""  # notes are lessons'
+    def _content_of(self, step: StepRecord, said: str | None, notes: Sequence[str], *, lesson: bool = True) -> str:
+        """What the model gets for ``step``: a lesson's note (when ``lesson``), the tool's text
+        ``said`` (``None``: the call did not run) with every line that imitates unstuck's mark
+        quoted as the tool's (:func:`unstuck.decide.marks.neutralise`), then ``notes``, each a
+        paragraph marked with the turn's mark (:func:`unstuck.decide.marks.note`); empty ones
+        are left out."""
+        own = marks.notes(self._kept.nonce, notes)
+        if said is None:
+            content = own
+        else:
+            shown = marks.neutralise(said)
+            content = f"{shown}\n\n{own}" if own else shown
+        lessons = self.lesson_step.note(step.call.id) if lesson and self.keeper is not None else ""
+        return f"{self.note(lessons)}\n{content}" if lessons else content
 
-        return f"{note}\n{content}" if note else content
+    @property
+    def mark(self) -> str:
+        """The turn's mark on unstuck's notes to the model (:func:`unstuck.decide.marks.mark`:
+        ``[unstuck 9f3c2a1b7d4e6f80]``, a nonce drawn when the turn started and kept in its
+        saved state)."""
+        return marks.mark(self._kept.nonce)
+
+    def note(self, text: str) -> str:
+        """``text`` as unstuck's note to the model in this turn (:func:`unstuck.decide.marks.note`):
+        its first line starts with :attr:`mark`; tool text never does (:meth:`after` quotes a
+        line of it that imitates the mark). For an integration's own words beside the guard's."""
+        return marks.note(self._kept.nonce, text) if text else text
 
     # -- escalation ----------------------------------------------------------------------------
 
@@ -679,7 +707,7 @@ class Guard:
                 template = prompts.ROUTE_AROUND_CHECK
             else:
                 blocker, template = settled[0], prompts.ROUTE_AROUND_CHECK_SETTLED
-            question = template.format(subject=blocker.subject, kind=blocker.situation.kind.value)
+            question = self.note(template.format(subject=blocker.subject, kind=blocker.situation.kind.value))
             said = ""
             if confirm is not None:
                 try:
@@ -716,13 +744,13 @@ class Guard:
                 raise UnstuckError("answer() needs an escalated turn; this one has not escalated")
             self.emit(EventName.USER_ANSWERED, subject=blocker.subject, answer=answer.name.lower())
             if answer is Answer.STOP:
-                return Decision(Action.ESCALATE, None, kept.escalation.text, escalation=kept.escalation)
+                return Decision(Action.ESCALATE, None, self.note(kept.escalation.text), escalation=kept.escalation)
             if answer is Answer.SKIP:
                 kept.state = policy.skip_subject(kept.state, blocker.subject)
                 self._record_decision(JournalDecision.SKIP, blocker.subject)
                 self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_SKIPPED.value)
                 self._unlatch()
-                return Decision(Action.CONTINUE, None, (
+                return Decision(Action.CONTINUE, None, self.note(
                     f"{GUIDANCE_PREFIX} The user chose to skip {blocker.subject}. Calls on it will be "
                     "refused. Finish what you can without it, then report what was left undone."))
             probe = self.probes.for_blocker(blocker)
@@ -731,7 +759,7 @@ class Guard:
             else:
                 clean, evidence = self.probes.run(probe)
             if not clean:
-                return Decision(Action.ESCALATE, None, f"{blocker.subject} is still blocked: {evidence}",
+                return Decision(Action.ESCALATE, None, self.note(f"{blocker.subject} is still blocked: {evidence}"),
                                 escalation=kept.escalation)
             named = (blocker.situation.detail, *kept.state.refusals)  # what the question said unstuck refused
             kept.state = policy.release_unknown_effects(policy.close_blocker(kept.state, blocker.subject), named)
@@ -739,7 +767,7 @@ class Guard:
             self._record_decision(JournalDecision.CLOSE, blocker.subject)
             self.emit(EventName.BLOCKER_CLOSED, subject=blocker.subject, reason=CloseReason.USER_ANSWERED.value)
             self._unlatch()
-            return Decision(Action.CONTINUE, None, (
+            return Decision(Action.CONTINUE, None, self.note(
                 f"{GUIDANCE_PREFIX} The user has resolved the block on {blocker.subject} ({evidence}). "
                 "Continue the task."))
 
@@ -773,7 +801,8 @@ class Guard:
 
     # -- the whole call ------------------------------------------------------------------------
 
-    def call(self, call: ToolCall, *, settled: ToolResult | None = None, intent_ref: str | None = None) -> Decision:
+    def call(self, call: ToolCall, *, settled: ToolResult | None = None, intent_ref: str | None = None,
+             note: str = "") -> Decision:
         """Guard and run one call of a tool in the tool set: :meth:`before`, the tool,
         :meth:`after`, and the waits and retries the policy asks for (on the turn's clock).
 
@@ -783,6 +812,10 @@ class Guard:
                 is not run again, only assessed.
             intent_ref: a prepared effect intent to run the call under (a resumed call
                 whose effect did not happen).
+            note: unstuck's own words on ``settled`` (a resumed call that was not repeated,
+                written with :data:`~unstuck.decide.prompts.GUIDANCE_PREFIX`): assessed with the
+                result (after its text, a paragraph), shown to the model as a note of the turn
+                (:meth:`note`), never as the tool's text.
 
         Returns:
             The final :class:`Decision` (never ``retry``).
@@ -792,6 +825,8 @@ class Guard:
                 reply = self.order.of(call)
                 reply.begun.add(call.id)
                 if settled is not None:
+                    if note:
+                        self._own_notes[call.id] = note
                     return self._after(call, settled, reply)
                 spec = self.tools.get(call.tool)
                 subject = spec.subject_of(call.arguments) if spec is not None else call.tool

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import math
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -29,6 +30,7 @@ from unstuck.core.redact import redact_value
 from unstuck.core.tools import ToolCall
 from unstuck.decide import policy
 from unstuck.decide.escalation import Escalation
+from unstuck.decide.marks import NONCE_HEX, is_nonce
 from unstuck.decide.outcome import CANONICAL_FORM, StepRecord, saved_json_of
 from unstuck.decide.policy import Action
 from unstuck.guard.decision import Decision
@@ -37,7 +39,7 @@ from unstuck.store.diagnostics import RunLengths
 from unstuck.store.journal import JournalDecision
 from unstuck.toolkit.specs import Toolset
 
-__all__ = ["STATE_VERSION", "GuardState", "GuardStateError", "admit", "rebuild_state", "signing_key"]
+__all__ = ["STATE_VERSION", "GuardState", "GuardStateError", "admit", "new_nonce", "rebuild_state", "signing_key"]
 
 #: Version of the saved state's schema; :meth:`GuardState.from_json` refuses another.
 STATE_VERSION = 1
@@ -131,6 +133,19 @@ def _str_set(raw: Iterable[Any]) -> set[str]:
     return set(map(str, raw))
 
 
+def new_nonce() -> str:
+    """A fresh nonce for a turn's mark (:mod:`unstuck.decide.marks`): :data:`~unstuck.decide.marks.NONCE_HEX`
+    hex digits from :func:`secrets.token_hex` (the operating system's random source), which no
+    tool can guess."""
+    return secrets.token_hex(NONCE_HEX // 2)
+
+
+def _nonce(value: str) -> str:
+    if not is_nonce(value):
+        raise GuardStateError(f"saved guard state: nonce must be {NONCE_HEX} lower-case hex digits, got {value!r}")
+    return value
+
+
 _NONE = type(None)
 
 
@@ -162,6 +177,9 @@ class GuardState:
         saved_steps: steps already in the journal; ``last_ref``: the effect_ref of the last
             side-effecting call.
         held_writes: call key → effect_ref of a write never to make again in this turn.
+        nonce: the nonce of the turn's mark on unstuck's notes to the model
+            (:mod:`unstuck.decide.marks`); a state saved before it was kept (none saved) gets a
+            fresh one when it is loaded.
     """
 
     turn_id: str = field(metadata=_saved(str, load=str, required=True))
@@ -191,6 +209,7 @@ class GuardState:
     last_ref: str = field(default="", metadata=_saved(str, load=str))
     lessons_checked: set[str] = field(default_factory=set, metadata=_saved(list, sorted, _str_set))
     held_writes: dict[str, str] = field(default_factory=dict, metadata=_saved(dict, dict, _str_map))
+    nonce: str = field(default_factory=new_nonce, metadata=_saved(str, load=_nonce))
 
     def to_dict(self) -> dict[str, Any]:
         """Every field in its JSON form, after ``version``."""

@@ -83,7 +83,7 @@ import re2
 from unstuck.core.output import redacting_pipe
 from unstuck.core.text import clean_terminal_text, for_terminal, has_invisible, quote_evidence
 from unstuck.decide.escalation import Answer, Escalation
-from unstuck.guard.guard import Action
+from unstuck.guard.guard import Action, Guard
 from unstuck.integrations.common import Blocked, read_answer
 from unstuck.integrations.mcp import DEFAULT_DEADLINE_S, GuardedSession, guarded_session
 from unstuck.recognise.instructions import Use, find_instruction, screen_instruction
@@ -128,10 +128,12 @@ ANSWER_TOOL = "unstuck_answer"
 ANSWER_HINT = f'When you have done it, call {ANSWER_TOOL} with "I\'ve done it" (or "Skip it", or "Stop").'
 
 
-def _blocked_result(escalation: Escalation, note: str = "") -> CallToolResult:
+def _blocked_result(guard: Guard, escalation: Escalation, note: str = "") -> CallToolResult:
+    """The blocked result: the question, ``note`` and :data:`ANSWER_HINT`, each as unstuck's note
+    (:meth:`unstuck.Guard.note`: the turn's mark first)."""
     from mcp.types import CallToolResult, TextContent
-    parts = [escalation.text, *([note] if note else []), ANSWER_HINT]
-    return CallToolResult(content=[TextContent(type="text", text="\n\n".join(parts))], is_error=True,
+    text = "\n\n".join(guard.note(part) for part in (escalation.text, note, ANSWER_HINT) if part)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                           _meta={STATUS_META_KEY: "blocked"})
 
 
@@ -315,10 +317,12 @@ class Proxy:
         session goes on (``isError: false``) or is still blocked (the blocked result)."""
         from mcp.types import CallToolResult, TextContent
 
-        def said(text: str, failed: bool) -> CallToolResult:
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=failed)
+        guard = self.guarded.guard
 
-        escalation = self.guarded.guard.escalation
+        def said(text: str, failed: bool) -> CallToolResult:
+            return CallToolResult(content=[TextContent(type="text", text=guard.note(text))], is_error=failed)
+
+        escalation = guard.escalation
         if escalation is None:
             return said("Nothing is blocked: there is no question to answer.", False)
         try:
@@ -329,10 +333,10 @@ class Proxy:
         self.pending_url = None
         if answer is Answer.STOP:
             self.stopped = True
-            return _blocked_result(escalation, "The user said Stop.")
+            return _blocked_result(guard, escalation, "The user said Stop.")
         if decision.action is not Action.CONTINUE:
-            still = self.guarded.guard.escalation or escalation
-            return _blocked_result(still, decision.content)
+            still = guard.escalation or escalation
+            return _blocked_result(guard, still, decision.content)
         self.stopped = False
         return said(decision.content, False)
 
@@ -346,33 +350,34 @@ class Proxy:
         from mcp import UrlElicitationRequiredError
         from mcp.types import CallToolResult, ElicitRequestURLParams, TextContent
         arguments = dict(params.arguments or {})
+        guard = self.guarded.guard
         if params.name == ANSWER_TOOL:
             return await self.answer(arguments)
         if params.name in self.withheld:  # not exported (its name breaks MCP's rule, or reads as an instruction)
-            return CallToolResult(content=[TextContent(type="text", text=f"No tool named {params.name!r} here.")],
-                                  is_error=True)
-        if self.pending_url is not None and self.guarded.guard.escalation is not None:
+            return CallToolResult(content=[TextContent(type="text", text=guard.note(
+                f"No tool named {params.name!r} here."))], is_error=True)
+        if self.pending_url is not None and guard.escalation is not None:
             self.pending_url = None  # the client retried after the sign-in page: "I've done it"
             decision = await self.guarded.answer(Answer.DONE)
             if decision.action is not Action.CONTINUE:
-                return _blocked_result(self.guarded.guard.escalation, decision.content)
+                return _blocked_result(guard, guard.escalation, decision.content)
         asks = 0
         while True:
-            if self.stopped and self.guarded.guard.escalation is not None:
-                return _blocked_result(self.guarded.guard.escalation, "The user said Stop.")
+            if self.stopped and guard.escalation is not None:
+                return _blocked_result(guard, guard.escalation, "The user said Stop.")
             try:
                 return await self.guarded.call_tool(params.name, arguments)
             except Blocked as blocked:
                 escalation = blocked.escalation
             mode = ask_mode(ctx.session.protocol_version, ctx.session.client_capabilities, escalation.unblock)
             if mode == "result" or self.cannot_ask:
-                return _blocked_result(escalation)
+                return _blocked_result(guard, escalation)
             if mode == "url":
                 self.pending_url = uuid.uuid4().hex
                 raise UrlElicitationRequiredError([ElicitRequestURLParams(
                     message=escalation.text, url=str(escalation.unblock), elicitation_id=self.pending_url)])
             if asks >= MAX_ASKS:
-                return _blocked_result(escalation, f"Asked {MAX_ASKS} times; the call ended blocked.")
+                return _blocked_result(guard, escalation, f"Asked {MAX_ASKS} times; the call ended blocked.")
             asks += 1
             try:
                 reply = await ctx.session.elicit_form(escalation.text, {
@@ -382,7 +387,7 @@ class Proxy:
                 }, related_request_id=ctx.request_id)
             except Exception:  # the client declared elicitation, then failed the request (a JSON-RPC error)
                 self.cannot_ask = True
-                return _blocked_result(escalation)
+                return _blocked_result(guard, escalation)
             said = Answer.STOP  # decline, cancel, or an answer that is none of the choices
             if reply.action == "accept" and reply.content is not None:
                 try:
@@ -392,7 +397,7 @@ class Proxy:
             decision = await self.guarded.answer(said)
             if said is Answer.STOP:
                 self.stopped = True
-                return _blocked_result(escalation, "The user said Stop.")
+                return _blocked_result(guard, escalation, "The user said Stop.")
             if said is Answer.SKIP and decision.action is Action.CONTINUE:
                 return CallToolResult(content=[TextContent(type="text", text=decision.content)], is_error=True)
             # DONE: continue → call again; still blocked → ask again with the evidence (at most MAX_ASKS)

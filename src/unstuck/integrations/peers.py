@@ -40,13 +40,13 @@ import asyncio
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from unstuck.evals.shell_world import ANSWER, COMPLIANT_ANSWER, SCENARIOS, TASK, UNBLOCK, Behaviour, ShellWorld
 from unstuck.integrations.common import Blocked
-from unstuck.store.events import EventSink
+from unstuck.store.events import EventLog, EventName, EventSink
 
 __all__ = [
     "FRAMEWORKS",
@@ -80,12 +80,16 @@ class PeerRun:
         scenario: a :data:`unstuck.evals.shell_world.SCENARIOS` name.
         behaviour: a :class:`~unstuck.evals.shell_world.Behaviour` value.
         guarded: with unstuck's adapter (``True``) or the framework's defaults.
-        tool_calls: tool calls that reached the shell tool (refused calls are not counted).
+        tool_calls: tool calls that reached the shell tool (refused calls are not counted here).
         capped: the measurement cut the run at ``cap`` calls (so ``tool_calls`` means "≥").
         stopped_by: how the run stopped, e.g. ``"MaxTurnsExceeded (max_turns 10)"``.
         exact_unblock: what the user got holds :data:`UNBLOCKS` of the scenario.
         status: ``blocked`` / ``failed`` / ``answered`` / ``done`` / ``running``.
         error: a harness error (or a framework not installed); ``None`` for a measured run.
+        refused_calls: calls the guard refused before they reached the tool, counted from its
+            decisions (one ``call.refused`` event each: what the scenario tables count as
+            refused, a step that was not dispatched); ``0`` with the framework's defaults,
+            where nothing refuses.
     """
 
     framework: str
@@ -98,6 +102,7 @@ class PeerRun:
     exact_unblock: bool
     status: str
     error: str | None = None
+    refused_calls: int = 0
 
     @property
     def calls_text(self) -> str:
@@ -114,6 +119,10 @@ class PeerRatio:
     """Defaults' tool calls over unstuck's for one framework, scenario and behaviour.
 
     Attributes:
+        defaults_calls: tool calls that ran with the framework's defaults.
+        unstuck_calls: tool calls that ran with unstuck.
+        unstuck_refused: calls unstuck's guard refused in that run (they never ran, and are
+            not in ``unstuck_calls``).
         ratio: ``defaults_calls / unstuck_calls``; ``None`` when unstuck's run made no call
             or either run is missing or failed to run.
         at_least: the defaults' run was capped, so the ratio is a lower bound ("≥").
@@ -126,6 +135,7 @@ class PeerRatio:
     unstuck_calls: int
     ratio: float | None
     at_least: bool
+    unstuck_refused: int = 0
 
     @property
     def text(self) -> str:
@@ -430,7 +440,9 @@ def run_peers(frameworks: Iterable[str], scenarios: Iterable[str] = ("gh_logged_
               progress: Callable[[PeerRun], None] | None = None) -> list[PeerRun]:
     """Every framework × scenario × behaviour, with the defaults and then with unstuck, each in
     a fresh :class:`ShellWorld`; ``progress`` is called after each run. A driver that raises is
-    recorded as a run with ``error`` (a harness error), not raised.
+    recorded as a run with ``error`` (a harness error), not raised. A guarded run's
+    ``refused_calls`` are the guard's ``call.refused`` events (its decisions), recorded in
+    memory for the run.
 
     Raises:
         ValueError: an unknown framework, scenario or behaviour, or ``cap`` < 1.
@@ -444,12 +456,15 @@ def run_peers(frameworks: Iterable[str], scenarios: Iterable[str] = ("gh_logged_
         raise ValueError(f"cap must be at least 1, not {cap}")
     runs: list[PeerRun] = []
     for framework, scenario, behaviour, guarded in itertools.product(chosen, worlds, acts, (False, True)):
+        decisions = EventLog()
         with ShellWorld(scenario) as world:
             try:
-                run = FRAMEWORKS[framework](world, behaviour, guarded=guarded, cap=cap)
+                run = FRAMEWORKS[framework](world, behaviour, guarded=guarded, cap=cap,
+                                            events=decisions if guarded else None)
             except Exception as exc:  # a harness error is recorded, the comparison goes on
                 run = _run(framework, world, behaviour, guarded, len(world.commands), stopped_by="-",
                            status=FAILED, error=f"{type(exc).__name__}: {exc}")
+        run = replace(run, refused_calls=len(decisions.named(EventName.CALL_REFUSED)))
         runs.append(run)
         if progress is not None:
             progress(run)
@@ -458,7 +473,8 @@ def run_peers(frameworks: Iterable[str], scenarios: Iterable[str] = ("gh_logged_
 
 def peer_ratios(runs: Sequence[PeerRun]) -> list[PeerRatio]:
     """Per framework, scenario and behaviour (in the order first seen): the defaults' tool
-    calls over unstuck's, a lower bound ("≥") when the defaults' run was capped."""
+    calls over unstuck's, a lower bound ("≥") when the defaults' run was capped, beside the
+    calls unstuck refused."""
     pairs: dict[tuple[str, str, str], dict[bool, PeerRun]] = {}
     for run in runs:
         pairs.setdefault((run.framework, run.scenario, run.behaviour), {})[run.guarded] = run
@@ -469,5 +485,6 @@ def peer_ratios(runs: Sequence[PeerRun]) -> list[PeerRatio]:
             continue
         usable = plain.error is None and guarded.error is None and guarded.tool_calls > 0
         ratios.append(PeerRatio(framework, scenario, behaviour, plain.tool_calls, guarded.tool_calls,
-                                plain.tool_calls / guarded.tool_calls if usable else None, plain.capped))
+                                plain.tool_calls / guarded.tool_calls if usable else None, plain.capped,
+                                guarded.refused_calls))
     return ratios

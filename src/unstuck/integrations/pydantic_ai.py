@@ -424,7 +424,8 @@ class UnstuckToolset(WrapperToolset[Any]):
         else:
             guard = self._ensure_guard({call.tool: tool})
         if guard.escalation is None:  # another call of the same reply carried the answer
-            return "Not executed: the turn stopped to ask the user, who has answered since. Call it again if needed."
+            return guard.note("Not executed: the turn stopped to ask the user, who has answered since. Call it again "
+                              "if needed.")  # unstuck's note: the turn's mark (issue 27)
         said = read_answer(answered.get("answer", Answer.DONE))
         loop = asyncio.get_running_loop()
 

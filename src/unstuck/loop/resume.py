@@ -186,7 +186,7 @@ def resume_turn(
     intents = {i.call_id: i for i in journal.intents(turn_id) if i.reply_seq in (reply, -1)}
     overrides, held = _settle(guard, calls, intents, resolvers or {})
     # what the model is told was made (a receipt): never again; a call not run (a secret lost) may be asked again
-    reported = {intents[cid].effect_ref for cid, (result, _) in overrides.items()
+    reported = {intents[cid].effect_ref for cid, (result, _, _) in overrides.items()
                 if result is not None and cid in intents and intents[cid].state is IntentState.COMMITTED}
     guard.hold_writes(_made_already(journal.intents(turn_id), reported | {ref for ref, _ in held}))
     if held:
@@ -200,10 +200,10 @@ def resume_turn(
         guard.reply(calls, seq=reply)
 
         def settle(call: ToolCall) -> Decision | None:
-            result, ref = overrides.get(call.id, (None, None))
+            result, ref, note = overrides.get(call.id, (None, None, ""))
             if result is None and ref is None:
                 return None
-            return guard.call(call, settled=result, intent_ref=ref)
+            return guard.call(call, settled=result, intent_ref=ref, note=note)
 
         return conversation.run_safely(max_steps=max_steps, max_asks=max_asks,
                                        first=lambda: conversation.dispatch(calls, settle))
@@ -231,27 +231,29 @@ def _made_already(intents: Sequence[JournalIntent], refs: set[str]) -> dict[str,
 
 def _settle(
     guard: Guard, calls: Sequence[ToolCall], intents: Mapping[str, JournalIntent], resolvers: Mapping[str, Resolver]
-) -> tuple[dict[str, tuple[ToolResult | None, str | None]], list[tuple[str, str]]]:
+) -> tuple[dict[str, tuple[ToolResult | None, str | None, str]], list[tuple[str, str]]]:
     """Decide, in order, how each unanswered call is settled: a known result (not run
-    again), or its intent to run under; or the held intents (ref, reason), if any."""
+    again) with unstuck's note on it (the model reads it as unstuck's: ``Guard.call``'s
+    ``note``), or its intent to run under; or the held intents (ref, reason), if any."""
     journal = guard.journal
     assert journal is not None
-    overrides: dict[str, tuple[ToolResult | None, str | None]] = {}
+    overrides: dict[str, tuple[ToolResult | None, str | None, str]] = {}
     for position, call in enumerate(calls):
         intent = intents.get(call.id)
         if intent is None:
             if MASK in call.arguments_json:  # a secret the journal did not keep: never run with *** in it
-                overrides[call.id] = (_not_rerun(call), None)
+                overrides[call.id] = _not_rerun(call)
             continue  # a read, or a write the crash came before: it runs as usual
         if intent.state is IntentState.COMMITTED:
             receipt = json.loads(intent.receipt or "{}")
-            note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated."
-            content = str(receipt.get("content", "")) if "content" in receipt else (
-                f"{GUIDANCE_PREFIX} Its effect was confirmed before an interruption.")
+            content = str(receipt.get("content", ""))  # the tool's words, as recorded
+            note = f"{GUIDANCE_PREFIX} This call's effect was recorded before an interruption; it was not repeated." \
+                if "content" in receipt else (f"{GUIDANCE_PREFIX} Its effect was confirmed before an interruption; it "
+                                              "was not repeated.")
             overrides[call.id] = (ToolResult(
-                call.tool, bool(receipt.get("ok", True)), f"{content}\n\n{note}", exit_code=receipt.get("exit_code"),
+                call.tool, bool(receipt.get("ok", True)), content, exit_code=receipt.get("exit_code"),
                 http_status=receipt.get("http_status"), injected=receipt.get("injected"),
-            ), None)
+            ), None, note)
             continue
         resolution, reason = _resolve(intent, resolvers)
         if resolution is Resolution.ABSENT and intent.settler is not SettledBy.USER_ABSENT:
@@ -267,19 +269,20 @@ def _settle(
             journal.record_receipt(intent.effect_ref, json.dumps({"resolved": "committed"}),
                                    settled_by=SettledBy.RESOLVER)
             guard.emit(EventName.INTENT_COMMITTED, tool=call.tool, effect_ref=intent.effect_ref, ok=True)
-            overrides[call.id] = (ToolResult(
-                call.tool, True, f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
-                "(its resolver confirmed it); it was not repeated."), None)
+            overrides[call.id] = (ToolResult(call.tool, True, ""), None, (
+                f"{GUIDANCE_PREFIX} This call's effect had already happened before an interruption "
+                "(its resolver confirmed it); it was not repeated."))
         elif MASK in call.arguments_json:  # it did not happen, but its arguments held a secret not kept
-            overrides[call.id] = (_not_rerun(call), None)
+            overrides[call.id] = _not_rerun(call)
         else:
-            overrides[call.id] = (None, intent.effect_ref)
+            overrides[call.id] = (None, intent.effect_ref, "")
     return overrides, []
 
 
-def _not_rerun(call: ToolCall) -> ToolResult:
-    """What the model is told of a call a resume cannot run as asked: its journaled arguments
-    hold ``***`` where a secret was (the journal never keeps one)."""
-    return ToolResult(call.tool, True, f"{GUIDANCE_PREFIX} This call was not run after an interruption: its "
-                      "arguments held a secret, which the journal never keeps. Ask for it again if it is still "
-                      "needed.")
+def _not_rerun(call: ToolCall) -> tuple[ToolResult, None, str]:
+    """How a call a resume cannot run as asked is settled (an empty result, no intent, and
+    unstuck's note, what the model is told): its journaled arguments hold ``***`` where a
+    secret was (the journal never keeps one)."""
+    return ToolResult(call.tool, True, ""), None, (
+        f"{GUIDANCE_PREFIX} This call was not run after an interruption: its arguments held a secret, which the "
+        "journal never keeps. Ask for it again if it is still needed.")

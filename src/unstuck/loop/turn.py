@@ -48,7 +48,8 @@ DEFAULT_SYSTEM_PROMPT = (
     "result says the environment needs the user (signed out, not installed, no permission, "
     "quota spent), do not work around it: stop and say so."
 )
-#: What a call of a reply gets when an earlier call of the same reply stopped the turn.
+#: What a call of a reply gets when an earlier call of the same reply stopped the turn (as
+#: unstuck's note: :meth:`unstuck.Guard.note`).
 NOT_EXECUTED = "Not executed: the turn stopped to ask the user."
 
 
@@ -118,7 +119,8 @@ class Conversation:
             self.messages.append(Message(Role.TOOL, decision.content, tool_call_id=call.id, name=call.tool))
             if decision.stop:
                 for skipped in calls[position + 1:]:
-                    self.messages.append(Message(Role.TOOL, NOT_EXECUTED, tool_call_id=skipped.id, name=skipped.tool))
+                    self.messages.append(Message(Role.TOOL, self.guard.note(NOT_EXECUTED), tool_call_id=skipped.id,
+                                                 name=skipped.tool))
                 self.save()  # with the stopped calls' answers, in one commit: a resume never runs them
                 return True
             self.save()

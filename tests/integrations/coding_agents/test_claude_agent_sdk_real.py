@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -219,7 +220,8 @@ def test_guarded_sdk_session_stops_asks_once_latches_and_remembers_across_sessio
     web = [m for m in first.moves if m.arguments.get("command") == GH.sign_in_flow]
     assert web and all(results[m.tool_use_id].startswith(HOOK_DENIAL) and "unattended" in results[m.tool_use_id]
                        for m in web)  # gh auth login --web refused unattended, never run
-    assert results[first.moves[-1].tool_use_id] == f"{HOOK_DENIAL} {LATCHED}"  # the latch
+    latch = rf"{re.escape(HOOK_DENIAL)} \[unstuck [0-9a-f]{{16}}\] {re.escape(LATCHED)}"  # the latch, marked
+    assert re.fullmatch(latch, results[first.moves[-1].tool_use_id])
     assert len(first.moves) < 1 + len(_catalogue_calls("auth", "gh", "cli/cli"))
     assert first.result.terminal_reason == "hook_stopped", first.result
     turn = guarded.journal.turn(guarded.guard.turn_id(first.session_id))

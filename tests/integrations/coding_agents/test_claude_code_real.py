@@ -67,7 +67,8 @@ def test_guarded_claude_code_stops_at_the_blocker_asks_once_and_remembers_across
     web = [m for m in first.moves if m.arguments.get("command") == GH.sign_in_flow]
     assert web and all(results[m.tool_use_id][0].startswith(HOOK_DENIAL) and "unattended" in results[m.tool_use_id][0]
                        for m in web)  # gh auth login --web refused unattended, never run
-    assert results[first.moves[-1].tool_use_id][0] == f"{HOOK_DENIAL} {LATCHED}"  # the latch
+    latch = rf"{re.escape(HOOK_DENIAL)} \[unstuck [0-9a-f]{{16}}\] {re.escape(LATCHED)}"  # the latch, marked
+    assert re.fullmatch(latch, results[first.moves[-1].tool_use_id][0])
     assert len(first.moves) < 1 + len(_catalogue_calls("auth", "gh", "cli/cli"))
     turns = guarded.journal()
     assert [t["status"] for t in turns] == ["blocked"] and turns[0]["turn"] == f"claude-code-{first.session_id}"

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from unstuck.decide.escalation import Answer, Escalation
+from unstuck.decide.marks import neutralise
 from unstuck.decide.outcome import TurnStatus
 from unstuck.decide.policy import Action, PolicyConfig
 from unstuck.decide.prompts import GUIDANCE_PREFIX, KNOWN_BLOCKERS_HEADING
@@ -396,7 +397,7 @@ class SessionKeeper:
             return self._stop_reply(decision.content, decision.escalation), decision.escalation
         added = self._added(decision)
         if decision.action is Action.RETRY:
-            added = (f"{added}\n" if added else "") + (
+            added = (f"{added}\n" if added else "") + guard.note(
                 f"{GUIDANCE_PREFIX} The call failed in a way that waiting may fix: wait {decision.delay_s:g} s, "
                 "then make the same call again.")
         return HookReply(HookAction.CONTEXT if added else HookAction.ALLOW, context=added or None), None
@@ -404,11 +405,12 @@ class SessionKeeper:
     @staticmethod
     def _added(decision: Decision) -> str:
         """What the guard added to the tool's own text (a lesson's note, its guidance): the
-        model saw the tool's output already."""
+        model saw the tool's output already (as the coding agent showed it: a hook cannot quote
+        a line of it that imitates unstuck's note, :func:`unstuck.decide.marks.neutralise`)."""
         content, step = decision.content, decision.step
         if step is None or not content:
             return ""
-        own = step.content
+        own = neutralise(step.content)  # as the guard put it in the content
         return (content.replace(own, "", 1) if own and own in content else content if not own else "").strip()
 
     @staticmethod
