@@ -294,6 +294,10 @@ def _serve(where: Path, store: str | None, idle_exit: float, ask_wait: float) ->
         lessons.close()
 
 
+#: The words ``unstuck answer`` takes: "I've done it" (runs the blocker's check), "Skip it", "Stop".
+ANSWER_WORDS = ("done", "skip", "stop")
+
+
 def answer_command(
     session: Annotated[str | None, typer.Argument(help="The session (its id, or its journal turn id).",
                                                   show_default=False)] = None,
@@ -329,6 +333,12 @@ def answer_command(
             console.print(f"{s['agent']} session {s['session']} (turn {s['turn']}):", highlight=False, markup=False)
             console.print(s["question"], highlight=False, markup=False, soft_wrap=True)
         return
+    from unstuck.integrations.common import read_answer
+
+    try:
+        read_answer(answer)  # what the server takes; said here in the words this command documents
+    except ValueError:
+        raise fail(f"unknown answer {answer!r}: give one of {', '.join(ANSWER_WORDS)}") from None
     try:
         status, reply = post(where, f"/answer/{session}", {"answer": answer})
     except httpx.HTTPError as exc:

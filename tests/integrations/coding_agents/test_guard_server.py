@@ -326,3 +326,14 @@ def test_secrets_in_hook_payloads_are_never_stored_logged_or_shown(hooks: Hooks)
     leaked = {(sample.name, piece) for sample in found for piece in sample.secrets
               for text in contents if piece in text}
     assert not leaked, sorted(leaked)[:10]
+
+
+def test_an_unknown_answer_is_refused_naming_the_words_the_command_takes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from unstuck.cli.app import app
+
+    where = tmp_path / "guard.sock"
+    where.write_text("")  # the answer is checked before any server is asked
+    done = CliRunner().invoke(app, ["answer", "sess-1", "bogus", "--socket", str(where)])
+    assert done.exit_code == 2 and "done, skip, stop" in done.output, done.output

@@ -167,3 +167,10 @@ def test_each_agent_s_settings_with_the_user_s_hooks_survive_install_and_uninsta
         assert user_groups(installed)[event] == groups  # the user's, first, as they were written
     assert unstuck(tmp_path, "hooks", "uninstall", agent).returncode == 0
     assert settings.read_bytes() == text.encode("utf-8")
+
+
+def test_every_agent_waits_for_its_hook_longer_than_an_attended_question_waits_for_its_answer() -> None:
+    from unstuck.integrations.coding_agents import claude_code, client, codex, gemini
+
+    # an agent that kills its hook first would run the call unguarded while the question is open
+    assert min(claude_code.HOOK_TIMEOUT_S, codex.HOOK_TIMEOUT_S, gemini.HOOK_TIMEOUT_MS / 1000) > client.ASK_WAIT_CLIENT_S

@@ -93,8 +93,12 @@ EVENTS: Mapping[str, HookKind] = {
     "Stop": HookKind.STOP,
 }
 
-#: Seconds Codex gives each installed hook command (a handler's ``timeout``, in seconds).
-HOOK_TIMEOUT_S = 30
+#: Seconds Codex gives each installed hook command (a handler's ``timeout``, in seconds):
+#: longer than an attended session's wait for its user's answer
+#: (:data:`unstuck.integrations.coding_agents.client.ASK_WAIT_CLIENT_S`), so the agent does not
+#: cut the question short (as for Claude Code: :data:`.claude_code.HOOK_TIMEOUT_S`). A guard
+#: server that does not answer never holds a hook that long: the client fails open first.
+HOOK_TIMEOUT_S = 330
 
 #: An MCP tool's name in Codex's hooks: ``mcp__<server>__<tool>``.
 _MCP_NAME = re.compile(r"\Amcp__(.+?)__(.+)\Z")

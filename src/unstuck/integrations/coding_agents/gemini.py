@@ -92,8 +92,11 @@ EVENTS: Mapping[str, HookKind] = {
 }
 
 #: Milliseconds Gemini CLI gives each installed hook command (a hook's ``timeout``, in
-#: milliseconds; its default is 60000).
-HOOK_TIMEOUT_MS = 30_000
+#: milliseconds; its default is 60000): longer than an attended session's wait for its user's
+#: answer (:data:`unstuck.integrations.coding_agents.client.ASK_WAIT_CLIENT_S`), so the agent
+#: does not cut the question short. A guard server that does not answer never holds a hook that
+#: long: the client fails open first.
+HOOK_TIMEOUT_MS = 330_000
 
 #: Gemini CLI's file tools (their declarations as 0.61.0 sends them): name → (the argument
 #: holding the path, writes).
