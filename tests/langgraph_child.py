@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import tools_condition
-from langgraph.types import Command
+from langgraph.types import Command, RetryPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from framework_world import TASK, TASK_COMMAND, GhWorld, improviser_commands
@@ -83,14 +83,20 @@ def build(form: str, world: GhWorld, log: Path, saver: Any, replies: Iterator[AI
     def agent(state: GuardedState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 
-    builder = StateGraph(GuardedState)
+    return hand_built_graph(node, agent).compile(checkpointer=saver)
+
+
+def hand_built_graph(node: UnstuckToolNode, agent: Any, *, retry: RetryPolicy | None = None) -> StateGraph[Any]:
+    """The hand-built graph the LangGraph docs draw around unstuck's tool node: ``agent``, then
+    the tools while the model calls them, the gate after each (uncompiled)."""
+    builder: StateGraph[Any] = StateGraph(GuardedState)
     builder.add_node("agent", agent)
-    builder.add_node("tools", node.node)
+    builder.add_node("tools", node.node, retry_policy=retry)
     builder.add_node("unstuck", node.gate, destinations=("agent", END))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
     builder.add_edge("tools", "unstuck")
-    return builder.compile(checkpointer=saver)
+    return builder
 
 
 def report(result: dict[str, Any]) -> dict[str, Any]:

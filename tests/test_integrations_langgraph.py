@@ -27,9 +27,9 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, RetryPolicy, Send
 from tests.framework_world import ANSWER, TASK, TASK_COMMAND, UNBLOCK, GhWorld, improviser_commands
+from tests.langgraph_child import hand_built_graph
 
 from unstuck.core.clock import VirtualClock
 from unstuck.core.situations import Kind
@@ -214,14 +214,7 @@ def hand_built(node: UnstuckToolNode, model: ToolCallingFakeModel, *, retry: Ret
     def agent(state: GuardedState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 
-    builder = StateGraph(GuardedState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", node.node, retry_policy=retry)
-    builder.add_node("unstuck", node.gate, destinations=("agent", END))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
-    builder.add_edge("tools", "unstuck")
-    return builder
+    return hand_built_graph(node, agent, retry=retry)
 
 
 def test_the_tool_node_wrapper_stops_a_hand_built_graph_even_with_handle_tool_errors() -> None:
@@ -803,14 +796,7 @@ def two_conversation_graph(form: str, world: GhWorld, log: EventLog, model: Conv
     async def aagent(state: GuardedState) -> dict[str, Any]:
         return {"messages": [await model.ainvoke(state["messages"])]}
 
-    builder = StateGraph(GuardedState)
-    builder.add_node("agent", RunnableLambda(agent, afunc=aagent))
-    builder.add_node("tools", node.node)
-    builder.add_node("unstuck", node.gate, destinations=("agent", END))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "unstuck"})
-    builder.add_edge("tools", "unstuck")
-    return builder.compile(checkpointer=saver)
+    return hand_built_graph(node, RunnableLambda(agent, afunc=aagent)).compile(checkpointer=saver)
 
 
 def assert_apart(log: EventLog, blocked: Mapping[str, Any], clean: Mapping[str, Any], ran: list[str]) -> None:
