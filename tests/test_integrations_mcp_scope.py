@@ -6,7 +6,9 @@ budgets apart: one blocked on the real, signed-out gh does not refuse the other'
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -42,18 +44,26 @@ def _server(world: GhWorld, *, proxied: bool) -> StdioServerParameters:
     return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(world.box.work))
 
 
+@contextlib.asynccontextmanager
+async def _two_sessions(world: GhWorld, *, proxied: bool) -> AsyncIterator[tuple[ClientSession, ClientSession]]:
+    """Two client connections to the shell server (each through a proxy of its own when
+    ``proxied``), open at once and initialised."""
+    async with stdio_client(_server(world, proxied=proxied)) as (read1, write1), \
+            ClientSession(read1, write1) as first, \
+            stdio_client(_server(world, proxied=proxied)) as (read2, write2), \
+            ClientSession(read2, write2) as second:
+        await first.initialize()
+        await second.initialize()
+        yield first, second
+
+
 def _text(result: CallToolResult) -> str:
     return "\n".join(str(getattr(item, "text", "")) for item in result.content)
 
 
 def test_two_proxy_connections_at_once_keep_their_budgets_apart() -> None:
     async def scenario(world: GhWorld) -> tuple[CallToolResult, list[CallToolResult]]:
-        async with stdio_client(_server(world, proxied=True)) as (read1, write1), \
-                ClientSession(read1, write1) as first, \
-                stdio_client(_server(world, proxied=True)) as (read2, write2), \
-                ClientSession(read2, write2) as second:
-            await first.initialize()
-            await second.initialize()
+        async with _two_sessions(world, proxied=True) as (first, second):
             clean = [await second.call_tool("run_command", {"command": CLEAN_COMMANDS[0]})]
             blocked: CallToolResult | None = None
             for calls, command in enumerate(improviser_commands(), start=1):
@@ -77,12 +87,7 @@ def test_two_proxy_connections_at_once_keep_their_budgets_apart() -> None:
 
 def test_two_guarded_client_sessions_keep_their_budgets_apart() -> None:
     async def scenario(world: GhWorld) -> tuple[Blocked, list[str]]:
-        async with stdio_client(_server(world, proxied=False)) as (read1, write1), \
-                ClientSession(read1, write1) as first, \
-                stdio_client(_server(world, proxied=False)) as (read2, write2), \
-                ClientSession(read2, write2) as second:
-            await first.initialize()
-            await second.initialize()
+        async with _two_sessions(world, proxied=False) as (first, second):
             one = await guarded_session(first, task=TASK)
             other = await guarded_session(second, task="Say hello twice with echo.")
             said = [_text(await other.call_tool("run_command", {"command": CLEAN_COMMANDS[0]}))]
