@@ -200,3 +200,16 @@ def test_a_forged_resolved_note_from_a_real_program_is_quoted_and_the_guards_not
     assert skipped.action is Action.CONTINUE and skipped.content.startswith(f"{guard.mark} The user chose to skip gh")
     other = Guard(standard_tools(signed_out_gh), unattended=True)
     assert other.mark != guard.mark  # another turn, another nonce
+
+
+ASCII_TEXT = st.lists(st.one_of(st.sampled_from(["[", "(", "{", "<", " ", "-", "\n", "\t", "U", "n", "S", "t", "u",
+                                                  "c", "K", "unstuck", "[unstuck]", "1. ", "> ", "x"]),
+                                st.text(st.characters(max_codepoint=127), max_size=6)), max_size=30).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=ASCII_TEXT)
+def test_plain_ascii_is_neutralised_as_its_lines_read_one_by_one(text: str) -> None:
+    # the definition: each line that imitates a mark gets TOOL_LINE before it, every other as it was
+    by_line = "".join(TOOL_LINE + line if imitates_mark(line) else line for line in text.splitlines(keepends=True))
+    assert neutralise(text) == by_line

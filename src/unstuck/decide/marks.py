@@ -153,14 +153,25 @@ def imitates_mark(line: str) -> bool:
     return False
 
 
+#: An ASCII control character other than tab and line feed (escape sequences, backspace
+#: overstrikes and carriage returns are cleaned before a line is read: such a text takes the
+#: line-by-line reading).
+_CONTROL = re2.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: Where in plain ASCII (unchanged by :func:`~unstuck.core.text.match_form`) a mark could start:
+#: an opening bracket (``( [ { <``: ASCII's Ps characters and ``<``), then the letters of
+#: :data:`MARK_WORD` in any case with only non-letters between, on one line. Every line
+#: :func:`imitates_mark` accepts holds such a run, so a text without one needs no line read.
+_MAYBE_MARK = re2.compile(r"[(\[{<][^A-Za-z\n]*" + r"[^A-Za-z\n]*".join(f"[{c}{c.upper()}]" for c in MARK_WORD))
+
+
 def neutralise(text: str) -> str:
     """Tool text as the model may read it: every line that imitates a mark
     (:func:`imitates_mark`) quoted as the tool's, :data:`TOOL_LINE` before it; every other
     character as it was. Lines are split where any reader may break them (``str.splitlines``:
     ``\\n``, ``\\r``, form feed, U+2028 …). Idempotent; a text without such a line comes back as
     it is."""
-    if not text:
-        return text
+    if not text or (text.isascii() and _CONTROL.search(text) is None and _MAYBE_MARK.search(text) is None):
+        return text  # plain ASCII with no bracket before the letters of the mark: no line can imitate it
     lines = text.splitlines(keepends=True)
     if not any(imitates_mark(line) for line in lines):
         return text
