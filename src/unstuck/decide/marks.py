@@ -32,6 +32,8 @@ only how many bytes were dropped.
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 from collections.abc import Iterable
 
@@ -78,6 +80,7 @@ def is_nonce(text: str) -> bool:
     return _NONCE.match(text) is not None
 
 
+@functools.lru_cache(maxsize=64)  # a turn's mark is asked for with every note it writes
 def mark(nonce: str) -> str:
     """The mark of a turn whose nonce is ``nonce``: ``[unstuck 9f3c2a1b7d4e6f80]``.
 
@@ -140,6 +143,9 @@ def imitates_mark(line: str) -> bool:
     (:data:`_LOOK_ALIKES`) or accented. The cut markers (:data:`CUT_MARKERS`) are unstuck's
     own and do not count.
     """
+    first = line.lstrip(" \t")[:1]
+    if first.isascii() and first.isalpha() and _CONTROL.search(line, 0, _HEAD) is None:
+        return False  # a line that starts with a letter, nothing cleaned away before it, is no mark
     head = match_form(line[:_HEAD])
     if CUT_MARKERS.match(head.strip()) is not None:
         return False
@@ -156,7 +162,7 @@ def imitates_mark(line: str) -> bool:
 #: An ASCII control character other than tab and line feed (escape sequences, backspace
 #: overstrikes and carriage returns are cleaned before a line is read: such a text takes the
 #: line-by-line reading).
-_CONTROL = re2.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # a single class: linear; and surrogates read
 #: Where in plain ASCII (unchanged by :func:`~unstuck.core.text.match_form`) a mark could start:
 #: an opening bracket (``( [ { <``: ASCII's Ps characters and ``<``), then the letters of
 #: :data:`MARK_WORD` in any case with only non-letters between, on one line. Every line
