@@ -131,7 +131,12 @@ def call_id(session_id: str, tool: str, arguments: Mapping[str, Any], occurrence
     second on."""
     canonical = json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(f"{session_id}\0{tool}\0{canonical}".encode()).hexdigest()
-    return f"gemini-{digest[:16]}" if occurrence <= 1 else f"gemini-{digest[:16]}-{occurrence}"
+    return _nth(f"gemini-{digest[:16]}", occurrence)
+
+
+def _nth(first: str, occurrence: int) -> str:
+    """The id of a call's ``occurrence``-th ``BeforeTool`` whose first id is ``first``."""
+    return first if occurrence <= 1 else f"{first}-{occurrence}"
 
 
 def _llm_text(content: object) -> str:
@@ -217,21 +222,21 @@ class GeminiHooks:
 
     def __init__(self) -> None:
         self._mcp_servers: dict[str, str] = {}
-        #: (session, tool, canonical arguments) -> how many ``BeforeTool`` events it had; the
+        #: (session, the call's first id) -> how many ``BeforeTool`` events it had; the
         #: guard server parses on many threads, hence the lock. A session's entries go at its stop.
-        self._occurrences: dict[tuple[str, str, str], int] = {}
+        self._occurrences: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def _numbered(self, kind: HookKind, session: str, tool: str, arguments: Mapping[str, Any]) -> str:
         """The id of this call's event (module doc): a new number for a ``BeforeTool``, the
         latest one for an ``AfterTool`` (the first when no ``BeforeTool`` was seen)."""
-        key = (session, tool, json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"), default=str))
+        first = call_id(session, tool, arguments)
         with self._lock:
-            seen = self._occurrences.get(key, 0)
+            seen = self._occurrences.get((session, first), 0)
             if kind is HookKind.PRE_TOOL:
                 seen += 1
-                self._occurrences[key] = seen
-        return call_id(session, tool, arguments, max(seen, 1))
+                self._occurrences[(session, first)] = seen
+        return _nth(first, seen)
 
     def _forget(self, session: str) -> None:
         with self._lock:
