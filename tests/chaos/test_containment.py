@@ -25,7 +25,9 @@ from unstuck.processes.members import tagged, token_prefix
 #: drain and the supervisor as ``unstuck run`` does (``containment.install_containment``).
 PARENT = """
 import json
+import signal
 import sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a foreground command has it (a background job inherits it ignored)
 from pathlib import Path
 from unstuck.processes import containment, leases
 if sys.argv[1] == "contain":
@@ -138,3 +140,13 @@ def test_unstuck_run_killed_mid_tool_leaves_no_process_of_its_turn(tmp_path: Pat
         if run.poll() is None:
             run.kill()
         run.wait()
+
+
+def test_a_parent_that_ignores_sigint_keeps_ignoring_it_and_its_tools_run_on(tmp_path: Path) -> None:
+    # a shell's background job without job control starts with SIGINT ignored (POSIX 2.11)
+    code = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "from unstuck.processes.containment import install_signal_drain\ninstall_signal_drain()\n"
+            "print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN, signal.getsignal(signal.SIGTERM) != signal.SIG_DFL)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=bare_env(PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")))
+    assert done.stdout.split() == ["True", "True"], done.stderr  # SIGINT left ignored; SIGTERM drains

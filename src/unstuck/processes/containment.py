@@ -59,15 +59,18 @@ def install_signal_drain(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT
     """Make SIGTERM and SIGINT (or ``signals``) end every live lease of this process before
     they act as before (the previous handler runs next: SIGINT still raises
     KeyboardInterrupt; a signal that had its default disposition is delivered again with it,
-    so the process dies of it as before). Idempotent; call it from the main thread
-    (signal(2), Python's ``signal.signal``).
+    so the process dies of it as before). A signal this process ignores is left ignored: a
+    command started in the background by a shell without job control inherits SIGINT and
+    SIGQUIT ignored (POSIX Shell Command Language, 2.11 "Signals and Error Handling"), and a
+    SIGINT sent to it must not end its tools while it carries on. Idempotent; call it from the
+    main thread (signal(2), Python's ``signal.signal``).
 
     Raises:
         ValueError: when called from another thread than the main one (Python's rule).
     """
     for signum in signals:
-        if signum in _INSTALLED:
-            continue
+        if signum in _INSTALLED or signal.getsignal(signum) == signal.SIG_IGN:
+            continue  # an ignored signal stays ignored (a background job's SIGINT: see the doc)
         _INSTALLED[signum] = signal.signal(signum, _on_signal)
 
 
